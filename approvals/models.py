@@ -1,0 +1,107 @@
+"""Approval requests bind one proposed operation; decisions are append-only rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+
+class ApprovalStatus(models.TextChoices):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    STALE = "stale"
+    EXPIRED = "expired"
+
+
+class ApprovalRequest(models.Model):
+    """One proposed effect of one run, bound to the input and versions it was proposed under."""
+
+    run = models.ForeignKey("automation.Run", on_delete=models.PROTECT, related_name="approvals")
+    effect = models.CharField(max_length=50)
+    effect_payload = models.JSONField(default=dict)
+    fingerprint = models.CharField(max_length=64)
+    workflow_version = models.CharField(max_length=100)
+    policy_version = models.CharField(max_length=100)
+    evidence = models.JSONField(default=dict)
+    group = models.CharField(max_length=100)
+    required_approvals = models.PositiveSmallIntegerField(default=1)
+    status = models.CharField(
+        max_length=20, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING
+    )
+    status_reason = models.CharField(max_length=200, blank=True)
+    expires_at = models.DateTimeField()
+    escalate_at = models.DateTimeField()
+    escalate_to = models.CharField(max_length=100, blank=True)
+    escalated_at = models.DateTimeField(null=True, blank=True)
+    # Set once the run has executed on this approval: an approval is used at most once.
+    consumed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        constraints = [
+            # One open request per run and effect: a fresh one replaces a stale one, never joins it.
+            models.UniqueConstraint(
+                fields=["run", "effect"],
+                condition=models.Q(status="pending"),
+                name="approval_one_pending_per_run_effect",
+            )
+        ]
+        indexes = [
+            # The inbox: WHERE status = pending AND group IN (...) ORDER BY created_at
+            models.Index(fields=["status", "group", "created_at"], name="approval_inbox_idx")
+        ]
+
+    def __str__(self) -> str:
+        return f"approval #{self.pk} of {self.effect} for run {self.run_id}"
+
+    def binding(self) -> dict[str, str]:
+        return {
+            "fingerprint": self.fingerprint,
+            "workflow_version": self.workflow_version,
+            "policy_version": self.policy_version,
+            "effect": self.effect,
+        }
+
+
+class ApprovalDecision(models.Model):
+    """A person's decision, with the exact binding they saw. Never edited."""
+
+    request = models.ForeignKey(
+        ApprovalRequest, on_delete=models.PROTECT, related_name="decisions"
+    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    approve = models.BooleanField()
+    comment = models.TextField(blank=True)
+    seen_fingerprint = models.CharField(max_length=64)
+    seen_workflow_version = models.CharField(max_length=100)
+    seen_policy_version = models.CharField(max_length=100)
+    seen_effect = models.CharField(max_length=50)
+    # False when the decision was refused (stale or expired binding): kept, but authorises nothing.
+    counted = models.BooleanField(default=True)
+    refusal = models.CharField(max_length=40, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        constraints = [
+            # One person counts once on one request, even if they click twice at once.
+            models.UniqueConstraint(
+                fields=["request", "user"],
+                condition=models.Q(counted=True),
+                name="decision_one_per_person",
+            )
+        ]
+
+    def __str__(self) -> str:
+        verdict = "approved" if self.approve else "rejected"
+        return f"{self.user} {verdict} request #{self.request_id}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise ValueError("an approval decision is never edited")
+        super().save(*args, **kwargs)

@@ -1,0 +1,169 @@
+"""Approval use cases. A decision binds the exact input and versions the approver saw."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import transaction
+from django.utils import timezone
+
+from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
+from config.dispatch import enqueue_after_commit
+from policy.schemas import ApprovalRule
+
+# The run's next step, named by path: approvals does not import automation.
+ADVANCE_RUN_TASK = "automation.tasks.advance_run"
+
+APPROVAL_STALE = "approval_stale"
+APPROVAL_EXPIRED = "approval_expired"
+BINDING_KEYS = ("fingerprint", "workflow_version", "policy_version", "effect")
+
+
+class ApprovalError(Exception):
+    """A decision that cannot be taken, with the reason a person should read."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class DecisionResult:
+    code: str  # recorded, approved, rejected, approval_stale, approval_expired
+    request: ApprovalRequest
+    decision: ApprovalDecision
+
+
+def approval_request_open(
+    *,
+    run_id: int,
+    binding: dict[str, str],
+    effect_payload: dict[str, Any],
+    evidence: dict[str, Any],
+    rule: ApprovalRule,
+    now: datetime,
+) -> ApprovalRequest:
+    """Open a request for one proposed effect. The caller owns the transaction (the run's)."""
+    return ApprovalRequest.objects.create(
+        run_id=run_id,
+        effect=binding["effect"],
+        effect_payload=effect_payload,
+        fingerprint=binding["fingerprint"],
+        workflow_version=binding["workflow_version"],
+        policy_version=binding["policy_version"],
+        evidence=evidence,
+        group=rule.group,
+        required_approvals=rule.approvers,
+        expires_at=now + timedelta(hours=rule.expires_after_hours),
+        escalate_at=now + timedelta(hours=rule.escalate_after_hours),
+        escalate_to=rule.escalate_to or "",
+    )
+
+
+def binding_refusal(
+    *, request: ApprovalRequest, binding: dict[str, str], now: datetime
+) -> str | None:
+    """Why this request can no longer authorise the run as it is now, or None if it can."""
+    if now >= request.expires_at:
+        return APPROVAL_EXPIRED
+    if any(request.binding()[key] != binding[key] for key in BINDING_KEYS):
+        return APPROVAL_STALE
+    return None
+
+
+def _may_decide(user: AbstractBaseUser | AnonymousUser, request: ApprovalRequest) -> bool:
+    if not user.is_authenticated or not user.is_active:
+        return False
+    if getattr(user, "is_superuser", False):
+        return True
+    return bool(user.groups.filter(name=request.group).exists())  # type: ignore[union-attr]
+
+
+def _check_decidable(
+    *, request: ApprovalRequest, user: AbstractBaseUser, approve: bool, comment: str
+) -> None:
+    if not _may_decide(user, request):
+        raise ApprovalError("forbidden", f"you are not in the {request.group} group")
+    if user.pk in request.evidence.get("conflicted_user_ids", []):
+        raise ApprovalError(
+            "separation_of_duties", "whoever submitted or corrected a run cannot approve it"
+        )
+    if request.status != ApprovalStatus.PENDING:
+        raise ApprovalError("already_decided", f"this request is already {request.status}")
+    if request.decisions.filter(user=user, counted=True).exists():
+        raise ApprovalError("already_decided", "you have already decided this request")
+    if not approve and not comment.strip():
+        raise ApprovalError("comment_required", "a rejection needs a comment")
+
+
+@transaction.atomic
+def approval_decide(
+    *,
+    request_id: int,
+    user: AbstractBaseUser,
+    approve: bool,
+    comment: str = "",
+    seen: dict[str, str],
+    now: datetime | None = None,
+) -> DecisionResult:
+    """Record a person's decision on what they saw. Stale or expired views authorise nothing."""
+    now = now or timezone.now()
+    # Row lock: two approvers clicking at once decide one after the other, never both on
+    # a request that the first one already completed.
+    request = ApprovalRequest.objects.select_for_update().get(pk=request_id)
+    _check_decidable(request=request, user=user, approve=approve, comment=comment)
+    refusal = binding_refusal(request=request, binding={**request.binding(), **seen}, now=now)
+    decision = ApprovalDecision.objects.create(
+        request=request,
+        user=user,
+        approve=approve,
+        comment=comment,
+        seen_fingerprint=seen.get("fingerprint", request.fingerprint),
+        seen_workflow_version=seen["workflow_version"],
+        seen_policy_version=seen["policy_version"],
+        seen_effect=seen["effect"],
+        counted=refusal is None,
+        refusal=refusal or "",
+    )
+    if refusal == APPROVAL_EXPIRED:
+        _close(request, ApprovalStatus.EXPIRED, "expired before it was decided", now)
+    if refusal is not None:
+        enqueue_after_commit(ADVANCE_RUN_TASK, request.run_id)
+        return DecisionResult(refusal, request, decision)
+    return DecisionResult(_tally(request, approve, now), request, decision)
+
+
+def _tally(request: ApprovalRequest, approve: bool, now: datetime) -> str:
+    if not approve:
+        _close(request, ApprovalStatus.REJECTED, "rejected", now)
+    elif request.decisions.filter(counted=True, approve=True).count() >= (
+        request.required_approvals
+    ):
+        _close(request, ApprovalStatus.APPROVED, "approved", now)
+    else:
+        return "recorded"
+    enqueue_after_commit(ADVANCE_RUN_TASK, request.run_id)
+    return str(request.status)
+
+
+def _close(request: ApprovalRequest, status: str, reason: str, now: datetime) -> None:
+    request.status = status
+    request.status_reason = reason
+    request.decided_at = now
+    request.save(update_fields=["status", "status_reason", "decided_at"])
+
+
+def approval_invalidate(*, request: ApprovalRequest, refusal: str, now: datetime) -> None:
+    """Mark a request that no longer matches its run (caller holds the run's lock)."""
+    status = ApprovalStatus.EXPIRED if refusal == APPROVAL_EXPIRED else ApprovalStatus.STALE
+    _close(request, status, refusal, now)
+
+
+def approval_consume(*, request: ApprovalRequest, now: datetime) -> None:
+    """An approval is used once: the run executed on it."""
+    request.consumed_at = now
+    request.save(update_fields=["consumed_at"])

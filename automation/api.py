@@ -1,0 +1,97 @@
+"""The JSON intake API for integrators: token authentication, clear 4xx answers."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+
+from automation import selectors, services
+from automation.models import ApiToken, Outcome
+
+View = Callable[..., JsonResponse]
+
+STATUS_BY_CODE = {
+    "accepted": 202,
+    Outcome.IDEMPOTENT_REPLAY: 200,
+    Outcome.IDEMPOTENCY_CONFLICT: 409,
+    Outcome.INVALID_EVENT: 422,
+    Outcome.UNSUPPORTED_REQUEST: 422,
+}
+
+
+def _error(status: int, code: str, message: str, **extra: Any) -> JsonResponse:
+    return JsonResponse({"error": code, "message": message, **extra}, status=status)
+
+
+def token_required(view: View) -> View:
+    """Bearer token: only its SHA-256 is stored; the token names the intake channel."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+        header = request.headers.get("Authorization", "")
+        scheme, _, key = header.partition(" ")
+        if scheme.lower() != "bearer" or not key.strip():
+            return _error(401, "unauthenticated", "send 'Authorization: Bearer <token>'")
+        digest = hashlib.sha256(key.strip().encode()).hexdigest()
+        token = ApiToken.objects.filter(key_hash=digest, is_active=True).select_related(
+            "channel"
+        ).first()
+        if token is None:
+            return _error(401, "unauthenticated", "unknown or revoked token")
+        request.api_token = token  # type: ignore[attr-defined]
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def _body_problem(request: HttpRequest) -> JsonResponse | None:
+    content_type = request.content_type or ""
+    if content_type != "application/json":
+        return _error(415, "unsupported_media_type", "send the event as application/json")
+    limit = settings.GATEHOUSE["MAX_EVENT_BYTES"]
+    declared = request.headers.get("Content-Length") or "0"
+    if (declared.isdigit() and int(declared) > limit) or len(request.body) > limit:
+        return _error(413, "too_large", f"an event is at most {limit} bytes")
+    return None
+
+
+@csrf_exempt  # token-authenticated machine endpoint: no cookies, so no CSRF exposure
+@require_POST
+@token_required
+def submit_event(request: HttpRequest) -> JsonResponse:
+    problem = _body_problem(request)
+    if problem is not None:
+        return problem
+    token: ApiToken = request.api_token  # type: ignore[attr-defined]
+    result = services.intake_submit(
+        channel=token.channel,
+        raw=request.body,
+        content_type=request.content_type or "",
+        source=f"api:{token.name}",
+    )
+    body: dict[str, Any] = {"outcome": str(result.code), "intake_id": result.intake.pk}
+    if result.run is not None:
+        body["run"] = selectors.run_summary(result.run)
+    if result.problems:
+        body["problems"] = [p.model_dump() for p in result.problems]
+    status = STATUS_BY_CODE[result.code]
+    if result.code == Outcome.INVALID_EVENT and result.problems[0].field == "body":
+        status = 400  # not JSON at all: malformed, not merely invalid
+    return JsonResponse(body, status=status)
+
+
+@require_GET
+@token_required
+def run_detail(request: HttpRequest, run_id: int) -> JsonResponse:
+    token: ApiToken = request.api_token  # type: ignore[attr-defined]
+    run = selectors.run_for_channel(run_id=run_id, channel=token.channel)
+    if run is None:
+        return _error(404, "not_found", "no such run for this token")
+    return JsonResponse(selectors.run_detail(run))

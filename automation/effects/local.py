@@ -1,0 +1,55 @@
+"""Effects recorded inside the console. get_or_create on the key: a repeat changes nothing."""
+
+from __future__ import annotations
+
+from automation.effects import EffectAdapter
+from automation.models import AccountReview, Effect, FollowUp, InternalNotification
+
+
+class FollowUpAdapter:
+    def deliver(self, effect: Effect) -> str:
+        record, _ = FollowUp.objects.get_or_create(
+            idempotency_key=effect.idempotency_key,
+            defaults={
+                "run_id": effect.run_id,
+                "payload": effect.payload,
+                "route": effect.payload["route"],
+                "subject": effect.payload["subject"],
+            },
+        )
+        return f"follow-up:{record.pk}"
+
+
+class AccountReviewAdapter:
+    def deliver(self, effect: Effect) -> str:
+        record, _ = AccountReview.objects.get_or_create(
+            idempotency_key=effect.idempotency_key,
+            defaults={
+                "run_id": effect.run_id,
+                "payload": effect.payload,
+                "account_tier": effect.payload["account_tier"],
+                "subject": effect.payload["subject"],
+            },
+        )
+        return f"account-review:{record.pk}"
+
+
+class NotificationAdapter:
+    def deliver(self, effect: Effect) -> str:
+        record, _ = InternalNotification.objects.get_or_create(
+            idempotency_key=effect.idempotency_key,
+            defaults={
+                "run_id": effect.run_id,
+                "payload": effect.payload,
+                "route": effect.payload["route"],
+                "message": f"{effect.payload['subject']} ({effect.payload['event_id']})",
+            },
+        )
+        return f"notification:{record.pk}"
+
+
+LOCAL_ADAPTERS: dict[str, EffectAdapter] = {
+    "create_follow_up": FollowUpAdapter(),
+    "queue_account_review": AccountReviewAdapter(),
+    "send_internal_notification": NotificationAdapter(),
+}

@@ -1,0 +1,538 @@
+"""The run record: intake, state machine, checkpoints, stage timings, outbox and audit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django_fsm import ConcurrentTransition, ConcurrentTransitionMixin, FSMField, transition
+
+
+class State(models.TextChoices):
+    RECEIVED = "received"
+    VALIDATED = "validated"
+    NORMALIZED = "normalized"
+    ENRICHED = "enriched"
+    CLASSIFIED = "classified"
+    APPROVAL_REQUIRED = "approval_required"
+    APPROVED = "approved"
+    EXECUTING = "executing"
+    COMPLETED = "completed"
+    BLOCKED = "blocked"
+    NEEDS_REVIEW = "needs_review"
+    FAILED = "failed"
+
+
+TERMINAL_STATES = frozenset({State.COMPLETED, State.BLOCKED, State.FAILED})
+NON_TERMINAL_STATES = [s for s in State if s not in TERMINAL_STATES]
+# States in which a worker owes the run its next step (the sweep looks for these).
+WORKING_STATES = [
+    State.RECEIVED,
+    State.VALIDATED,
+    State.NORMALIZED,
+    State.ENRICHED,
+    State.CLASSIFIED,
+    State.APPROVED,
+    State.EXECUTING,
+]
+
+
+class Outcome(models.TextChoices):
+    """Stable public outcome and failure codes (DESIGN section 6)."""
+
+    COMPLETED = "completed"
+    IDEMPOTENT_REPLAY = "idempotent_replay"
+    IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+    INVALID_EVENT = "invalid_event"
+    UNSUPPORTED_REQUEST = "unsupported_request"
+    CLASSIFICATION_INVALID = "classification_invalid"
+    EXTRACTION_INVALID = "extraction_invalid"
+    LOW_CONFIDENCE = "low_confidence"
+    RETRY_EXHAUSTED = "retry_exhausted"
+    POLICY_BLOCK = "policy_block"
+    APPROVAL_STALE = "approval_stale"
+    APPROVAL_EXPIRED = "approval_expired"
+    APPROVAL_REJECTED = "approval_rejected"
+    EFFECT_UNAVAILABLE = "effect_unavailable"
+    EFFECT_REJECTED = "effect_rejected"
+    EFFECT_UNCERTAIN = "effect_uncertain"
+    STATE_CONFLICT = "state_conflict"
+
+
+class IntakeChannel(models.Model):
+    """Where requests come from, and how runs from there are interpreted and versioned."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    classifier = models.CharField(max_length=50, default="recorded")
+    classifier_version = models.CharField(max_length=100, default="recorded-classifier-1")
+    workflow_version = models.CharField(max_length=100)
+    prompt_version = models.CharField(max_length=100)
+    # Pinned policy version; empty means "the version active when the run is decided".
+    policy_version = models.CharField(max_length=100, blank=True)
+    max_classifier_attempts = models.PositiveSmallIntegerField(default=3)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class IntakeRecord(models.Model):
+    """The raw request exactly as received, written before any validation. Never modified."""
+
+    channel = models.ForeignKey(IntakeChannel, on_delete=models.PROTECT)
+    raw = models.BinaryField()
+    content_type = models.CharField(max_length=200)
+    source = models.CharField(max_length=200, help_text="who delivered it: API token, file")
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise ValueError("an intake record is never modified")
+        super().save(*args, **kwargs)
+
+    def __str__(self) -> str:
+        return f"intake #{self.pk} via {self.channel_id}"
+
+    @property
+    def text(self) -> str:
+        return bytes(self.raw).decode("utf-8", errors="replace")
+
+
+class Run(ConcurrentTransitionMixin, models.Model):
+    """One inbound request's journey. State changes only through the transitions below.
+
+    Optimistic locking on two counts: the FSM mixin refuses a save whose state changed since
+    the row was read, and `version` refuses any stale writer (see _do_update).
+    """
+
+    channel = models.ForeignKey(IntakeChannel, on_delete=models.PROTECT, related_name="runs")
+    event_id = models.CharField(max_length=200, blank=True)
+    # True once the event passed the contract: only then does it own (channel, event_id).
+    claims_identity = models.BooleanField(default=False)
+    intake = models.ForeignKey(IntakeRecord, on_delete=models.PROTECT, related_name="runs")
+    replay_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="replays"
+    )
+    state = FSMField(default=State.RECEIVED, choices=State.choices, protected=True)
+    outcome = models.CharField(max_length=40, blank=True, choices=Outcome.choices)
+    failure_field = models.CharField(max_length=200, blank=True)
+    failure_detail = models.TextField(blank=True)
+
+    normalized = models.JSONField(null=True, blank=True)
+    fingerprint = models.CharField(max_length=64, blank=True)
+    enrichment = models.JSONField(default=dict, blank=True)
+
+    workflow_version = models.CharField(max_length=100)
+    classifier_version = models.CharField(max_length=100)
+    prompt_version = models.CharField(max_length=100)
+    policy_version = models.CharField(max_length=100, blank=True)
+
+    classification = models.JSONField(null=True, blank=True)
+    category = models.CharField(max_length=50, blank=True)
+    reason_code = models.CharField(max_length=100, blank=True)
+    confidence = models.FloatField(null=True, blank=True)
+    route = models.CharField(max_length=50, blank=True)
+    effect_name = models.CharField(max_length=50, blank=True)
+    rules = models.JSONField(default=list, blank=True)
+
+    queue = models.CharField(max_length=40, blank=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    classify_attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    version = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            # Event identity: two concurrent submissions of one event make one run.
+            models.UniqueConstraint(
+                fields=["channel", "event_id"],
+                condition=models.Q(claims_identity=True, replay_of__isnull=True),
+                name="run_unique_event_per_channel",
+            )
+        ]
+        indexes = [
+            # The sweep: WHERE state IN (working states) AND next_attempt_at <= now.
+            models.Index(fields=["state", "next_attempt_at"], name="run_state_due_idx"),
+            # Exception queues: WHERE state = needs_review AND outcome = ... ORDER BY updated_at.
+            models.Index(fields=["outcome", "state", "updated_at"], name="run_queue_idx"),
+            # Search by business key.
+            models.Index(fields=["event_id"], name="run_event_id_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run #{self.pk} {self.event_id or '(no event id)'}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    # --- optimistic locking on `version` -------------------------------------------------
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self._state.adding:
+            super().save(*args, **kwargs)
+            return
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None:
+            kwargs["update_fields"] = {*update_fields, "version", "updated_at"}
+        self.version += 1
+        try:
+            super().save(*args, **kwargs)
+        except Exception:
+            self.version -= 1
+            raise
+
+    def _do_update(
+        self,
+        base_qs: Any,
+        using: Any,
+        pk_val: Any,
+        values: Any,
+        update_fields: Any,
+        forced_update: Any,
+        *args: Any,
+        **kwargs: Any,
+    ) -> bool:
+        # A writer holding an older copy matches no row here and is refused below.
+        updated = super()._do_update(
+            base_qs.filter(version=self.version - 1),
+            using,
+            pk_val,
+            values,
+            update_fields,
+            forced_update,
+            *args,
+            **kwargs,
+        )
+        if not updated and type(self)._base_manager.using(using).filter(pk=pk_val).exists():
+            raise ConcurrentTransition(f"run {pk_val} changed since it was read")
+        return bool(updated)
+
+    # --- transitions: each sets its own fields, nothing else -----------------------------
+
+    @transition(field=state, source=State.RECEIVED, target=State.VALIDATED)
+    def validate(self, *, event_id: str) -> None:
+        self.event_id = event_id
+        self.claims_identity = True
+
+    @transition(field=state, source=State.VALIDATED, target=State.NORMALIZED)
+    def normalize(self, *, normalized: dict[str, Any], fingerprint: str) -> None:
+        self.normalized = normalized
+        self.fingerprint = fingerprint
+
+    @transition(field=state, source=State.NORMALIZED, target=State.ENRICHED)
+    def enrich(self, *, enrichment: dict[str, Any]) -> None:
+        self.enrichment = enrichment
+
+    @transition(field=state, source=State.ENRICHED, target=State.ENRICHED)
+    def schedule_classifier_retry(self, *, next_attempt_at: Any) -> None:
+        self.next_attempt_at = next_attempt_at
+        self.lease_expires_at = None
+
+    @transition(field=state, source=[State.ENRICHED, State.NEEDS_REVIEW], target=State.CLASSIFIED)
+    def classify(self, *, decision: dict[str, Any]) -> None:
+        self.classification = decision
+        self.category = decision["category"]
+        self.reason_code = decision["reason_code"]
+        self.confidence = decision.get("confidence")
+        self._clear_hold()
+
+    @transition(field=state, source=State.CLASSIFIED, target=State.APPROVAL_REQUIRED)
+    def require_approval(self, *, decided: dict[str, Any]) -> None:
+        self._record_decision(decided)
+        self.queue = "approval_required"
+
+    @transition(field=state, source=State.APPROVAL_REQUIRED, target=State.APPROVED)
+    def approve(self) -> None:
+        self.queue = ""
+        self.outcome = ""
+
+    @transition(field=state, source=State.APPROVED, target=State.APPROVAL_REQUIRED)
+    def invalidate_approval(self, *, outcome: str) -> None:
+        # The approval no longer matches the run: wait for a fresh one.
+        self.outcome = outcome
+        self.queue = "approval_required"
+
+    @transition(field=state, source=State.APPROVAL_REQUIRED, target=State.APPROVAL_REQUIRED)
+    def refuse_approval(self, *, outcome: str) -> None:
+        self.outcome = outcome
+
+    @transition(field=state, source=State.CLASSIFIED, target=State.EXECUTING)
+    def execute(self, *, decided: dict[str, Any]) -> None:
+        self._record_decision(decided)
+
+    @transition(field=state, source=[State.APPROVED, State.NEEDS_REVIEW], target=State.EXECUTING)
+    def execute_approved(self) -> None:
+        self._clear_hold()
+
+    @transition(field=state, source=State.EXECUTING, target=State.COMPLETED)
+    def complete(self, *, finished_at: Any) -> None:
+        self.outcome = Outcome.COMPLETED
+        self.finished_at = finished_at
+        self.lease_expires_at = None
+
+    @transition(field=state, source=State.CLASSIFIED, target=State.BLOCKED)
+    def block(self, *, decided: dict[str, Any], finished_at: Any) -> None:
+        self._record_decision(decided)
+        self.outcome = Outcome.POLICY_BLOCK
+        self.finished_at = finished_at
+
+    @transition(
+        field=state,
+        source=[State.ENRICHED, State.CLASSIFIED, State.EXECUTING],
+        target=State.NEEDS_REVIEW,
+    )
+    def hold(self, *, outcome: str, field: str = "", detail: str = "") -> None:
+        self.outcome = outcome
+        self.failure_field = field
+        self.failure_detail = detail
+        self.queue = outcome
+        self.next_attempt_at = None
+        self.lease_expires_at = None
+
+    @transition(field=state, source=NON_TERMINAL_STATES, target=State.FAILED)
+    def fail(self, *, outcome: str, field: str = "", detail: str = "", finished_at: Any) -> None:
+        self.outcome = outcome
+        self.failure_field = field
+        self.failure_detail = detail
+        self.finished_at = finished_at
+        self.next_attempt_at = None
+        self.lease_expires_at = None
+
+    def _record_decision(self, decided: dict[str, Any]) -> None:
+        self.policy_version = decided["policy_version"]
+        self.route = decided.get("route") or ""
+        self.effect_name = decided.get("effect") or ""
+        self.rules = decided["rules"]
+
+    def _clear_hold(self) -> None:
+        self.outcome = ""
+        self.failure_field = ""
+        self.failure_detail = ""
+        self.queue = ""
+        self.next_attempt_at = None
+        self.lease_expires_at = None
+
+
+class Checkpoint(models.Model):
+    """A durable point to continue from: state, versions and the data needed to go on."""
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="checkpoints")
+    sequence = models.PositiveIntegerField()
+    state = models.CharField(max_length=40, choices=State.choices)
+    versions = models.JSONField()
+    data = models.JSONField(default=dict)
+    source = models.CharField(max_length=40, default="pipeline")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "sequence"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "sequence"], name="checkpoint_unique_seq")
+        ]
+
+    def __str__(self) -> str:
+        return f"checkpoint {self.sequence} of run {self.run_id} ({self.state})"
+
+
+class StageRecord(models.Model):
+    """One attempt at one stage, with its timing: what the timeline and reports read."""
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="stages")
+    stage = models.CharField(max_length=40)
+    attempt = models.PositiveSmallIntegerField(default=1)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField()
+    outcome = models.CharField(max_length=40)
+    error_class = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["run", "started_at", "pk"]
+        indexes = [
+            # Stage duration reports: WHERE stage = ... AND started_at BETWEEN ...
+            models.Index(fields=["stage", "started_at"], name="stage_report_idx")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.stage} #{self.attempt} of run {self.run_id}: {self.outcome}"
+
+
+class ClassificationAttempt(models.Model):
+    """Raw classifier output and its validation result. No hidden reasoning is stored."""
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="classifications")
+    attempt = models.PositiveSmallIntegerField()
+    classifier = models.CharField(max_length=50)
+    classifier_version = models.CharField(max_length=100)
+    prompt_version = models.CharField(max_length=100)
+    outcome = models.CharField(max_length=40)  # valid, invalid, timeout, unavailable
+    raw_output = models.JSONField(null=True, blank=True)
+    errors = models.JSONField(default=list, blank=True)
+    latency_ms = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "attempt"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "attempt"], name="classification_unique_attempt")
+        ]
+
+    def __str__(self) -> str:
+        return f"classification {self.attempt} of run {self.run_id}: {self.outcome}"
+
+
+class RecordedOutcome(models.Model):
+    """A stored classifier outcome for one attempt, replayed by the recorded classifier."""
+
+    channel = models.ForeignKey(IntakeChannel, on_delete=models.CASCADE)
+    event_id = models.CharField(max_length=200)
+    attempt = models.PositiveSmallIntegerField()
+    outcome = models.JSONField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["channel", "event_id", "attempt"], name="recorded_outcome_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.channel_id}/{self.event_id} attempt {self.attempt}"
+
+
+class EffectStatus(models.TextChoices):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    RETRY_WAIT = "retry_wait"
+    REJECTED = "rejected"
+    UNCERTAIN = "uncertain"
+
+
+class Effect(models.Model):
+    """The outbox. One row per (request, effect): the unique key makes a second one impossible."""
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="effects")
+    name = models.CharField(max_length=50)
+    idempotency_key = models.CharField(max_length=64, unique=True)
+    payload = models.JSONField()
+    # What authorised it: the policy version and, where required, the approval request.
+    authorization = models.JSONField()
+    status = models.CharField(
+        max_length=20, choices=EffectStatus.choices, default=EffectStatus.PENDING
+    )
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    response_ref = models.CharField(max_length=200, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # The sweep: WHERE status IN (pending, retry_wait) AND next_attempt_at <= now.
+            models.Index(fields=["status", "next_attempt_at"], name="effect_due_idx")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} for run {self.run_id} ({self.status})"
+
+
+class LocalEffectRecord(models.Model):
+    """What a local adapter writes. Keyed by the effect's key, so a repeat changes nothing."""
+
+    idempotency_key = models.CharField(max_length=64, unique=True)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT)
+    payload = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        abstract = True
+
+
+class FollowUp(LocalEffectRecord):
+    """A follow-up task for the route's team."""
+
+    route = models.CharField(max_length=50)
+    subject = models.CharField(max_length=500)
+
+    def __str__(self) -> str:
+        return f"follow-up for {self.route}: {self.subject}"
+
+
+class AccountReview(LocalEffectRecord):
+    """An item in the account review queue."""
+
+    account_tier = models.CharField(max_length=20)
+    subject = models.CharField(max_length=500)
+
+    def __str__(self) -> str:
+        return f"account review: {self.subject}"
+
+
+class InternalNotification(LocalEffectRecord):
+    """A notification to the route's internal channel."""
+
+    route = models.CharField(max_length=50)
+    message = models.TextField()
+
+    def __str__(self) -> str:
+        return f"notification to {self.route}"
+
+
+class AuditEvent(models.Model):
+    """Append-only: every transition and every human action. PostgreSQL refuses edits to it."""
+
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.PROTECT, related_name="audit_events"
+    )
+    intake = models.ForeignKey(IntakeRecord, null=True, blank=True, on_delete=models.PROTECT)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT
+    )
+    actor_label = models.CharField(max_length=200, default="system")
+    action = models.CharField(max_length=60)
+    from_state = models.CharField(max_length=40, blank=True)
+    to_state = models.CharField(max_length=40, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        indexes = [
+            # Reports and the run page: WHERE action = ... / WHERE run_id = ... ORDER BY created_at
+            models.Index(fields=["action", "created_at"], name="audit_action_idx")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} by {self.actor_label}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise ValueError("audit events are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise ValueError("audit events are append-only")
+
+
+class ApiToken(models.Model):
+    """A bearer token for an integrator; only its SHA-256 is stored."""
+
+    name = models.CharField(max_length=100, unique=True)
+    key_hash = models.CharField(max_length=64, unique=True)
+    channel = models.ForeignKey(IntakeChannel, on_delete=models.PROTECT)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name

@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from automation import views
+
+app_name = "automation"
+urlpatterns = [
+    path("", views.home, name="home"),
+]

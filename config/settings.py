@@ -1,0 +1,149 @@
+"""Gatehouse settings, read from the environment with safe defaults for a one-machine demo."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return default if value in (None, "") else int(value)
+
+
+DEBUG = env_bool("GATEHOUSE_DEBUG", False)
+# The demo key is only good for a laptop; production sets GATEHOUSE_SECRET_KEY.
+SECRET_KEY = os.environ.get("GATEHOUSE_SECRET_KEY", "insecure-demo-key-change-me")
+ALLOWED_HOSTS = [
+    h.strip()
+    for h in os.environ.get("GATEHOUSE_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
+    if h.strip()
+]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_q",
+    "policy",
+    "approvals",
+    "automation",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Unset DATABASE_URL means the embedded SQLite file: a one-machine trial.
+DATABASES = {
+    "default": dj_database_url.config(
+        default=f"sqlite:///{BASE_DIR / 'gatehouse.sqlite3'}",
+        conn_max_age=env_int("GATEHOUSE_DB_CONN_MAX_AGE", 0),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Workers and the web server share the file: wait for the write lock instead of failing.
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+LOGIN_URL = "admin:login"
+
+SESSION_COOKIE_SECURE = env_bool("GATEHOUSE_SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+X_FRAME_OPTIONS = "DENY"
+
+# django-q2 delivers a task at least once: the database row, not the message, is the truth.
+# timeout < retry so a running task is never handed out again while it still runs; a finite
+# max_attempts and ack_failures so a poisoned message stops; our own attempt counters and
+# next_attempt_at own the business retries. automation.checks refuses anything else.
+Q_CLUSTER = {
+    "name": "gatehouse",
+    "orm": "default",
+    "workers": env_int("GATEHOUSE_Q_WORKERS", 2),
+    "timeout": env_int("GATEHOUSE_Q_TIMEOUT", 60),
+    "retry": env_int("GATEHOUSE_Q_RETRY", 120),
+    "max_attempts": env_int("GATEHOUSE_Q_MAX_ATTEMPTS", 3),
+    "ack_failures": True,
+    "save_limit": 100,
+    "catch_up": False,
+    "poll": 0.5,
+    "label": "Task queue",
+}
+if os.environ.get("GATEHOUSE_REDIS_URL"):
+    Q_CLUSTER.pop("orm")
+    Q_CLUSTER["redis"] = os.environ["GATEHOUSE_REDIS_URL"]
+
+GATEHOUSE = {
+    # Versions stamped on every run of the default intake channels.
+    "WORKFLOW_VERSION": os.environ.get("GATEHOUSE_WORKFLOW_VERSION", "workflow-1"),
+    "PROMPT_VERSION": os.environ.get("GATEHOUSE_PROMPT_VERSION", "prompt-1"),
+    "MAX_EVENT_BYTES": env_int("GATEHOUSE_MAX_EVENT_BYTES", 64 * 1024),
+    "CLASSIFIER_DEADLINE_SECONDS": env_int("GATEHOUSE_CLASSIFIER_DEADLINE", 20),
+    "CLASSIFIER_MAX_ATTEMPTS": env_int("GATEHOUSE_CLASSIFIER_MAX_ATTEMPTS", 3),
+    # Exponential backoff with full jitter: delay = random(0, min(cap, base * 2**attempt)).
+    "RETRY_BACKOFF_BASE_SECONDS": env_int("GATEHOUSE_RETRY_BACKOFF_BASE", 5),
+    "RETRY_BACKOFF_CAP_SECONDS": env_int("GATEHOUSE_RETRY_BACKOFF_CAP", 300),
+    # A worker that claimed a stage and vanished is presumed dead after this long.
+    "STAGE_LEASE_SECONDS": env_int("GATEHOUSE_STAGE_LEASE", 90),
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("GATEHOUSE_LOG_LEVEL", "INFO")},
+}

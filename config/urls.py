@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+
+admin.site.site_header = "Gatehouse"
+admin.site.site_title = "Gatehouse"
+admin.site.index_title = "Runs, approvals and policy"
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/v1/", include("automation.api_urls")),
+    path("", include("automation.urls")),
+]

@@ -1,0 +1,8 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class PolicyConfig(AppConfig):
+    name = "policy"
+    verbose_name = "Policy"

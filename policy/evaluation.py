@@ -1,0 +1,140 @@
+"""Pure policy evaluation: (policy, event facts, interpretation, enrichment) -> decision.
+
+No database, no clock, no model: the same inputs give the same decision and the same rules,
+which is what lets a decision be explained months later and re-evaluated under another version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from policy.schemas import ApprovalRule, PolicyDocument
+
+
+class Verdict(StrEnum):
+    EXECUTE = "execute"
+    APPROVE = "approve"
+    BLOCK = "block"
+    LOW_CONFIDENCE = "low_confidence"
+    UNSUPPORTED = "unsupported"
+
+
+@dataclass(frozen=True)
+class EventFacts:
+    request_type: str
+    requested_action: str
+    account_tier: str
+
+
+@dataclass(frozen=True)
+class Interpretation:
+    category: str
+    route: str
+    effect: str
+    confidence: float | None = None
+
+
+@dataclass(frozen=True)
+class FiredRule:
+    rule_id: str
+    passed: bool
+    text: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rule_id": self.rule_id, "passed": self.passed, "text": self.text}
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: Verdict
+    route: str | None
+    effect: str | None
+    approval: ApprovalRule | None = None
+    rules: list[FiredRule] = field(default_factory=list)
+
+    @property
+    def refusing_rules(self) -> list[FiredRule]:
+        return [r for r in self.rules if not r.passed]
+
+
+def check_request_allowed(policy: PolicyDocument, facts: EventFacts) -> FiredRule:
+    """Before any interpretation: is the requested action one this policy allows at all?"""
+    allowed = facts.requested_action in policy.allowed_effects
+    return FiredRule(
+        rule_id=f"allowlist.{facts.requested_action}",
+        passed=allowed,
+        text=f"requested action {facts.requested_action!r} "
+        + ("is in the allowlist" if allowed else "is not in the allowlist"),
+    )
+
+
+def _match_rules(
+    policy: PolicyDocument, facts: EventFacts, reading: Interpretation
+) -> list[FiredRule]:
+    expected_route = policy.routes.get(facts.request_type)
+    return [
+        FiredRule(
+            "match.category",
+            reading.category == facts.request_type,
+            f"category {reading.category!r} must equal request type {facts.request_type!r}",
+        ),
+        FiredRule(
+            f"route.{facts.request_type}",
+            expected_route is not None and reading.route == expected_route,
+            f"route {reading.route!r} must be {expected_route!r} for {facts.request_type!r}",
+        ),
+        FiredRule(
+            "match.effect",
+            reading.effect == facts.requested_action,
+            f"effect {reading.effect!r} must equal requested action {facts.requested_action!r}",
+        ),
+        FiredRule(
+            f"allowlist.{reading.effect}",
+            reading.effect in policy.allowed_effects,
+            f"effect {reading.effect!r} must be an allowed effect",
+        ),
+    ]
+
+
+def _confidence_rule(policy: PolicyDocument, reading: Interpretation) -> FiredRule | None:
+    threshold = policy.confidence.threshold_for(reading.category)
+    if threshold <= 0.0:
+        return None
+    confidence = reading.confidence if reading.confidence is not None else 0.0
+    return FiredRule(
+        f"confidence.{reading.category}",
+        confidence >= threshold,
+        f"confidence {confidence:.2f} must reach {threshold:.2f} for {reading.category!r}",
+    )
+
+
+def evaluate(
+    policy: PolicyDocument,
+    facts: EventFacts,
+    reading: Interpretation,
+    enrichment: dict[str, Any] | None = None,
+) -> Decision:
+    """Decide what may happen. The model's reading is a proposal checked against the request."""
+    allow = check_request_allowed(policy, facts)
+    if not allow.passed:
+        return Decision(Verdict.UNSUPPORTED, None, None, rules=[allow])
+    rules = _match_rules(policy, facts, reading)
+    if not all(r.passed for r in rules):
+        return Decision(Verdict.BLOCK, None, None, rules=[allow, *rules])
+    route = policy.routes[facts.request_type]
+    confidence = _confidence_rule(policy, reading)
+    if confidence is not None:
+        rules.append(confidence)
+        if not confidence.passed:
+            return Decision(Verdict.LOW_CONFIDENCE, route, reading.effect, rules=[allow, *rules])
+    approval = policy.approvals.get(reading.effect)
+    if approval is None:
+        return Decision(Verdict.EXECUTE, route, reading.effect, rules=[allow, *rules])
+    needs = FiredRule(
+        f"approval.{reading.effect}",
+        True,
+        f"{reading.effect!r} needs {approval.approvers} approval(s) from {approval.group!r}",
+    )
+    return Decision(Verdict.APPROVE, route, reading.effect, approval, [allow, *rules, needs])

@@ -1,0 +1,106 @@
+"""Writes to policy versions: load (validate, checksum, store) and activate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+from pydantic import ValidationError
+
+from policy.models import PolicyVersion
+from policy.schemas import PolicyDocument
+
+DEFAULTS_DIR = Path(__file__).resolve().parent / "defaults"
+
+
+class PolicyError(Exception):
+    """A policy document that cannot be stored, with the message an operator should read."""
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "document"
+        parts.append(f"{where}: {item['msg']}")
+    return "; ".join(parts)
+
+
+def parse_policy_text(text: str) -> PolicyDocument:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise PolicyError(f"not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise PolicyError("a policy document is a mapping of keys to values")
+    try:
+        return PolicyDocument.model_validate(data)
+    except ValidationError as exc:
+        raise PolicyError(describe_validation_error(exc)) from exc
+
+
+@transaction.atomic
+def policy_version_create(
+    *, document: PolicyDocument, author: AbstractBaseUser | None = None
+) -> tuple[PolicyVersion, bool]:
+    """Store a version. Loading the same document again is a no-op; a different one is refused."""
+    existing = PolicyVersion.objects.filter(name=document.version).first()
+    if existing is not None:
+        if existing.checksum != document.checksum():
+            raise PolicyError(
+                f"{document.version} already exists with different content: "
+                "policy versions are immutable, give the new one a new version name"
+            )
+        return existing, False
+    version = PolicyVersion.objects.create(
+        name=document.version,
+        document=document.model_dump(mode="json"),
+        checksum=document.checksum(),
+        note=document.note,
+        author=author,
+        parent=PolicyVersion.objects.filter(is_active=True).first(),
+    )
+    return version, True
+
+
+@transaction.atomic
+def policy_version_activate(*, name: str) -> PolicyVersion:
+    """Make one version the active one. Locks every active row so two activations serialize."""
+    target = PolicyVersion.objects.select_for_update().get(name=name)
+    current = list(PolicyVersion.objects.select_for_update().filter(is_active=True))
+    for version in current:
+        if version.pk != target.pk:
+            version.is_active = False
+            version.save(update_fields=["is_active"])
+    if not target.is_active:
+        target.is_active = True
+        target.activated_at = timezone.now()
+        target.save(update_fields=["is_active", "activated_at"])
+    return target
+
+
+def policy_load_file(*, path: Path, activate: bool) -> tuple[PolicyVersion, bool]:
+    document = parse_policy_text(path.read_text(encoding="utf-8"))
+    with transaction.atomic():
+        version, created = policy_version_create(document=document)
+        no_active = not PolicyVersion.objects.filter(is_active=True).exists()
+        if activate or no_active:
+            version = policy_version_activate(name=version.name)
+    return version, created
+
+
+def policy_ensure_defaults() -> list[PolicyVersion]:
+    """Load every shipped default; the first becomes active when nothing is."""
+    return [
+        policy_load_file(path=path, activate=False)[0]
+        for path in sorted(DEFAULTS_DIR.glob("*.yaml"))
+    ]
+
+
+def policy_get(*, name: str | None) -> PolicyVersion:
+    """The named version, or the active one when name is None."""
+    if name:
+        return PolicyVersion.objects.get(name=name)
+    return PolicyVersion.objects.get(is_active=True)
