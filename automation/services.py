@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import random
+import secrets
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -33,6 +34,7 @@ from automation.classifiers import (
 )
 from automation.effects import get_adapter
 from automation.models import (
+    ApiToken,
     AuditEvent,
     Checkpoint,
     ClassificationAttempt,
@@ -173,6 +175,32 @@ def backoff_delay(attempt: int) -> float:
 def effect_key(*, channel: str, fingerprint: str, effect: str) -> str:
     """From the request, never the attempt: every retry, replay or racing worker agrees on it."""
     return hashlib.sha256(f"{channel}\n{fingerprint}\n{effect}".encode()).hexdigest()
+
+
+# --- integrators ------------------------------------------------------------------------
+
+
+def api_token_create(*, name: str, channel: IntakeChannel) -> tuple[ApiToken, str]:
+    """Issue a bearer token. The plain key is returned once; only its SHA-256 is stored."""
+    key = secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(
+        name=name, channel=channel, key_hash=hashlib.sha256(key.encode()).hexdigest()
+    )
+    return token, key
+
+
+def channel_get_or_create(*, name: str, classifier: str = "recorded") -> IntakeChannel:
+    """A channel stamped with the deployment's configured workflow and prompt versions."""
+    channel, _ = IntakeChannel.objects.get_or_create(
+        name=name,
+        defaults={
+            "classifier": classifier,
+            "workflow_version": _conf("WORKFLOW_VERSION"),
+            "prompt_version": _conf("PROMPT_VERSION"),
+            "max_classifier_attempts": _conf("CLASSIFIER_MAX_ATTEMPTS"),
+        },
+    )
+    return channel
 
 
 # --- intake ------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from django.db import migrations
 AUDIT_GUARD = """
 CREATE OR REPLACE FUNCTION gatehouse_audit_append_only() RETURNS trigger AS $$
 BEGIN
-    RAISE EXCEPTION 'automation_auditevent is append-only (% refused)', TG_OP;
+    RAISE EXCEPTION USING MESSAGE = 'automation_auditevent is append-only: ' || TG_OP || ' refused';
 END;
 $$ LANGUAGE plpgsql;
 CREATE TRIGGER automation_auditevent_append_only
