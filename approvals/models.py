@@ -71,9 +71,7 @@ class ApprovalRequest(models.Model):
 class ApprovalDecision(models.Model):
     """A person's decision, with the exact binding they saw. Never edited."""
 
-    request = models.ForeignKey(
-        ApprovalRequest, on_delete=models.PROTECT, related_name="decisions"
-    )
+    request = models.ForeignKey(ApprovalRequest, on_delete=models.PROTECT, related_name="decisions")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
     approve = models.BooleanField()
     comment = models.TextField(blank=True)

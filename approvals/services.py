@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 from django.utils import timezone
 
@@ -75,17 +75,17 @@ def binding_refusal(
     return None
 
 
-def _may_decide(user: AbstractBaseUser | AnonymousUser, request: ApprovalRequest) -> bool:
+def _may_decide(user: User | AnonymousUser, request: ApprovalRequest) -> bool:
     if not user.is_authenticated or not user.is_active:
         return False
-    if getattr(user, "is_superuser", False):
+    if isinstance(user, AnonymousUser):
+        return False
+    if user.is_superuser:
         return True
-    return bool(user.groups.filter(name=request.group).exists())  # type: ignore[union-attr]
+    return bool(user.groups.filter(name=request.group).exists())
 
 
-def _check_decidable(
-    *, request: ApprovalRequest, user: AbstractBaseUser, approve: bool, comment: str
-) -> None:
+def _check_decidable(*, request: ApprovalRequest, user: User, approve: bool, comment: str) -> None:
     if not _may_decide(user, request):
         raise ApprovalError("forbidden", f"you are not in the {request.group} group")
     if user.pk in request.evidence.get("conflicted_user_ids", []):
@@ -104,7 +104,7 @@ def _check_decidable(
 def approval_decide(
     *,
     request_id: int,
-    user: AbstractBaseUser,
+    user: User,
     approve: bool,
     comment: str = "",
     seen: dict[str, str],

@@ -7,12 +7,12 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from automation import selectors, services
+from automation.conf import setting
 from automation.models import ApiToken, Outcome
 
 View = Callable[..., JsonResponse]
@@ -40,9 +40,11 @@ def token_required(view: View) -> View:
         if scheme.lower() != "bearer" or not key.strip():
             return _error(401, "unauthenticated", "send 'Authorization: Bearer <token>'")
         digest = hashlib.sha256(key.strip().encode()).hexdigest()
-        token = ApiToken.objects.filter(key_hash=digest, is_active=True).select_related(
-            "channel"
-        ).first()
+        token = (
+            ApiToken.objects.filter(key_hash=digest, is_active=True)
+            .select_related("channel")
+            .first()
+        )
         if token is None:
             return _error(401, "unauthenticated", "unknown or revoked token")
         request.api_token = token  # type: ignore[attr-defined]
@@ -55,7 +57,7 @@ def _body_problem(request: HttpRequest) -> JsonResponse | None:
     content_type = request.content_type or ""
     if content_type != "application/json":
         return _error(415, "unsupported_media_type", "send the event as application/json")
-    limit = settings.GATEHOUSE["MAX_EVENT_BYTES"]
+    limit = int(setting("MAX_EVENT_BYTES"))
     declared = request.headers.get("Content-Length") or "0"
     if (declared.isdigit() and int(declared) > limit) or len(request.body) > limit:
         return _error(413, "too_large", f"an event is at most {limit} bytes")

@@ -30,7 +30,5 @@ def check_q_cluster(app_configs: Any = None, **kwargs: Any) -> list[Error]:
             )
         )
     if not conf.get("ack_failures"):
-        errors.append(
-            Error("Q_CLUSTER ack_failures must be on", id="gatehouse.E003")
-        )
+        errors.append(Error("Q_CLUSTER ack_failures must be on", id="gatehouse.E003"))
     return errors

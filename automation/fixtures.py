@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser, Group
+from django.contrib.auth.models import Group, User
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
@@ -105,8 +104,13 @@ def load_case_set(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise FixtureError(f"cannot read {path}: {exc}") from exc
-    missing = {"workflow_version", "classifier_version", "prompt_version", "policy_version",
-               "cases"} - set(data)
+    missing = {
+        "workflow_version",
+        "classifier_version",
+        "prompt_version",
+        "policy_version",
+        "cases",
+    } - set(data)
     if missing:
         raise FixtureError(f"{path} lacks {', '.join(sorted(missing))}")
     return data
@@ -140,14 +144,14 @@ def _new_channel(data: dict[str, Any]) -> IntakeChannel:
     )
 
 
-def _fixture_approver() -> AbstractBaseUser:
-    user, _ = get_user_model().objects.get_or_create(
+def _fixture_approver() -> User:
+    user, _ = User.objects.get_or_create(
         username=ACTOR, defaults={"is_active": True, "first_name": "Fixture approver"}
     )
     return user
 
 
-def _record_classifier_outcomes(channel: IntakeChannel, case: dict[str, Any]) -> None:
+def record_classifier_outcomes(channel: IntakeChannel, case: dict[str, Any]) -> None:
     for attempt, outcome in enumerate(case.get("classifier", []), start=1):
         RecordedOutcome.objects.update_or_create(
             channel=channel,
@@ -158,9 +162,9 @@ def _record_classifier_outcomes(channel: IntakeChannel, case: dict[str, Any]) ->
 
 
 def _run_case(
-    channel: IntakeChannel, case: dict[str, Any], approver: AbstractBaseUser
+    channel: IntakeChannel, case: dict[str, Any], approver: User
 ) -> tuple[str, int | None]:
-    _record_classifier_outcomes(channel, case)
+    record_classifier_outcomes(channel, case)
     with inline() as queue:
         result = services.intake_submit(
             channel=channel,
@@ -175,14 +179,16 @@ def _run_case(
             # The one deliberate illegal transition: received straight to executing.
             queue.clear()
             outcome = services.run_move(
-                run_id=run_id, target=State.EXECUTING, reason="deliberate illegal transition",
+                run_id=run_id,
+                target=State.EXECUTING,
+                reason="deliberate illegal transition",
                 actor_label=ACTOR,
             )
             return outcome, run_id
         if "resume_decision" in case:
-            outcome = _resume_from_decision(queue, run_id, case["resume_decision"])
-            if outcome is not None:
-                return outcome, run_id
+            refused = _resume_from_decision(queue, run_id, case["resume_decision"])
+            if refused is not None:
+                return refused, run_id
         _drain(queue, run_id)
         if "approval" in case:
             refusal = _give_approval(queue, run_id, case["approval"], approver)
@@ -202,15 +208,13 @@ def _resume_from_decision(queue: deque[Message], run_id: int, decision: Any) -> 
 
 
 def _give_approval(
-    queue: deque[Message], run_id: int, approval: dict[str, str], approver: AbstractBaseUser
+    queue: deque[Message], run_id: int, approval: dict[str, str], approver: User
 ) -> str | None:
-    request = ApprovalRequest.objects.filter(
-        run_id=run_id, status=ApprovalStatus.PENDING
-    ).first()
+    request = ApprovalRequest.objects.filter(run_id=run_id, status=ApprovalStatus.PENDING).first()
     if request is None:
         return None
     group, _ = Group.objects.get_or_create(name=request.group)
-    approver.groups.add(group)  # type: ignore[attr-defined]
+    approver.groups.add(group)
     try:
         result = approval_decide(
             request_id=request.pk,
@@ -256,7 +260,9 @@ def count(*, channel: IntakeChannel, results: list[CaseResult]) -> dict[str, int
         "cases": len(results),
         "completed": outcomes.count(Outcome.COMPLETED),
         "approval_required": audit.filter(action="run.require_approval")
-        .values("run").distinct().count(),
+        .values("run")
+        .distinct()
+        .count(),
         "policy_blocks": runs.filter(outcome=Outcome.POLICY_BLOCK).count(),
         "idempotent_replays": outcomes.count(Outcome.IDEMPOTENT_REPLAY),
         "idempotency_conflicts": outcomes.count(Outcome.IDEMPOTENCY_CONFLICT),

@@ -86,13 +86,13 @@ class IntakeRecord(models.Model):
     source = models.CharField(max_length=200, help_text="who delivered it: API token, file")
     received_at = models.DateTimeField(auto_now_add=True)
 
+    def __str__(self) -> str:
+        return f"intake #{self.pk} via {self.channel_id}"
+
     def save(self, *args: Any, **kwargs: Any) -> None:
         if self.pk is not None:
             raise ValueError("an intake record is never modified")
         super().save(*args, **kwargs)
-
-    def __str__(self) -> str:
-        return f"intake #{self.pk} via {self.channel_id}"
 
     @property
     def text(self) -> str:
@@ -170,10 +170,6 @@ class Run(ConcurrentTransitionMixin, models.Model):
     def __str__(self) -> str:
         return f"run #{self.pk} {self.event_id or '(no event id)'}"
 
-    @property
-    def is_terminal(self) -> bool:
-        return self.state in TERMINAL_STATES
-
     # --- optimistic locking on `version` -------------------------------------------------
 
     def save(self, *args: Any, **kwargs: Any) -> None:
@@ -215,6 +211,10 @@ class Run(ConcurrentTransitionMixin, models.Model):
         if not updated and type(self)._base_manager.using(using).filter(pk=pk_val).exists():
             raise ConcurrentTransition(f"run {pk_val} changed since it was read")
         return bool(updated)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
 
     # --- transitions: each sets its own fields, nothing else -----------------------------
 

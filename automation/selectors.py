@@ -43,8 +43,6 @@ def run_detail(run: Run) -> dict[str, Any]:
         "rules": run.rules,
         "created_at": run.created_at.isoformat(),
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-        "stages": [
-            {**stage, "started_at": stage["started_at"].isoformat()} for stage in stages
-        ],
+        "stages": [{**stage, "started_at": stage["started_at"].isoformat()} for stage in stages],
         "checkpoints": run.checkpoints.count(),
     }

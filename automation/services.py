@@ -17,11 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
-from django_fsm import TransitionNotAllowed
 from pydantic import ValidationError
 
 from approvals import services as approvals
@@ -32,6 +30,7 @@ from automation.classifiers import (
     ClassifierUnavailable,
     get_classifier,
 )
+from automation.conf import setting
 from automation.effects import get_adapter
 from automation.models import (
     ApiToken,
@@ -64,10 +63,6 @@ log = logging.getLogger(__name__)
 ADVANCE_RUN_TASK = "automation.tasks.advance_run"
 DELIVER_EFFECT_TASK = "automation.tasks.deliver_effect"
 SYSTEM = "system"
-
-
-def _conf(name: str) -> Any:
-    return settings.GATEHOUSE[name]
 
 
 # --- small helpers shared by the stages ---------------------------------------------------
@@ -121,7 +116,7 @@ def _audit(
     run: Run | None,
     action: str,
     *,
-    actor: AbstractBaseUser | None = None,
+    actor: User | None = None,
     actor_label: str = SYSTEM,
     from_state: str = "",
     intake: IntakeRecord | None = None,
@@ -146,7 +141,7 @@ def _move(
     stage: Stage | None = None,
     stage_outcome: str = "ok",
     checkpoint: dict[str, Any] | None = None,
-    actor: AbstractBaseUser | None = None,
+    actor: User | None = None,
     **kwargs: Any,
 ) -> None:
     """Apply one transition and write everything that commits with it."""
@@ -162,13 +157,17 @@ def _move(
 
 def _lock_run(run_id: int) -> Run | None:
     """Lock the run row; None if another worker holds it (it will finish the step)."""
-    query = Run.objects.select_for_update(skip_locked=connection.features.has_select_for_update_skip_locked)
+    query = Run.objects.select_for_update(
+        skip_locked=connection.features.has_select_for_update_skip_locked
+    )
     return query.filter(pk=run_id).select_related("channel").first()
 
 
 def backoff_delay(attempt: int) -> float:
     """Exponential backoff with full jitter, so retries of many runs do not stampede."""
-    cap = min(_conf("RETRY_BACKOFF_CAP_SECONDS"), _conf("RETRY_BACKOFF_BASE_SECONDS") * 2**attempt)
+    cap = min(
+        setting("RETRY_BACKOFF_CAP_SECONDS"), setting("RETRY_BACKOFF_BASE_SECONDS") * 2**attempt
+    )
     return random.uniform(cap / 2, cap)  # noqa: S311 - jitter, not cryptography
 
 
@@ -195,9 +194,9 @@ def channel_get_or_create(*, name: str, classifier: str = "recorded") -> IntakeC
         name=name,
         defaults={
             "classifier": classifier,
-            "workflow_version": _conf("WORKFLOW_VERSION"),
-            "prompt_version": _conf("PROMPT_VERSION"),
-            "max_classifier_attempts": _conf("CLASSIFIER_MAX_ATTEMPTS"),
+            "workflow_version": setting("WORKFLOW_VERSION"),
+            "prompt_version": setting("PROMPT_VERSION"),
+            "max_classifier_attempts": setting("CLASSIFIER_MAX_ATTEMPTS"),
         },
     )
     return channel
@@ -386,7 +385,8 @@ def _step_normalize(run_id: int, now: datetime) -> str | None:
 
 
 def _facts(run: Run) -> EventFacts:
-    assert run.normalized is not None
+    if run.normalized is None:
+        raise ValueError(f"run {run.pk} has no normalized event yet")
     return EventFacts(
         request_type=run.normalized["request_type"],
         requested_action=run.normalized["requested_action"],
@@ -433,7 +433,7 @@ def _claim_classifier_attempt(run_id: int, now: datetime) -> tuple[Run, int] | N
         if run.lease_expires_at and run.lease_expires_at > now:
             return None  # another worker is calling the classifier for this run right now
         run.classify_attempts += 1
-        run.lease_expires_at = now + timedelta(seconds=_conf("STAGE_LEASE_SECONDS"))
+        run.lease_expires_at = now + timedelta(seconds=setting("STAGE_LEASE_SECONDS"))
         run.save(update_fields=["classify_attempts", "lease_expires_at"])
         return run, run.classify_attempts
 
@@ -451,7 +451,7 @@ def _step_classify(run_id: int, now: datetime) -> str | None:
         raw = classifier.classify(
             ClassifierInput(run.channel.name, run.event_id, run.normalized or {}),
             attempt,
-            deadline=float(_conf("CLASSIFIER_DEADLINE_SECONDS")),
+            deadline=float(setting("CLASSIFIER_DEADLINE_SECONDS")),
         )
     except (ClassifierTimeout, ClassifierUnavailable) as exc:
         error = exc
@@ -578,25 +578,57 @@ def _apply_decision(
     run: Run, stage: Stage, verdict: Verdict, decided: dict[str, Any], now: datetime
 ) -> None:
     if verdict == Verdict.BLOCK:
-        _move(run, "block", stage=stage, stage_outcome=Outcome.POLICY_BLOCK,
-              checkpoint={"decision": decided}, decided=decided, finished_at=now)
+        _move(
+            run,
+            "block",
+            stage=stage,
+            stage_outcome=Outcome.POLICY_BLOCK,
+            checkpoint={"decision": decided},
+            decided=decided,
+            finished_at=now,
+        )
     elif verdict == Verdict.UNSUPPORTED:
         run.rules = decided["rules"]
-        _move(run, "fail", stage=stage, stage_outcome=Outcome.UNSUPPORTED_REQUEST,
-              checkpoint={"decision": decided}, outcome=Outcome.UNSUPPORTED_REQUEST,
-              field="requested_action", finished_at=now)
+        _move(
+            run,
+            "fail",
+            stage=stage,
+            stage_outcome=Outcome.UNSUPPORTED_REQUEST,
+            checkpoint={"decision": decided},
+            outcome=Outcome.UNSUPPORTED_REQUEST,
+            field="requested_action",
+            finished_at=now,
+        )
     elif verdict == Verdict.LOW_CONFIDENCE:
         run._record_decision(decided)
-        _move(run, "hold", stage=stage, stage_outcome=Outcome.LOW_CONFIDENCE,
-              outcome=Outcome.LOW_CONFIDENCE, field="confidence",
-              detail="; ".join(r["text"] for r in decided["rules"] if not r["passed"]))
+        _move(
+            run,
+            "hold",
+            stage=stage,
+            stage_outcome=Outcome.LOW_CONFIDENCE,
+            outcome=Outcome.LOW_CONFIDENCE,
+            field="confidence",
+            detail="; ".join(r["text"] for r in decided["rules"] if not r["passed"]),
+        )
     elif verdict == Verdict.APPROVE:
-        _move(run, "require_approval", stage=stage, stage_outcome="approval_required",
-              checkpoint={"decision": decided}, decided=decided)
+        _move(
+            run,
+            "require_approval",
+            stage=stage,
+            stage_outcome="approval_required",
+            checkpoint={"decision": decided},
+            decided=decided,
+        )
         _open_approval(run, now)
     else:
-        _move(run, "execute", stage=stage, stage_outcome="authorized",
-              checkpoint={"decision": decided}, decided=decided)
+        _move(
+            run,
+            "execute",
+            stage=stage,
+            stage_outcome="authorized",
+            checkpoint={"decision": decided},
+            decided=decided,
+        )
         _write_effect(run, authorization={"policy_version": run.policy_version})
 
 
@@ -678,10 +710,16 @@ def _step_await_approval(run_id: int, now: datetime) -> str | None:
         if request is None or request.status == ApprovalStatus.EXPIRED:
             _reopen_approval(run, Outcome.APPROVAL_EXPIRED, now)
         elif request.status == ApprovalStatus.REJECTED:
-            _move(run, "fail", stage=Stage("approve"), stage_outcome=Outcome.APPROVAL_REJECTED,
-                  checkpoint={"approval_request": request.pk},
-                  outcome=Outcome.APPROVAL_REJECTED, detail=request.status_reason,
-                  finished_at=now)
+            _move(
+                run,
+                "fail",
+                stage=Stage("approve"),
+                stage_outcome=Outcome.APPROVAL_REJECTED,
+                checkpoint={"approval_request": request.pk},
+                outcome=Outcome.APPROVAL_REJECTED,
+                detail=request.status_reason,
+                finished_at=now,
+            )
         elif request.status == ApprovalStatus.APPROVED:
             _resume_after_approval(run, request, now)
         elif request.status == ApprovalStatus.PENDING and now >= request.expires_at:
@@ -694,8 +732,14 @@ def _step_await_approval(run_id: int, now: datetime) -> str | None:
 def _resume_after_approval(run: Run, request: ApprovalRequest, now: datetime) -> None:
     checkpoint = run.checkpoints.order_by("-sequence").first()
     _move(run, "approve", stage=Stage("approve"), stage_outcome="approved")
-    _audit(run, "run.resumed", from_state=State.APPROVAL_REQUIRED, reason="approval",
-           approval_request=request.pk, checkpoint=checkpoint.sequence if checkpoint else None)
+    _audit(
+        run,
+        "run.resumed",
+        from_state=State.APPROVAL_REQUIRED,
+        reason="approval",
+        approval_request=request.pk,
+        checkpoint=checkpoint.sequence if checkpoint else None,
+    )
     enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
 
 
@@ -721,18 +765,18 @@ def _step_execute_approved(run_id: int, now: datetime) -> str | None:
         run = _lock_run(run_id)
         if run is None or run.state != State.APPROVED:
             return None
-        request = run.approvals.filter(
-            status=ApprovalStatus.APPROVED, consumed_at__isnull=True
-        ).order_by("-decided_at").first()
-        refusal = (
-            Outcome.APPROVAL_STALE
-            if request is None
-            else approvals.binding_refusal(request=request, binding=_binding(run), now=now)
+        request = (
+            run.approvals.filter(status=ApprovalStatus.APPROVED, consumed_at__isnull=True)
+            .order_by("-decided_at")
+            .first()
         )
+        if request is None:
+            _reopen_approval(run, Outcome.APPROVAL_STALE, now)
+            return run.state
+        refusal = approvals.binding_refusal(request=request, binding=_binding(run), now=now)
         if refusal is not None:
             _reopen_approval(run, refusal, now)
             return run.state
-        assert request is not None
         _checkpoint(run, {"approval_request": request.pk, "binding": _binding(run)})
         _move(run, "execute_approved", stage=Stage("execute"), stage_outcome="authorized")
         approvals.approval_consume(request=request, now=now)
@@ -823,20 +867,24 @@ def effect_is_authorized(effect: Effect) -> bool:
 
 
 def checkpoint_import(
-    *, run_id: int, classification: Any, actor_label: str, actor: AbstractBaseUser | None = None
+    *, run_id: int, classification: Any, actor_label: str, actor: User | None = None
 ) -> Checkpoint:
     """Store an authored classification as a checkpoint to resume from (validated on resume)."""
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
         checkpoint = _checkpoint(run, {"classification": classification}, source="import")
-        _audit(run, "checkpoint.imported", actor=actor, actor_label=actor_label,
-               from_state=run.state, checkpoint=checkpoint.sequence)
+        _audit(
+            run,
+            "checkpoint.imported",
+            actor=actor,
+            actor_label=actor_label,
+            from_state=run.state,
+            checkpoint=checkpoint.sequence,
+        )
         return checkpoint
 
 
-def run_resume(
-    *, run_id: int, actor_label: str, actor: AbstractBaseUser | None = None
-) -> str:
+def run_resume(*, run_id: int, actor_label: str, actor: User | None = None) -> str:
     """Continue from the latest checkpoint, revalidating what it holds before using it."""
     with transaction.atomic():
         run = Run.objects.select_for_update().select_related("channel").get(pk=run_id)
@@ -851,15 +899,34 @@ def run_resume(
             problems = validation_problems(exc)
             if run.state == State.NEEDS_REVIEW:
                 return run.outcome
-            _move(run, "hold", stage=stage, stage_outcome=Outcome.CLASSIFICATION_INVALID,
-                  actor=actor, outcome=Outcome.CLASSIFICATION_INVALID, field=problems[0].field,
-                  detail=json.dumps([p.model_dump() for p in problems]))
+            _move(
+                run,
+                "hold",
+                stage=stage,
+                stage_outcome=Outcome.CLASSIFICATION_INVALID,
+                actor=actor,
+                outcome=Outcome.CLASSIFICATION_INVALID,
+                field=problems[0].field,
+                detail=json.dumps([p.model_dump() for p in problems]),
+            )
             return Outcome.CLASSIFICATION_INVALID
-        _move(run, "classify", stage=stage, stage_outcome="resumed", actor=actor,
-              decision=decision.model_dump(mode="json"))
-        _audit(run, "run.resumed", actor=actor, actor_label=actor_label,
-               from_state=State.ENRICHED, reason="checkpoint",
-               checkpoint=checkpoint.sequence if checkpoint else None)
+        _move(
+            run,
+            "classify",
+            stage=stage,
+            stage_outcome="resumed",
+            actor=actor,
+            decision=decision.model_dump(mode="json"),
+        )
+        _audit(
+            run,
+            "run.resumed",
+            actor=actor,
+            actor_label=actor_label,
+            from_state=State.ENRICHED,
+            reason="checkpoint",
+            checkpoint=checkpoint.sequence if checkpoint else None,
+        )
         enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
         return run.state
 
@@ -870,7 +937,7 @@ def run_move(
     target: str,
     reason: str,
     actor_label: str,
-    actor: AbstractBaseUser | None = None,
+    actor: User | None = None,
 ) -> str:
     """A person asks for a run to reach `target` now.
 
@@ -883,18 +950,31 @@ def run_move(
         reachable = {t.target for t in run.get_available_state_transitions()}
         if target not in reachable:
             return _refuse(run, f"move to {target}", actor, actor_label, reason=reason)
-        _audit(run, "run.nudged", actor=actor, actor_label=actor_label, from_state=run.state,
-               requested=target, reason=reason)
+        _audit(
+            run,
+            "run.nudged",
+            actor=actor,
+            actor_label=actor_label,
+            from_state=run.state,
+            requested=target,
+            reason=reason,
+        )
         enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
         return "queued"
 
 
-def _refuse(
-    run: Run, what: str, actor: AbstractBaseUser | None, actor_label: str, **data: Any
-) -> str:
+def _refuse(run: Run, what: str, actor: User | None, actor_label: str, **data: Any) -> str:
     """Record a refused transition; the run itself is left exactly as it was."""
-    _audit(run, "transition.refused", actor=actor, actor_label=actor_label, from_state=run.state,
-           outcome=Outcome.STATE_CONFLICT, requested=what, **data)
+    _audit(
+        run,
+        "transition.refused",
+        actor=actor,
+        actor_label=actor_label,
+        from_state=run.state,
+        outcome=Outcome.STATE_CONFLICT,
+        requested=what,
+        **data,
+    )
     log.debug("refused %s on run %s in state %s", what, run.pk, run.state)
     return Outcome.STATE_CONFLICT
 
@@ -905,7 +985,7 @@ def _refuse(
 def sweep_due(*, now: datetime | None = None, limit: int = 500) -> dict[str, int]:
     """Find work a lost message would otherwise leave behind, and nudge it again."""
     now = now or timezone.now()
-    stale = now - timedelta(seconds=_conf("STAGE_LEASE_SECONDS"))
+    stale = now - timedelta(seconds=setting("STAGE_LEASE_SECONDS"))
     due_runs = list(
         Run.objects.filter(state__in=_STEPS.keys())
         .exclude(state=State.APPROVAL_REQUIRED)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 
@@ -19,7 +20,7 @@ def env_bool(name: str, default: bool) -> bool:
 
 def env_int(name: str, default: int) -> int:
     value = os.environ.get(name)
-    return default if value in (None, "") else int(value)
+    return int(value) if value else default
 
 
 DEBUG = env_bool("GATEHOUSE_DEBUG", False)
@@ -81,8 +82,16 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Workers and the web server share the file: wait for the write lock instead of failing.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Workers and the web server share the file: take the write lock when a transaction
+    # starts (so a waiting writer queues instead of failing with "database is locked"),
+    # and use WAL so readers never block the writer.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -126,7 +135,7 @@ if os.environ.get("GATEHOUSE_REDIS_URL"):
     Q_CLUSTER.pop("orm")
     Q_CLUSTER["redis"] = os.environ["GATEHOUSE_REDIS_URL"]
 
-GATEHOUSE = {
+GATEHOUSE: dict[str, Any] = {
     # Versions stamped on every run of the default intake channels.
     "WORKFLOW_VERSION": os.environ.get("GATEHOUSE_WORKFLOW_VERSION", "workflow-1"),
     "PROMPT_VERSION": os.environ.get("GATEHOUSE_PROMPT_VERSION", "prompt-1"),

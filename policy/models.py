@@ -39,10 +39,6 @@ class PolicyVersion(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    @property
-    def parsed(self) -> PolicyDocument:
-        return PolicyDocument.model_validate(self.document)
-
     def save(self, *args: Any, **kwargs: Any) -> None:
         # The document is immutable once saved; only activation flags may change.
         if self.pk is not None:
@@ -51,3 +47,7 @@ class PolicyVersion(models.Model):
             if fields is None or not set(fields) <= allowed:
                 raise ValueError("a policy version is immutable: save a new version instead")
         super().save(*args, **kwargs)
+
+    @property
+    def parsed(self) -> PolicyDocument:
+        return PolicyDocument.model_validate(self.document)

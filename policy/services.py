@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
@@ -43,7 +43,7 @@ def parse_policy_text(text: str) -> PolicyDocument:
 
 @transaction.atomic
 def policy_version_create(
-    *, document: PolicyDocument, author: AbstractBaseUser | None = None
+    *, document: PolicyDocument, author: User | None = None
 ) -> tuple[PolicyVersion, bool]:
     """Store a version. Loading the same document again is a no-op; a different one is refused."""
     existing = PolicyVersion.objects.filter(name=document.version).first()

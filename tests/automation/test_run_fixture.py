@@ -52,7 +52,7 @@ def test_json_output_lists_cases_and_counters() -> None:
     report = json.loads(run_fixture(str(SEED), "--json"))
     assert [c["outcome"] for c in report["cases"]] == [c["expected"] for c in report["cases"]]
     assert report["counters"]["authorized_effects"] == 4
-    assert list(report["counters"])[0] == "cases"
+    assert next(iter(report["counters"])) == "cases"
 
 
 def _case_set(tmp_path: Path, cases: list[dict]) -> Path:
@@ -88,27 +88,59 @@ GOOD = {
 @pytest.mark.django_db(transaction=True)
 def test_unseen_case_set_outcomes_come_from_the_pipeline(tmp_path: Path) -> None:
     cases = [
-        {"id": "x-1", "event": _event("x-1"), "expected": "retry_exhausted",
-         "classifier": [{"type": "timeout"}, {"type": "timeout"}]},
+        {
+            "id": "x-1",
+            "event": _event("x-1"),
+            "expected": "retry_exhausted",
+            "classifier": [{"type": "timeout"}, {"type": "timeout"}],
+        },
         {"id": "x-2", "event": _event("x-2", body="   "), "expected": "invalid_event"},
         {"id": "x-3", "event": {**_event("x-3"), "extra": "key"}, "expected": "invalid_event"},
         {"id": "x-4", "event": _event("x-4", source="fax"), "expected": "invalid_event"},
-        {"id": "x-5", "event": _event("x-5"), "expected": "classification_invalid",
-         "resume_decision": {**GOOD, "unexpected": True}},
-        {"id": "x-6", "event": _event("x-6"), "expected": "classification_invalid",
-         "classifier": [{"type": "decision", "value": {k: v for k, v in GOOD.items()
-                                                        if k != "reason_code"}}]},
-        {"id": "x-7", "event": _event("x-7"), "expected": "completed",
-         "classifier": [{"type": "decision", "value": GOOD}]},
+        {
+            "id": "x-5",
+            "event": _event("x-5"),
+            "expected": "classification_invalid",
+            "resume_decision": {**GOOD, "unexpected": True},
+        },
+        {
+            "id": "x-6",
+            "event": _event("x-6"),
+            "expected": "classification_invalid",
+            "classifier": [
+                {"type": "decision", "value": {k: v for k, v in GOOD.items() if k != "reason_code"}}
+            ],
+        },
+        {
+            "id": "x-7",
+            "event": _event("x-7"),
+            "expected": "completed",
+            "classifier": [{"type": "decision", "value": GOOD}],
+        },
         {"id": "x-8", "event": _event("x-7"), "expected": "idempotent_replay"},
-        {"id": "x-9", "event": _event("x-9", request_type="security",
-                                      requested_action="queue_account_review"),
-         "classifier": [{"type": "decision", "value": {
-             "category": "security", "recommended_route": "security_review",
-             "requested_effect": "queue_account_review", "reason_code": "security_sensitive"}}],
-         "approval": {"workflow_version": "workflow-1", "policy_version": "policy-0",
-                      "effect": "queue_account_review"},
-         "expected": "approval_stale"},
+        {
+            "id": "x-9",
+            "event": _event(
+                "x-9", request_type="security", requested_action="queue_account_review"
+            ),
+            "classifier": [
+                {
+                    "type": "decision",
+                    "value": {
+                        "category": "security",
+                        "recommended_route": "security_review",
+                        "requested_effect": "queue_account_review",
+                        "reason_code": "security_sensitive",
+                    },
+                }
+            ],
+            "approval": {
+                "workflow_version": "workflow-1",
+                "policy_version": "policy-0",
+                "effect": "queue_account_review",
+            },
+            "expected": "approval_stale",
+        },
     ]
     report = json.loads(run_fixture(str(_case_set(tmp_path, cases)), "--json"))
     outcomes = {c["id"]: c["outcome"] for c in report["cases"]}
@@ -124,8 +156,18 @@ def test_unseen_case_set_outcomes_come_from_the_pipeline(tmp_path: Path) -> None
 
 @pytest.mark.django_db(transaction=True)
 def test_a_case_ending_differently_from_expected_fails_the_command(tmp_path: Path) -> None:
-    cases = [{"id": "y-1", "event": _event("y-1"), "expected": "completed",
-              "classifier": [{"type": "decision", "value": {**GOOD, "category": "sales",
-                                                            "recommended_route": "commercial"}}]}]
+    cases = [
+        {
+            "id": "y-1",
+            "event": _event("y-1"),
+            "expected": "completed",
+            "classifier": [
+                {
+                    "type": "decision",
+                    "value": {**GOOD, "category": "sales", "recommended_route": "commercial"},
+                }
+            ],
+        }
+    ]
     with pytest.raises(CommandError, match="1 case"):
         run_fixture(str(_case_set(tmp_path, cases)))

@@ -1,0 +1,241 @@
+"""The operators' view of runs: what came in, how it was read, what was decided and done."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html
+
+from automation.models import (
+    AccountReview,
+    ApiToken,
+    AuditEvent,
+    Checkpoint,
+    ClassificationAttempt,
+    Effect,
+    FollowUp,
+    IntakeChannel,
+    IntakeRecord,
+    InternalNotification,
+    Run,
+    StageRecord,
+)
+from config.admin_base import ReadOnlyAdminMixin, ReadOnlyInline
+
+
+def _pretty(value: Any) -> str:
+    return format_html("<pre>{}</pre>", json.dumps(value, indent=2, sort_keys=True))
+
+
+class StageInline(ReadOnlyInline):
+    model = StageRecord
+    fields = ["stage", "attempt", "started_at", "duration_ms", "outcome", "error_class"]
+    verbose_name_plural = "Stage timings"
+
+
+class CheckpointInline(ReadOnlyInline):
+    model = Checkpoint
+    fields = ["sequence", "state", "source", "created_at", "versions", "data"]
+
+
+class ClassificationInline(ReadOnlyInline):
+    model = ClassificationAttempt
+    fields = ["attempt", "classifier", "outcome", "latency_ms", "raw_output", "errors"]
+
+
+class EffectInline(ReadOnlyInline):
+    model = Effect
+    fields = ["name", "status", "attempts", "idempotency_key", "response_ref", "delivered_at"]
+
+
+class AuditInline(ReadOnlyInline):
+    model = AuditEvent
+    fk_name = "run"
+    fields = ["created_at", "actor_label", "action", "from_state", "to_state", "data"]
+    verbose_name_plural = "History"
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = [
+        "id",
+        "event_id",
+        "channel",
+        "state",
+        "outcome",
+        "route",
+        "effect_name",
+        "policy_version",
+        "created_at",
+        "total_ms",
+    ]
+    list_filter = ["state", "outcome", "route", "effect_name", "channel", "policy_version"]
+    search_fields = ["=event_id", "=fingerprint"]
+    date_hierarchy = "created_at"
+    list_select_related = ["channel"]
+    show_full_result_count = False
+    list_per_page = 50
+    readonly_fields = ["normalized_pretty", "classification_pretty", "rules_pretty", "raw_input"]
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": [
+                    "channel",
+                    "event_id",
+                    "state",
+                    "outcome",
+                    "failure_field",
+                    "failure_detail",
+                    "queue",
+                    "owner",
+                ]
+            },
+        ),
+        (
+            "Input",
+            {
+                "fields": [
+                    "raw_input",
+                    "normalized_pretty",
+                    "fingerprint",
+                    "enrichment",
+                    "replay_of",
+                ]
+            },
+        ),
+        (
+            "Interpretation",
+            {
+                "fields": [
+                    "classification_pretty",
+                    "category",
+                    "reason_code",
+                    "confidence",
+                    "classify_attempts",
+                    "next_attempt_at",
+                ]
+            },
+        ),
+        ("Decision", {"fields": ["route", "effect_name", "rules_pretty"]}),
+        (
+            "Versions",
+            {
+                "fields": [
+                    "workflow_version",
+                    "classifier_version",
+                    "prompt_version",
+                    "policy_version",
+                    "version",
+                ]
+            },
+        ),
+        ("Times", {"fields": ["created_at", "updated_at", "finished_at"]}),
+    ]
+    inlines = [StageInline, CheckpointInline, ClassificationInline, EffectInline, AuditInline]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [f.name for f in Run._meta.fields] + list(self.readonly_fields)
+
+    @admin.display(description="total (ms)")
+    def total_ms(self, run: Run) -> int | None:
+        if run.finished_at is None:
+            return None
+        return int((run.finished_at - run.created_at).total_seconds() * 1000)
+
+    @admin.display(description="normalized input")
+    def normalized_pretty(self, run: Run) -> str:
+        return _pretty(run.normalized)
+
+    @admin.display(description="classification")
+    def classification_pretty(self, run: Run) -> str:
+        return _pretty(run.classification)
+
+    @admin.display(description="rules that fired")
+    def rules_pretty(self, run: Run) -> str:
+        return _pretty(run.rules)
+
+    @admin.display(description="raw input")
+    def raw_input(self, run: Run) -> str:
+        return format_html(
+            '<a href="../../intakerecord/{}/change/">intake #{}</a>', run.intake_id, run.intake_id
+        )
+
+
+INTAKE_FIELDS = ("channel", "content_type", "source", "received_at", "raw_text")
+
+
+@admin.register(IntakeRecord)
+class IntakeRecordAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["id", "channel", "content_type", "source", "received_at"]
+    list_filter = ["channel", "content_type"]
+    date_hierarchy = "received_at"
+    show_full_result_count = False
+    fields = INTAKE_FIELDS
+    readonly_fields = INTAKE_FIELDS
+
+    @admin.display(description="raw bytes (as UTF-8)")
+    def raw_text(self, record: IntakeRecord) -> str:
+        return format_html("<pre>{}</pre>", record.text)
+
+
+@admin.register(Effect)
+class EffectAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["id", "name", "status", "attempts", "run", "created_at", "delivered_at"]
+    list_filter = ["status", "name"]
+    search_fields = ["=idempotency_key", "=run__event_id"]
+    list_select_related = ["run"]
+    date_hierarchy = "created_at"
+    show_full_result_count = False
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["created_at", "action", "actor_label", "run", "from_state", "to_state"]
+    list_filter = ["action"]
+    search_fields = ["=run__event_id", "actor_label"]
+    list_select_related = ["run"]
+    date_hierarchy = "created_at"
+    show_full_result_count = False
+
+
+class LocalEffectAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["id", "__str__", "run", "created_at"]
+    search_fields = ["=idempotency_key", "=run__event_id"]
+    list_select_related = ["run"]
+
+
+admin.site.register(FollowUp, LocalEffectAdmin)
+admin.site.register(AccountReview, LocalEffectAdmin)
+admin.site.register(InternalNotification, LocalEffectAdmin)
+
+
+@admin.register(IntakeChannel)
+class IntakeChannelAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["name", "classifier", "workflow_version", "prompt_version", "policy_version"]
+    search_fields = ["name"]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Tokens are issued with `manage.py issue_token`; here they can only be revoked."""
+
+    list_display = ["name", "channel", "is_active", "created_at"]
+    fields = ["name", "channel", "is_active", "created_at"]
+    readonly_fields = ["name", "channel", "created_at"]
+    actions = ["revoke"]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        updated = queryset.update(is_active=False)
+        self.message_user(request, f"{updated} token(s) revoked")
