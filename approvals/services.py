@@ -110,7 +110,11 @@ def approval_decide(
     seen: dict[str, str],
     now: datetime | None = None,
 ) -> DecisionResult:
-    """Record a person's decision on what they saw. Stale or expired views authorise nothing."""
+    """Record a person's decision on what they saw. Stale or expired views authorise nothing.
+
+    `seen` is the binding the person was shown: fingerprint, workflow and policy versions and
+    the effect. All four are required, so nobody approves an input they were not shown.
+    """
     now = now or timezone.now()
     # Row lock: two approvers clicking at once decide one after the other, never both on
     # a request that the first one already completed.
@@ -122,7 +126,7 @@ def approval_decide(
         user=user,
         approve=approve,
         comment=comment,
-        seen_fingerprint=seen.get("fingerprint", request.fingerprint),
+        seen_fingerprint=seen["fingerprint"],
         seen_workflow_version=seen["workflow_version"],
         seen_policy_version=seen["policy_version"],
         seen_effect=seen["effect"],

@@ -91,9 +91,9 @@ def _match_rules(
             f"effect {reading.effect!r} must equal requested action {facts.requested_action!r}",
         ),
         FiredRule(
-            f"allowlist.{reading.effect}",
+            f"proposal.{reading.effect}",
             reading.effect in policy.allowed_effects,
-            f"effect {reading.effect!r} must be an allowed effect",
+            f"proposed effect {reading.effect!r} must be an allowed effect",
         ),
     ]
 

@@ -67,11 +67,19 @@ def policy_version_create(
 
 @transaction.atomic
 def policy_version_activate(*, name: str) -> PolicyVersion:
-    """Make one version the active one. Locks every active row so two activations serialize."""
-    target = PolicyVersion.objects.select_for_update().get(name=name)
-    current = list(PolicyVersion.objects.select_for_update().filter(is_active=True))
-    for version in current:
-        if version.pk != target.pk:
+    """Make one version the active one.
+
+    Locks every version row (in primary-key order, so two activations cannot deadlock) before
+    looking at which one is active: a second activation waits for the first to commit and
+    then sees its result, instead of missing the newly active row and tripping the
+    single-active constraint.
+    """
+    versions = list(PolicyVersion.objects.select_for_update().order_by("pk"))
+    target = next((v for v in versions if v.name == name), None)
+    if target is None:
+        raise PolicyVersion.DoesNotExist(f"no policy version named {name!r}")
+    for version in versions:
+        if version.is_active and version.pk != target.pk:
             version.is_active = False
             version.save(update_fields=["is_active"])
     if not target.is_active:
