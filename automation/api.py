@@ -84,7 +84,7 @@ def submit_event(request: HttpRequest) -> JsonResponse:
     if result.problems:
         body["problems"] = [p.model_dump() for p in result.problems]
     status = STATUS_BY_CODE[result.code]
-    if result.code == Outcome.INVALID_EVENT and result.problems[0].field == "body":
+    if result.malformed:
         status = 400  # not JSON at all: malformed, not merely invalid
     return JsonResponse(body, status=status)
 

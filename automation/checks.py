@@ -21,7 +21,9 @@ def check_q_cluster(app_configs: Any = None, **kwargs: Any) -> list[Error]:
                 id="gatehouse.E001",
             )
         )
-    if not conf.get("max_attempts"):
+    attempts = conf.get("max_attempts")
+    # django-q2 gives up only when max_attempts > 0: zero, negative or missing means forever.
+    if not isinstance(attempts, int) or attempts <= 0:
         errors.append(
             Error(
                 "Q_CLUSTER max_attempts must be finite",

@@ -30,6 +30,7 @@ from automation.models import (
     Run,
     State,
 )
+from automation.schemas import normalize_text
 from config.dispatch import Message, inline
 from policy.models import PolicyVersion
 from policy.services import policy_ensure_defaults
@@ -155,7 +156,7 @@ def record_classifier_outcomes(channel: IntakeChannel, case: dict[str, Any]) -> 
     for attempt, outcome in enumerate(case.get("classifier", []), start=1):
         RecordedOutcome.objects.update_or_create(
             channel=channel,
-            event_id=str(case["event"].get("event_id", "")),
+            event_id=normalize_text(str(case["event"].get("event_id", ""))),
             attempt=attempt,
             defaults={"outcome": outcome},
         )

@@ -44,7 +44,8 @@ class EffectName(StrEnum):
     SEND_INTERNAL_NOTIFICATION = "send_internal_notification"
 
 
-def _collapse(value: str) -> str:
+def normalize_text(value: str) -> str:
+    """Collapse runs of whitespace and trim: the only rewrite normalization makes."""
     return re.sub(r"\s+", " ", value).strip()
 
 
@@ -80,12 +81,26 @@ class IntakeEvent(BaseModel):
     def normalized(self) -> dict[str, Any]:
         """Canonical spelling: collapsed whitespace, nothing rewritten semantically."""
         data = self.model_dump(mode="json")
-        return {key: _collapse(value) for key, value in data.items()}
+        return {key: normalize_text(value) for key, value in data.items()}
 
 
 def fingerprint(normalized: dict[str, Any]) -> str:
     """SHA-256 of the canonical JSON of the normalized event."""
     return hashlib.sha256(canonical_json(normalized).encode("utf-8")).hexdigest()
+
+
+Confidence = Annotated[float, Field(ge=0.0, le=1.0, strict=True)]
+
+
+class ExtractedField(BaseModel):
+    """One fact read from the request, with how sure the reader is and where it read it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    value: Annotated[str, Field(min_length=1, max_length=500)]
+    confidence: Confidence
+    # The exact words of the request the value came from, shown highlighted to approvers.
+    source: Annotated[str, Field(min_length=1, max_length=2000)] | None = None
 
 
 class ClassifierDecision(BaseModel):
@@ -97,7 +112,10 @@ class ClassifierDecision(BaseModel):
     recommended_route: Route
     requested_effect: EffectName
     reason_code: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[a-z0-9_.-]+$")]
-    confidence: Annotated[float, Field(ge=0.0, le=1.0, strict=True)] | None = None
+    confidence: Confidence | None = None
+    fields: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,49}$")], ExtractedField] = Field(
+        default_factory=dict, max_length=50
+    )
 
 
 class FieldProblem(BaseModel):

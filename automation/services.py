@@ -155,11 +155,16 @@ def _move(
     _audit(run, f"run.{name}", actor=actor, from_state=before, outcome=run.outcome)
 
 
-def _lock_run(run_id: int) -> Run | None:
-    """Lock the run row; None if another worker holds it (it will finish the step)."""
-    query = Run.objects.select_for_update(
-        skip_locked=connection.features.has_select_for_update_skip_locked
-    )
+def _lock_run(run_id: int, *, wait: bool = False) -> Run | None:
+    """Lock the run row.
+
+    By default SKIP LOCKED: None when another worker holds the row, because that worker is
+    taking this very step and a duplicate message should simply stand aside. With wait=True
+    (used by whoever already owns the work, such as a worker holding the classifier lease
+    with an answer in hand) it queues for the lock instead, so finished work is never dropped.
+    """
+    skip = not wait and connection.features.has_select_for_update_skip_locked
+    query = Run.objects.select_for_update(skip_locked=skip)
     return query.filter(pk=run_id).select_related("channel").first()
 
 
@@ -211,6 +216,7 @@ class IntakeResult:
     intake: IntakeRecord
     run: Run | None
     problems: list[FieldProblem] = field(default_factory=list)
+    malformed: bool = False  # the body was not JSON at all
 
 
 def intake_submit(
@@ -242,16 +248,18 @@ def intake_admit(*, intake: IntakeRecord) -> IntakeResult:
     if event is None:
         event_id = data.get("event_id") if isinstance(data, dict) else None
         run = _create_invalid_run(intake, str(event_id or "")[:200], problems)
-        return IntakeResult(Outcome.INVALID_EVENT, intake, run, problems)
+        return IntakeResult(Outcome.INVALID_EVENT, intake, run, problems, data is None)
     normalized = event.normalized()
-    owner = _identity_owner(intake.channel, event.event_id)
+    # Identity is the normalized event id: " evt-1 " and "evt-1" are one event.
+    event_id = normalized["event_id"]
+    owner = _identity_owner(intake.channel, event_id)
     if owner is not None:
         return _answer_duplicate(intake, owner, fingerprint(normalized))
     try:
-        run = _create_run(intake, event, normalized)
+        run = _create_run(intake, normalized)
     except IntegrityError:
         # Another submission of the same event committed first: answer as a duplicate.
-        owner = _identity_owner(intake.channel, event.event_id)
+        owner = _identity_owner(intake.channel, event_id)
         if owner is None:
             raise
         return _answer_duplicate(intake, owner, fingerprint(normalized))
@@ -297,10 +305,10 @@ def _create_invalid_run(intake: IntakeRecord, event_id: str, problems: list[Fiel
 
 
 @transaction.atomic
-def _create_run(intake: IntakeRecord, event: IntakeEvent, normalized: dict[str, Any]) -> Run:
+def _create_run(intake: IntakeRecord, normalized: dict[str, Any]) -> Run:
     """Create the run at `received` owning (channel, event id); the unique index arbitrates."""
     stage = Stage("intake")
-    run = _new_run(intake, event.event_id)
+    run = _new_run(intake, normalized["event_id"])
     run.claims_identity = True
     run.normalized = normalized
     run.fingerprint = fingerprint(normalized)
@@ -462,7 +470,7 @@ def _record_classification(
     run_id: int, attempt: int, stage: Stage, raw: Any, error: Exception | None, now: datetime
 ) -> str | None:
     with transaction.atomic():
-        run = _lock_run(run_id)
+        run = _lock_run(run_id, wait=True)
         if run is None or run.state != State.ENRICHED or run.classify_attempts != attempt:
             return None  # our lease ran out and another worker took this attempt over
         outcome, decision, problems = _judge_output(raw, error)
@@ -825,7 +833,7 @@ def effect_deliver(*, effect_id: int, now: datetime | None = None) -> str | None
         )
         if effect is None:
             return None
-        run = _lock_run(effect.run_id)
+        run = _lock_run(effect.run_id, wait=True)  # we hold the effect: finish the delivery
         if run is None or run.state != State.EXECUTING:
             return None
         stage = Stage("execute", attempt=effect.attempts + 1)

@@ -1,0 +1,283 @@
+"""At-least-once delivery and racing submissions: the rows, not the messages, decide.
+
+Real threads on real connections: each thread has its own PostgreSQL session, so row locks,
+SKIP LOCKED and the unique index arbitrate exactly as they do between two workers.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+
+from automation import services, tasks
+from automation.classifiers.recorded import RecordedClassifier
+from automation.models import (
+    AuditEvent,
+    ClassificationAttempt,
+    Effect,
+    EffectStatus,
+    FollowUp,
+    IntakeRecord,
+    Outcome,
+    Run,
+    StageRecord,
+    State,
+)
+from config.dispatch import Message, inline
+from tests.conftest import Pipeline, decision_for, make_event
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+STAGES = ["intake", "validate", "normalize", "enrich", "classify", "decide", "execute", "complete"]
+
+
+def at_once(*calls: Callable[[], Any]) -> tuple[list[Any], list[Message]]:
+    """Run the calls in threads released together; return their results and enqueued work."""
+    barrier = threading.Barrier(len(calls))
+    results: list[Any] = [None] * len(calls)
+    errors: list[BaseException] = []
+    messages: list[Message] = []
+
+    def worker(index: int, call: Callable[[], Any]) -> None:
+        try:
+            with inline() as queue:
+                barrier.wait(timeout=10)
+                results[index] = call()
+            messages.extend(queue)
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=item) for item in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert errors == []
+    return results, messages
+
+
+def submit(pipeline: Pipeline, event: dict[str, Any]) -> services.IntakeResult:
+    return services.intake_submit(
+        channel=pipeline.channel,
+        raw=json.dumps(event).encode(),
+        content_type="application/json",
+        source="test",
+    )
+
+
+def advance_to(pipeline: Pipeline, run_id: int, state: str) -> None:
+    """Run queued messages until the run reaches `state`; its next message stays queued."""
+    for _ in range(50):
+        if Run.objects.get(pk=run_id).state == state:
+            return
+        with inline() as queue:
+            pipeline.queue.popleft().run()
+        pipeline.queue.extend(queue)
+    raise AssertionError(f"run {run_id} never reached {state}")
+
+
+def started(pipeline: Pipeline, event_id: str) -> Run:
+    event = make_event(event_id=event_id)
+    result = pipeline.submit(event, [decision_for(event)], drain=False)
+    assert result.code == "accepted"
+    return pipeline.run(result)
+
+
+def assert_done_once(run: Run) -> None:
+    run.refresh_from_db()
+    assert (run.state, run.outcome) == (State.COMPLETED, Outcome.COMPLETED)
+    assert Counter(StageRecord.objects.filter(run=run).values_list("stage", flat=True)) == (
+        Counter(STAGES)
+    )
+    assert ClassificationAttempt.objects.filter(run=run).count() == 1
+    assert Effect.objects.filter(run=run).count() == 1
+    effect = Effect.objects.get(run=run)
+    assert (effect.status, effect.attempts) == (EffectStatus.DELIVERED, 1)
+    assert FollowUp.objects.filter(idempotency_key=effect.idempotency_key).count() == 1
+    actions = Counter(AuditEvent.objects.filter(run=run).values_list("action", flat=True))
+    assert max(actions.values()) == 1
+
+
+def test_same_event_submitted_twice_at_once_makes_exactly_one_run(pipeline: Pipeline) -> None:
+    for n in range(5):  # several rounds: each may resolve the race a different way
+        event = make_event(event_id=f"evt-race-{n}")
+        pipeline.record(event["event_id"], [decision_for(event)])
+
+        (first, second), messages = at_once(
+            lambda event=event: submit(pipeline, event),
+            lambda event=event: submit(pipeline, event),
+        )
+
+        assert sorted([first.code, second.code]) == ["accepted", Outcome.IDEMPOTENT_REPLAY]
+        assert first.run.pk == second.run.pk
+        runs = Run.objects.filter(channel=pipeline.channel, event_id=event["event_id"])
+        assert runs.count() == 1
+        assert (
+            AuditEvent.objects.filter(
+                action="intake.idempotent_replay", data__existing_run=first.run.pk
+            ).count()
+            == 1
+        )
+        assert messages == [Message(services.ADVANCE_RUN_TASK, (first.run.pk,))]
+
+        pipeline.queue.extend(messages)
+        pipeline.drain()
+
+        assert_done_once(runs.get())
+    assert IntakeRecord.objects.count() == 10
+    assert Effect.objects.count() == FollowUp.objects.count() == 5
+
+
+STEP_STATES = [State.RECEIVED, State.VALIDATED, State.NORMALIZED, State.ENRICHED, State.CLASSIFIED]
+
+
+@pytest.mark.parametrize("state", STEP_STATES)
+def test_a_step_message_delivered_twice_in_a_row_does_the_step_once(
+    pipeline: Pipeline, state: str
+) -> None:
+    run = started(pipeline, "evt-dup")
+    advance_to(pipeline, run.pk, state)
+    assert len(pipeline.queue) == 1  # the step's own message is still waiting
+
+    with inline() as queue:
+        tasks.advance_run(run.pk)  # the duplicate arrives first
+    pipeline.queue.extend(queue)
+    pipeline.drain()
+
+    assert_done_once(run)
+
+
+@pytest.mark.parametrize("state", STEP_STATES)
+def test_a_step_message_delivered_twice_at_once_does_the_step_once(
+    pipeline: Pipeline, state: str
+) -> None:
+    run = started(pipeline, "evt-dup")
+    advance_to(pipeline, run.pk, state)
+    pipeline.queue.clear()  # replaced by the two copies below
+
+    _, messages = at_once(lambda: tasks.advance_run(run.pk), lambda: tasks.advance_run(run.pk))
+    pipeline.queue.extend(messages)
+    pipeline.drain()
+
+    assert_done_once(run)
+
+
+def test_classifier_answer_survives_another_session_holding_the_run(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = started(pipeline, "evt-held")
+    advance_to(pipeline, run.pk, State.ENRICHED)
+    pipeline.queue.clear()
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_row() -> None:
+        # What a duplicate classify message (or an operator's run_move) does: lock the row.
+        try:
+            with transaction.atomic():
+                Run.objects.select_for_update().get(pk=run.pk)
+                locked.set()
+                release.wait(timeout=2)  # a fixed pipeline waits here for the lock
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_row)
+    recorded = RecordedClassifier.classify
+
+    def classify_while_the_row_is_held(
+        self: RecordedClassifier, event: Any, attempt: int, *, deadline: float
+    ) -> Any:
+        answer = recorded(self, event, attempt, deadline=deadline)
+        holder.start()
+        assert locked.wait(timeout=10)
+        return answer
+
+    monkeypatch.setattr(RecordedClassifier, "classify", classify_while_the_row_is_held)
+
+    with inline() as queue:
+        tasks.advance_run(run.pk)
+    release.set()
+    holder.join(timeout=10)
+    pipeline.queue.extend(queue)
+    pipeline.drain()
+
+    assert ClassificationAttempt.objects.filter(run=run).count() == 1
+    assert_done_once(run)
+
+
+def _effect_ready(pipeline: Pipeline) -> tuple[Run, Effect]:
+    run = started(pipeline, "evt-deliver")
+    advance_to(pipeline, run.pk, State.EXECUTING)
+    effect = Effect.objects.get(run=run)
+    assert list(pipeline.queue) == [Message(services.DELIVER_EFFECT_TASK, (effect.pk,))]
+    pipeline.queue.clear()
+    return run, effect
+
+
+def test_effect_message_delivered_twice_in_a_row_delivers_once(pipeline: Pipeline) -> None:
+    run, effect = _effect_ready(pipeline)
+
+    first = tasks.deliver_effect(effect.pk)
+    second = tasks.deliver_effect(effect.pk)
+
+    assert (first, second) == (EffectStatus.DELIVERED, None)
+    assert_done_once(run)
+    assert StageRecord.objects.filter(run=run, stage="complete").count() == 1
+
+
+def test_effect_message_delivered_twice_at_once_delivers_once(pipeline: Pipeline) -> None:
+    run, effect = _effect_ready(pipeline)
+
+    results, messages = at_once(
+        lambda: tasks.deliver_effect(effect.pk), lambda: tasks.deliver_effect(effect.pk)
+    )
+
+    assert Counter(results) == Counter([EffectStatus.DELIVERED, None])
+    assert messages == []
+    assert_done_once(run)
+    assert StageRecord.objects.filter(run=run, stage="complete").count() == 1
+
+
+def test_same_event_id_with_different_content_at_once_runs_one_and_refuses_the_other(
+    pipeline: Pipeline,
+) -> None:
+    one = make_event(event_id="evt-race")
+    other = make_event(event_id="evt-race", subject="Different content")
+
+    (first, second), messages = at_once(
+        lambda: submit(pipeline, one), lambda: submit(pipeline, other)
+    )
+
+    codes = {first.code, second.code}
+    assert codes == {"accepted", Outcome.IDEMPOTENCY_CONFLICT}
+    assert first.run.pk == second.run.pk
+    assert Run.objects.filter(event_id="evt-race").count() == 1
+    assert len(messages) == 1
+    assert AuditEvent.objects.filter(action="intake.idempotency_conflict").count() == 1
+
+
+def test_late_message_for_a_completed_run_does_nothing(pipeline: Pipeline) -> None:
+    event = make_event(event_id="evt-late")
+    run = pipeline.run(pipeline.submit(event, [decision_for(event)]))
+    assert run.state == State.COMPLETED
+    effect = Effect.objects.get(run=run)
+    before = Run.objects.values().get(pk=run.pk)
+    counts = (StageRecord.objects.count(), AuditEvent.objects.count(), FollowUp.objects.count())
+
+    with inline() as queue:
+        assert tasks.advance_run(run.pk) is None
+        assert tasks.deliver_effect(effect.pk) is None
+
+    assert not queue
+    assert Run.objects.values().get(pk=run.pk) == before
+    assert (StageRecord.objects.count(), AuditEvent.objects.count(), FollowUp.objects.count()) == (
+        counts
+    )
