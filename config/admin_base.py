@@ -25,3 +25,7 @@ class ReadOnlyInline(ReadOnlyAdminMixin, admin.TabularInline):  # type: ignore[t
     extra = 0
     can_delete = False
     show_change_link = False
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        # Every shown field is read-only, including machine-set ones such as created_at.
+        return [f for f in (self.fields or []) if isinstance(f, str)]
