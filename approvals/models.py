@@ -43,6 +43,10 @@ class ApprovalRequest(models.Model):
 
     class Meta:
         ordering = ["created_at", "pk"]
+        permissions = [
+            ("decide_approvalrequest", "Can decide approval requests routed to their groups"),
+            ("view_all_approvalrequests", "Can see approval requests of every group"),
+        ]
         constraints = [
             # One open request per run and effect: a fresh one replaces a stale one, never joins it.
             models.UniqueConstraint(
@@ -58,6 +62,14 @@ class ApprovalRequest(models.Model):
 
     def __str__(self) -> str:
         return f"approval #{self.pk} of {self.effect} for run {self.run_id}"
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == ApprovalStatus.PENDING
+
+    def visible_groups(self) -> list[str]:
+        """The request's own group, plus the one it escalated to."""
+        return [g for g in (self.group, self.escalate_to if self.escalated_at else "") if g]
 
     def binding(self) -> dict[str, str]:
         return {

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
+from audit.services import audit_record
 from config.dispatch import enqueue_after_commit
 from policy.schemas import ApprovalRule
 
@@ -82,7 +83,7 @@ def _may_decide(user: User | AnonymousUser, request: ApprovalRequest) -> bool:
         return False
     if user.is_superuser:
         return True
-    return bool(user.groups.filter(name=request.group).exists())
+    return bool(user.groups.filter(name__in=request.visible_groups()).exists())
 
 
 def _check_decidable(*, request: ApprovalRequest, user: User, approve: bool, comment: str) -> None:
@@ -91,6 +92,12 @@ def _check_decidable(*, request: ApprovalRequest, user: User, approve: bool, com
     if user.pk in request.evidence.get("conflicted_user_ids", []):
         raise ApprovalError(
             "separation_of_duties", "whoever submitted or corrected a run cannot approve it"
+        )
+    if request.status in (ApprovalStatus.STALE, ApprovalStatus.EXPIRED):
+        raise ApprovalError(
+            f"approval_{request.status}",
+            f"this request is {request.status} ({request.status_reason}); "
+            "a fresh request replaces it",
         )
     if request.status != ApprovalStatus.PENDING:
         raise ApprovalError("already_decided", f"this request is already {request.status}")
@@ -137,8 +144,28 @@ def approval_decide(
         _close(request, ApprovalStatus.EXPIRED, "expired before it was decided", now)
     if refusal is not None:
         enqueue_after_commit(ADVANCE_RUN_TASK, request.run_id)
-        return DecisionResult(refusal, request, decision)
-    return DecisionResult(_tally(request, approve, now), request, decision)
+        code = refusal
+    else:
+        code = _tally(request, approve, now)
+    audit_record(
+        action="approval.approve" if approve else "approval.reject",
+        actor=user,
+        run_id=request.run_id,
+        approval_id=request.pk,
+        result=code,
+        comment=comment,
+        seen=decision_seen(decision),
+    )
+    return DecisionResult(code, request, decision)
+
+
+def decision_seen(decision: ApprovalDecision) -> dict[str, str]:
+    return {
+        "fingerprint": decision.seen_fingerprint,
+        "workflow_version": decision.seen_workflow_version,
+        "policy_version": decision.seen_policy_version,
+        "effect": decision.seen_effect,
+    }
 
 
 def _tally(request: ApprovalRequest, approve: bool, now: datetime) -> str:
@@ -171,3 +198,62 @@ def approval_consume(*, request: ApprovalRequest, now: datetime) -> None:
     """An approval is used once: the run executed on it."""
     request.consumed_at = now
     request.save(update_fields=["consumed_at"])
+
+
+# --- expiry and escalation (the scheduled sweep) ------------------------------------------
+
+
+@transaction.atomic
+def approval_expire(*, request_id: int, now: datetime) -> bool:
+    """Close a pending request past its expiry; the run then waits for a fresh one."""
+    request = ApprovalRequest.objects.select_for_update().filter(pk=request_id).first()
+    if request is None or not request.is_pending or now < request.expires_at:
+        return False  # decided meanwhile, or a late message
+    _close(request, ApprovalStatus.EXPIRED, "expired without a decision", now)
+    audit_record(
+        action="approval.expired",
+        run_id=request.run_id,
+        approval_id=request.pk,
+        expires_at=request.expires_at.isoformat(),
+    )
+    enqueue_after_commit(ADVANCE_RUN_TASK, request.run_id)
+    return True
+
+
+@transaction.atomic
+def approval_escalate(*, request_id: int, now: datetime) -> bool:
+    """Past its SLA, a pending request also goes to the group policy names for escalation."""
+    request = ApprovalRequest.objects.select_for_update().filter(pk=request_id).first()
+    if (
+        request is None
+        or not request.is_pending
+        or request.escalated_at is not None
+        or not request.escalate_to
+        or now < request.escalate_at
+    ):
+        return False
+    request.escalated_at = now
+    request.save(update_fields=["escalated_at"])
+    audit_record(
+        action="approval.escalated",
+        run_id=request.run_id,
+        approval_id=request.pk,
+        to_group=request.escalate_to,
+        from_group=request.group,
+    )
+    return True
+
+
+def approvals_sweep(*, now: datetime, limit: int = 500) -> dict[str, int]:
+    """Expire and escalate what is due. Each request is its own transaction."""
+    pending = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING)
+    expiring = list(pending.filter(expires_at__lte=now).values_list("pk", flat=True)[:limit])
+    escalating = list(
+        pending.filter(escalate_at__lte=now, escalated_at__isnull=True)
+        .exclude(escalate_to="")
+        .exclude(pk__in=expiring)
+        .values_list("pk", flat=True)[:limit]
+    )
+    expired = sum(approval_expire(request_id=pk, now=now) for pk in expiring)
+    escalated = sum(approval_escalate(request_id=pk, now=now) for pk in escalating)
+    return {"expired": expired, "escalated": escalated}

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.shortcuts import redirect
+from django.urls import URLPattern, path
 from django.utils.html import format_html
 
+from automation import services
 from automation.models import (
     AccountReview,
     ApiToken,
@@ -21,6 +24,7 @@ from automation.models import (
     IntakeChannel,
     IntakeRecord,
     InternalNotification,
+    Outcome,
     Run,
     StageRecord,
 )
@@ -141,6 +145,44 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Run._meta.fields] + list(self.readonly_fields)
 
+    def get_urls(self) -> list[URLPattern]:
+        operation = path(
+            "<int:run_id>/operation/<str:name>/",
+            self.admin_site.admin_view(self.operation_view),
+            name="automation_run_operation",
+        )
+        return [operation, *super().get_urls()]
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        run = Run.objects.filter(pk=object_id).first()
+        operations = services.run_operations_for(run=run, user=request.user) if run else []  # type: ignore[arg-type]
+        context = {**(extra_context or {}), "run_operations": operations}
+        return super().change_view(request, object_id, form_url, context)
+
+    def operation_view(self, request: HttpRequest, run_id: int, name: str) -> HttpResponse:
+        """Start an operation through its service; only transitions offered on the page."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        operation = services.OPERATIONS.get(name)
+        reason = request.POST.get("reason", "").strip()
+        if operation is None:
+            raise Http404("no such operation")
+        if not reason:
+            self.message_user(
+                request, "Give a reason: it goes on the run's record.", messages.ERROR
+            )
+        else:
+            result = operation(run_id=run_id, user=request.user, reason=reason)  # type: ignore[arg-type]
+            level = messages.ERROR if result == Outcome.STATE_CONFLICT else messages.SUCCESS
+            self.message_user(request, f"{name}: {result}", level)
+        return redirect("admin:automation_run_change", run_id)
+
     @admin.display(description="total (ms)")
     def total_ms(self, run: Run) -> int | None:
         if run.finished_at is None:
@@ -188,16 +230,6 @@ class EffectAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-ar
     list_display = ["id", "name", "status", "attempts", "run", "created_at", "delivered_at"]
     list_filter = ["status", "name"]
     search_fields = ["=idempotency_key", "=run__event_id"]
-    list_select_related = ["run"]
-    date_hierarchy = "created_at"
-    show_full_result_count = False
-
-
-@admin.register(AuditEvent)
-class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
-    list_display = ["created_at", "action", "actor_label", "run", "from_state", "to_state"]
-    list_filter = ["action"]
-    search_fields = ["=run__event_id", "actor_label"]
     list_select_related = ["run"]
     date_hierarchy = "created_at"
     show_full_result_count = False

@@ -8,6 +8,10 @@ from django.conf import settings
 from django.db import models
 from django_fsm import ConcurrentTransition, ConcurrentTransitionMixin, FSMField, transition
 
+from audit.models import AuditEvent
+
+__all__ = ["AuditEvent"]  # re-exported: every run's history is read from here
+
 
 class State(models.TextChoices):
     RECEIVED = "received"
@@ -150,6 +154,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
     version = models.PositiveIntegerField(default=0)
 
     class Meta:
+        permissions = [("recover_run", "Can retry, resume, replay and re-decide runs")]
         constraints = [
             # Event identity: two concurrent submissions of one event make one run.
             models.UniqueConstraint(
@@ -252,6 +257,22 @@ class Run(ConcurrentTransitionMixin, models.Model):
 
     @transition(field=state, source=State.APPROVAL_REQUIRED, target=State.APPROVED)
     def approve(self) -> None:
+        self.queue = ""
+        self.outcome = ""
+
+    @transition(
+        field=state,
+        source=State.APPROVAL_REQUIRED,
+        target=State.CLASSIFIED,
+        permission="automation.recover_run",
+        custom={
+            "admin": True,
+            "label": "Decide again",
+            "help_text": "Send the run through policy again under the active version; "
+            "its open approval request becomes stale and a fresh one is opened if needed.",
+        },
+    )
+    def reconsider(self) -> None:
         self.queue = ""
         self.outcome = ""
 
@@ -487,42 +508,6 @@ class InternalNotification(LocalEffectRecord):
 
     def __str__(self) -> str:
         return f"notification to {self.route}"
-
-
-class AuditEvent(models.Model):
-    """Append-only: every transition and every human action. PostgreSQL refuses edits to it."""
-
-    run = models.ForeignKey(
-        Run, null=True, blank=True, on_delete=models.PROTECT, related_name="audit_events"
-    )
-    intake = models.ForeignKey(IntakeRecord, null=True, blank=True, on_delete=models.PROTECT)
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT
-    )
-    actor_label = models.CharField(max_length=200, default="system")
-    action = models.CharField(max_length=60)
-    from_state = models.CharField(max_length=40, blank=True)
-    to_state = models.CharField(max_length=40, blank=True)
-    data = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["created_at", "pk"]
-        indexes = [
-            # Reports and the run page: WHERE action = ... / WHERE run_id = ... ORDER BY created_at
-            models.Index(fields=["action", "created_at"], name="audit_action_idx")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.action} by {self.actor_label}"
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if self.pk is not None:
-            raise ValueError("audit events are append-only")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
-        raise ValueError("audit events are append-only")
 
 
 class ApiToken(models.Model):

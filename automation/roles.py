@@ -5,19 +5,21 @@ from __future__ import annotations
 from django.contrib.auth.models import Group, Permission
 from django.db.models import Q
 
-APPS = ["automation", "approvals", "policy"]
+APPS = ["automation", "approvals", "policy", "audit"]
 VIEW_ALL = Q(content_type__app_label__in=APPS, codename__startswith="view_")
 
+# Approvers read runs and the requests routed to their groups, and decide those.
+APPROVER = (
+    Q(content_type__app_label__in=["automation", "approvals"], codename__startswith="view_")
+    & ~Q(codename="view_all_approvalrequests")
+) | Q(codename="decide_approvalrequest")
+
 ROLES: dict[str, Q] = {
-    # Approvers read runs and approvals; they decide through the approval services.
-    "security-approvers": Q(
-        content_type__app_label__in=["automation", "approvals"], codename__startswith="view_"
-    ),
-    "finance-approvers": Q(
-        content_type__app_label__in=["automation", "approvals"], codename__startswith="view_"
-    ),
-    "ops-leads": VIEW_ALL | Q(codename__in=["change_intakechannel", "change_apitoken"]),
-    "recovery-staff": VIEW_ALL,
+    "security-approvers": APPROVER,
+    "finance-approvers": APPROVER,
+    "ops-leads": VIEW_ALL
+    | Q(codename__in=["change_intakechannel", "change_apitoken", "recover_run"]),
+    "recovery-staff": VIEW_ALL | Q(codename="recover_run"),
     "auditors": VIEW_ALL,
 }
 

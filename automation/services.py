@@ -18,12 +18,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
+from django_fsm import has_transition_perm
 from pydantic import ValidationError
 
 from approvals import services as approvals
 from approvals.models import ApprovalRequest, ApprovalStatus
+from audit.services import SYSTEM, audit_record
 from automation.classifiers import (
     ClassifierInput,
     ClassifierTimeout,
@@ -62,7 +66,6 @@ log = logging.getLogger(__name__)
 
 ADVANCE_RUN_TASK = "automation.tasks.advance_run"
 DELIVER_EFFECT_TASK = "automation.tasks.deliver_effect"
-SYSTEM = "system"
 
 
 # --- small helpers shared by the stages ---------------------------------------------------
@@ -122,15 +125,15 @@ def _audit(
     intake: IntakeRecord | None = None,
     **data: Any,
 ) -> AuditEvent:
-    return AuditEvent.objects.create(
-        run=run,
-        intake=intake,
-        actor=actor,
-        actor_label=str(actor) if actor is not None else actor_label,
+    return audit_record(
         action=action,
+        actor=actor,
+        actor_label=actor_label,
+        run_id=run.pk if run is not None else None,
+        intake_id=intake.pk if intake is not None else None,
         from_state=from_state,
         to_state=run.state if run is not None else "",
-        data=data,
+        **data,
     )
 
 
@@ -336,11 +339,8 @@ def _answer_duplicate(intake: IntakeRecord, owner: Run, new_fingerprint: str) ->
     same = owner.fingerprint == new_fingerprint
     code = Outcome.IDEMPOTENT_REPLAY if same else Outcome.IDEMPOTENCY_CONFLICT
     # Recorded against the intake record; the existing run is not touched.
-    AuditEvent.objects.create(
-        run=None,
-        intake=intake,
-        action=f"intake.{code}",
-        data={"existing_run": owner.pk, "fingerprint": new_fingerprint},
+    _audit(
+        None, f"intake.{code}", intake=intake, existing_run=owner.pk, fingerprint=new_fingerprint
     )
     problems = (
         []
@@ -671,7 +671,14 @@ def _open_approval(run: Run, now: datetime) -> ApprovalRequest:
         "confidence": run.confidence,
         "rules": [r for r in run.rules if r["rule_id"].startswith("approval.")],
         "versions": _versions(run),
-        "conflicted_user_ids": [],
+        # Whoever acted on this run by hand (resumed, corrected, re-decided) may not approve it.
+        "conflicted_user_ids": sorted(
+            set(
+                run.audit_events.filter(actor__isnull=False)
+                .exclude(action__startswith="approval.")  # deciding is not correcting
+                .values_list("actor_id", flat=True)
+            )
+        ),
     }
     return approvals.approval_request_open(
         run_id=run.pk,
@@ -939,6 +946,42 @@ def run_resume(*, run_id: int, actor_label: str, actor: User | None = None) -> s
         return run.state
 
 
+def run_reconsider(*, run_id: int, user: User, reason: str) -> str:
+    """Decide a waiting run again under the policy active now; its approval goes stale."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if not any(t.name == "reconsider" for t in run.get_available_state_transitions()):
+            return _refuse(run, "reconsider", user, SYSTEM, reason=reason)
+        if not has_transition_perm(run.reconsider, user):
+            raise PermissionDenied("you may not re-decide runs")
+        now = timezone.now()
+        open_requests = run.approvals.filter(
+            status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED], consumed_at__isnull=True
+        )
+        for request in open_requests:
+            approvals.approval_invalidate(request=request, refusal=Outcome.APPROVAL_STALE, now=now)
+        _move(run, "reconsider", actor=user, reason=reason)
+        enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
+        return run.state
+
+
+# Operations a person can start from the run's admin page, by transition name.
+OPERATIONS = {"reconsider": run_reconsider}
+
+
+def run_operations_for(*, run: Run, user: User) -> list[dict[str, str]]:
+    """The transitions this person may start on this run now, for buttons."""
+    return [
+        {
+            "name": t.name,
+            "label": t.custom.get("label", t.name),
+            "help": t.custom.get("help_text", ""),
+        }
+        for t in run.get_available_user_state_transitions(user)  # type: ignore[attr-defined]
+        if t.custom.get("admin") and t.name in OPERATIONS
+    ]
+
+
 def run_move(
     *,
     run_id: int,
@@ -1001,6 +1044,18 @@ def sweep_due(*, now: datetime | None = None, limit: int = 500) -> dict[str, int
         .exclude(next_attempt_at__gt=now)
         .values_list("pk", flat=True)[:limit]
     )
+    # A decision committed but its message was lost (a worker restarted): the request is
+    # closed more recently than the run last moved.
+    decided = ApprovalRequest.objects.filter(
+        run=OuterRef("pk"),
+        status__in=[ApprovalStatus.APPROVED, ApprovalStatus.REJECTED, ApprovalStatus.EXPIRED],
+        decided_at__gte=OuterRef("updated_at"),
+    )
+    due_runs += list(
+        Run.objects.filter(state=State.APPROVAL_REQUIRED)
+        .filter(Exists(decided))
+        .values_list("pk", flat=True)[:limit]
+    )
     retries = list(
         Run.objects.filter(state=State.ENRICHED, next_attempt_at__lte=now)
         .exclude(pk__in=due_runs)
@@ -1016,4 +1071,5 @@ def sweep_due(*, now: datetime | None = None, limit: int = 500) -> dict[str, int
             enqueue_after_commit(ADVANCE_RUN_TASK, run_id)
         for effect_id in effects:
             enqueue_after_commit(DELIVER_EFFECT_TASK, effect_id)
-    return {"runs": len(due_runs) + len(retries), "effects": len(effects)}
+    approvals_done = approvals.approvals_sweep(now=now, limit=limit)
+    return {"runs": len(due_runs) + len(retries), "effects": len(effects), **approvals_done}

@@ -9,6 +9,8 @@ admin.site.index_title = "Runs, approvals and policy"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("approvals/", include("approvals.urls")),
     path("api/v1/", include("automation.api_urls")),
     path("", include("automation.urls")),
 ]

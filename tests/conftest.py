@@ -6,6 +6,7 @@ commit, and the inline queue is drained by calling the same task functions worke
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections import deque
@@ -108,6 +109,13 @@ class Pipeline:
         if drain:
             self.drain()
         return result
+
+    @contextlib.contextmanager
+    def capture(self) -> Iterator[None]:
+        """Collect the work a view or service enqueues, to be drained like the rest."""
+        with inline() as queue:
+            yield
+        self.queue.extend(queue)
 
     def drain(self, *, fast_forward: bool = True) -> None:
         """Run queued work; with fast_forward, let classifier backoffs run out."""

@@ -509,7 +509,7 @@ def test_the_new_request_after_expiry_can_be_approved(
         decide(pipeline, pending, approver)
         fresh = ApprovalRequest.objects.get(run_id=pending.run_id, status=ApprovalStatus.PENDING)
 
-        assert refusal_code(pipeline, pending, approver) == "already_decided"
+        assert refusal_code(pipeline, pending, approver) == "approval_expired"
         assert decide(pipeline, fresh, approver).code == "approved"
 
     assert run_of(pending).state == State.COMPLETED

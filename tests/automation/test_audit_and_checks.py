@@ -58,10 +58,8 @@ def test_deleting_an_audit_event_is_refused(audit: AuditEvent) -> None:
 @pytest.mark.parametrize(
     "sql",
     [
-        pytest.param(
-            "UPDATE automation_auditevent SET action = 'edited' WHERE id = %s", id="update"
-        ),
-        pytest.param("DELETE FROM automation_auditevent WHERE id = %s", id="delete"),
+        pytest.param("UPDATE audit_auditevent SET action = 'edited' WHERE id = %s", id="update"),
+        pytest.param("DELETE FROM audit_auditevent WHERE id = %s", id="delete"),
     ],
 )
 def test_database_refuses_raw_edits_of_audit_rows(audit: AuditEvent, sql: str) -> None:

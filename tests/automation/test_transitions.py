@@ -48,6 +48,7 @@ KWARGS: dict[str, dict[str, Any]] = {
     "refuse_approval": {"outcome": Outcome.APPROVAL_STALE},
     "execute": {"decided": DECIDED},
     "execute_approved": {},
+    "reconsider": {},
     "complete": {"finished_at": NOW},
     "block": {"decided": DECIDED, "finished_at": NOW},
     "hold": {"outcome": Outcome.RETRY_EXHAUSTED, "field": "classifier"},

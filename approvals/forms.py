@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+
+class DecisionForm(forms.Form):
+    """Approve or reject, carrying the exact binding the approver was shown."""
+
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
+    comment = forms.CharField(required=False, max_length=2000, widget=forms.Textarea)
+    seen_fingerprint = forms.CharField(max_length=64, widget=forms.HiddenInput)
+    seen_workflow_version = forms.CharField(max_length=100, widget=forms.HiddenInput)
+    seen_policy_version = forms.CharField(max_length=100, widget=forms.HiddenInput)
+    seen_effect = forms.CharField(max_length=50, widget=forms.HiddenInput)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("decision") == "reject" and not (data.get("comment") or "").strip():
+            self.add_error("comment", "Say why you reject it: the comment goes on the record.")
+        return data
+
+    @property
+    def seen(self) -> dict[str, str]:
+        return {
+            "fingerprint": self.cleaned_data["seen_fingerprint"],
+            "workflow_version": self.cleaned_data["seen_workflow_version"],
+            "policy_version": self.cleaned_data["seen_policy_version"],
+            "effect": self.cleaned_data["seen_effect"],
+        }

@@ -1,0 +1,124 @@
+"""Approver pages: the inbox, the evidence for one request, and the decision."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from approvals import selectors
+from approvals.forms import DecisionForm
+from approvals.models import ApprovalRequest
+from approvals.services import ApprovalError, approval_decide
+
+RESULT_MESSAGES = {
+    "approved": "Approved. The run continues with exactly the effect you saw.",
+    "rejected": "Rejected. The run stops and your reason is on the record.",
+    "recorded": "Your approval is recorded; this request needs another approver before it runs.",
+    "approval_stale": (
+        "Not used: the request changed since you opened it (input, versions or effect). "
+        "Nothing was approved; review the current evidence."
+    ),
+    "approval_expired": (
+        "Not used: this request expired before you decided. A fresh request will be opened."
+    ),
+}
+
+
+def _user_request(request: HttpRequest, request_id: int) -> ApprovalRequest:
+    approval = selectors.request_for(request.user, request_id)  # type: ignore[arg-type]
+    if approval is None:
+        raise Http404("No such approval request for you")
+    return approval
+
+
+@require_GET
+@login_required
+@permission_required("approvals.view_approvalrequest", raise_exception=True)
+def inbox(request: HttpRequest) -> HttpResponse:
+    scope = request.GET.get("scope", "mine")
+    scope = scope if scope in selectors.SCOPES else "mine"
+    overdue = request.GET.get("overdue") == "1"
+    rows = selectors.inbox(
+        user=request.user,  # type: ignore[arg-type]
+        scope=scope,
+        overdue_only=overdue,
+        now=timezone.now(),
+    )
+    context = {"rows": rows, "scope": scope, "overdue": overdue, "scopes": selectors.SCOPES}
+    return render(request, "approvals/inbox.html", context)
+
+
+@require_GET
+@login_required
+@permission_required("approvals.view_approvalrequest", raise_exception=True)
+def evidence(request: HttpRequest, request_id: int) -> HttpResponse:
+    approval = _user_request(request, request_id)
+    form = DecisionForm(
+        initial={
+            "decision": "approve",
+            "seen_fingerprint": approval.fingerprint,
+            "seen_workflow_version": approval.workflow_version,
+            "seen_policy_version": approval.policy_version,
+            "seen_effect": approval.effect,
+        }
+    )
+    return _render_evidence(request, approval, form)
+
+
+def _render_evidence(
+    request: HttpRequest, approval: ApprovalRequest, form: DecisionForm, status: int = 200
+) -> HttpResponse:
+    context = {
+        "approval": approval,
+        "run": approval.run,
+        "form": form,
+        "sla": selectors.sla_state(approval, timezone.now()),
+        "can_decide": selectors.can_decide(request.user, approval),  # type: ignore[arg-type]
+        **selectors.evidence(approval),
+    }
+    return render(request, "approvals/evidence.html", context, status=status)
+
+
+@require_POST
+@login_required
+@permission_required("approvals.decide_approvalrequest", raise_exception=True)
+def decide(request: HttpRequest, request_id: int) -> HttpResponse:
+    approval = _user_request(request, request_id)
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
+        return _render_evidence(request, approval, form, status=400)
+    try:
+        result = approval_decide(
+            request_id=approval.pk,
+            user=request.user,  # type: ignore[arg-type]
+            approve=form.cleaned_data["decision"] == "approve",
+            comment=form.cleaned_data["comment"],
+            seen=form.seen,
+        )
+    except ApprovalError as exc:
+        if exc.code == "forbidden":
+            raise PermissionDenied(exc.message) from exc
+        messages.error(request, exc.message[:1].upper() + exc.message[1:] + ".")
+        return redirect("approvals:evidence", request_id=approval.pk)
+    level = (
+        messages.SUCCESS if result.code in ("approved", "rejected", "recorded") else messages.ERROR
+    )
+    messages.add_message(request, level, RESULT_MESSAGES[result.code])
+    return redirect("approvals:evidence", request_id=approval.pk)
+
+
+@require_GET
+@login_required
+@permission_required("approvals.view_approvalrequest", raise_exception=True)
+def raw_input(request: HttpRequest, request_id: int) -> HttpResponse:
+    """The request exactly as received, as text: never rendered as HTML."""
+    approval = _user_request(request, request_id)
+    intake = approval.run.intake
+    response = HttpResponse(bytes(intake.raw), content_type="text/plain; charset=utf-8")
+    response["X-Content-Type-Options"] = "nosniff"
+    return response

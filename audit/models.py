@@ -1,0 +1,57 @@
+"""The audit trail: one append-only table that every app writes to and nobody edits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+
+class AuditEvent(models.Model):
+    """Append-only: every transition and every human action. PostgreSQL refuses edits to it."""
+
+    run = models.ForeignKey(
+        "automation.Run",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="audit_events",
+    )
+    intake = models.ForeignKey(
+        "automation.IntakeRecord", null=True, blank=True, on_delete=models.PROTECT
+    )
+    approval = models.ForeignKey(
+        "approvals.ApprovalRequest",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="audit_events",
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT
+    )
+    actor_label = models.CharField(max_length=200, default="system")
+    action = models.CharField(max_length=60)
+    from_state = models.CharField(max_length=40, blank=True)
+    to_state = models.CharField(max_length=40, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        indexes = [
+            # Reports and the run page: WHERE action = ... / WHERE run_id = ... ORDER BY created_at
+            models.Index(fields=["action", "created_at"], name="audit_action_idx")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} by {self.actor_label}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise ValueError("audit events are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise ValueError("audit events are append-only")
