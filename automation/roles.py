@@ -18,7 +18,14 @@ ROLES: dict[str, Q] = {
     "security-approvers": APPROVER,
     "finance-approvers": APPROVER,
     "ops-leads": VIEW_ALL
-    | Q(codename__in=["change_intakechannel", "change_apitoken", "recover_run"]),
+    | Q(
+        codename__in=[
+            "change_intakechannel",
+            "change_apitoken",
+            "recover_run",
+            "decide_approvalrequest",  # for requests escalated to them
+        ]
+    ),
     "recovery-staff": VIEW_ALL | Q(codename="recover_run"),
     "auditors": VIEW_ALL,
 }

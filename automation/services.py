@@ -145,9 +145,13 @@ def _move(
     stage_outcome: str = "ok",
     checkpoint: dict[str, Any] | None = None,
     actor: User | None = None,
+    note: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> None:
-    """Apply one transition and write everything that commits with it."""
+    """Apply one transition and write everything that commits with it.
+
+    `kwargs` go to the transition method; `note` only to the audit row (a reason, say).
+    """
     before = run.state
     getattr(run, name)(**kwargs)
     run.save()
@@ -155,7 +159,7 @@ def _move(
         stage.record(run, stage_outcome)
     if checkpoint is not None:
         _checkpoint(run, checkpoint)
-    _audit(run, f"run.{name}", actor=actor, from_state=before, outcome=run.outcome)
+    _audit(run, f"run.{name}", actor=actor, from_state=before, outcome=run.outcome, **(note or {}))
 
 
 def _lock_run(run_id: int, *, wait: bool = False) -> Run | None:
@@ -960,7 +964,7 @@ def run_reconsider(*, run_id: int, user: User, reason: str) -> str:
         )
         for request in open_requests:
             approvals.approval_invalidate(request=request, refusal=Outcome.APPROVAL_STALE, now=now)
-        _move(run, "reconsider", actor=user, reason=reason)
+        _move(run, "reconsider", actor=user, note={"reason": reason})
         enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
         return run.state
 
