@@ -1,0 +1,55 @@
+"""Run use cases. Each owns its transaction: lock, check, transition, save, record, enqueue.
+
+Every transition commits together with its AuditEvent, its StageRecord and (where meaningful)
+its Checkpoint; follow-up work is enqueued only after commit. Tasks, views, admin actions and
+commands call these functions; nothing else changes a run.
+"""
+
+from __future__ import annotations
+
+from automation.services.effects import effect_deliver, effect_is_authorized
+from automation.services.intake import (
+    IntakeResult,
+    api_token_create,
+    channel_get_or_create,
+    intake_admit,
+    intake_submit,
+)
+from automation.services.operations import (
+    OPERATIONS,
+    checkpoint_import,
+    run_move,
+    run_operations_for,
+    run_reconsider,
+    run_resume,
+    sweep_due,
+)
+from automation.services.pipeline import run_advance
+from automation.services.records import (
+    ADVANCE_RUN_TASK,
+    DELIVER_EFFECT_TASK,
+    backoff_delay,
+    effect_key,
+)
+
+__all__ = [
+    "ADVANCE_RUN_TASK",
+    "DELIVER_EFFECT_TASK",
+    "OPERATIONS",
+    "IntakeResult",
+    "api_token_create",
+    "backoff_delay",
+    "channel_get_or_create",
+    "checkpoint_import",
+    "effect_deliver",
+    "effect_is_authorized",
+    "effect_key",
+    "intake_admit",
+    "intake_submit",
+    "run_advance",
+    "run_move",
+    "run_operations_for",
+    "run_reconsider",
+    "run_resume",
+    "sweep_due",
+]

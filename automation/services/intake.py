@@ -1,0 +1,204 @@
+"""Intake: store the raw request first, then validate, fingerprint and claim its identity."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from pydantic import ValidationError
+
+from automation.conf import setting
+from automation.models import (
+    ApiToken,
+    IntakeChannel,
+    IntakeRecord,
+    Outcome,
+    Run,
+    State,
+)
+from automation.schemas import (
+    FieldProblem,
+    IntakeEvent,
+    fingerprint,
+    validation_problems,
+)
+from automation.services.records import (
+    ADVANCE_RUN_TASK,
+    Stage,
+    facts_of,
+    move,
+    policy_for,
+    record_audit,
+)
+from config.dispatch import enqueue_after_commit
+from policy.evaluation import check_request_allowed
+
+# --- integrators ------------------------------------------------------------------------
+
+
+def api_token_create(*, name: str, channel: IntakeChannel) -> tuple[ApiToken, str]:
+    """Issue a bearer token. The plain key is returned once; only its SHA-256 is stored."""
+    key = secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(
+        name=name, channel=channel, key_hash=hashlib.sha256(key.encode()).hexdigest()
+    )
+    return token, key
+
+
+def channel_get_or_create(*, name: str, classifier: str = "recorded") -> IntakeChannel:
+    """A channel stamped with the deployment's configured workflow and prompt versions."""
+    channel, _ = IntakeChannel.objects.get_or_create(
+        name=name,
+        defaults={
+            "classifier": classifier,
+            "workflow_version": setting("WORKFLOW_VERSION"),
+            "prompt_version": setting("PROMPT_VERSION"),
+            "max_classifier_attempts": setting("CLASSIFIER_MAX_ATTEMPTS"),
+        },
+    )
+    return channel
+
+
+# --- intake ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IntakeResult:
+    code: str  # accepted, idempotent_replay, idempotency_conflict, invalid_event, unsupported
+    intake: IntakeRecord
+    run: Run | None
+    problems: list[FieldProblem] = field(default_factory=list)
+    malformed: bool = False  # the body was not JSON at all
+
+
+def intake_submit(
+    *, channel: IntakeChannel, raw: bytes, content_type: str, source: str
+) -> IntakeResult:
+    """Store the raw request first, then admit it. Bad input loses nothing and runs nothing."""
+    intake = IntakeRecord.objects.create(
+        channel=channel, raw=raw, content_type=content_type, source=source
+    )
+    return intake_admit(intake=intake)
+
+
+def _parse_event(raw: bytes) -> tuple[IntakeEvent | None, Any, list[FieldProblem]]:
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return None, None, [FieldProblem(field="body", message=f"is not valid JSON: {exc}")]
+    if not isinstance(data, dict):
+        return None, data, [FieldProblem(field="body", message="must be a JSON object")]
+    try:
+        return IntakeEvent.model_validate(data), data, []
+    except ValidationError as exc:
+        return None, data, validation_problems(exc)
+
+
+def intake_admit(*, intake: IntakeRecord) -> IntakeResult:
+    """Validate, normalize, fingerprint and claim the event identity for one intake record."""
+    event, data, problems = _parse_event(bytes(intake.raw))
+    if event is None:
+        event_id = data.get("event_id") if isinstance(data, dict) else None
+        run = _create_invalid_run(intake, str(event_id or "")[:200], problems)
+        return IntakeResult(Outcome.INVALID_EVENT, intake, run, problems, data is None)
+    normalized = event.normalized()
+    # Identity is the normalized event id: " evt-1 " and "evt-1" are one event.
+    event_id = normalized["event_id"]
+    owner = _identity_owner(intake.channel, event_id)
+    if owner is not None:
+        return _answer_duplicate(intake, owner, fingerprint(normalized))
+    try:
+        run = _create_run(intake, normalized)
+    except IntegrityError:
+        # Another submission of the same event committed first: answer as a duplicate.
+        owner = _identity_owner(intake.channel, event_id)
+        if owner is None:
+            raise
+        return _answer_duplicate(intake, owner, fingerprint(normalized))
+    code = "accepted" if run.state == State.RECEIVED else run.outcome
+    return IntakeResult(code, intake, run)
+
+
+def _identity_owner(channel: IntakeChannel, event_id: str) -> Run | None:
+    return Run.objects.filter(
+        channel=channel, event_id=event_id, claims_identity=True, replay_of__isnull=True
+    ).first()
+
+
+def _new_run(intake: IntakeRecord, event_id: str) -> Run:
+    channel = intake.channel
+    return Run(
+        channel=channel,
+        intake=intake,
+        event_id=event_id,
+        workflow_version=channel.workflow_version,
+        classifier_version=channel.classifier_version,
+        prompt_version=channel.prompt_version,
+    )
+
+
+@transaction.atomic
+def _create_invalid_run(intake: IntakeRecord, event_id: str, problems: list[FieldProblem]) -> Run:
+    run = _new_run(intake, event_id)
+    run.save()
+    detail = json.dumps([p.model_dump() for p in problems])
+    move(
+        run,
+        "fail",
+        stage=Stage("intake"),
+        stage_outcome=Outcome.INVALID_EVENT,
+        checkpoint={"problems": json.loads(detail)},
+        outcome=Outcome.INVALID_EVENT,
+        field=problems[0].field,
+        detail=detail,
+        finished_at=timezone.now(),
+    )
+    return run
+
+
+@transaction.atomic
+def _create_run(intake: IntakeRecord, normalized: dict[str, Any]) -> Run:
+    """Create the run at `received` owning (channel, event id); the unique index arbitrates."""
+    stage = Stage("intake")
+    run = _new_run(intake, normalized["event_id"])
+    run.claims_identity = True
+    run.normalized = normalized
+    run.fingerprint = fingerprint(normalized)
+    run.save()
+    stage.record(run, "accepted")
+    record_audit(run, "run.received", intake=intake, fingerprint=run.fingerprint)
+    allowed = check_request_allowed(policy_for(run).parsed, facts_of(run))
+    if not allowed.passed:
+        run.rules = [allowed.as_dict()]
+        move(
+            run,
+            "fail",
+            checkpoint={"rules": run.rules},
+            outcome=Outcome.UNSUPPORTED_REQUEST,
+            field="requested_action",
+            detail=allowed.text,
+            finished_at=timezone.now(),
+        )
+        return run
+    enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
+    return run
+
+
+def _answer_duplicate(intake: IntakeRecord, owner: Run, new_fingerprint: str) -> IntakeResult:
+    same = owner.fingerprint == new_fingerprint
+    code = Outcome.IDEMPOTENT_REPLAY if same else Outcome.IDEMPOTENCY_CONFLICT
+    # Recorded against the intake record; the existing run is not touched.
+    record_audit(
+        None, f"intake.{code}", intake=intake, existing_run=owner.pk, fingerprint=new_fingerprint
+    )
+    problems = (
+        []
+        if same
+        else [FieldProblem(field="event_id", message="was already used for different content")]
+    )
+    return IntakeResult(code, intake, owner, problems)

@@ -1,0 +1,241 @@
+"""What people (and the sweep) start by hand: resume, re-decide, move requests, nudges."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+from django_fsm import has_transition_perm
+from pydantic import ValidationError
+
+from approvals import services as approvals
+from approvals.models import ApprovalRequest, ApprovalStatus
+from audit.services import SYSTEM
+from automation.conf import setting
+from automation.models import (
+    Checkpoint,
+    Effect,
+    EffectStatus,
+    Outcome,
+    Run,
+    State,
+)
+from automation.schemas import (
+    ClassifierDecision,
+    validation_problems,
+)
+from automation.services.pipeline import STEPS
+from automation.services.records import (
+    ADVANCE_RUN_TASK,
+    DELIVER_EFFECT_TASK,
+    Stage,
+    add_checkpoint,
+    move,
+    record_audit,
+)
+from config.dispatch import enqueue_after_commit
+
+log = logging.getLogger(__name__)
+
+# --- operator operations ----------------------------------------------------------------
+
+
+def checkpoint_import(
+    *, run_id: int, classification: Any, actor_label: str, actor: User | None = None
+) -> Checkpoint:
+    """Store an authored classification as a checkpoint to resume from (validated on resume)."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        checkpoint = add_checkpoint(run, {"classification": classification}, source="import")
+        record_audit(
+            run,
+            "checkpoint.imported",
+            actor=actor,
+            actor_label=actor_label,
+            from_state=run.state,
+            checkpoint=checkpoint.sequence,
+        )
+        return checkpoint
+
+
+def run_resume(*, run_id: int, actor_label: str, actor: User | None = None) -> str:
+    """Continue from the latest checkpoint, revalidating what it holds before using it."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().select_related("channel").get(pk=run_id)
+        checkpoint = run.checkpoints.order_by("-sequence").first()
+        stored = (checkpoint.data if checkpoint else {}).get("classification")
+        if run.state not in (State.ENRICHED, State.NEEDS_REVIEW) or stored is None:
+            return _refuse(run, "resume", actor, actor_label)
+        stage = Stage("classify", attempt=run.classify_attempts)
+        try:
+            decision = ClassifierDecision.model_validate(stored)
+        except ValidationError as exc:
+            problems = validation_problems(exc)
+            if run.state == State.NEEDS_REVIEW:
+                return run.outcome
+            move(
+                run,
+                "hold",
+                stage=stage,
+                stage_outcome=Outcome.CLASSIFICATION_INVALID,
+                actor=actor,
+                outcome=Outcome.CLASSIFICATION_INVALID,
+                field=problems[0].field,
+                detail=json.dumps([p.model_dump() for p in problems]),
+            )
+            return Outcome.CLASSIFICATION_INVALID
+        move(
+            run,
+            "classify",
+            stage=stage,
+            stage_outcome="resumed",
+            actor=actor,
+            decision=decision.model_dump(mode="json"),
+        )
+        record_audit(
+            run,
+            "run.resumed",
+            actor=actor,
+            actor_label=actor_label,
+            from_state=State.ENRICHED,
+            reason="checkpoint",
+            checkpoint=checkpoint.sequence if checkpoint else None,
+        )
+        enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
+        return run.state
+
+
+def run_reconsider(*, run_id: int, user: User, reason: str) -> str:
+    """Decide a waiting run again under the policy active now; its approval goes stale."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if not any(t.name == "reconsider" for t in run.get_available_state_transitions()):
+            return _refuse(run, "reconsider", user, SYSTEM, reason=reason)
+        if not has_transition_perm(run.reconsider, user):
+            raise PermissionDenied("you may not re-decide runs")
+        now = timezone.now()
+        open_requests = run.approvals.filter(
+            status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED], consumed_at__isnull=True
+        )
+        for request in open_requests:
+            approvals.approval_invalidate(request=request, refusal=Outcome.APPROVAL_STALE, now=now)
+        move(run, "reconsider", actor=user, note={"reason": reason})
+        enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
+        return run.state
+
+
+# Operations a person can start from the run's admin page, by transition name.
+OPERATIONS = {"reconsider": run_reconsider}
+
+
+def run_operations_for(*, run: Run, user: User) -> list[dict[str, str]]:
+    """The transitions this person may start on this run now, for buttons."""
+    return [
+        {
+            "name": t.name,
+            "label": t.custom.get("label", t.name),
+            "help": t.custom.get("help_text", ""),
+        }
+        for t in run.get_available_user_state_transitions(user)  # type: ignore[attr-defined]
+        if t.custom.get("admin") and t.name in OPERATIONS
+    ]
+
+
+def run_move(
+    *,
+    run_id: int,
+    target: str,
+    reason: str,
+    actor_label: str,
+    actor: User | None = None,
+) -> str:
+    """A person asks for a run to reach `target` now.
+
+    The state machine stays the only authority: a target that no transition reaches from the
+    current state is refused and recorded (`state_conflict`), the run untouched. A reachable
+    one is handed to the pipeline, which makes the move with all its own checks.
+    """
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        reachable = {t.target for t in run.get_available_state_transitions()}
+        if target not in reachable:
+            return _refuse(run, f"move to {target}", actor, actor_label, reason=reason)
+        record_audit(
+            run,
+            "run.nudged",
+            actor=actor,
+            actor_label=actor_label,
+            from_state=run.state,
+            requested=target,
+            reason=reason,
+        )
+        enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
+        return "queued"
+
+
+def _refuse(run: Run, what: str, actor: User | None, actor_label: str, **data: Any) -> str:
+    """Record a refused transition; the run itself is left exactly as it was."""
+    record_audit(
+        run,
+        "transition.refused",
+        actor=actor,
+        actor_label=actor_label,
+        from_state=run.state,
+        outcome=Outcome.STATE_CONFLICT,
+        requested=what,
+        **data,
+    )
+    log.debug("refused %s on run %s in state %s", what, run.pk, run.state)
+    return Outcome.STATE_CONFLICT
+
+
+# --- the sweep ---------------------------------------------------------------------------
+
+
+def sweep_due(*, now: datetime | None = None, limit: int = 500) -> dict[str, int]:
+    """Find work a lost message would otherwise leave behind, and nudge it again."""
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=setting("STAGE_LEASE_SECONDS"))
+    due_runs = list(
+        Run.objects.filter(state__in=STEPS.keys())
+        .exclude(state=State.APPROVAL_REQUIRED)
+        .filter(updated_at__lte=stale)
+        .exclude(next_attempt_at__gt=now)
+        .values_list("pk", flat=True)[:limit]
+    )
+    # A decision committed but its message was lost (a worker restarted): the request is
+    # closed more recently than the run last moved.
+    decided = ApprovalRequest.objects.filter(
+        run=OuterRef("pk"),
+        status__in=[ApprovalStatus.APPROVED, ApprovalStatus.REJECTED, ApprovalStatus.EXPIRED],
+        decided_at__gte=OuterRef("updated_at"),
+    )
+    due_runs += list(
+        Run.objects.filter(state=State.APPROVAL_REQUIRED)
+        .filter(Exists(decided))
+        .values_list("pk", flat=True)[:limit]
+    )
+    retries = list(
+        Run.objects.filter(state=State.ENRICHED, next_attempt_at__lte=now)
+        .exclude(pk__in=due_runs)
+        .values_list("pk", flat=True)[:limit]
+    )
+    effects = list(
+        Effect.objects.filter(status__in=[EffectStatus.PENDING, EffectStatus.RETRY_WAIT])
+        .filter(created_at__lte=stale)
+        .values_list("pk", flat=True)[:limit]
+    )
+    with transaction.atomic():
+        for run_id in [*due_runs, *retries]:
+            enqueue_after_commit(ADVANCE_RUN_TASK, run_id)
+        for effect_id in effects:
+            enqueue_after_commit(DELIVER_EFFECT_TASK, effect_id)
+    approvals_done = approvals.approvals_sweep(now=now, limit=limit)
+    return {"runs": len(due_runs) + len(retries), "effects": len(effects), **approvals_done}

@@ -1,0 +1,192 @@
+"""Shared pieces of every run use case: stage timing, checkpoints, audit, one transition."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import connection
+from django.utils import timezone
+
+from audit.services import SYSTEM, audit_record
+from automation.conf import setting
+from automation.models import (
+    AuditEvent,
+    Checkpoint,
+    IntakeRecord,
+    Run,
+    StageRecord,
+)
+from policy.evaluation import EventFacts
+from policy.models import PolicyVersion
+from policy.services import policy_get
+
+ADVANCE_RUN_TASK = "automation.tasks.advance_run"
+DELIVER_EFFECT_TASK = "automation.tasks.deliver_effect"
+
+
+# --- small helpers shared by the stages ---------------------------------------------------
+
+
+@dataclass
+class Stage:
+    """Times one stage attempt; written as a StageRecord in the same transaction."""
+
+    name: str
+    attempt: int = 1
+    started_at: datetime = field(default_factory=timezone.now)
+    _clock: float = field(default_factory=time.monotonic)
+
+    def record(self, run: Run, outcome: str, error_class: str = "") -> StageRecord:
+        elapsed_ms = int((time.monotonic() - self._clock) * 1000)
+        return StageRecord.objects.create(
+            run=run,
+            stage=self.name,
+            attempt=self.attempt,
+            started_at=self.started_at,
+            finished_at=self.started_at + timedelta(milliseconds=elapsed_ms),
+            duration_ms=elapsed_ms,
+            outcome=outcome,
+            error_class=error_class,
+        )
+
+
+def versions_of(run: Run) -> dict[str, str]:
+    return {
+        "workflow": run.workflow_version,
+        "classifier": run.classifier_version,
+        "prompt": run.prompt_version,
+        "policy": run.policy_version,
+    }
+
+
+def add_checkpoint(run: Run, data: dict[str, Any], source: str = "pipeline") -> Checkpoint:
+    last = run.checkpoints.order_by("-sequence").values_list("sequence", flat=True).first()
+    return Checkpoint.objects.create(
+        run=run,
+        sequence=(last or 0) + 1,
+        state=run.state,
+        versions=versions_of(run),
+        data=data,
+        source=source,
+    )
+
+
+def record_audit(
+    run: Run | None,
+    action: str,
+    *,
+    actor: User | None = None,
+    actor_label: str = SYSTEM,
+    from_state: str = "",
+    intake: IntakeRecord | None = None,
+    **data: Any,
+) -> AuditEvent:
+    return audit_record(
+        action=action,
+        actor=actor,
+        actor_label=actor_label,
+        run_id=run.pk if run is not None else None,
+        intake_id=intake.pk if intake is not None else None,
+        from_state=from_state,
+        to_state=run.state if run is not None else "",
+        **data,
+    )
+
+
+def move(
+    run: Run,
+    name: str,
+    *,
+    stage: Stage | None = None,
+    stage_outcome: str = "ok",
+    checkpoint: dict[str, Any] | None = None,
+    actor: User | None = None,
+    note: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> None:
+    """Apply one transition and write everything that commits with it.
+
+    `kwargs` go to the transition method; `note` only to the audit row (a reason, say).
+    """
+    before = run.state
+    getattr(run, name)(**kwargs)
+    run.save()
+    if stage is not None:
+        stage.record(run, stage_outcome)
+    if checkpoint is not None:
+        add_checkpoint(run, checkpoint)
+    record_audit(
+        run, f"run.{name}", actor=actor, from_state=before, outcome=run.outcome, **(note or {})
+    )
+
+
+def lock_run(run_id: int, *, wait: bool = False) -> Run | None:
+    """Lock the run row.
+
+    By default SKIP LOCKED: None when another worker holds the row, because that worker is
+    taking this very step and a duplicate message should simply stand aside. With wait=True
+    (used by whoever already owns the work, such as a worker holding the classifier lease
+    with an answer in hand) it queues for the lock instead, so finished work is never dropped.
+    """
+    skip = not wait and connection.features.has_select_for_update_skip_locked
+    query = Run.objects.select_for_update(skip_locked=skip)
+    return query.filter(pk=run_id).select_related("channel").first()
+
+
+def backoff_delay(attempt: int) -> float:
+    """Exponential backoff with full jitter, so retries of many runs do not stampede."""
+    cap = min(
+        setting("RETRY_BACKOFF_CAP_SECONDS"), setting("RETRY_BACKOFF_BASE_SECONDS") * 2**attempt
+    )
+    return random.uniform(cap / 2, cap)  # noqa: S311 - jitter, not cryptography
+
+
+def effect_key(*, channel: str, fingerprint: str, effect: str) -> str:
+    """From the request, never the attempt: every retry, replay or racing worker agrees on it."""
+    return hashlib.sha256(f"{channel}\n{fingerprint}\n{effect}".encode()).hexdigest()
+
+
+def facts_of(run: Run) -> EventFacts:
+    if run.normalized is None:
+        raise ValueError(f"run {run.pk} has no normalized event yet")
+    return EventFacts(
+        request_type=run.normalized["request_type"],
+        requested_action=run.normalized["requested_action"],
+        account_tier=run.normalized["account_tier"],
+    )
+
+
+def policy_for(run: Run) -> PolicyVersion:
+    return policy_get(name=run.channel.policy_version or None)
+
+
+def binding_of(run: Run) -> dict[str, str]:
+    return {
+        "fingerprint": run.fingerprint,
+        "workflow_version": run.workflow_version,
+        "policy_version": run.policy_version,
+        "effect": run.effect_name,
+    }
+
+
+def effect_payload_of(run: Run) -> dict[str, Any]:
+    """The full, canonical parameters of the effect: what the approver sees and approves."""
+    event = run.normalized or {}
+    return {
+        "effect": run.effect_name,
+        "route": run.route,
+        "event_id": event.get("event_id"),
+        "request_type": event.get("request_type"),
+        "account_tier": event.get("account_tier"),
+        "subject": event.get("subject"),
+    }
+
+
+def decided_policy_of(run: Run) -> PolicyVersion:
+    return PolicyVersion.objects.get(name=run.policy_version)
