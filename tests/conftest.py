@@ -1,7 +1,10 @@
 """Shared test setup: named users per role, a test intake channel, and an inline pipeline.
 
-Pipeline tests use real transactions (`transactional_db`): follow-up work is enqueued on
-commit, and the inline queue is drained by calling the same task functions workers run.
+Follow-up work is enqueued on commit and collected in an inline queue, which the tests drain
+by calling the same task functions workers run. Most tests run inside one rolled-back test
+transaction (fast); there `capture()` releases the on-commit callbacks each step registered,
+exactly as a real commit would. Tests about real commits, locks and races ask for
+`transaction=True`.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import Group, User
+from django.test import TestCase
 
 from automation import services
 from automation.models import IntakeChannel, RecordedOutcome, Run, State
@@ -98,14 +102,13 @@ class Pipeline:
     ) -> services.IntakeResult:
         if outcomes is not None:
             self.record(str(event.get("event_id")), outcomes)
-        with inline() as queue:
+        with self.capture():
             result = services.intake_submit(
                 channel=self.channel,
                 raw=json.dumps(event).encode(),
                 content_type="application/json",
                 source="test",
             )
-            self.queue.extend(queue)
         if drain:
             self.drain()
         return result
@@ -113,21 +116,20 @@ class Pipeline:
     @contextlib.contextmanager
     def capture(self) -> Iterator[None]:
         """Collect the work a view or service enqueues, to be drained like the rest."""
-        with inline() as queue:
+        with inline() as queue, TestCase.captureOnCommitCallbacks(execute=True):
             yield
         self.queue.extend(queue)
 
     def drain(self, *, fast_forward: bool = True) -> None:
         """Run queued work; with fast_forward, let classifier backoffs run out."""
         for _ in range(500):
-            with inline() as queue:
+            with self.capture():
                 if self.queue:
                     self.queue.popleft().run()
                 elif fast_forward and (run := self._waiting_run()) is not None:
                     services.run_advance(run_id=run.pk, now=run.next_attempt_at)
                 else:
                     return
-                self.queue.extend(queue)
         raise AssertionError("pipeline did not settle")
 
     def _waiting_run(self) -> Run | None:
@@ -158,7 +160,7 @@ def channel(policy: None) -> IntakeChannel:
 
 
 @pytest.fixture
-def pipeline(transactional_db: None, channel: IntakeChannel) -> Iterator[Pipeline]:
+def pipeline(db: None, channel: IntakeChannel) -> Iterator[Pipeline]:
     yield Pipeline(channel)
 
 

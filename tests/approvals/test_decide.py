@@ -57,7 +57,7 @@ def decide(
     drain: bool = True,
 ) -> DecisionResult:
     """Decide as the console does, then let the pipeline act on what it enqueued."""
-    with inline() as queue:
+    with pipeline.capture():
         result = approval_decide(
             request_id=request.pk,
             user=user,
@@ -65,7 +65,6 @@ def decide(
             comment=comment,
             seen=request.binding() if seen is None else seen,
         )
-    pipeline.queue.extend(queue)
     if drain:
         pipeline.drain()
     return result
@@ -518,6 +517,7 @@ def test_the_new_request_after_expiry_can_be_approved(
 # --- follow-up work after commit ------------------------------------------------------------
 
 
+@pytest.mark.django_db(transaction=True)  # about real commits
 def test_follow_up_is_queued_only_after_the_decision_commits(
     pending: ApprovalRequest, approver: User
 ) -> None:
@@ -545,6 +545,7 @@ def test_rolled_back_decision_leaves_no_decision_and_no_message(
     assert reload(pending).status == ApprovalStatus.PENDING
 
 
+@pytest.mark.django_db(transaction=True)  # about real commits
 @pytest.mark.parametrize(
     ("approve", "comment", "seen_change"),
     [

@@ -19,7 +19,6 @@ from automation.models import (
     State,
 )
 from automation.schemas import fingerprint
-from config.dispatch import inline
 from tests.conftest import Pipeline, decision_for, make_event
 
 ADVANCE = services.ADVANCE_RUN_TASK
@@ -27,11 +26,10 @@ ADVANCE = services.ADVANCE_RUN_TASK
 
 def submit_raw(pipeline: Pipeline, raw: bytes) -> services.IntakeResult:
     """Submit exact bytes to the pipeline's channel; follow-up messages join its queue."""
-    with inline() as queue:
+    with pipeline.capture():
         result = services.intake_submit(
             channel=pipeline.channel, raw=raw, content_type="application/json", source="test"
         )
-    pipeline.queue.extend(queue)
     return result
 
 

@@ -68,7 +68,7 @@ def decide(
     view: dict[str, str] | None = None,
 ) -> DecisionResult:
     """Decide as `user`; the run's next step, enqueued after commit, joins the pipeline."""
-    with inline() as queue:
+    with pipeline.capture():
         result = approval_decide(
             request_id=request.pk,
             user=user,
@@ -76,7 +76,6 @@ def decide(
             comment=comment,
             seen=view if view is not None else seen(request),
         )
-    pipeline.queue.extend(queue)
     return result
 
 
