@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
 from approvals.models import ApprovalRequest
 from automation.models import AuditEvent, Effect, IntakeRecord, Run
+from automation.roles import roles_ensure
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
 
@@ -49,3 +50,42 @@ def test_machine_made_rows_render_read_only(admin_client_for_runs: Client, model
     assert b'name="_save"' not in page.content
     add = reverse(f"admin:{meta.app_label}_{meta.model_name}_add")
     assert admin_client_for_runs.get(add).status_code == 403
+
+
+def _staff_client(username: str, *groups: str) -> Client:
+    roles_ensure()
+    user = User.objects.create_user(username, password="pw-" + username, is_staff=True)
+    user.groups.add(*[Group.objects.get(name=name) for name in groups])
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_decide_again_is_offered_only_where_allowed_and_runs_the_service(
+    pipeline: Pipeline,
+) -> None:
+    review = make_event(
+        event_id="evt-op", request_type="security", requested_action="queue_account_review"
+    )
+    run = pipeline.run(pipeline.submit(review, [decision_for(review)]))
+    done = make_event(event_id="evt-done")
+    finished = pipeline.run(pipeline.submit(done, [decision_for(done)]))
+    staff = _staff_client("sam", "recovery-staff")
+    auditor = _staff_client("aud", "auditors")
+    change = "admin:automation_run_change"
+
+    assert b"Decide again" in staff.get(reverse(change, args=[run.pk])).content
+    assert b"Decide again" not in staff.get(reverse(change, args=[finished.pk])).content
+    assert b"Decide again" not in auditor.get(reverse(change, args=[run.pk])).content
+
+    operation = reverse("admin:automation_run_operation", args=[run.pk, "reconsider"])
+    with pipeline.capture():
+        staff.post(operation, {"reason": "policy changed"})
+    pipeline.drain()
+    request = ApprovalRequest.objects.get(run=run, status="stale")
+    assert request.status_reason == "approval_stale"
+    assert ApprovalRequest.objects.filter(run=run, status="pending").count() == 1
+    assert AuditEvent.objects.filter(run=run, action="run.reconsider").get().data == {
+        "outcome": "",
+        "reason": "policy changed",
+    }
