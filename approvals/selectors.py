@@ -108,8 +108,14 @@ def _row(user: User, request: ApprovalRequest, now: datetime) -> InboxRow:
     )
 
 
-def inbox_count(user: User) -> int:
-    return pending_for(user).count()
+def default_scope(user: User) -> str:
+    """Deciders start with what is theirs to decide; readers with everything they may see."""
+    return "mine" if user.has_perm("approvals.decide_approvalrequest") else "all"
+
+
+def inbox_count(user: User, now: datetime) -> int:
+    """What the default inbox shows, so the navigation and the page never disagree."""
+    return len(inbox(user=user, scope=default_scope(user), overdue_only=False, now=now))
 
 
 def request_for(user: User, request_id: int) -> ApprovalRequest | None:

@@ -40,8 +40,9 @@ def _user_request(request: HttpRequest, request_id: int) -> ApprovalRequest:
 @login_required
 @permission_required("approvals.view_approvalrequest", raise_exception=True)
 def inbox(request: HttpRequest) -> HttpResponse:
-    scope = request.GET.get("scope", "mine")
-    scope = scope if scope in selectors.SCOPES else "mine"
+    default = selectors.default_scope(request.user)  # type: ignore[arg-type]
+    scope = request.GET.get("scope", default)
+    scope = scope if scope in selectors.SCOPES else default
     overdue = request.GET.get("overdue") == "1"
     rows = selectors.inbox(
         user=request.user,  # type: ignore[arg-type]

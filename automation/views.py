@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    if request.user.has_perm("approvals.view_approvalrequest") and not request.user.is_superuser:
+    user = request.user
+    if user.has_perm("approvals.view_approvalrequest") and not user.is_superuser:
         return redirect("approvals:inbox")
-    if request.user.is_staff:
+    if user.is_staff:
         return redirect("admin:index")
-    return redirect("approvals:inbox")
+    return render(request, "automation/no_role.html", status=403)

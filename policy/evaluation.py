@@ -135,6 +135,7 @@ def evaluate(
     needs = FiredRule(
         f"approval.{reading.effect}",
         True,
-        f"{reading.effect!r} needs {approval.approvers} approval(s) from {approval.group!r}",
+        f"{reading.effect!r} needs {approval.approvers} "
+        f"approval{'' if approval.approvers == 1 else 's'} from {approval.group!r}",
     )
     return Decision(Verdict.APPROVE, route, reading.effect, approval, [allow, *rules, needs])

@@ -178,7 +178,7 @@ def binding_of(run: Run) -> dict[str, str]:
 def effect_payload_of(run: Run) -> dict[str, Any]:
     """The full, canonical parameters of the effect: what the approver sees and approves."""
     event = run.normalized or {}
-    return {
+    payload = {
         "effect": run.effect_name,
         "route": run.route,
         "event_id": event.get("event_id"),
@@ -186,6 +186,12 @@ def effect_payload_of(run: Run) -> dict[str, Any]:
         "account_tier": event.get("account_tier"),
         "subject": event.get("subject"),
     }
+    # The facts the effect acts on (an account reference, an amount) are part of what is
+    # approved and delivered, not only evidence beside it.
+    fields = (run.classification or {}).get("fields") or {}
+    for name, extracted in sorted(fields.items()):
+        payload.setdefault(name, extracted["value"])
+    return payload
 
 
 def decided_policy_of(run: Run) -> PolicyVersion:

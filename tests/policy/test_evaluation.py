@@ -311,7 +311,7 @@ def test_account_review_needs_one_security_approver(policy_1: PolicyDocument) ->
         ("approval.queue_account_review", True),
     ]
     assert decision.rules[-1].text == (
-        "'queue_account_review' needs 1 approval(s) from 'security-approvers'"
+        "'queue_account_review' needs 1 approval from 'security-approvers'"
     )
 
 
@@ -354,7 +354,7 @@ def test_two_approver_rule_is_carried_into_the_decision() -> None:
     assert decision.verdict == Verdict.APPROVE
     assert decision.approval is not None
     assert decision.approval.approvers == 2
-    assert "needs 2 approval(s)" in decision.rules[-1].text
+    assert "needs 2 approvals" in decision.rules[-1].text
 
 
 # --- confidence -----------------------------------------------------------------------------

@@ -1,0 +1,221 @@
+"""The approver console in a real browser: log in, find the request, read the evidence, decide."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
+from approvals.views import RESULT_MESSAGES
+from automation.models import Effect, Outcome, Run, State
+from tests.browser.conftest import PLAYWRIGHT_MISSING, SOURCE_SENTENCE, Person, log_in
+
+pytest.importorskip("playwright.sync_api", reason=PLAYWRIGHT_MISSING, exc_type=ImportError)
+from playwright.sync_api import BrowserContext, Locator, Page, expect
+
+# Not asserted: pictures of the two pages for a person to look at after a run.
+INBOX_PNG = "/tmp/inbox.png"  # noqa: S108
+EVIDENCE_PNG = "/tmp/evidence.png"  # noqa: S108
+
+
+def inbox_row(page: Page, event_id: str) -> Locator:
+    return page.get_by_test_id("inbox").locator("tbody tr", has_text=event_id)
+
+
+def open_from_inbox(page: Page, request: ApprovalRequest) -> None:
+    page.goto("/approvals/")
+    inbox_row(page, request.run.event_id).get_by_role("link").click()
+    expect(page).to_have_url(re.compile(rf"/approvals/{request.pk}/$"))
+
+
+def message(page: Page) -> Locator:
+    return page.get_by_role("status")
+
+
+def test_approver_finds_the_request_reads_the_evidence_and_approves_it(
+    page: Page, approver: Person, waiting: ApprovalRequest
+) -> None:
+    log_in(page, approver)
+
+    # Logging in lands the approver on the inbox, with one request waiting.
+    expect(page).to_have_url(re.compile(r"/approvals/$"))
+    expect(page.locator("form.logout")).to_contain_text(approver.username)
+    expect(page.get_by_role("heading", name="Approvals waiting")).to_be_visible()
+    expect(page.get_by_test_id("nav-inbox-count")).to_have_text("1")
+    rows = page.get_by_test_id("inbox").locator("tbody tr")
+    expect(rows).to_have_count(1)
+    row = rows.first
+    expect(row).to_contain_text(f"#{waiting.pk} · evt-sec-1")
+    expect(row).to_contain_text("queue_account_review")
+    expect(row).to_contain_text("security_sensitive")
+    expect(row).to_contain_text("0 of 1")
+    expect(row.locator(".badge")).to_have_text("due")
+    page.screenshot(path=INBOX_PNG, full_page=True)
+
+    row.get_by_role("link", name=re.compile("evt-sec-1")).click()
+
+    expect(page).to_have_url(re.compile(rf"/approvals/{waiting.pk}/$"))
+    expect(page.get_by_role("heading", level=1)).to_have_text("queue_account_review for evt-sec-1")
+    expect(page.get_by_test_id("request-status")).to_have_text("pending")
+    expect(page.get_by_test_id("run-state")).to_have_text("approval_required")
+    params = page.get_by_test_id("effect-params")
+    expect(params.locator("tr", has_text="effect")).to_contain_text("queue_account_review")
+    expect(params.locator("tr", has_text="route")).to_contain_text("security_review")
+    expect(params.locator("tr", has_text="event_id")).to_contain_text("evt-sec-1")
+    expect(params.locator("tr", has_text="subject")).to_contain_text("Suspicious sign-ins")
+    expect(page.get_by_test_id("request-text").locator("mark")).to_have_text(SOURCE_SENTENCE)
+    expect(page.get_by_test_id("reason-code")).to_have_text("security_sensitive")
+    expect(page.locator("ul.rules code")).to_have_text(["approval.queue_account_review"])
+    expect(page.get_by_test_id("binding")).to_contain_text(waiting.fingerprint)
+    timeline = page.get_by_test_id("timeline")
+    expect(timeline.locator("tbody tr", has_text="enrich")).not_to_have_count(0)
+    expect(timeline.locator("tbody tr", has_text="decide")).not_to_have_count(0)
+    expect(page.get_by_test_id("decisions")).to_contain_text("No decisions yet.")
+    page.screenshot(path=EVIDENCE_PNG, full_page=True)
+
+    page.get_by_role("button", name="Approve").click()
+
+    expect(message(page)).to_have_text(RESULT_MESSAGES["approved"])
+    expect(page.get_by_test_id("run-state")).to_have_text("completed")
+    expect(page.get_by_test_id("request-status")).to_have_text("approved")
+    expect(page.get_by_test_id("closed")).to_be_visible()
+    expect(page.get_by_role("button", name="Approve")).to_have_count(0)
+    expect(page.get_by_test_id("decisions")).to_contain_text(f"{approver.username} approved")
+    expect(page.get_by_test_id("nav-inbox-count")).to_have_text("0")
+
+    run = Run.objects.get(pk=waiting.run_id)
+    assert run.state == State.COMPLETED
+    decision = ApprovalDecision.objects.get(request=waiting)
+    assert decision.user == approver.user
+    assert decision.approve and decision.counted
+    assert decision.seen_fingerprint == waiting.fingerprint
+    effect = Effect.objects.get(run=run)
+    assert effect.name == "queue_account_review"
+    assert effect.authorization["approval_request"] == waiting.pk
+
+
+def test_two_approver_request_completes_only_after_the_second_approval(
+    page: Page,
+    approver: Person,
+    second_approver: Person,
+    two_approver_policy: str,
+    submit_security_event: Callable[[str], ApprovalRequest],
+) -> None:
+    request = submit_security_event("evt-sec-2")
+    assert request.policy_version == two_approver_policy
+
+    log_in(page, approver)
+    expect(inbox_row(page, "evt-sec-2")).to_contain_text("0 of 2")
+    open_from_inbox(page, request)
+    expect(page.get_by_text("needs 2 distinct approvers")).to_be_visible()
+    page.get_by_role("button", name="Approve").click()
+
+    expect(message(page)).to_have_text(RESULT_MESSAGES["recorded"])
+    expect(page.get_by_test_id("run-state")).to_have_text("approval_required")
+    expect(page.get_by_test_id("request-status")).to_have_text("pending")
+    expect(page.get_by_test_id("cannot-decide")).to_be_visible()
+    assert Run.objects.get(pk=request.run_id).state == State.APPROVAL_REQUIRED
+    assert not Effect.objects.exists()
+
+    page.get_by_role("button", name="Log out").click()
+    expect(page).to_have_url(re.compile(r"/accounts/login/"))
+    expect(page.locator("form.logout")).to_have_count(0)
+
+    log_in(page, second_approver, path="/approvals/")
+    expect(page.locator("form.logout")).to_contain_text(second_approver.username)
+    expect(inbox_row(page, "evt-sec-2")).to_contain_text("1 of 2")
+    open_from_inbox(page, request)
+    expect(page.get_by_test_id("decisions")).to_contain_text(f"{approver.username} approved")
+    page.get_by_role("button", name="Approve").click()
+
+    expect(message(page)).to_have_text(RESULT_MESSAGES["approved"])
+    expect(page.get_by_test_id("run-state")).to_have_text("completed")
+    assert Run.objects.get(pk=request.run_id).state == State.COMPLETED
+    approvers = ApprovalDecision.objects.filter(request=request, counted=True, approve=True)
+    assert {d.user_id for d in approvers} == {approver.user.pk, second_approver.user.pk}
+    assert Effect.objects.filter(run_id=request.run_id).count() == 1
+
+
+def test_rejecting_needs_a_comment_and_then_fails_the_run(
+    page: Page, approver: Person, waiting: ApprovalRequest
+) -> None:
+    log_in(page, approver)
+    open_from_inbox(page, waiting)
+
+    page.get_by_role("button", name="Reject").click()
+
+    expect(page.locator(".errorlist")).to_have_text(
+        "Say why you reject it: the comment goes on the record."
+    )
+    expect(page.get_by_test_id("request-status")).to_have_text("pending")
+    assert not ApprovalDecision.objects.exists()
+
+    page.get_by_label("Comment").fill("Lisbon is where the customer lives; not suspicious.")
+    page.get_by_role("button", name="Reject").click()
+
+    expect(message(page)).to_have_text(RESULT_MESSAGES["rejected"])
+    expect(page.get_by_test_id("run-state")).to_have_text("failed")
+    expect(page.locator("p.lead")).to_contain_text("failed (approval_rejected)")
+    expect(page.get_by_test_id("decisions")).to_contain_text("customer lives")
+    run = Run.objects.get(pk=waiting.run_id)
+    assert run.state == State.FAILED
+    assert run.outcome == Outcome.APPROVAL_REJECTED
+    assert not Effect.objects.exists()
+
+
+def test_user_without_permission_gets_403_for_the_inbox_and_a_forged_decision(
+    page: Page,
+    make_person: Callable[..., Person],
+    waiting: ApprovalRequest,
+    live_server: Any,
+) -> None:
+    nobody = make_person("nobody")
+    log_in(page, nobody, path="/approvals/")
+
+    expect(page.get_by_role("heading", name="You may not open this page")).to_be_visible()
+    response = page.goto("/approvals/")
+    assert response is not None and response.status == 403
+    response = page.goto(f"/approvals/{waiting.pk}/")
+    assert response is not None and response.status == 403
+
+    # A well-formed, CSRF-valid POST straight to the decision URL, with this user's session.
+    context: BrowserContext = page.context
+    csrf = next(c["value"] for c in context.cookies() if c["name"] == "csrftoken")
+    forged = context.request.post(
+        f"{live_server.url}/approvals/{waiting.pk}/decide",
+        form={
+            "decision": "approve",
+            "comment": "",
+            "seen_fingerprint": waiting.fingerprint,
+            "seen_workflow_version": waiting.workflow_version,
+            "seen_policy_version": waiting.policy_version,
+            "seen_effect": waiting.effect,
+        },
+        headers={"X-CSRFToken": csrf, "Referer": f"{live_server.url}/approvals/"},
+        max_redirects=0,
+    )
+    assert forged.status == 403
+    assert "CSRF" not in forged.text()  # refused for the permission, not the token
+    assert not ApprovalDecision.objects.exists()
+    assert ApprovalRequest.objects.get(pk=waiting.pk).status == ApprovalStatus.PENDING
+    assert Run.objects.get(pk=waiting.run_id).state == State.APPROVAL_REQUIRED
+
+
+def test_inbox_and_evidence_work_without_javascript(
+    new_context: Callable[..., BrowserContext], approver: Person, waiting: ApprovalRequest
+) -> None:
+    page = new_context(java_script_enabled=False).new_page()
+    log_in(page, approver)
+
+    row = inbox_row(page, "evt-sec-1")
+    expect(row.locator(".badge")).to_have_text("due")
+    row.get_by_role("link").click()
+    expect(page.get_by_test_id("request-text").locator("mark")).to_have_text(SOURCE_SENTENCE)
+    page.get_by_role("button", name="Approve").click()
+
+    expect(message(page)).to_have_text(RESULT_MESSAGES["approved"])
+    expect(page.get_by_test_id("run-state")).to_have_text("completed")
+    assert Run.objects.get(pk=waiting.run_id).state == State.COMPLETED
