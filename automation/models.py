@@ -28,6 +28,15 @@ class State(models.TextChoices):
     FAILED = "failed"
 
 
+# Holds of a run whose effect could not be delivered (or whose outcome is unknown).
+EFFECT_HOLDS = frozenset({"effect_unavailable", "effect_uncertain"})
+
+
+def run_holds_effect(run: Any) -> bool:
+    """A run held because its effect failed or its outcome is unknown (not any other hold)."""
+    return run.outcome in EFFECT_HOLDS
+
+
 TERMINAL_STATES = frozenset({State.COMPLETED, State.BLOCKED, State.FAILED})
 NON_TERMINAL_STATES = [s for s in State if s not in TERMINAL_STATES]
 # States in which a worker owes the run its next step (the sweep looks for these).
@@ -290,8 +299,24 @@ class Run(ConcurrentTransitionMixin, models.Model):
     def execute(self, *, decided: dict[str, Any]) -> None:
         self._record_decision(decided)
 
-    @transition(field=state, source=[State.APPROVED, State.NEEDS_REVIEW], target=State.EXECUTING)
+    @transition(field=state, source=State.APPROVED, target=State.EXECUTING)
     def execute_approved(self) -> None:
+        self._clear_hold()
+
+    @transition(
+        field=state,
+        source=State.NEEDS_REVIEW,
+        target=State.EXECUTING,
+        conditions=[lambda run: run_holds_effect(run)],
+        permission="automation.recover_run",
+        custom={
+            "admin": True,
+            "label": "Retry the effect",
+            "help_text": "Deliver the held effect again with the same idempotency key and a "
+            "fresh attempt budget.",
+        },
+    )
+    def retry_effect(self) -> None:
         self._clear_hold()
 
     @transition(field=state, source=State.EXECUTING, target=State.COMPLETED)
@@ -453,6 +478,12 @@ class Effect(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     last_error = models.TextField(blank=True)
     response_ref = models.CharField(max_length=200, blank=True)
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.TextField(blank=True, help_text="the start of the last response")
+    # Delivery budget: attempts up to attempt_limit, and none after deadline_at. Staff retrying
+    # a held effect grant a fresh budget; the idempotency key never changes.
+    attempt_limit = models.PositiveSmallIntegerField(default=5)
+    deadline_at = models.DateTimeField(null=True, blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -466,6 +497,49 @@ class Effect(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} for run {self.run_id} ({self.status})"
+
+
+class EffectAttempt(models.Model):
+    """One try at delivering an effect: when, how long, and what came back."""
+
+    effect = models.ForeignKey(Effect, on_delete=models.PROTECT, related_name="attempt_rows")
+    attempt = models.PositiveSmallIntegerField()
+    started_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField()
+    # delivered, retry, rejected, uncertain, unavailable, lost (the worker died mid-attempt)
+    outcome = models.CharField(max_length=20)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    error_class = models.CharField(max_length=200, blank=True)
+    detail = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["effect", "attempt"]
+        constraints = [
+            models.UniqueConstraint(fields=["effect", "attempt"], name="effect_attempt_unique")
+        ]
+        indexes = [
+            # Rate limit after a resume: WHERE effect name = ... AND started_at >= now - 1 min.
+            models.Index(fields=["started_at"], name="effect_attempt_started_idx")
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.attempt} of effect {self.effect_id}: {self.outcome}"
+
+
+class EffectControl(models.Model):
+    """Operator switches for one effect: paused during an outage, and a delivery rate."""
+
+    name = models.CharField(max_length=50, unique=True)
+    paused = models.BooleanField(default=False)
+    # Deliveries per minute once resumed, so a recovering service is not flooded; null: no cap.
+    rate_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT
+    )
+    changed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({'paused' if self.paused else 'running'})"
 
 
 class LocalEffectRecord(models.Model):

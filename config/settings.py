@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -157,6 +158,16 @@ GATEHOUSE: dict[str, Any] = {
     "RETRY_BACKOFF_CAP_SECONDS": env_int("GATEHOUSE_RETRY_BACKOFF_CAP", 300),
     # A worker that claimed a stage and vanished is presumed dead after this long.
     "STAGE_LEASE_SECONDS": env_int("GATEHOUSE_STAGE_LEASE", 90),
+    # An effect delivery claimed and not finished within this is tried again (same key).
+    "EFFECT_LEASE_SECONDS": env_int("GATEHOUSE_EFFECT_LEASE", 60),
+    # Effects delivered over HTTP, by effect name: {"url", "secret", "connect_timeout",
+    # "read_timeout", "max_attempts", "deadline_seconds", "honours_idempotency_keys"}.
+    "HTTP_EFFECTS": json.loads(os.environ.get("GATEHOUSE_HTTP_EFFECTS") or "{}"),
+    # The demo receiver under /demo/: its shared secret and the share of requests it fails.
+    "DEMO_RECEIVER_SECRET": os.environ.get("GATEHOUSE_DEMO_RECEIVER_SECRET", ""),
+    "DEMO_RECEIVER_FAILURE_RATE": float(os.environ.get("GATEHOUSE_DEMO_FAILURE_RATE", "0")),
+    # Fault injection for crash tests only: die right after the downstream answered.
+    "FAULT_KILL_AFTER_DOWNSTREAM": env_bool("GATEHOUSE_FAULT_KILL_AFTER_DOWNSTREAM", False),
 }
 
 LOGGING = {

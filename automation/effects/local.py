@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
-from automation.effects import EffectAdapter
+from automation.effects import Delivery, EffectAdapter
 from automation.models import AccountReview, Effect, FollowUp, InternalNotification
 
 
-class FollowUpAdapter:
-    def deliver(self, effect: Effect) -> str:
+class LocalAdapter:
+    """Records the effect in the console's database, in the delivering transaction."""
+
+    local = True
+    honours_idempotency_keys = True
+    max_attempts = 5
+    deadline_seconds = 3600.0
+
+    def deliver(self, effect: Effect) -> Delivery:
+        return Delivery("delivered", reference=self.record(effect))
+
+    def record(self, effect: Effect) -> str:
+        raise NotImplementedError
+
+
+class FollowUpAdapter(LocalAdapter):
+    def record(self, effect: Effect) -> str:
         record, _ = FollowUp.objects.get_or_create(
             idempotency_key=effect.idempotency_key,
             defaults={
@@ -20,8 +35,8 @@ class FollowUpAdapter:
         return f"follow-up:{record.pk}"
 
 
-class AccountReviewAdapter:
-    def deliver(self, effect: Effect) -> str:
+class AccountReviewAdapter(LocalAdapter):
+    def record(self, effect: Effect) -> str:
         record, _ = AccountReview.objects.get_or_create(
             idempotency_key=effect.idempotency_key,
             defaults={
@@ -34,8 +49,8 @@ class AccountReviewAdapter:
         return f"account-review:{record.pk}"
 
 
-class NotificationAdapter:
-    def deliver(self, effect: Effect) -> str:
+class NotificationAdapter(LocalAdapter):
+    def record(self, effect: Effect) -> str:
         record, _ = InternalNotification.objects.get_or_create(
             idempotency_key=effect.idempotency_key,
             defaults={

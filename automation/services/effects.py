@@ -1,62 +1,376 @@
-"""The outbox: deliver an effect once per idempotency key, and check what authorised it."""
+"""The outbox: deliver each effect under its idempotency key, retrying without ever doubling.
+
+Local effects are written and completed in one transaction. Remote (HTTP) effects go in
+three steps: claim the row with a lease (a transaction), call the receiver (no transaction,
+no lock held), record what came back (a transaction that re-checks the claim). A worker that
+dies between the call and the record leaves the lease to run out; the sweep then delivers
+again with the same key, and the receiver's deduplication makes it count once.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
+import os
+import signal
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 from django.utils import timezone
+from django_fsm import has_transition_perm
 
 from approvals.models import ApprovalRequest, ApprovalStatus
-from automation.effects import get_adapter
+from audit.services import audit_record
+from automation.conf import setting
+from automation.effects import Delivery, EffectAdapter, get_adapter
 from automation.models import (
     Effect,
+    EffectAttempt,
+    EffectControl,
     EffectStatus,
+    Outcome,
+    Run,
     State,
 )
 from automation.services.records import (
+    DELIVER_EFFECT_TASK,
     Stage,
+    backoff_delay,
     binding_of,
     lock_run,
     move,
+    record_audit,
 )
+from config.dispatch import enqueue_after_commit
 from policy.models import PolicyVersion
 
-# --- effects ---------------------------------------------------------------------------
+DELIVERABLE = [EffectStatus.PENDING, EffectStatus.RETRY_WAIT]
+# While an effect is paused, due deliveries look again this often, without using an attempt.
+PAUSE_RECHECK = timedelta(seconds=30)
+
+
+def effect_budget(name: str, now: datetime) -> tuple[int, datetime]:
+    """The attempts and the deadline a delivery gets, from the effect's configuration."""
+    adapter = get_adapter(name)
+    return adapter.max_attempts, now + timedelta(seconds=adapter.deadline_seconds)
 
 
 def effect_deliver(*, effect_id: int, now: datetime | None = None) -> str | None:
-    """Deliver one outbox row and complete its run, all in one transaction (local adapters)."""
+    """Deliver one outbox row if it is due. Returns the effect's status, or None if idle."""
     now = now or timezone.now()
+    name = Effect.objects.filter(pk=effect_id).values_list("name", flat=True).first()
+    if name is None:
+        return None
+    adapter = get_adapter(name)
+    if adapter.local:
+        return _deliver_local(effect_id, adapter, now)
+    claim = _claim(effect_id, now)
+    if claim is None:
+        return None
+    effect, started_at = claim
+    clock = time.monotonic()
+    delivery = adapter.deliver(effect)
+    if setting("FAULT_KILL_AFTER_DOWNSTREAM"):
+        # Fault injection for the crash tests: die after the receiver answered and before
+        # anything here knows it.
+        os.kill(os.getpid(), signal.SIGKILL)
+    elapsed_ms = int((time.monotonic() - clock) * 1000)
+    return _record(effect.pk, effect.attempts, adapter, delivery, started_at, elapsed_ms, now)
+
+
+def _lock_deliverable(effect_id: int) -> Effect | None:
+    # SKIP LOCKED: a duplicated message for a row being claimed right now does nothing.
+    skip = connection.features.has_select_for_update_skip_locked
+    return (
+        Effect.objects.select_for_update(skip_locked=skip)
+        .filter(pk=effect_id, status__in=DELIVERABLE)
+        .first()
+    )
+
+
+def _deliver_local(effect_id: int, adapter: EffectAdapter, now: datetime) -> str | None:
     with transaction.atomic():
-        # SKIP LOCKED: a duplicated message for a row being delivered right now does nothing.
-        effect = (
-            Effect.objects.select_for_update(
-                skip_locked=connection.features.has_select_for_update_skip_locked
-            )
-            .filter(pk=effect_id, status__in=[EffectStatus.PENDING, EffectStatus.RETRY_WAIT])
-            .first()
-        )
+        effect = _lock_deliverable(effect_id)
         if effect is None:
             return None
         run = lock_run(effect.run_id, wait=True)  # we hold the effect: finish the delivery
         if run is None or run.state != State.EXECUTING:
             return None
-        stage = Stage("execute", attempt=effect.attempts + 1)
-        effect.response_ref = get_adapter(effect.name).deliver(effect)
-        effect.status = EffectStatus.DELIVERED
         effect.attempts += 1
-        effect.delivered_at = now
-        effect.save(update_fields=["response_ref", "status", "attempts", "delivered_at"])
-        stage.record(run, "delivered")
+        delivery = adapter.deliver(effect)
+        EffectAttempt.objects.create(
+            effect=effect,
+            attempt=effect.attempts,
+            started_at=now,
+            duration_ms=0,
+            outcome=delivery.outcome,
+            detail=delivery.reference,
+        )
+        _delivered(effect, run, delivery, now)
+        return effect.status
+
+
+def _claim(effect_id: int, now: datetime) -> tuple[Effect, datetime] | None:
+    """Take a lease on one due effect and count the attempt; None if it is not ours to send."""
+    with transaction.atomic():
+        effect = _lock_deliverable(effect_id)
+        if effect is None or _not_due(effect, now):
+            return None
+        run = lock_run(effect.run_id, wait=True)
+        if run is None or run.state != State.EXECUTING:
+            return None
+        _note_lost_attempt(effect, now)
+        wait = _held_back(effect, now)
+        if wait is not None:
+            effect.next_attempt_at = now + wait
+            effect.save(update_fields=["next_attempt_at"])
+            return None
+        effect.attempts += 1
+        effect.next_attempt_at = None
+        effect.lease_expires_at = now + timedelta(seconds=setting("EFFECT_LEASE_SECONDS"))
+        effect.save(update_fields=["attempts", "next_attempt_at", "lease_expires_at"])
+        return effect, now
+
+
+def _not_due(effect: Effect, now: datetime) -> bool:
+    if effect.lease_expires_at is not None and effect.lease_expires_at > now:
+        return True  # another worker is delivering it right now
+    return effect.next_attempt_at is not None and effect.next_attempt_at > now
+
+
+def _note_lost_attempt(effect: Effect, now: datetime) -> None:
+    """An attempt whose worker died before recording it still counts, and shows."""
+    recorded = effect.attempt_rows.count()
+    if effect.attempts > recorded:
+        EffectAttempt.objects.create(
+            effect=effect,
+            attempt=effect.attempts,
+            started_at=effect.lease_expires_at or now,
+            duration_ms=0,
+            outcome="lost",
+            error_class="WorkerLost",
+            detail="the worker stopped before it recorded this attempt; its lease ran out",
+        )
+
+
+def _held_back(effect: Effect, now: datetime) -> timedelta | None:
+    """Paused, or over the delivery rate after a resume: how long to wait, without an attempt."""
+    control = EffectControl.objects.filter(name=effect.name).first()
+    if control is None:
+        return None
+    if control.paused:
+        return PAUSE_RECHECK
+    if control.rate_per_minute:
+        recent = EffectAttempt.objects.filter(
+            effect__name=effect.name, started_at__gt=now - timedelta(minutes=1)
+        ).count()
+        if recent >= control.rate_per_minute:
+            return timedelta(seconds=60 / control.rate_per_minute)
+    return None
+
+
+def _record(
+    effect_id: int,
+    attempt: int,
+    adapter: EffectAdapter,
+    delivery: Delivery,
+    started_at: datetime,
+    elapsed_ms: int,
+    now: datetime,
+) -> str | None:
+    with transaction.atomic():
+        effect = Effect.objects.select_for_update().get(pk=effect_id)
+        if effect.status not in DELIVERABLE or effect.attempts != attempt:
+            return None  # our lease ran out and another worker took the effect over
+        run = lock_run(effect.run_id, wait=True)
+        if run is None or run.state != State.EXECUTING:
+            return None
+        EffectAttempt.objects.create(
+            effect=effect,
+            attempt=attempt,
+            started_at=started_at,
+            duration_ms=elapsed_ms,
+            outcome=delivery.outcome,
+            status_code=delivery.status_code,
+            error_class=delivery.error_class,
+            detail=delivery.detail or delivery.body[:500],
+        )
+        effect.lease_expires_at = None
+        effect.response_status = delivery.status_code
+        effect.response_body = delivery.body
+        effect.last_error = delivery.error_class or (
+            "" if delivery.outcome == "delivered" else f"HTTP {delivery.status_code}"
+        )
+        _apply(effect, run, adapter, delivery, now)
+        return effect.status
+
+
+def _apply(
+    effect: Effect, run: Run, adapter: EffectAdapter, delivery: Delivery, now: datetime
+) -> None:
+    outcome = delivery.outcome
+    if outcome == "uncertain" and adapter.honours_idempotency_keys:
+        outcome = "retry"  # the receiver deduplicates by key: sending again is safe
+    if outcome == "delivered":
+        _delivered(effect, run, delivery, now)
+    elif outcome == "rejected":
+        _finish(effect, EffectStatus.REJECTED)
         move(
             run,
-            "complete",
-            stage=Stage("complete"),
-            checkpoint={"effect": effect.pk, "response_ref": effect.response_ref},
+            "fail",
+            stage=Stage("execute", effect.attempts),
+            stage_outcome="rejected",
+            checkpoint={"effect": effect.pk, "response_status": delivery.status_code},
+            outcome=Outcome.EFFECT_REJECTED,
+            field=effect.name,
+            detail=f"HTTP {delivery.status_code}: {delivery.body[:300]}",
             finished_at=now,
         )
-        return effect.status
+    elif outcome == "uncertain":
+        _finish(effect, EffectStatus.UNCERTAIN)
+        move(
+            run,
+            "hold",
+            stage=Stage("execute", effect.attempts),
+            stage_outcome="uncertain",
+            outcome=Outcome.EFFECT_UNCERTAIN,
+            field=effect.name,
+            detail=f"{delivery.error_class}: sent, no answer; reconcile with the receiver",
+        )
+    else:
+        _retry_or_hold(effect, run, delivery, now)
+
+
+def _retry_or_hold(effect: Effect, run: Run, delivery: Delivery, now: datetime) -> None:
+    delay = max(backoff_delay(effect.attempts), delivery.retry_after or 0.0)
+    next_at = now + timedelta(seconds=delay)
+    spent = effect.attempts >= effect.attempt_limit
+    late = effect.deadline_at is not None and next_at > effect.deadline_at
+    effect.status = EffectStatus.RETRY_WAIT
+    effect.next_attempt_at = None if spent or late else next_at
+    effect.save()
+    if effect.next_attempt_at is not None:
+        Stage("execute", effect.attempts).record(run, "retry_scheduled", delivery.error_class)
+        return
+    reason = "attempt limit reached" if spent else "deadline passed"
+    move(
+        run,
+        "hold",
+        stage=Stage("execute", effect.attempts),
+        stage_outcome="unavailable",
+        outcome=Outcome.EFFECT_UNAVAILABLE,
+        field=effect.name,
+        detail=f"{reason} after {effect.attempts} attempts; last: "
+        f"{delivery.error_class or f'HTTP {delivery.status_code}'}",
+    )
+
+
+def _finish(effect: Effect, status: str) -> None:
+    effect.status = status
+    effect.next_attempt_at = None
+    effect.save()
+
+
+def _delivered(effect: Effect, run: Run, delivery: Delivery, now: datetime) -> None:
+    effect.status = EffectStatus.DELIVERED
+    effect.response_ref = delivery.reference
+    effect.delivered_at = now
+    effect.lease_expires_at = None
+    effect.next_attempt_at = None
+    effect.save()
+    Stage("execute", effect.attempts).record(run, "delivered")
+    move(
+        run,
+        "complete",
+        stage=Stage("complete"),
+        checkpoint={"effect": effect.pk, "response_ref": effect.response_ref},
+        finished_at=now,
+    )
+
+
+# --- people: retry a held effect, pause and resume ----------------------------------------
+
+
+def effect_retry(*, run_id: int, user: User, reason: str, now: datetime | None = None) -> str:
+    """Deliver a held run's effect again: same key, a fresh attempt budget and deadline."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if not any(t.name == "retry_effect" for t in run.get_available_state_transitions()):
+            record_audit(
+                run,
+                "transition.refused",
+                actor=user,
+                from_state=run.state,
+                outcome=Outcome.STATE_CONFLICT,
+                requested="retry_effect",
+                reason=reason,
+            )
+            return Outcome.STATE_CONFLICT
+        if not has_transition_perm(run.retry_effect, user):
+            raise PermissionDenied("you may not retry effects")
+        effect = Effect.objects.select_for_update().get(run=run, name=run.effect_name)
+        attempts, effect.deadline_at = effect_budget(effect.name, now)
+        effect.status = EffectStatus.RETRY_WAIT
+        effect.attempt_limit = effect.attempts + attempts
+        effect.next_attempt_at = now
+        effect.lease_expires_at = None
+        effect.save()
+        move(run, "retry_effect", actor=user, note={"reason": reason, "effect": effect.pk})
+        enqueue_after_commit(DELIVER_EFFECT_TASK, effect.pk)
+        return run.state
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    selected: int
+    retried: int
+    refused: int
+
+
+def effects_retry_held(
+    *, since: datetime, until: datetime, user: User, reason: str, outcome: str = ""
+) -> BatchResult:
+    """Retry every run held for its effect between two times (after an outage, say)."""
+    runs = Run.objects.filter(
+        state=State.NEEDS_REVIEW,
+        outcome=outcome or Outcome.EFFECT_UNAVAILABLE,
+        updated_at__gte=since,
+        updated_at__lt=until,
+    ).order_by("updated_at")
+    ids = list(runs.values_list("pk", flat=True))
+    retried = sum(
+        effect_retry(run_id=run_id, user=user, reason=reason) == State.EXECUTING for run_id in ids
+    )
+    return BatchResult(selected=len(ids), retried=retried, refused=len(ids) - retried)
+
+
+@transaction.atomic
+def effect_pause(*, name: str, user: User) -> EffectControl:
+    """Hold every delivery of this effect: due ones wait instead of using up attempts."""
+    control, _ = EffectControl.objects.select_for_update().get_or_create(name=name)
+    control.paused = True
+    control.changed_by = user
+    control.save()
+    audit_record(action="effect.paused", actor=user, effect=name)
+    return control
+
+
+@transaction.atomic
+def effect_resume(*, name: str, user: User, rate_per_minute: int | None) -> EffectControl:
+    """Let deliveries go again, at most `rate_per_minute` so the receiver can recover."""
+    control, _ = EffectControl.objects.select_for_update().get_or_create(name=name)
+    control.paused = False
+    control.rate_per_minute = rate_per_minute
+    control.changed_by = user
+    control.save()
+    waiting = Effect.objects.filter(name=name, status__in=DELIVERABLE).values_list("pk", flat=True)
+    for effect_id in waiting:
+        enqueue_after_commit(DELIVER_EFFECT_TASK, effect_id)
+    audit_record(action="effect.resumed", actor=user, effect=name, rate_per_minute=rate_per_minute)
+    return control
 
 
 def effect_is_authorized(effect: Effect) -> bool:

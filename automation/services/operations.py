@@ -10,7 +10,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from django_fsm import has_transition_perm
 from pydantic import ValidationError
@@ -227,9 +227,16 @@ def sweep_due(*, now: datetime | None = None, limit: int = 500) -> dict[str, int
         .exclude(pk__in=due_runs)
         .values_list("pk", flat=True)[:limit]
     )
+    # Effects: a retry come due, a lease run out (the worker died mid-attempt), or a new
+    # row whose first message was lost. Held effects (no next attempt, no lease) stay put.
     effects = list(
         Effect.objects.filter(status__in=[EffectStatus.PENDING, EffectStatus.RETRY_WAIT])
-        .filter(created_at__lte=stale)
+        .filter(
+            Q(next_attempt_at__lte=now)
+            | Q(lease_expires_at__lte=now)
+            | Q(status=EffectStatus.PENDING, lease_expires_at__isnull=True, created_at__lte=stale)
+        )
+        .exclude(lease_expires_at__gt=now)
         .values_list("pk", flat=True)[:limit]
     )
     with transaction.atomic():

@@ -39,7 +39,7 @@ from automation.schemas import (
     fingerprint,
     validation_problems,
 )
-from automation.services.effects import effect_deliver
+from automation.services.effects import effect_budget, effect_deliver
 from automation.services.records import (
     ADVANCE_RUN_TASK,
     DELIVER_EFFECT_TASK,
@@ -366,6 +366,7 @@ def _open_approval(run: Run, now: datetime) -> ApprovalRequest:
 
 def _write_effect(run: Run, *, authorization: dict[str, Any]) -> Effect:
     """Write the outbox row in the transaction that moved the run to executing."""
+    attempts, deadline = effect_budget(run.effect_name, timezone.now())
     effect, _ = Effect.objects.get_or_create(
         idempotency_key=effect_key(
             channel=run.channel.name, fingerprint=run.fingerprint, effect=run.effect_name
@@ -375,6 +376,8 @@ def _write_effect(run: Run, *, authorization: dict[str, Any]) -> Effect:
             "name": run.effect_name,
             "payload": effect_payload_of(run),
             "authorization": authorization,
+            "attempt_limit": attempts,
+            "deadline_at": deadline,
         },
     )
     enqueue_after_commit(DELIVER_EFFECT_TASK, effect.pk)

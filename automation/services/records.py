@@ -144,7 +144,7 @@ def backoff_delay(attempt: int) -> float:
     cap = min(
         setting("RETRY_BACKOFF_CAP_SECONDS"), setting("RETRY_BACKOFF_BASE_SECONDS") * 2**attempt
     )
-    return random.uniform(cap / 2, cap)  # noqa: S311 - jitter, not cryptography
+    return random.uniform(0, cap)  # noqa: S311 - full jitter, not cryptography
 
 
 def effect_key(*, channel: str, fingerprint: str, effect: str) -> str:

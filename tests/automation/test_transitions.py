@@ -49,6 +49,7 @@ KWARGS: dict[str, dict[str, Any]] = {
     "execute": {"decided": DECIDED},
     "execute_approved": {},
     "reconsider": {},
+    "retry_effect": {},
     "complete": {"finished_at": NOW},
     "block": {"decided": DECIDED, "finished_at": NOW},
     "hold": {"outcome": Outcome.RETRY_EXHAUSTED, "field": "classifier"},
@@ -83,12 +84,13 @@ def intake(db: None) -> IntakeRecord:
     )
 
 
-def run_in(intake: IntakeRecord, state: str) -> Run:
+def run_in(intake: IntakeRecord, state: str, outcome: str = "") -> Run:
     run = Run.objects.create(
         channel=intake.channel,
         intake=intake,
         event_id="evt-1",
         state=state,
+        outcome=outcome,
         workflow_version="workflow-1",
         classifier_version="recorded-classifier-1",
         prompt_version="prompt-1",
@@ -137,7 +139,8 @@ def test_illegal_transition_is_refused_and_the_row_is_unchanged(
 def test_declared_transition_moves_the_run(
     intake: IntakeRecord, name: str, source: str, target: str
 ) -> None:
-    run = run_in(intake, source)
+    # retry_effect is only for a run held because of its effect.
+    run = run_in(intake, source, Outcome.EFFECT_UNAVAILABLE if name == "retry_effect" else "")
     version = run.version
 
     getattr(run, name)(**KWARGS[name])
@@ -216,3 +219,9 @@ def test_plain_field_change_on_a_stale_copy_is_refused_by_the_version(
 
     assert row(first)["failure_detail"] == "first writer"
     assert row(first)["version"] == 1
+
+
+def test_retry_effect_refuses_a_run_held_for_another_reason(intake: IntakeRecord) -> None:
+    held = run_in(intake, State.NEEDS_REVIEW, Outcome.LOW_CONFIDENCE)
+    with pytest.raises(TransitionNotAllowed):
+        held.retry_effect()
