@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.urls import URLPattern, path
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from automation import services
 from automation.models import (
@@ -20,6 +20,8 @@ from automation.models import (
     Checkpoint,
     ClassificationAttempt,
     Effect,
+    EffectAttempt,
+    EffectControl,
     FollowUp,
     IntakeChannel,
     IntakeRecord,
@@ -56,6 +58,19 @@ class EffectInline(ReadOnlyInline):
     fields = ["name", "status", "attempts", "idempotency_key", "response_ref", "delivered_at"]
 
 
+class EffectAttemptInline(ReadOnlyInline):
+    model = EffectAttempt
+    fields = [
+        "attempt",
+        "started_at",
+        "duration_ms",
+        "outcome",
+        "status_code",
+        "error_class",
+        "detail",
+    ]
+
+
 class AuditInline(ReadOnlyInline):
     model = AuditEvent
     fk_name = "run"
@@ -83,7 +98,13 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
     list_select_related = ["channel"]
     show_full_result_count = False
     list_per_page = 50
-    readonly_fields = ["normalized_pretty", "classification_pretty", "rules_pretty", "raw_input"]
+    readonly_fields = [
+        "normalized_pretty",
+        "classification_pretty",
+        "rules_pretty",
+        "raw_input",
+        "effect_attempts",
+    ]
     fieldsets = [
         (
             None,
@@ -126,6 +147,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
             },
         ),
         ("Decision", {"fields": ["route", "effect_name", "rules_pretty"]}),
+        ("Delivery", {"fields": ["effect_attempts"]}),
         (
             "Versions",
             {
@@ -201,6 +223,28 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
     def rules_pretty(self, run: Run) -> str:
         return _pretty(run.rules)
 
+    @admin.display(description="effect attempts")
+    def effect_attempts(self, run: Run) -> str:
+        rows = EffectAttempt.objects.filter(effect__run=run).order_by("effect", "attempt")
+        return (
+            format_html_join(
+                "\n",
+                "<div>#{} {} · {} · {} ms · {} {}</div>",
+                (
+                    (
+                        a.attempt,
+                        a.started_at.strftime("%Y-%m-%d %H:%M:%S"),
+                        a.outcome,
+                        a.duration_ms,
+                        a.status_code or "",
+                        a.error_class,
+                    )
+                    for a in rows
+                ),
+            )
+            or "—"
+        )
+
     @admin.display(description="raw input")
     def raw_input(self, run: Run) -> str:
         return format_html(
@@ -229,6 +273,7 @@ class IntakeRecordAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[t
 class EffectAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ["id", "name", "status", "attempts", "run", "created_at", "delivered_at"]
     list_filter = ["status", "name"]
+    inlines = [EffectAttemptInline]
     search_fields = ["=idempotency_key", "=run__event_id"]
     list_select_related = ["run"]
     date_hierarchy = "created_at"
@@ -271,3 +316,45 @@ class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         updated = queryset.update(is_active=False)
         self.message_user(request, f"{updated} token(s) revoked")
+
+
+@admin.register(EffectControl)
+class EffectControlAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Pause an effect during a downstream outage; resume it at a gentle rate."""
+
+    list_display = ["name", "paused", "rate_per_minute", "changed_by", "changed_at", "waiting"]
+    readonly_fields = ["name", "paused", "rate_per_minute", "changed_by", "changed_at"]
+    actions = ["pause", "resume_slowly", "resume"]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="deliveries waiting")
+    def waiting(self, control: EffectControl) -> int:
+        return Effect.objects.filter(
+            name=control.name, status__in=["pending", "retry_wait"]
+        ).count()
+
+    @admin.action(description="Pause deliveries", permissions=["change"])
+    def pause(self, request: HttpRequest, queryset: QuerySet[EffectControl]) -> None:
+        for control in queryset:
+            services.effect_pause(name=control.name, user=request.user)  # type: ignore[arg-type]
+        self.message_user(request, f"paused {queryset.count()} effect(s)")
+
+    @admin.action(description="Resume at 10 per minute", permissions=["change"])
+    def resume_slowly(self, request: HttpRequest, queryset: QuerySet[EffectControl]) -> None:
+        self._resume(request, queryset, 10)
+
+    @admin.action(description="Resume at full speed", permissions=["change"])
+    def resume(self, request: HttpRequest, queryset: QuerySet[EffectControl]) -> None:
+        self._resume(request, queryset, None)
+
+    def _resume(
+        self, request: HttpRequest, queryset: QuerySet[EffectControl], rate: int | None
+    ) -> None:
+        for control in queryset:
+            services.effect_resume(name=control.name, user=request.user, rate_per_minute=rate)  # type: ignore[arg-type]
+        self.message_user(request, f"resumed {queryset.count()} effect(s)")

@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "policy",
     "approvals",
     "automation",
+    "receiver",
 ]
 
 MIDDLEWARE = [

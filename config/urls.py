@@ -11,6 +11,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("approvals/", include("approvals.urls")),
+    path("demo/", include("receiver.urls")),
     path("api/v1/", include("automation.api_urls")),
     path("", include("automation.urls")),
 ]

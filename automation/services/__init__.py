@@ -7,7 +7,15 @@ commands call these functions; nothing else changes a run.
 
 from __future__ import annotations
 
-from automation.services.effects import effect_deliver, effect_is_authorized
+from automation.services.effects import (
+    BatchResult,
+    effect_deliver,
+    effect_is_authorized,
+    effect_pause,
+    effect_resume,
+    effect_retry,
+    effects_retry_held,
+)
 from automation.services.intake import (
     IntakeResult,
     api_token_create,
@@ -36,6 +44,7 @@ __all__ = [
     "ADVANCE_RUN_TASK",
     "DELIVER_EFFECT_TASK",
     "OPERATIONS",
+    "BatchResult",
     "IntakeResult",
     "api_token_create",
     "backoff_delay",
@@ -44,6 +53,10 @@ __all__ = [
     "effect_deliver",
     "effect_is_authorized",
     "effect_key",
+    "effect_pause",
+    "effect_resume",
+    "effect_retry",
+    "effects_retry_held",
     "intake_admit",
     "intake_submit",
     "run_advance",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
@@ -31,6 +31,7 @@ from automation.schemas import (
     ClassifierDecision,
     validation_problems,
 )
+from automation.services.effects import effect_retry
 from automation.services.pipeline import STEPS
 from automation.services.records import (
     ADVANCE_RUN_TASK,
@@ -131,8 +132,12 @@ def run_reconsider(*, run_id: int, user: User, reason: str) -> str:
         return run.state
 
 
+class Operation(Protocol):
+    def __call__(self, *, run_id: int, user: User, reason: str) -> str: ...
+
+
 # Operations a person can start from the run's admin page, by transition name.
-OPERATIONS = {"reconsider": run_reconsider}
+OPERATIONS: dict[str, Operation] = {"reconsider": run_reconsider, "retry_effect": effect_retry}
 
 
 def run_operations_for(*, run: Run, user: User) -> list[dict[str, str]]:

@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db.models import Count
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from automation import services
+from automation.models import Effect, EffectControl, Outcome
+
+
+def _when(value: str) -> datetime:
+    parsed = parse_datetime(value)
+    if parsed is None:
+        raise CommandError(f"not a date and time: {value!r} (use ISO 8601, e.g. 2026-11-29T09:00)")
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
+
+
+class Command(BaseCommand):
+    help = "Operate effect delivery during an outage: status, pause, resume, retry-held."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+        sub.add_parser("status", help="deliveries by effect and status, and paused effects")
+        for name in ("pause", "resume"):
+            action = sub.add_parser(name)
+            action.add_argument("effect")
+            action.add_argument("--user", required=True, help="who does it (for the record)")
+            if name == "resume":
+                action.add_argument("--rate", type=int, help="deliveries per minute")
+        retry = sub.add_parser("retry-held", help="retry runs held for their effect")
+        retry.add_argument("--since", type=_when, required=True)
+        retry.add_argument("--until", type=_when, default=None)
+        retry.add_argument(
+            "--outcome",
+            default=Outcome.EFFECT_UNAVAILABLE,
+            choices=[Outcome.EFFECT_UNAVAILABLE, Outcome.EFFECT_UNCERTAIN],
+        )
+        retry.add_argument("--reason", required=True)
+        retry.add_argument("--user", required=True)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        action = options["action"]
+        if action == "status":
+            self._status()
+            return
+        try:
+            user = User.objects.get(username=options["user"])
+        except User.DoesNotExist as exc:
+            raise CommandError(f"no user {options['user']!r}") from exc
+        if action == "pause":
+            services.effect_pause(name=options["effect"], user=user)
+            self.stdout.write(f"{options['effect']}: paused")
+        elif action == "resume":
+            services.effect_resume(
+                name=options["effect"], user=user, rate_per_minute=options["rate"]
+            )
+            rate = f" at {options['rate']}/min" if options["rate"] else ""
+            self.stdout.write(f"{options['effect']}: resumed{rate}")
+        else:
+            result = services.effects_retry_held(
+                since=options["since"],
+                until=options["until"] or timezone.now(),
+                user=user,
+                reason=options["reason"],
+                outcome=options["outcome"],
+            )
+            self.stdout.write(
+                f"selected={result.selected} retried={result.retried} refused={result.refused}"
+            )
+
+    def _status(self) -> None:
+        rows = Effect.objects.values("name", "status").annotate(n=Count("pk")).order_by("name")
+        for row in rows:
+            self.stdout.write(f"{row['name']:<28} {row['status']:<10} {row['n']}")
+        for control in EffectControl.objects.filter(paused=True):
+            self.stdout.write(f"{control.name}: PAUSED")
