@@ -32,9 +32,27 @@ class State(models.TextChoices):
 EFFECT_HOLDS = frozenset({"effect_unavailable", "effect_uncertain"})
 
 
+def run_holds_stage(run: Any) -> bool:
+    """A run held because a stage ran out of attempts (worth another try)."""
+    return run.outcome in RETRYABLE_STAGE_HOLDS
+
+
 def run_holds_effect(run: Any) -> bool:
     """A run held because its effect failed or its outcome is unknown (not any other hold)."""
     return run.outcome in EFFECT_HOLDS
+
+
+# Failures answered to the sender or decided by a person: no exception queue for them.
+ANSWERED_FAILURES = frozenset({"invalid_event", "unsupported_request", "approval_rejected"})
+# Holds a person may send back to the classifier.
+RETRYABLE_STAGE_HOLDS = frozenset({"retry_exhausted"})
+
+
+def _queue_for(outcome: str) -> str:
+    """The exception queue a run lands in for this outcome ('' for none)."""
+    if outcome in ANSWERED_FAILURES or outcome in ("approval_stale", ""):
+        return ""
+    return outcome
 
 
 TERMINAL_STATES = frozenset({State.COMPLETED, State.BLOCKED, State.FAILED})
@@ -129,6 +147,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
     )
     state = FSMField(default=State.RECEIVED, choices=State.choices, protected=True)
     outcome = models.CharField(max_length=40, blank=True, choices=Outcome.choices)
+    claimed_at = models.DateTimeField(null=True, blank=True)
     failure_field = models.CharField(max_length=200, blank=True)
     failure_detail = models.TextField(blank=True)
 
@@ -163,7 +182,11 @@ class Run(ConcurrentTransitionMixin, models.Model):
     version = models.PositiveIntegerField(default=0)
 
     class Meta:
-        permissions = [("recover_run", "Can retry, resume, replay and re-decide runs")]
+        permissions = [
+            ("recover_run", "Can retry, resume, replay, resolve and re-decide runs"),
+            ("correct_run", "Can correct the extracted fields of a held run"),
+            ("work_queue", "Can claim, assign and release exception queue items"),
+        ]
         constraints = [
             # Event identity: two concurrent submissions of one event make one run.
             models.UniqueConstraint(
@@ -262,7 +285,6 @@ class Run(ConcurrentTransitionMixin, models.Model):
     @transition(field=state, source=State.CLASSIFIED, target=State.APPROVAL_REQUIRED)
     def require_approval(self, *, decided: dict[str, Any]) -> None:
         self._record_decision(decided)
-        self.queue = "approval_required"
 
     @transition(field=state, source=State.APPROVAL_REQUIRED, target=State.APPROVED)
     def approve(self) -> None:
@@ -289,11 +311,12 @@ class Run(ConcurrentTransitionMixin, models.Model):
     def invalidate_approval(self, *, outcome: str) -> None:
         # The approval no longer matches the run: wait for a fresh one.
         self.outcome = outcome
-        self.queue = "approval_required"
+        self.queue = _queue_for(outcome)
 
     @transition(field=state, source=State.APPROVAL_REQUIRED, target=State.APPROVAL_REQUIRED)
     def refuse_approval(self, *, outcome: str) -> None:
         self.outcome = outcome
+        self.queue = _queue_for(outcome)
 
     @transition(field=state, source=State.CLASSIFIED, target=State.EXECUTING)
     def execute(self, *, decided: dict[str, Any]) -> None:
@@ -350,8 +373,54 @@ class Run(ConcurrentTransitionMixin, models.Model):
         self.failure_field = field
         self.failure_detail = detail
         self.finished_at = finished_at
+        self.queue = _queue_for(outcome)
         self.next_attempt_at = None
         self.lease_expires_at = None
+
+    @transition(
+        field=state,
+        source=State.NEEDS_REVIEW,
+        target=State.ENRICHED,
+        conditions=[lambda run: run_holds_stage(run)],
+        permission="automation.recover_run",
+        custom={
+            "admin": True,
+            "label": "Retry the classifier",
+            "help_text": "Call the classifier again with a fresh attempt budget.",
+        },
+    )
+    def retry_stage(self) -> None:
+        self.classify_attempts = 0
+        self._clear_hold()
+
+    @transition(
+        field=state,
+        source=State.NEEDS_REVIEW,
+        target=State.COMPLETED,
+        permission="automation.recover_run",
+    )
+    def resolve_by_hand(self, *, finished_at: Any) -> None:
+        # A person did what the run was for (or confirmed the effect happened): recorded with
+        # their evidence in a RecoveryAction.
+        self.outcome = Outcome.COMPLETED
+        self.queue = ""
+        self.finished_at = finished_at
+
+    @transition(
+        field=state,
+        source=State.NEEDS_REVIEW,
+        target=State.FAILED,
+        permission="automation.recover_run",
+    )
+    def abandon(self, *, finished_at: Any) -> None:
+        # Given up by a person: the hold's outcome code stays as the reason.
+        self.queue = ""
+        self.finished_at = finished_at
+
+    @transition(field=state, source=State.FAILED, target=State.FAILED)
+    def close_exception(self) -> None:
+        """A failed run taken out of its exception queue (replayed or acknowledged)."""
+        self.queue = ""
 
     def _record_decision(self, decided: dict[str, Any]) -> None:
         self.policy_version = decided["policy_version"]
@@ -582,6 +651,53 @@ class InternalNotification(LocalEffectRecord):
 
     def __str__(self) -> str:
         return f"notification to {self.route}"
+
+
+class RecoveryBatch(models.Model):
+    """A batch recovery: which runs, what to do, and how far it got (the progress page)."""
+
+    action = models.CharField(max_length=20)  # retry, replay
+    queue = models.CharField(max_length=40)
+    since = models.DateTimeField()
+    until = models.DateTimeField()
+    reason = models.TextField()
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    run_ids = models.JSONField(default=list)
+    done = models.PositiveIntegerField(default=0)
+    succeeded = models.PositiveIntegerField(default=0)
+    failures = models.JSONField(default=list)  # [{"run": id, "reason": ...}]
+    status = models.CharField(max_length=20, default="queued")  # queued, running, finished
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "recovery batches"
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.queue} ({self.done}/{self.total})"
+
+    @property
+    def total(self) -> int:
+        return len(self.run_ids)
+
+
+class RecoveryAction(models.Model):
+    """Who did what recovery operation on which run, why, and with what result."""
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="recovery_actions")
+    action = models.CharField(max_length=30)  # claim, assign, release, correct, retry, ...
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    reason = models.TextField(blank=True)
+    result = models.CharField(max_length=60)
+    data = models.JSONField(default=dict, blank=True)
+    batch = models.ForeignKey(RecoveryBatch, null=True, blank=True, on_delete=models.PROTECT)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.action} on run {self.run_id} by {self.actor_id}: {self.result}"
 
 
 class ApiToken(models.Model):

@@ -23,10 +23,12 @@ ROLES: dict[str, Q] = {
             "change_intakechannel",
             "change_apitoken",
             "recover_run",
+            "correct_run",
+            "work_queue",
             "decide_approvalrequest",  # for requests escalated to them
         ]
     ),
-    "recovery-staff": VIEW_ALL | Q(codename="recover_run"),
+    "recovery-staff": VIEW_ALL | Q(codename__in=["recover_run", "work_queue"]),
     "auditors": VIEW_ALL,
 }
 

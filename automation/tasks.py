@@ -30,3 +30,9 @@ def deliver_effect(effect_id: int) -> str | None:
 
 def sweep() -> dict[str, int]:
     return services.sweep_due()
+
+
+def process_batch(batch_id: int) -> None:
+    from automation.services.recovery import batch_process
+
+    batch_process(batch_id=batch_id)

@@ -162,11 +162,18 @@ def _create_invalid_run(intake: IntakeRecord, event_id: str, problems: list[Fiel
 
 
 @transaction.atomic
-def _create_run(intake: IntakeRecord, normalized: dict[str, Any]) -> Run:
-    """Create the run at `received` owning (channel, event id); the unique index arbitrates."""
+def _create_run(
+    intake: IntakeRecord, normalized: dict[str, Any], replay_of: Run | None = None
+) -> Run:
+    """Create the run at `received` owning (channel, event id); the unique index arbitrates.
+
+    A replay is a new run of the same stored input, linked to the original; it does not own
+    the event identity (the original keeps it) but reaches the same effect key.
+    """
     stage = Stage("intake")
     run = _new_run(intake, normalized["event_id"])
-    run.claims_identity = True
+    run.claims_identity = replay_of is None
+    run.replay_of = replay_of
     run.normalized = normalized
     run.fingerprint = fingerprint(normalized)
     run.save()
@@ -187,6 +194,14 @@ def _create_run(intake: IntakeRecord, normalized: dict[str, Any]) -> Run:
         return run
     enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
     return run
+
+
+def intake_replay(*, original: Run) -> Run:
+    """A new run from the original's stored raw input (caller records who and why)."""
+    event, _, problems = _parse_event(bytes(original.intake.raw))
+    if event is None:
+        raise ValueError(f"run {original.pk} has no valid input to replay: {problems[0].message}")
+    return _create_run(original.intake, event.normalized(), replay_of=original)
 
 
 def _answer_duplicate(intake: IntakeRecord, owner: Run, new_fingerprint: str) -> IntakeResult:

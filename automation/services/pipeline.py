@@ -366,8 +366,9 @@ def _open_approval(run: Run, now: datetime) -> ApprovalRequest:
 
 def _write_effect(run: Run, *, authorization: dict[str, Any]) -> Effect:
     """Write the outbox row in the transaction that moved the run to executing."""
-    attempts, deadline = effect_budget(run.effect_name, timezone.now())
-    effect, _ = Effect.objects.get_or_create(
+    now = timezone.now()
+    attempts, deadline = effect_budget(run.effect_name, now)
+    effect, created = Effect.objects.select_for_update().get_or_create(
         idempotency_key=effect_key(
             channel=run.channel.name, fingerprint=run.fingerprint, effect=run.effect_name
         ),
@@ -380,6 +381,40 @@ def _write_effect(run: Run, *, authorization: dict[str, Any]) -> Effect:
             "deadline_at": deadline,
         },
     )
+    if not created and effect.run_id != run.pk:
+        return _reach_existing_effect(run, effect, authorization, now)
+    enqueue_after_commit(DELIVER_EFFECT_TASK, effect.pk)
+    return effect
+
+
+def _reach_existing_effect(
+    run: Run, effect: Effect, authorization: dict[str, Any], now: datetime
+) -> Effect:
+    """A replay reached an effect key that already has a row: never a second effect.
+
+    Delivered: the replay completes without sending anything. Not delivered (rejected,
+    uncertain, held): the replay takes the row over, same key, with a fresh budget.
+    """
+    if effect.status == EffectStatus.DELIVERED:
+        move(
+            run,
+            "complete",
+            stage=Stage("execute"),
+            stage_outcome="already_delivered",
+            checkpoint={"effect": effect.pk, "already_delivered": True},
+            finished_at=now,
+        )
+        return effect
+    previous = effect.run_id
+    attempts, effect.deadline_at = effect_budget(effect.name, now)
+    effect.run = run
+    effect.authorization = authorization
+    effect.status = EffectStatus.RETRY_WAIT
+    effect.attempt_limit = effect.attempts + attempts
+    effect.next_attempt_at = now
+    effect.lease_expires_at = None
+    effect.save()
+    record_audit(run, "effect.adopted", effect=effect.pk, from_run=previous)
     enqueue_after_commit(DELIVER_EFFECT_TASK, effect.pk)
     return effect
 

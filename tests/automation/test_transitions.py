@@ -50,6 +50,10 @@ KWARGS: dict[str, dict[str, Any]] = {
     "execute_approved": {},
     "reconsider": {},
     "retry_effect": {},
+    "retry_stage": {},
+    "resolve_by_hand": {"finished_at": NOW},
+    "abandon": {"finished_at": NOW},
+    "close_exception": {},
     "complete": {"finished_at": NOW},
     "block": {"decided": DECIDED, "finished_at": NOW},
     "hold": {"outcome": Outcome.RETRY_EXHAUSTED, "field": "classifier"},
@@ -139,8 +143,9 @@ def test_illegal_transition_is_refused_and_the_row_is_unchanged(
 def test_declared_transition_moves_the_run(
     intake: IntakeRecord, name: str, source: str, target: str
 ) -> None:
-    # retry_effect is only for a run held because of its effect.
-    run = run_in(intake, source, Outcome.EFFECT_UNAVAILABLE if name == "retry_effect" else "")
+    # retry_effect and retry_stage are only for runs held for those reasons.
+    held_for = {"retry_effect": Outcome.EFFECT_UNAVAILABLE, "retry_stage": Outcome.RETRY_EXHAUSTED}
+    run = run_in(intake, source, held_for.get(name, ""))
     version = run.version
 
     getattr(run, name)(**KWARGS[name])
@@ -150,12 +155,21 @@ def test_declared_transition_moves_the_run(
     assert row(run)["version"] == version + 1
 
 
+# The one move a terminal run allows stays where it is: a failed run leaves its exception
+# queue (after a replay, say) without ever being reopened.
+STAYS_TERMINAL = {"close_exception"}
+
+
 @pytest.mark.parametrize("state", sorted(TERMINAL_STATES))
-def test_terminal_state_allows_no_transition_at_all(intake: IntakeRecord, state: str) -> None:
+def test_terminal_state_is_never_left(intake: IntakeRecord, state: str) -> None:
     run = run_in(intake, state)
 
-    assert list(run.get_available_state_transitions()) == []  # type: ignore[attr-defined]
+    available = {t.name: t.target for t in run.get_available_state_transitions()}  # type: ignore[attr-defined]
+    assert set(available) <= STAYS_TERMINAL
+    assert all(target == state for target in available.values())
     for name, kwargs in KWARGS.items():
+        if name in available:
+            continue
         with pytest.raises(TransitionNotAllowed):
             getattr(run, name)(**kwargs)
     assert run.state == state

@@ -1,0 +1,369 @@
+"""Exception queues and recovery: claim, correct, retry, resume, replay, resolve, in batches.
+
+Every operation checks a permission, requires a reason, locks the run, goes through the
+state machine, and leaves a RecoveryAction (who, what, why, result) beside the audit trail.
+None can skip policy or approval, and none can produce a second effect: retries reuse the
+effect's key, and a replay reaches the same key at the effect boundary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.utils import timezone
+from django_fsm import has_transition_perm
+from pydantic import ValidationError
+
+from automation.models import (
+    EFFECT_HOLDS,
+    RETRYABLE_STAGE_HOLDS,
+    Effect,
+    EffectStatus,
+    Outcome,
+    RecoveryAction,
+    RecoveryBatch,
+    Run,
+    State,
+)
+from automation.schemas import ClassifierDecision, FieldProblem, validation_problems
+from automation.services.effects import effect_retry
+from automation.services.intake import intake_replay
+from automation.services.records import ADVANCE_RUN_TASK, Stage, add_checkpoint, move
+from config.dispatch import enqueue_after_commit
+
+BATCH_TASK = "automation.tasks.process_batch"
+# Holds a person can fix by correcting the interpretation.
+CORRECTABLE = frozenset(
+    {
+        Outcome.LOW_CONFIDENCE,
+        Outcome.CLASSIFICATION_INVALID,
+        Outcome.EXTRACTION_INVALID,
+        Outcome.RETRY_EXHAUSTED,
+    }
+)
+
+
+class RecoveryError(Exception):
+    """An operation refused, with what the person should read."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _require(user: User, permission: str) -> None:
+    if not user.has_perm(f"automation.{permission}"):
+        raise PermissionDenied(f"you need the {permission} permission")
+
+
+def _reason(reason: str) -> str:
+    if not reason.strip():
+        raise RecoveryError("reason_required", "say why: the reason goes on the run's record")
+    return reason.strip()
+
+
+def _record(
+    run: Run,
+    action: str,
+    user: User,
+    reason: str,
+    result: str,
+    batch: RecoveryBatch | None = None,
+    **data: Any,
+) -> RecoveryAction:
+    return RecoveryAction.objects.create(
+        run=run, action=action, actor=user, reason=reason, result=result, batch=batch, data=data
+    )
+
+
+def _locked(run_id: int) -> Run:
+    return Run.objects.select_for_update().select_related("channel").get(pk=run_id)
+
+
+# --- queue items: claim, assign, release ---------------------------------------------------
+
+
+@transaction.atomic
+def queue_claim(*, run_id: int, user: User) -> Run:
+    """Take a queue item. Two people claiming at once: the row lock lets one win."""
+    _require(user, "work_queue")
+    run = _locked(run_id)
+    if not run.queue:
+        raise RecoveryError("not_queued", "this run is not in an exception queue")
+    if run.owner_id not in (None, user.pk):
+        raise RecoveryError("claimed", f"{run.owner} already works on this run")
+    return _set_owner(run, user, user, "claim", "")
+
+
+@transaction.atomic
+def queue_assign(*, run_id: int, user: User, assignee: User, reason: str = "") -> Run:
+    _require(user, "work_queue")
+    run = _locked(run_id)
+    if not run.queue:
+        raise RecoveryError("not_queued", "this run is not in an exception queue")
+    return _set_owner(run, assignee, user, "assign", reason)
+
+
+@transaction.atomic
+def queue_release(*, run_id: int, user: User) -> Run:
+    _require(user, "work_queue")
+    run = _locked(run_id)
+    return _set_owner(run, None, user, "release", "")
+
+
+def _set_owner(run: Run, owner: User | None, user: User, action: str, reason: str) -> Run:
+    previous = run.owner.get_username() if run.owner else None
+    run.owner = owner
+    run.claimed_at = timezone.now() if owner else None
+    run.save(update_fields=["owner", "claimed_at"])
+    new = owner.get_username() if owner else None
+    _record(run, action, user, reason, "ok", previous_owner=previous, owner=new)
+    return run
+
+
+# --- correction ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CorrectionResult:
+    run: Run
+    changed: dict[str, list[Any]]
+
+
+class CorrectionInvalid(Exception):
+    def __init__(self, problems: list[FieldProblem]) -> None:
+        super().__init__("; ".join(f"{p.field}: {p.message}" for p in problems))
+        self.problems = problems
+
+
+def run_correct(
+    *, run_id: int, user: User, corrected: dict[str, Any], reason: str
+) -> CorrectionResult:
+    """Replace a held run's interpretation with a person's, then go through policy again.
+
+    Validated with the classifier's own schema; the corrected fields get confidence 1.0
+    (a person read them). The corrector is on the record and may not approve this run.
+    """
+    _require(user, "correct_run")
+    reason = _reason(reason)
+    try:
+        decision = ClassifierDecision.model_validate(corrected)
+    except ValidationError as exc:
+        raise CorrectionInvalid(validation_problems(exc)) from exc
+    with transaction.atomic():
+        run = _locked(run_id)
+        if run.state != State.NEEDS_REVIEW or run.outcome not in CORRECTABLE:
+            raise RecoveryError("state_conflict", f"a {run.state} run cannot be corrected")
+        before = run.classification or {}
+        after = decision.model_dump(mode="json")
+        changed = _diff(before, after)
+        add_checkpoint(run, {"classification": after, "corrected_by": user.pk}, "correction")
+        move(
+            run,
+            "classify",
+            stage=Stage("classify"),
+            stage_outcome="corrected",
+            actor=user,
+            note={"reason": reason, "changed": changed},
+            decision=after,
+        )
+        _record(run, "correct", user, reason, "resumed", changed=changed)
+        enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
+        return CorrectionResult(run, changed)
+
+
+def _diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[Any]]:
+    flat_before = _flatten(before)
+    flat_after = _flatten(after)
+    keys = sorted(set(flat_before) | set(flat_after))
+    return {
+        k: [flat_before.get(k), flat_after.get(k)]
+        for k in keys
+        if flat_before.get(k) != flat_after.get(k)
+    }
+
+
+def _flatten(classification: dict[str, Any]) -> dict[str, Any]:
+    flat = {k: v for k, v in classification.items() if k != "fields"}
+    for name, field in (classification.get("fields") or {}).items():
+        flat[f"fields.{name}"] = field.get("value") if isinstance(field, dict) else field
+    return flat
+
+
+# --- retry, resume, replay, resolve -------------------------------------------------------
+
+
+def run_retry(*, run_id: int, user: User, reason: str, batch: RecoveryBatch | None = None) -> str:
+    """Retry the failed stage of a held run, for retryable failures only."""
+    _require(user, "recover_run")
+    reason = _reason(reason)
+    with transaction.atomic():
+        run = _locked(run_id)
+        if run.state == State.NEEDS_REVIEW and run.outcome in EFFECT_HOLDS:
+            result = effect_retry(run_id=run.pk, user=user, reason=reason)
+        elif run.state == State.NEEDS_REVIEW and run.outcome in RETRYABLE_STAGE_HOLDS:
+            move(run, "retry_stage", actor=user, note={"reason": reason})
+            enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
+            result = run.state
+        else:
+            result = Outcome.STATE_CONFLICT
+        _record(run, "retry", user, reason, result, batch, held_for=run.outcome)
+        return result
+
+
+def run_resume_from_checkpoint(*, run_id: int, user: User, reason: str) -> str:
+    """Continue a held run from its latest checkpoint, revalidating what it holds."""
+    from automation.services.operations import run_resume
+
+    _require(user, "recover_run")
+    reason = _reason(reason)
+    with transaction.atomic():
+        result = run_resume(run_id=run_id, actor_label=user.get_username(), actor=user)
+        _record(_locked(run_id), "resume", user, reason, result)
+        return result
+
+
+def run_replay(*, run_id: int, user: User, reason: str, batch: RecoveryBatch | None = None) -> Run:
+    """A new run from the stored input of a finished one, linked to it.
+
+    It is decided again under today's policy and reaches the same effect key: an effect the
+    original delivered is not delivered again.
+    """
+    _require(user, "recover_run")
+    reason = _reason(reason)
+    with transaction.atomic():
+        original = _locked(run_id)
+        if not original.is_terminal:
+            raise RecoveryError(
+                "state_conflict", "only a finished run is replayed; retry or resume this one"
+            )
+        replay = intake_replay(original=original)
+        if original.queue:
+            move(original, "close_exception", actor=user, note={"replayed_as": replay.pk})
+        _record(
+            original,
+            "replay",
+            user,
+            reason,
+            f"replayed as run {replay.pk}",
+            batch,
+            replay=replay.pk,
+        )
+        _record(replay, "replay", user, reason, "started", batch, replay_of=original.pk)
+        return replay
+
+
+def run_resolve(*, run_id: int, user: User, reason: str, evidence: str, done: bool) -> str:
+    """A person closes a held or uncertain run: done by hand (with evidence) or abandoned."""
+    _require(user, "recover_run")
+    reason = _reason(reason)
+    if not evidence.strip():
+        raise RecoveryError("evidence_required", "describe what was done, or why it is dropped")
+    with transaction.atomic():
+        run = _locked(run_id)
+        if run.state != State.NEEDS_REVIEW:
+            raise RecoveryError("state_conflict", f"a {run.state} run cannot be resolved")
+        name = "resolve_by_hand" if done else "abandon"
+        if not has_transition_perm(getattr(run, name), user):
+            raise PermissionDenied("you may not resolve runs")
+        effect = Effect.objects.select_for_update().filter(run=run).first()
+        if done and effect is not None and effect.status != EffectStatus.DELIVERED:
+            effect.status = EffectStatus.DELIVERED
+            effect.response_ref = f"by hand: {user.get_username()}"[:200]
+            effect.delivered_at = timezone.now()
+            effect.save(update_fields=["status", "response_ref", "delivered_at"])
+        move(
+            run,
+            name,
+            actor=user,
+            note={"reason": reason, "evidence": evidence},
+            finished_at=timezone.now(),
+        )
+        _record(run, "resolve" if done else "abandon", user, reason, run.state, evidence=evidence)
+        return run.state
+
+
+# --- batches -----------------------------------------------------------------------------
+
+BATCH_ACTIONS = ("retry", "replay")
+
+
+def batch_select(*, queue: str, since: datetime, until: datetime) -> list[int]:
+    return list(
+        Run.objects.filter(queue=queue, updated_at__gte=since, updated_at__lt=until)
+        .order_by("updated_at", "pk")
+        .values_list("pk", flat=True)
+    )
+
+
+@transaction.atomic
+def batch_create(
+    *, action: str, queue: str, since: datetime, until: datetime, user: User, reason: str
+) -> RecoveryBatch:
+    """Select the runs now, and hand the work to a worker (progress is on the batch row)."""
+    _require(user, "recover_run")
+    if action not in BATCH_ACTIONS:
+        raise RecoveryError("bad_action", f"a batch can {' or '.join(BATCH_ACTIONS)}")
+    batch = RecoveryBatch.objects.create(
+        action=action,
+        queue=queue,
+        since=since,
+        until=until,
+        reason=_reason(reason),
+        created_by=user,
+        run_ids=batch_select(queue=queue, since=since, until=until),
+    )
+    enqueue_after_commit(BATCH_TASK, batch.pk)
+    return batch
+
+
+def batch_step(*, batch_id: int) -> bool:
+    """Do the next item of a batch; False when there is nothing left.
+
+    The position is committed with each item, so a worker restarting mid-batch carries on
+    where the last one stopped, and a duplicated message finds the item done.
+    """
+    with transaction.atomic():
+        batch = RecoveryBatch.objects.select_for_update().get(pk=batch_id)
+        if batch.done >= batch.total:
+            if batch.status != "finished":
+                batch.status = "finished"
+                batch.finished_at = timezone.now()
+                batch.save(update_fields=["status", "finished_at"])
+            return False
+        run_id = batch.run_ids[batch.done]
+        ok, why = _batch_item(batch, run_id)
+        batch.done += 1
+        batch.succeeded += ok
+        if not ok:
+            batch.failures = [*batch.failures, {"run": run_id, "reason": why}]
+        batch.status = "running"
+        batch.save(update_fields=["done", "succeeded", "failures", "status"])
+        return True
+
+
+def _batch_item(batch: RecoveryBatch, run_id: int) -> tuple[bool, str]:
+    try:
+        with transaction.atomic():
+            if batch.action == "replay":
+                run_replay(run_id=run_id, user=batch.created_by, reason=batch.reason, batch=batch)
+                return True, ""
+            result = run_retry(
+                run_id=run_id, user=batch.created_by, reason=batch.reason, batch=batch
+            )
+            ok = result != Outcome.STATE_CONFLICT
+            return ok, "" if ok else "not retryable in its current state"
+    except (RecoveryError, PermissionDenied, ValueError) as exc:
+        return False, str(exc)
+
+
+def batch_process(*, batch_id: int) -> RecoveryBatch:
+    while batch_step(batch_id=batch_id):
+        pass
+    return RecoveryBatch.objects.get(pk=batch_id)
