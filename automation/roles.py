@@ -9,8 +9,9 @@ APPS = ["automation", "approvals", "policy", "audit"]
 VIEW_ALL = Q(content_type__app_label__in=APPS, codename__startswith="view_")
 
 # Approvers read runs and the requests routed to their groups, and decide those.
+# Not the runs at large: another team's run is none of their business.
 APPROVER = (
-    Q(content_type__app_label__in=["automation", "approvals"], codename__startswith="view_")
+    Q(content_type__app_label="approvals", codename__startswith="view_")
     & ~Q(codename="view_all_approvalrequests")
 ) | Q(codename="decide_approvalrequest")
 
@@ -25,6 +26,7 @@ ROLES: dict[str, Q] = {
             "recover_run",
             "correct_run",
             "work_queue",
+            "change_effectcontrol",
             "decide_approvalrequest",  # for requests escalated to them
         ]
     ),

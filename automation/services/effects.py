@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 from django_fsm import has_transition_perm
 
@@ -66,7 +67,7 @@ def effect_deliver(*, effect_id: int, now: datetime | None = None) -> str | None
     adapter = get_adapter(name)
     if adapter.local:
         return _deliver_local(effect_id, adapter, now)
-    claim = _claim(effect_id, now)
+    claim = _claim(effect_id, adapter, now)
     if claim is None:
         return None
     effect, started_at = claim
@@ -112,7 +113,7 @@ def _deliver_local(effect_id: int, adapter: EffectAdapter, now: datetime) -> str
         return effect.status
 
 
-def _claim(effect_id: int, now: datetime) -> tuple[Effect, datetime] | None:
+def _claim(effect_id: int, adapter: EffectAdapter, now: datetime) -> tuple[Effect, datetime] | None:
     """Take a lease on one due effect and count the attempt; None if it is not ours to send."""
     with transaction.atomic():
         effect = _lock_deliverable(effect_id)
@@ -121,7 +122,17 @@ def _claim(effect_id: int, now: datetime) -> tuple[Effect, datetime] | None:
         run = lock_run(effect.run_id, wait=True)
         if run is None or run.state != State.EXECUTING:
             return None
-        _note_lost_attempt(effect, now)
+        if _note_lost_attempt(effect, now) and not adapter.honours_idempotency_keys:
+            # The lost attempt may have been performed and this receiver cannot tell a repeat.
+            lost = Delivery("uncertain", error_class="WorkerLost")
+            _apply(effect, run, adapter, lost, now)
+            return None
+        if effect.attempts >= effect.attempt_limit or (
+            effect.deadline_at is not None and now > effect.deadline_at
+        ):
+            # The budget ran out while the effect waited (a pause, a lost attempt).
+            _retry_or_hold(effect, run, Delivery("retry", error_class="BudgetSpent"), now)
+            return None
         wait = _held_back(effect, now)
         if wait is not None:
             effect.next_attempt_at = now + wait
@@ -140,33 +151,40 @@ def _not_due(effect: Effect, now: datetime) -> bool:
     return effect.next_attempt_at is not None and effect.next_attempt_at > now
 
 
-def _note_lost_attempt(effect: Effect, now: datetime) -> None:
+def _note_lost_attempt(effect: Effect, now: datetime) -> bool:
     """An attempt whose worker died before recording it still counts, and shows."""
     recorded = effect.attempt_rows.count()
-    if effect.attempts > recorded:
-        EffectAttempt.objects.create(
-            effect=effect,
-            attempt=effect.attempts,
-            started_at=effect.lease_expires_at or now,
-            duration_ms=0,
-            outcome="lost",
-            error_class="WorkerLost",
-            detail="the worker stopped before it recorded this attempt; its lease ran out",
-        )
+    if effect.attempts <= recorded:
+        return False
+    lease = timedelta(seconds=setting("EFFECT_LEASE_SECONDS"))
+    EffectAttempt.objects.create(
+        effect=effect,
+        attempt=effect.attempts,
+        # The claim took the lease at the start of the attempt.
+        started_at=(effect.lease_expires_at - lease) if effect.lease_expires_at else now,
+        duration_ms=0,
+        outcome="lost",
+        error_class="WorkerLost",
+        detail="the worker stopped before it recorded this attempt; its lease ran out",
+    )
+    return True
 
 
 def _held_back(effect: Effect, now: datetime) -> timedelta | None:
     """Paused, or over the delivery rate after a resume: how long to wait, without an attempt."""
-    control = EffectControl.objects.filter(name=effect.name).first()
+    # Locking the control row makes claims of one effect take turns, so each one counts the
+    # leases the others just took: the rate holds with many workers.
+    control = EffectControl.objects.select_for_update().filter(name=effect.name).first()
     if control is None:
         return None
     if control.paused:
         return PAUSE_RECHECK
     if control.rate_per_minute:
-        recent = EffectAttempt.objects.filter(
+        finished = EffectAttempt.objects.filter(
             effect__name=effect.name, started_at__gt=now - timedelta(minutes=1)
         ).count()
-        if recent >= control.rate_per_minute:
+        in_flight = Effect.objects.filter(name=effect.name, lease_expires_at__gt=now).count()
+        if finished + in_flight >= control.rate_per_minute:
             return timedelta(seconds=60 / control.rate_per_minute)
     return None
 
@@ -347,9 +365,15 @@ def effects_retry_held(
     return BatchResult(selected=len(ids), retried=retried, refused=len(ids) - retried)
 
 
+def _may_control(user: User) -> None:
+    if not user.has_perm("automation.change_effectcontrol"):
+        raise PermissionDenied("you may not pause or resume effects")
+
+
 @transaction.atomic
 def effect_pause(*, name: str, user: User) -> EffectControl:
     """Hold every delivery of this effect: due ones wait instead of using up attempts."""
+    _may_control(user)
     control, _ = EffectControl.objects.select_for_update().get_or_create(name=name)
     control.paused = True
     control.changed_by = user
@@ -361,13 +385,18 @@ def effect_pause(*, name: str, user: User) -> EffectControl:
 @transaction.atomic
 def effect_resume(*, name: str, user: User, rate_per_minute: int | None) -> EffectControl:
     """Let deliveries go again, at most `rate_per_minute` so the receiver can recover."""
+    _may_control(user)
     control, _ = EffectControl.objects.select_for_update().get_or_create(name=name)
     control.paused = False
     control.rate_per_minute = rate_per_minute
     control.changed_by = user
     control.save()
-    waiting = Effect.objects.filter(name=name, status__in=DELIVERABLE).values_list("pk", flat=True)
-    for effect_id in waiting:
+    # What the pause held back is due now (held runs, with no next attempt, stay held).
+    waiting = Effect.objects.filter(name=name, status__in=DELIVERABLE).filter(
+        Q(next_attempt_at__isnull=False) | Q(status=EffectStatus.PENDING, attempts=0)
+    )
+    waiting.filter(next_attempt_at__gt=timezone.now()).update(next_attempt_at=timezone.now())
+    for effect_id in waiting.values_list("pk", flat=True):
         enqueue_after_commit(DELIVER_EFFECT_TASK, effect_id)
     audit_record(action="effect.resumed", actor=user, effect=name, rate_per_minute=rate_per_minute)
     return control

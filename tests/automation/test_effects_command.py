@@ -3,11 +3,13 @@ from __future__ import annotations
 from io import StringIO
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
+from django.core.exceptions import PermissionDenied
 from django.core.management import CommandError, call_command
 
 from audit.models import AuditEvent
 from automation.models import EffectControl
+from automation.roles import roles_ensure
 
 
 def effects(*args: str) -> str:
@@ -18,7 +20,8 @@ def effects(*args: str) -> str:
 
 @pytest.mark.django_db
 def test_pause_and_resume_are_recorded_with_who_did_it() -> None:
-    User.objects.create_user("lee")
+    roles_ensure()
+    User.objects.create_user("lee").groups.add(Group.objects.get(name="ops-leads"))
     assert "paused" in effects("pause", "send_internal_notification", "--user", "lee")
     assert EffectControl.objects.get(name="send_internal_notification").paused
     assert "PAUSED" in effects("status")
@@ -38,3 +41,11 @@ def test_an_unknown_user_or_date_is_refused() -> None:
         effects("pause", "send_internal_notification", "--user", "ghost")
     with pytest.raises(CommandError, match="not a date"):
         effects("retry-held", "--since", "yesterday", "--reason", "x", "--user", "ghost")
+
+
+@pytest.mark.django_db
+def test_pausing_needs_the_permission() -> None:
+    User.objects.create_user("ann")
+    with pytest.raises(PermissionDenied):
+        effects("pause", "send_internal_notification", "--user", "ann")
+    assert not EffectControl.objects.exists()
