@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
-from automation.models import IntakeChannel, Run
+from django.db.models import Count, Min, Q
+
+from automation.models import Effect, EffectControl, IntakeChannel, Run
+from automation.schemas import EffectName
 
 
 def run_for_channel(*, run_id: int, channel: IntakeChannel) -> Run | None:
@@ -46,3 +51,118 @@ def run_detail(run: Run) -> dict[str, Any]:
         "stages": [{**stage, "started_at": stage["started_at"].isoformat()} for stage in stages],
         "checkpoints": run.checkpoints.count(),
     }
+
+
+# --- exception queues and the run page ---------------------------------------------------
+
+QUEUE_PAGE_SIZE = 100
+
+
+@dataclass(frozen=True)
+class QueueSummary:
+    name: str
+    count: int
+    oldest: datetime
+    claimed: int
+    owner_group: str
+
+
+def queue_summaries(*, owners: dict[str, str]) -> list[QueueSummary]:
+    """Every non-empty exception queue: one grouped query."""
+    rows = (
+        Run.objects.exclude(queue="")
+        .values("queue")
+        .annotate(count=Count("pk"), oldest=Min("updated_at"), claimed=Count("owner"))
+        .order_by("-count", "queue")
+    )
+    return [
+        QueueSummary(
+            name=row["queue"],
+            count=row["count"],
+            oldest=row["oldest"],
+            claimed=row["claimed"],
+            owner_group=owners.get(row["queue"], owners.get("needs_review", "")),
+        )
+        for row in rows
+    ]
+
+
+@dataclass(frozen=True)
+class QueueFilters:
+    route: str = ""
+    owner: str = ""  # a username, "none" for unclaimed, "" for anyone
+    older_than_hours: int | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    search: str = ""
+
+
+def queue_items(*, queue: str, filters: QueueFilters, now: datetime) -> list[Run]:
+    """A queue's runs, oldest first, bounded; one query with owner and channel joined."""
+    runs = Run.objects.filter(queue=queue).select_related("owner", "channel")
+    if filters.route:
+        runs = runs.filter(route=filters.route)
+    if filters.owner == "none":
+        runs = runs.filter(owner__isnull=True)
+    elif filters.owner:
+        runs = runs.filter(owner__username=filters.owner)
+    if filters.older_than_hours is not None:
+        runs = runs.filter(updated_at__lte=now - timedelta(hours=filters.older_than_hours))
+    if filters.since is not None:
+        runs = runs.filter(updated_at__gte=filters.since)
+    if filters.until is not None:
+        runs = runs.filter(updated_at__lt=filters.until)
+    if filters.search:
+        runs = runs.filter(event_id=filters.search.strip())
+    return list(runs.order_by("updated_at", "pk")[:QUEUE_PAGE_SIZE])
+
+
+def run_page(run: Run) -> dict[str, Any]:
+    """Everything that answers how this run's decision was reached: a bounded set of queries."""
+    effects = list(run.effects.prefetch_related("attempt_rows"))
+    return {
+        "intake": run.intake,
+        "stages": list(run.stages.all()),
+        "checkpoints": list(run.checkpoints.all()),
+        "classifications": list(run.classifications.all()),
+        "approvals": list(run.approvals.prefetch_related("decisions__user")),
+        "effects": effects,
+        "recovery": list(run.recovery_actions.select_related("actor", "batch")),
+        "history": list(run.audit_events.select_related("actor")),
+        "replays": list(run.replays.only("pk", "state", "outcome", "created_at")),
+        "total_ms": sum(stage.duration_ms for stage in run.stages.all()),
+    }
+
+
+@dataclass(frozen=True)
+class EffectState:
+    name: str
+    paused: bool
+    rate_per_minute: int | None
+    waiting: int
+    held: int
+
+
+def effect_controls() -> list[EffectState]:
+    """Each effect with deliveries in the outbox or a control: paused or not, and its backlog."""
+    counts = {
+        row["name"]: row
+        for row in Effect.objects.filter(status__in=["pending", "retry_wait"])
+        .values("name")
+        .annotate(
+            waiting=Count("pk", filter=Q(next_attempt_at__isnull=False) | Q(attempts=0)),
+            held=Count("pk", filter=Q(next_attempt_at__isnull=True, attempts__gt=0)),
+        )
+    }
+    controls = {c.name: c for c in EffectControl.objects.all()}
+    names = sorted(set(counts) | set(controls) | {e.value for e in EffectName})
+    return [
+        EffectState(
+            name=name,
+            paused=bool(controls.get(name) and controls[name].paused),
+            rate_per_minute=controls[name].rate_per_minute if name in controls else None,
+            waiting=counts.get(name, {}).get("waiting", 0),
+            held=counts.get(name, {}).get("held", 0),
+        )
+        for name in names
+    ]

@@ -304,9 +304,16 @@ def batch_select(*, queue: str, since: datetime, until: datetime) -> list[int]:
 
 @transaction.atomic
 def batch_create(
-    *, action: str, queue: str, since: datetime, until: datetime, user: User, reason: str
+    *,
+    action: str,
+    queue: str,
+    since: datetime,
+    until: datetime,
+    user: User,
+    reason: str,
+    in_worker: bool = True,
 ) -> RecoveryBatch:
-    """Select the runs now, and hand the work to a worker (progress is on the batch row)."""
+    """Select the runs now; a worker (or the caller) works them (progress on the batch row)."""
     _require(user, "recover_run")
     if action not in BATCH_ACTIONS:
         raise RecoveryError("bad_action", f"a batch can {' or '.join(BATCH_ACTIONS)}")
@@ -319,7 +326,8 @@ def batch_create(
         created_by=user,
         run_ids=batch_select(queue=queue, since=since, until=until),
     )
-    enqueue_after_commit(BATCH_TASK, batch.pk)
+    if in_worker:
+        enqueue_after_commit(BATCH_TASK, batch.pk)
     return batch
 
 

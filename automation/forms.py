@@ -1,0 +1,70 @@
+"""Forms of the ops console. Validation of content is the schemas' job; forms carry input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from automation.schemas import EffectName, FieldProblem, RequestType, Route
+
+FIELD_PREFIX = "field_"
+
+
+def _choices(enum: Any) -> list[tuple[str, str]]:
+    return [(member.value, member.value) for member in enum]
+
+
+class CorrectionForm(forms.Form):
+    """The interpretation of a held run, as a person corrects it."""
+
+    category = forms.ChoiceField(choices=_choices(RequestType))
+    recommended_route = forms.ChoiceField(choices=_choices(Route))
+    requested_effect = forms.ChoiceField(choices=_choices(EffectName))
+    reason_code = forms.CharField(max_length=100)
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}), help_text="why: it goes on the record"
+    )
+
+    def __init__(self, *args: Any, field_names: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.field_names = field_names
+        for name in field_names:
+            self.fields[FIELD_PREFIX + name] = forms.CharField(
+                label=name.replace("_", " "), required=False, max_length=500
+            )
+
+    def decision(self) -> dict[str, Any]:
+        """What the person entered, shaped as a classifier decision for the schema to judge."""
+        data = self.cleaned_data
+        return {
+            "category": data["category"],
+            "recommended_route": data["recommended_route"],
+            "requested_effect": data["requested_effect"],
+            "reason_code": data["reason_code"].strip(),
+            "confidence": 1.0,
+            "fields": {
+                name: {"value": data[FIELD_PREFIX + name].strip(), "confidence": 1.0}
+                for name in self.field_names
+                if data.get(FIELD_PREFIX + name, "").strip()
+            },
+        }
+
+    def add_problems(self, problems: list[FieldProblem]) -> None:
+        """Show the schema's complaints against the inputs they are about."""
+        for problem in problems:
+            parts = problem.field.split(".")
+            name = FIELD_PREFIX + parts[1] if parts[0] == "fields" and len(parts) > 1 else parts[0]
+            self.add_error(name if name in self.fields else None, problem.message)
+
+
+class RecoveryForm(forms.Form):
+    reason = forms.CharField(max_length=2000)
+    evidence = forms.CharField(required=False, max_length=4000)
+
+
+class BatchForm(forms.Form):
+    action = forms.ChoiceField(choices=[("retry", "Retry"), ("replay", "Replay")])
+    since = forms.DateTimeField()
+    until = forms.DateTimeField()
+    reason = forms.CharField(max_length=2000)

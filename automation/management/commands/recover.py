@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from automation.management.commands.effects import _when
+from automation.models import RecoveryBatch
+from automation.services.recovery import (
+    BATCH_ACTIONS,
+    RecoveryError,
+    batch_create,
+    batch_select,
+    batch_step,
+)
+
+
+class Command(BaseCommand):
+    help = (
+        "Retry or replay every run of an exception queue in a time window, with a progress "
+        "bar. Without --commit it only lists what it would do."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--queue", required=True, help="e.g. effect_unavailable")
+        parser.add_argument("--since", type=_when, required=True)
+        parser.add_argument("--until", type=_when, default=None)
+        parser.add_argument("--action", choices=BATCH_ACTIONS, required=True)
+        parser.add_argument("--reason", required=True)
+        parser.add_argument("--user", required=True, help="who does it (for the record)")
+        parser.add_argument("--commit", action="store_true", help="really do it")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        until = options["until"] or timezone.now()
+        ids = batch_select(queue=options["queue"], since=options["since"], until=until)
+        if not options["commit"]:
+            self.stdout.write(f"would {options['action']} {len(ids)} run(s): {ids[:50]}")
+            self.stdout.write("dry run: add --commit to do it")
+            return
+        try:
+            user = User.objects.get(username=options["user"])
+        except User.DoesNotExist as exc:
+            raise CommandError(f"no user {options['user']!r}") from exc
+        try:
+            batch = batch_create(
+                action=options["action"],
+                queue=options["queue"],
+                since=options["since"],
+                until=until,
+                user=user,
+                reason=options["reason"],
+                in_worker=False,
+            )
+        except (RecoveryError, PermissionDenied) as exc:
+            raise CommandError(str(exc)) from exc
+        stop = {"now": False}
+        signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+        while not stop["now"] and batch_step(batch_id=batch.pk):
+            batch.refresh_from_db()
+            self._progress(batch)
+        batch.refresh_from_db()
+        self.stdout.write("")
+        self.stdout.write(
+            f"batch {batch.pk}: {batch.done}/{batch.total} done, {batch.succeeded} ok, "
+            f"{len(batch.failures)} failed" + (" (stopped early)" if stop["now"] else "")
+        )
+        for failure in batch.failures:
+            self.stdout.write(f"  run {failure['run']}: {failure['reason']}")
+
+    def _progress(self, batch: RecoveryBatch) -> None:
+        width = 30
+        filled = width * batch.done // max(batch.total, 1)
+        bar = "#" * filled + "." * (width - filled)
+        self.stdout.write(f"\r[{bar}] {batch.done}/{batch.total}", ending="")
+        self.stdout.flush()
