@@ -173,6 +173,9 @@ class Run(ConcurrentTransitionMixin, models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
     classify_attempts = models.PositiveSmallIntegerField(default=0)
+    # Attempts made before the latest retry a person asked for: the budget counts from here,
+    # while attempt numbers keep counting (each attempt stays its own row).
+    classify_attempts_spent = models.PositiveSmallIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
 
@@ -390,7 +393,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
         },
     )
     def retry_stage(self) -> None:
-        self.classify_attempts = 0
+        self.classify_attempts_spent = self.classify_attempts
         self._clear_hold()
 
     @transition(

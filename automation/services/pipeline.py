@@ -217,7 +217,7 @@ def _judge_output(
 
 def _classifier_failed(run: Run, stage: Stage, error: Exception, now: datetime) -> None:
     error_class = type(error).__name__
-    if run.classify_attempts >= run.channel.max_classifier_attempts:
+    if run.classify_attempts - run.classify_attempts_spent >= run.channel.max_classifier_attempts:
         stage.record(run, Outcome.RETRY_EXHAUSTED, error_class)
         move(
             run,
@@ -228,7 +228,7 @@ def _classifier_failed(run: Run, stage: Stage, error: Exception, now: datetime) 
         )
         return
     stage.record(run, "retry_scheduled", error_class)
-    delay = backoff_delay(run.classify_attempts)
+    delay = backoff_delay(run.classify_attempts - run.classify_attempts_spent)
     move(
         run,
         "schedule_classifier_retry",
