@@ -6,9 +6,11 @@ import json
 from typing import Any
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect
+from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils.html import format_html, format_html_join
 
@@ -163,6 +165,46 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
         ("Times", {"fields": ["created_at", "updated_at", "finished_at"]}),
     ]
     inlines = [StageInline, CheckpointInline, ClassificationInline, EffectInline, AuditInline]
+    actions = ["retry_selected", "replay_selected"]
+
+    @admin.action(description="Retry the failed stage of the selected held runs")
+    def retry_selected(self, request: HttpRequest, queryset: QuerySet[Run]) -> HttpResponse | None:
+        return self._recover(request, queryset, "retry")
+
+    @admin.action(description="Replay the selected finished runs")
+    def replay_selected(self, request: HttpRequest, queryset: QuerySet[Run]) -> HttpResponse | None:
+        return self._recover(request, queryset, "replay")
+
+    def _recover(
+        self, request: HttpRequest, queryset: QuerySet[Run], action: str
+    ) -> HttpResponse | None:
+        """Ask for the reason first (an intermediate page), then call the service per run."""
+        if not request.user.has_perm("automation.recover_run"):
+            raise PermissionDenied("you may not recover runs")
+        reason = request.POST.get("reason", "").strip()
+        if not reason:
+            context = {
+                **self.admin_site.each_context(request),
+                "runs": queryset,
+                "action": action,
+                "action_name": f"{action}_selected",
+                "opts": self.model._meta,
+            }
+            return TemplateResponse(request, "admin/automation/run/recover_reason.html", context)
+        user = request.user
+        done = 0
+        for run in queryset:
+            try:
+                if action == "replay":
+                    services.run_replay(run_id=run.pk, user=user, reason=reason)  # type: ignore[arg-type]
+                    done += 1
+                else:
+                    result = services.run_retry(run_id=run.pk, user=user, reason=reason)  # type: ignore[arg-type]
+                    done += result != Outcome.STATE_CONFLICT
+            except services.RecoveryError as exc:
+                self.message_user(request, f"run {run.pk}: {exc.message}", messages.WARNING)
+        self.message_user(request, f"{action}: {done} of {queryset.count()} run(s)")
+        return None
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Run._meta.fields] + list(self.readonly_fields)

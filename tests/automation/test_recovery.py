@@ -459,3 +459,25 @@ def at_once(*calls: Callable[[], Any]) -> list[Any]:
     for thread in threads:
         thread.join()
     return results
+
+
+def test_admin_action_asks_for_a_reason_then_retries(pipeline: Pipeline) -> None:
+    run = exhausted(pipeline)
+    pipeline.record("evt-held", [TIMEOUT, TIMEOUT, decision_for(make_event(event_id="evt-held"))])
+    staff = person("sam", "recovery-staff")
+    staff.is_staff = True
+    staff.save()
+    client = Client()
+    client.force_login(staff)
+    url = reverse("admin:automation_run_changelist")
+    form = {"action": "retry_selected", "_selected_action": [run.pk]}
+
+    ask = client.post(url, form)
+    assert b"Every recovery operation is recorded with its reason" in ask.content
+    assert refreshed(run).state == State.NEEDS_REVIEW
+
+    with pipeline.capture():
+        client.post(url, {**form, "reason": "classifier back"})
+    pipeline.drain()
+    assert refreshed(run).state == State.COMPLETED
+    assert RecoveryAction.objects.get(action="retry").reason == "classifier back"
