@@ -28,10 +28,10 @@ VIEW_RUNS = "automation.view_run"
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     user = request.user
-    if user.has_perm("approvals.decide_approvalrequest") and not user.is_superuser:
-        return redirect("approvals:inbox")
     if user.has_perm(VIEW_RUNS):
         return redirect("automation:queues")
+    if user.has_perm("approvals.view_approvalrequest"):
+        return redirect("approvals:inbox")
     return render(request, "automation/no_role.html", status=403)
 
 
