@@ -6,6 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 from django_fsm import ConcurrentTransition, ConcurrentTransitionMixin, FSMField, transition
 
 from audit.models import AuditEvent
@@ -169,6 +170,8 @@ class Run(ConcurrentTransitionMixin, models.Model):
     rules = models.JSONField(default=list, blank=True)
 
     queue = models.CharField(max_length=40, blank=True)
+    # When the run entered its exception queue: its age there, whoever claims it meanwhile.
+    queued_at = models.DateTimeField(null=True, blank=True)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
@@ -291,7 +294,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
 
     @transition(field=state, source=State.APPROVAL_REQUIRED, target=State.APPROVED)
     def approve(self) -> None:
-        self.queue = ""
+        self._enter_queue("")
         self.outcome = ""
 
     @transition(
@@ -307,19 +310,19 @@ class Run(ConcurrentTransitionMixin, models.Model):
         },
     )
     def reconsider(self) -> None:
-        self.queue = ""
+        self._enter_queue("")
         self.outcome = ""
 
     @transition(field=state, source=State.APPROVED, target=State.APPROVAL_REQUIRED)
     def invalidate_approval(self, *, outcome: str) -> None:
         # The approval no longer matches the run: wait for a fresh one.
         self.outcome = outcome
-        self.queue = _queue_for(outcome)
+        self._enter_queue(_queue_for(outcome))
 
     @transition(field=state, source=State.APPROVAL_REQUIRED, target=State.APPROVAL_REQUIRED)
     def refuse_approval(self, *, outcome: str) -> None:
         self.outcome = outcome
-        self.queue = _queue_for(outcome)
+        self._enter_queue(_queue_for(outcome))
 
     @transition(field=state, source=State.CLASSIFIED, target=State.EXECUTING)
     def execute(self, *, decided: dict[str, Any]) -> None:
@@ -366,7 +369,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
         self.outcome = outcome
         self.failure_field = field
         self.failure_detail = detail
-        self.queue = outcome
+        self._enter_queue(outcome)
         self.next_attempt_at = None
         self.lease_expires_at = None
 
@@ -376,7 +379,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
         self.failure_field = field
         self.failure_detail = detail
         self.finished_at = finished_at
-        self.queue = _queue_for(outcome)
+        self._enter_queue(_queue_for(outcome))
         self.next_attempt_at = None
         self.lease_expires_at = None
 
@@ -406,7 +409,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
         # A person did what the run was for (or confirmed the effect happened): recorded with
         # their evidence in a RecoveryAction.
         self.outcome = Outcome.COMPLETED
-        self.queue = ""
+        self._enter_queue("")
         self.finished_at = finished_at
 
     @transition(
@@ -417,13 +420,18 @@ class Run(ConcurrentTransitionMixin, models.Model):
     )
     def abandon(self, *, finished_at: Any) -> None:
         # Given up by a person: the hold's outcome code stays as the reason.
-        self.queue = ""
+        self._enter_queue("")
         self.finished_at = finished_at
 
     @transition(field=state, source=State.FAILED, target=State.FAILED)
     def close_exception(self) -> None:
         """A failed run taken out of its exception queue (replayed or acknowledged)."""
-        self.queue = ""
+        self._enter_queue("")
+
+    def _enter_queue(self, queue: str) -> None:
+        if queue != self.queue:
+            self.queued_at = timezone.now() if queue else None
+        self.queue = queue
 
     def _record_decision(self, decided: dict[str, Any]) -> None:
         self.policy_version = decided["policy_version"]
@@ -435,7 +443,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
         self.outcome = ""
         self.failure_field = ""
         self.failure_detail = ""
-        self.queue = ""
+        self._enter_queue("")
         self.next_attempt_at = None
         self.lease_expires_at = None
 

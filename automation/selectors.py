@@ -72,7 +72,7 @@ def queue_summaries(*, owners: dict[str, str]) -> list[QueueSummary]:
     rows = (
         Run.objects.exclude(queue="")
         .values("queue")
-        .annotate(count=Count("pk"), oldest=Min("updated_at"), claimed=Count("owner"))
+        .annotate(count=Count("pk"), oldest=Min("queued_at"), claimed=Count("owner"))
         .order_by("-count", "queue")
     )
     return [
@@ -107,14 +107,14 @@ def queue_items(*, queue: str, filters: QueueFilters, now: datetime) -> list[Run
     elif filters.owner:
         runs = runs.filter(owner__username=filters.owner)
     if filters.older_than_hours is not None:
-        runs = runs.filter(updated_at__lte=now - timedelta(hours=filters.older_than_hours))
+        runs = runs.filter(queued_at__lte=now - timedelta(hours=filters.older_than_hours))
     if filters.since is not None:
-        runs = runs.filter(updated_at__gte=filters.since)
+        runs = runs.filter(queued_at__gte=filters.since)
     if filters.until is not None:
-        runs = runs.filter(updated_at__lt=filters.until)
+        runs = runs.filter(queued_at__lte=filters.until)
     if filters.search:
         runs = runs.filter(event_id=filters.search.strip())
-    return list(runs.order_by("updated_at", "pk")[:QUEUE_PAGE_SIZE])
+    return list(runs.order_by("queued_at", "pk")[:QUEUE_PAGE_SIZE])
 
 
 def run_page(run: Run) -> dict[str, Any]:

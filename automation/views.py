@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib import messages
@@ -102,8 +102,10 @@ def queue(request: HttpRequest, name: str) -> HttpResponse:
     now = timezone.now()
     filters = _filters(request)
     items = selectors.queue_items(queue=name, filters=filters, now=now)
-    oldest = items[0].updated_at if items else now
-    batch_form = BatchForm(initial={"since": oldest, "until": now, "action": "retry"})
+    oldest = items[0].queued_at if items and items[0].queued_at else now
+    # The window ends a minute ahead so what was held in the current second is inside it.
+    until = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    batch_form = BatchForm(initial={"since": oldest, "until": until, "action": "retry"})
     context = {
         "name": name,
         "items": items,
@@ -154,13 +156,15 @@ def raw_input(request: HttpRequest, run_id: int) -> HttpResponse:
 
 def _problems(run: Run) -> list[dict[str, str]]:
     """The validation problems stored with a hold, as field and message."""
+    if not run.failure_detail:
+        return []
     try:
-        problems = json.loads(run.failure_detail) if run.failure_detail else []
+        problems = json.loads(run.failure_detail)
     except json.JSONDecodeError:
-        problems = []
-    if isinstance(problems, list) and all(isinstance(p, dict) for p in problems):
+        problems = None
+    if isinstance(problems, list) and problems and all(isinstance(p, dict) for p in problems):
         return problems
-    return [{"field": run.failure_field, "message": run.failure_detail}]
+    return [{"field": "", "message": run.failure_detail}]
 
 
 def _current_reading(run: Run) -> dict[str, Any]:
@@ -201,7 +205,10 @@ def correct(request: HttpRequest, run_id: int) -> HttpResponse:
             messages.error(request, exc.message)
             return redirect("automation:run", run_id=run.pk)
         else:
-            changed = ", ".join(result.changed) or "nothing"
+            changed = ", ".join(
+                name.removeprefix("fields.").replace("_", " ") for name in result.changed
+            )
+            changed = changed or "nothing"
             messages.success(request, f"Corrected ({changed}); the run goes through policy again.")
             return redirect("automation:run", run_id=run.pk)
     status = 400 if request.method == "POST" else 200

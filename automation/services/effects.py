@@ -273,6 +273,7 @@ def _retry_or_hold(effect: Effect, run: Run, delivery: Delivery, now: datetime) 
         Stage("execute", effect.attempts).record(run, "retry_scheduled", delivery.error_class)
         return
     reason = "attempt limit reached" if spent else "deadline passed"
+    tries = f"{effect.attempts} attempt{'' if effect.attempts == 1 else 's'}"
     move(
         run,
         "hold",
@@ -280,7 +281,7 @@ def _retry_or_hold(effect: Effect, run: Run, delivery: Delivery, now: datetime) 
         stage_outcome="unavailable",
         outcome=Outcome.EFFECT_UNAVAILABLE,
         field=effect.name,
-        detail=f"{reason} after {effect.attempts} attempts; last: "
+        detail=f"{reason} after {tries}; last: "
         f"{delivery.error_class or f'HTTP {delivery.status_code}'}",
     )
 

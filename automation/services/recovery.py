@@ -296,8 +296,8 @@ BATCH_ACTIONS = ("retry", "replay")
 
 def batch_select(*, queue: str, since: datetime, until: datetime) -> list[int]:
     return list(
-        Run.objects.filter(queue=queue, updated_at__gte=since, updated_at__lt=until)
-        .order_by("updated_at", "pk")
+        Run.objects.filter(queue=queue, queued_at__gte=since, queued_at__lte=until)
+        .order_by("queued_at", "pk")
         .values_list("pk", flat=True)
     )
 

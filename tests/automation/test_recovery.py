@@ -358,7 +358,7 @@ def test_a_batch_retries_the_queue_in_its_window_and_records_each_item(
         reading = decision_for(make_event(event_id=run.event_id))
         pipeline.record(run.event_id, [TIMEOUT, TIMEOUT, reading])
     outside = exhausted(pipeline, "evt-late")
-    Run.objects.filter(pk=outside.pk).update(updated_at=timezone.now() + timedelta(hours=2))
+    Run.objects.filter(pk=outside.pk).update(queued_at=timezone.now() + timedelta(hours=2))
     staff = person("sam", "recovery-staff")
     now = timezone.now()
 
