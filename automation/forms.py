@@ -26,13 +26,17 @@ class CorrectionForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}), help_text="why: it goes on the record"
     )
 
-    def __init__(self, *args: Any, field_names: list[str], **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, field_names: list[str], sources: dict[str, str], **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.field_names = field_names
+        self.sources = sources
         for name in field_names:
             self.fields[FIELD_PREFIX + name] = forms.CharField(
                 label=name.replace("_", " "), required=False, max_length=500
             )
+        self.order_fields([name for name in self.fields if name != "reason"] + ["reason"])
 
     def decision(self) -> dict[str, Any]:
         """What the person entered, shaped as a classifier decision for the schema to judge."""
@@ -44,18 +48,28 @@ class CorrectionForm(forms.Form):
             "reason_code": data["reason_code"].strip(),
             "confidence": 1.0,
             "fields": {
-                name: {"value": data[FIELD_PREFIX + name].strip(), "confidence": 1.0}
+                name: self._field(name, data[FIELD_PREFIX + name].strip())
                 for name in self.field_names
                 if data.get(FIELD_PREFIX + name, "").strip()
             },
         }
 
+    def _field(self, name: str, value: str) -> dict[str, Any]:
+        # A person read it: full confidence; where it came from in the request still holds.
+        field: dict[str, Any] = {"value": value, "confidence": 1.0}
+        if self.sources.get(name):
+            field["source"] = self.sources[name]
+        return field
+
     def add_problems(self, problems: list[FieldProblem]) -> None:
-        """Show the schema's complaints against the inputs they are about."""
+        """Show the schema's complaints against the inputs they are about, in plain words."""
         for problem in problems:
             parts = problem.field.split(".")
             name = FIELD_PREFIX + parts[1] if parts[0] == "fields" and len(parts) > 1 else parts[0]
-            self.add_error(name if name in self.fields else None, problem.message)
+            message = problem.message
+            if "should match pattern" in message:
+                message = "Use only lower-case letters, digits, dots, dashes and underscores."
+            self.add_error(name if name in self.fields else None, message)
 
 
 class RecoveryForm(forms.Form):

@@ -190,7 +190,12 @@ def correct(request: HttpRequest, run_id: int) -> HttpResponse:
     }
     for name, value in fields.items():
         initial[FIELD_PREFIX + name] = value.get("value") if isinstance(value, dict) else value
-    form = CorrectionForm(request.POST or None, initial=initial, field_names=sorted(fields))
+    sources = {
+        name: value.get("source") or "" for name, value in fields.items() if isinstance(value, dict)
+    }
+    form = CorrectionForm(
+        request.POST or None, initial=initial, field_names=sorted(fields), sources=sources
+    )
     if request.method == "POST" and form.is_valid():
         try:
             result = services.run_correct(

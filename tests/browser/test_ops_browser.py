@@ -243,7 +243,7 @@ def test_ops_lead_claims_a_low_confidence_run_and_corrects_it_to_completion(
     assert posted.value.status == 400
     error = page.get_by_test_id("error-reason_code")
     expect(error).to_be_visible()
-    expect(error).to_contain_text("^[a-z0-9_.-]+$")
+    expect(error).to_contain_text("Use only lower-case letters")
     expect(page.locator(".field.invalid")).to_have_count(1)
     expect(page.locator(".field.invalid")).to_contain_text("Reason code")
     # What was entered is kept, so only the wrong value needs fixing.
