@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from automation.effects import Delivery, EffectAdapter
-from automation.models import AccountReview, Effect, FollowUp, InternalNotification
+from typing import Any
+
+from automation.effects import Delivery
+from automation.models import (
+    AccountReview,
+    Effect,
+    FollowUp,
+    InternalNotification,
+    LocalEffectRecord,
+)
 
 
 class LocalAdapter:
@@ -14,57 +22,35 @@ class LocalAdapter:
     max_attempts = 5
     deadline_seconds = 3600.0
 
+    def __init__(self, model: type[LocalEffectRecord], prefix: str, *fields: str) -> None:
+        self.model = model
+        self.prefix = prefix
+        self.fields = fields
+
     def deliver(self, effect: Effect) -> Delivery:
-        return Delivery("delivered", reference=self.record(effect))
-
-    def record(self, effect: Effect) -> str:
-        raise NotImplementedError
-
-
-class FollowUpAdapter(LocalAdapter):
-    def record(self, effect: Effect) -> str:
-        record, _ = FollowUp.objects.get_or_create(
+        record, _ = self.model._default_manager.get_or_create(
             idempotency_key=effect.idempotency_key,
-            defaults={
-                "run_id": effect.run_id,
-                "payload": effect.payload,
-                "route": effect.payload["route"],
-                "subject": effect.payload["subject"],
-            },
+            defaults={"run_id": effect.run_id, "payload": effect.payload, **self.columns(effect)},
         )
-        return f"follow-up:{record.pk}"
+        return Delivery("delivered", reference=f"{self.prefix}:{record.pk}")
 
-
-class AccountReviewAdapter(LocalAdapter):
-    def record(self, effect: Effect) -> str:
-        record, _ = AccountReview.objects.get_or_create(
-            idempotency_key=effect.idempotency_key,
-            defaults={
-                "run_id": effect.run_id,
-                "payload": effect.payload,
-                "account_tier": effect.payload["account_tier"],
-                "subject": effect.payload["subject"],
-            },
-        )
-        return f"account-review:{record.pk}"
+    def columns(self, effect: Effect) -> dict[str, Any]:
+        return {name: effect.payload[name] for name in self.fields}
 
 
 class NotificationAdapter(LocalAdapter):
-    def record(self, effect: Effect) -> str:
-        record, _ = InternalNotification.objects.get_or_create(
-            idempotency_key=effect.idempotency_key,
-            defaults={
-                "run_id": effect.run_id,
-                "payload": effect.payload,
-                "route": effect.payload["route"],
-                "message": f"{effect.payload['subject']} ({effect.payload['event_id']})",
-            },
-        )
-        return f"notification:{record.pk}"
+    def columns(self, effect: Effect) -> dict[str, Any]:
+        payload = effect.payload
+        return {
+            "route": payload["route"],
+            "message": f"{payload['subject']} ({payload['event_id']})",
+        }
 
 
-LOCAL_ADAPTERS: dict[str, EffectAdapter] = {
-    "create_follow_up": FollowUpAdapter(),
-    "queue_account_review": AccountReviewAdapter(),
-    "send_internal_notification": NotificationAdapter(),
+LOCAL_ADAPTERS: dict[str, LocalAdapter] = {
+    "create_follow_up": LocalAdapter(FollowUp, "follow-up", "route", "subject"),
+    "queue_account_review": LocalAdapter(
+        AccountReview, "account-review", "account_tier", "subject"
+    ),
+    "send_internal_notification": NotificationAdapter(InternalNotification, "notification"),
 }
