@@ -711,6 +711,31 @@ class RecoveryAction(models.Model):
         return f"{self.action} on run {self.run_id} by {self.actor_id}: {self.result}"
 
 
+class Simulation(models.Model):
+    """A dry run of a policy version over past runs' stored interpretations: no model, no effect."""
+
+    policy_version = models.CharField(max_length=100)
+    since = models.DateTimeField()
+    until = models.DateTimeField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT
+    )
+    run_ids = models.JSONField(default=list)
+    done = models.PositiveIntegerField(default=0)
+    # [{"run", "event_id", "old", "new", "rules": [...]}] for every decision that would change
+    changes = models.JSONField(default=list)
+    status = models.CharField(max_length=20, default="queued")  # queued, running, finished
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"simulation of {self.policy_version} ({self.done}/{self.total})"
+
+    @property
+    def total(self) -> int:
+        return len(self.run_ids)
+
+
 class ApiToken(models.Model):
     """A bearer token for an integrator; only its SHA-256 is stored."""
 

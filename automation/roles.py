@@ -27,6 +27,8 @@ ROLES: dict[str, Q] = {
             "correct_run",
             "work_queue",
             "change_effectcontrol",
+            "add_policyversion",
+            "activate_policyversion",
             "decide_approvalrequest",  # for requests escalated to them
         ]
     ),

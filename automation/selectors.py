@@ -166,3 +166,64 @@ def effect_controls() -> list[EffectState]:
         )
         for name in names
     ]
+
+
+IMPACT_WINDOW = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class Rates:
+    runs: int
+    completed: float
+    straight_through: float
+    approval: float
+    blocked: float
+
+
+@dataclass(frozen=True)
+class Impact:
+    version: str
+    activated_at: datetime
+    before: Rates
+    after: Rates
+
+
+def _rates(since: datetime, until: datetime) -> Rates:
+    """One aggregate query: shares of runs created in the window."""
+    touched = Q(approvals__isnull=False) | Q(recovery_actions__isnull=False)
+    row = Run.objects.filter(created_at__gte=since, created_at__lt=until).aggregate(
+        runs=Count("pk", distinct=True),
+        completed=Count("pk", filter=Q(state="completed"), distinct=True),
+        untouched=Count("pk", filter=Q(state="completed") & ~touched, distinct=True),
+        approval=Count("pk", filter=Q(approvals__isnull=False), distinct=True),
+        blocked=Count("pk", filter=Q(state="blocked"), distinct=True),
+    )
+    runs = row["runs"] or 0
+
+    def share(n: int) -> float:
+        return round(n / runs, 3) if runs else 0.0
+
+    return Rates(
+        runs=runs,
+        completed=share(row["completed"]),
+        straight_through=share(row["untouched"]),
+        approval=share(row["approval"]),
+        blocked=share(row["blocked"]),
+    )
+
+
+def policy_impacts(*, window: timedelta = IMPACT_WINDOW) -> list[Impact]:
+    """For each activation: the run rates in equal windows before and after it."""
+    from policy.models import PolicyVersion
+
+    activations = PolicyVersion.objects.exclude(activated_at__isnull=True).order_by("-activated_at")
+    return [
+        Impact(
+            version=version.name,
+            activated_at=version.activated_at,
+            before=_rates(version.activated_at - window, version.activated_at),
+            after=_rates(version.activated_at, version.activated_at + window),
+        )
+        for version in activations[:20]
+        if version.activated_at is not None
+    ]

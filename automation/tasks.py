@@ -36,3 +36,9 @@ def process_batch(batch_id: int) -> None:
     from automation.services.recovery import batch_process
 
     batch_process(batch_id=batch_id)
+
+
+def process_simulation(simulation_id: int) -> None:
+    from automation.services.simulation import simulation_process
+
+    simulation_process(simulation_id=simulation_id)

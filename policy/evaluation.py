@@ -7,6 +7,7 @@ which is what lets a decision be explained months later and re-evaluated under a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
@@ -34,6 +35,7 @@ class Interpretation:
     route: str
     effect: str
     confidence: float | None = None
+    amount: Decimal | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,35 @@ def _confidence_rule(policy: PolicyDocument, reading: Interpretation) -> FiredRu
     )
 
 
+def _amount_rules(
+    policy: PolicyDocument, facts: EventFacts, reading: Interpretation
+) -> list[FiredRule]:
+    """Amount limits of the account's tier. A failed rule means: over that limit."""
+    limit = policy.amount_limits.get(facts.account_tier)
+    if limit is None or reading.amount is None:
+        return []
+    tier = facts.account_tier
+    rules = []
+    if limit.block_above is not None:
+        rules.append(
+            FiredRule(
+                f"amount.{tier}.block",
+                reading.amount <= limit.block_above,
+                f"amount {reading.amount} must not exceed {limit.block_above} for {tier} accounts",
+            )
+        )
+    if limit.approval_above is not None:
+        rules.append(
+            FiredRule(
+                f"amount.{tier}.approval",
+                reading.amount <= limit.approval_above,
+                f"amount {reading.amount} above {limit.approval_above} needs approval "
+                f"for {tier} accounts",
+            )
+        )
+    return rules
+
+
 def evaluate(
     policy: PolicyDocument,
     facts: EventFacts,
@@ -129,7 +160,16 @@ def evaluate(
         rules.append(confidence)
         if not confidence.passed:
             return Decision(Verdict.LOW_CONFIDENCE, route, reading.effect, rules=[allow, *rules])
+    amount = _amount_rules(policy, facts, reading)
+    rules.extend(amount)
+    if any(r.rule_id.endswith(".block") and not r.passed for r in amount):
+        return Decision(Verdict.BLOCK, None, None, rules=[allow, *rules])
     approval = policy.approvals.get(reading.effect)
+    over_limit = any(r.rule_id.endswith(".approval") and not r.passed for r in amount)
+    if approval is None and over_limit and policy.amount_approval is not None:
+        return Decision(
+            Verdict.APPROVE, route, reading.effect, policy.amount_approval, [allow, *rules]
+        )
     if approval is None:
         return Decision(Verdict.EXECUTE, route, reading.effect, rules=[allow, *rules])
     needs = FiredRule(

@@ -27,6 +27,7 @@ class PolicyVersion(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        permissions = [("activate_policyversion", "Can activate a policy version")]
         constraints = [
             # At most one active version, whatever two ops leads click at the same moment.
             models.UniqueConstraint(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from decimal import Decimal
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -34,6 +35,23 @@ class ConfidencePolicy(Strict):
         return self.per_category.get(category, self.default)
 
 
+class AmountLimit(Strict):
+    """For one account tier: above `approval_above` a person approves, above `block_above` no."""
+
+    approval_above: Annotated[Decimal, Field(ge=0)] | None = None
+    block_above: Annotated[Decimal, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _block_above_approval(self) -> AmountLimit:
+        if (
+            self.approval_above is not None
+            and self.block_above is not None
+            and self.block_above < self.approval_above
+        ):
+            raise ValueError("block_above must not be below approval_above")
+        return self
+
+
 class PolicyDocument(Strict):
     """One immutable policy version. Rule ids are derived from the keys (see evaluation)."""
 
@@ -43,6 +61,9 @@ class PolicyDocument(Strict):
     allowed_effects: list[NonEmpty] = Field(min_length=1)
     approvals: dict[NonEmpty, ApprovalRule] = Field(default_factory=dict)
     confidence: ConfidencePolicy = Field(default_factory=ConfidencePolicy)
+    amount_limits: dict[NonEmpty, AmountLimit] = Field(default_factory=dict)
+    # Who approves an amount over its tier's approval limit (when the effect itself needs none).
+    amount_approval: ApprovalRule | None = None
     queue_owners: dict[NonEmpty, NonEmpty] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -52,6 +73,13 @@ class PolicyDocument(Strict):
             raise ValueError(f"approvals name effects that are not allowed: {', '.join(unknown)}")
         if len(set(self.allowed_effects)) != len(self.allowed_effects):
             raise ValueError("allowed_effects lists an effect twice")
+        needs_approver = any(
+            limit.approval_above is not None for limit in self.amount_limits.values()
+        )
+        if needs_approver and self.amount_approval is None:
+            raise ValueError(
+                "amount_limits with approval_above need amount_approval (who approves)"
+            )
         return self
 
     def canonical_json(self) -> str:

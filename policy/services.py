@@ -6,10 +6,12 @@ from pathlib import Path
 
 import yaml
 from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
+from audit.services import audit_record
 from policy.models import PolicyVersion
 from policy.schemas import PolicyDocument
 
@@ -66,7 +68,7 @@ def policy_version_create(
 
 
 @transaction.atomic
-def policy_version_activate(*, name: str) -> PolicyVersion:
+def policy_version_activate(*, name: str, user: User | None = None) -> PolicyVersion:
     """Make one version the active one.
 
     Locks every version row (in primary-key order, so two activations cannot deadlock) before
@@ -74,7 +76,10 @@ def policy_version_activate(*, name: str) -> PolicyVersion:
     then sees its result, instead of missing the newly active row and tripping the
     single-active constraint.
     """
+    if user is not None and not user.has_perm("policy.activate_policyversion"):
+        raise PermissionDenied("you may not activate policy versions")
     versions = list(PolicyVersion.objects.select_for_update().order_by("pk"))
+    previous = next((v.name for v in versions if v.is_active), None)
     target = next((v for v in versions if v.name == name), None)
     if target is None:
         raise PolicyVersion.DoesNotExist(f"no policy version named {name!r}")
@@ -86,6 +91,8 @@ def policy_version_activate(*, name: str) -> PolicyVersion:
         target.is_active = True
         target.activated_at = timezone.now()
         target.save(update_fields=["is_active", "activated_at"])
+        # The trail every run's decision can be traced back to.
+        audit_record(action="policy.activated", actor=user, version=name, previous=previous)
     return target
 
 

@@ -51,6 +51,7 @@ from automation.services.records import (
     effect_key,
     effect_payload_of,
     facts_of,
+    interpretation_of,
     lock_run,
     move,
     policy_for,
@@ -58,7 +59,7 @@ from automation.services.records import (
     versions_of,
 )
 from config.dispatch import enqueue_after_commit
-from policy.evaluation import Interpretation, Verdict, evaluate
+from policy.evaluation import Verdict, evaluate
 
 # --- the pipeline: one step per call ------------------------------------------------------
 
@@ -259,12 +260,7 @@ def _step_decide(run_id: int, now: datetime) -> str | None:
         decision = evaluate(
             policy.parsed,
             facts_of(run),
-            Interpretation(
-                category=classification["category"],
-                route=classification["recommended_route"],
-                effect=classification["requested_effect"],
-                confidence=classification.get("confidence"),
-            ),
+            interpretation_of(classification),
             run.enrichment,
         )
         decided = {
@@ -337,7 +333,11 @@ def _apply_decision(
 
 
 def _open_approval(run: Run, now: datetime) -> ApprovalRequest:
-    rule = decided_policy_of(run).parsed.approvals[run.effect_name]
+    document = decided_policy_of(run).parsed
+    # The effect's own approval rule, or (an amount over its tier's limit) the amount rule.
+    rule = document.approvals.get(run.effect_name) or document.amount_approval
+    if rule is None:
+        raise ValueError(f"policy {document.version} names no approver for run {run.pk}")
     classification = run.classification or {}
     evidence = {
         "classification": classification,

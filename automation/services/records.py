@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -22,7 +24,7 @@ from automation.models import (
     Run,
     StageRecord,
 )
-from policy.evaluation import EventFacts
+from policy.evaluation import EventFacts, Interpretation
 from policy.models import PolicyVersion
 from policy.services import policy_get
 
@@ -150,6 +152,29 @@ def backoff_delay(attempt: int) -> float:
 def effect_key(*, channel: str, fingerprint: str, effect: str) -> str:
     """From the request, never the attempt: every retry, replay or racing worker agrees on it."""
     return hashlib.sha256(f"{channel}\n{fingerprint}\n{effect}".encode()).hexdigest()
+
+
+def interpretation_of(classification: dict[str, Any]) -> Interpretation:
+    """The reading policy judges: category, route, effect, confidence and any amount."""
+    fields = classification.get("fields") or {}
+    return Interpretation(
+        category=classification["category"],
+        route=classification["recommended_route"],
+        effect=classification["requested_effect"],
+        confidence=classification.get("confidence"),
+        amount=parse_amount((fields.get("amount") or {}).get("value")),
+    )
+
+
+def parse_amount(value: Any) -> Decimal | None:
+    """'1250.00 EUR' -> Decimal('1250.00'); anything unreadable -> None (no amount known)."""
+    if value is None:
+        return None
+    text = re.sub(r"[^0-9.\-]", "", str(value))
+    try:
+        return Decimal(text) if text else None
+    except InvalidOperation:
+        return None
 
 
 def facts_of(run: Run) -> EventFacts:

@@ -196,7 +196,7 @@ INVALID_DOCUMENTS = {
         {**policy_1_data(), "confidence": {"per_category": {"billing": -0.1}}},
         "confidence.per_category.billing",
     ),
-    "unknown top-level key": ({**policy_1_data(), "amount_limits": {}}, "amount_limits"),
+    "unknown top-level key": ({**policy_1_data(), "spending_caps": {}}, "spending_caps"),
     "unknown approval key": (
         {
             **policy_1_data(),

@@ -1,0 +1,151 @@
+"""Policy pages for ops leads: versions, the editor with its diff, simulation, activation."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from datetime import timedelta
+
+import yaml
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.models import User
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from automation import selectors
+from automation.models import Simulation
+from automation.services.simulation import simulation_start
+from automation.views import _when
+from policy.models import PolicyVersion
+from policy.services import (
+    PolicyError,
+    parse_policy_text,
+    policy_version_activate,
+    policy_version_create,
+)
+
+VIEW = "policy.view_policyversion"
+
+
+def as_yaml(version: PolicyVersion | None) -> str:
+    if version is None:
+        return ""
+    return yaml.safe_dump(version.document, sort_keys=False, allow_unicode=True)
+
+
+def next_name(name: str) -> str:
+    """policy-1 -> policy-2 (or the next free one)."""
+    match = re.match(r"^(.*?)(\d+)$", name)
+    stem, number = (match.group(1), int(match.group(2))) if match else (f"{name}-", 1)
+    taken = set(PolicyVersion.objects.values_list("name", flat=True))
+    candidate = f"{stem}{number + 1}"
+    while candidate in taken:
+        number += 1
+        candidate = f"{stem}{number + 1}"
+    return candidate
+
+
+def _active() -> PolicyVersion | None:
+    return PolicyVersion.objects.filter(is_active=True).first()
+
+
+@require_GET
+@login_required
+@permission_required(VIEW, raise_exception=True)
+def policy_list(request: HttpRequest) -> HttpResponse:
+    context = {
+        "versions": PolicyVersion.objects.select_related("author", "parent")[:100],
+        "impacts": selectors.policy_impacts(),
+        "window_days": selectors.IMPACT_WINDOW.days,
+    }
+    return render(request, "policy/list.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+@permission_required("policy.add_policyversion", raise_exception=True)
+def policy_new(request: HttpRequest) -> HttpResponse:
+    active = _active()
+    text = request.POST.get("document", "")
+    error = ""
+    if request.method == "POST":
+        try:
+            document = parse_policy_text(text)
+            version, _ = policy_version_create(document=document, author=request.user)  # type: ignore[arg-type]
+        except PolicyError as exc:
+            error = str(exc)
+        else:
+            messages.success(request, f"Saved {version.name} as a draft.")
+            return redirect("automation:policy", name=version.name)
+    else:
+        base = as_yaml(active)
+        if active is not None:
+            base = base.replace(f"version: {active.name}", f"version: {next_name(active.name)}", 1)
+        text = base
+    context = {"text": text, "error": error, "active": active}
+    return render(request, "policy/edit.html", context, status=400 if error else 200)
+
+
+@require_GET
+@login_required
+@permission_required(VIEW, raise_exception=True)
+def policy_detail(request: HttpRequest, name: str) -> HttpResponse:
+    version = get_object_or_404(PolicyVersion.objects.select_related("author", "parent"), name=name)
+    active = _active()
+    diff = list(
+        difflib.unified_diff(
+            as_yaml(active).splitlines(),
+            as_yaml(version).splitlines(),
+            fromfile=active.name if active else "(none)",
+            tofile=version.name,
+            lineterm="",
+        )
+    )
+    now = timezone.now()
+    context = {
+        "version": version,
+        "active": active,
+        "text": as_yaml(version),
+        "diff": diff,
+        "simulations": Simulation.objects.filter(policy_version=name).order_by("-created_at")[:5],
+        "since": now - timedelta(days=30),
+        "until": now + timedelta(minutes=1),
+    }
+    return render(request, "policy/detail.html", context)
+
+
+@require_POST
+@login_required
+@permission_required(VIEW, raise_exception=True)
+def policy_simulate(request: HttpRequest, name: str) -> HttpResponse:
+    version = get_object_or_404(PolicyVersion, name=name)
+    since = _when(request.POST.get("since")) or timezone.now() - timedelta(days=30)
+    until = _when(request.POST.get("until")) or timezone.now()
+    user: User = request.user  # type: ignore[assignment]
+    simulation = simulation_start(version=version.name, since=since, until=until, user=user)
+    return redirect("automation:simulation", simulation_id=simulation.pk)
+
+
+@require_POST
+@login_required
+def policy_activate(request: HttpRequest, name: str) -> HttpResponse:
+    get_object_or_404(PolicyVersion, name=name)
+    policy_version_activate(name=name, user=request.user)  # type: ignore[arg-type]
+    messages.success(request, f"{name} is now the active policy. Runs decided from now on use it.")
+    return redirect("automation:policy", name=name)
+
+
+@require_GET
+@login_required
+@permission_required(VIEW, raise_exception=True)
+def simulation(request: HttpRequest, simulation_id: int) -> HttpResponse:
+    item = get_object_or_404(Simulation, pk=simulation_id)
+    moves: dict[str, int] = {}
+    for change in item.changes:
+        key = f"{change['old']} → {change['new']}"
+        moves[key] = moves.get(key, 0) + 1
+    context = {"simulation": item, "moves": sorted(moves.items()), "changes": item.changes[:200]}
+    return render(request, "policy/simulation.html", context)

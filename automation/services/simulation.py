@@ -1,0 +1,113 @@
+"""Re-evaluate past runs under another policy version: what would have been decided.
+
+Pure evaluation over each run's stored interpretation and enrichment: no classifier call, no
+effect, no change to any run. The old decision is the run's own version evaluated again
+(evaluation is deterministic), so old and new differ only by the policy.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from automation.models import Run, Simulation
+from automation.services.records import facts_of, interpretation_of
+from config.dispatch import enqueue_after_commit
+from policy.evaluation import Decision, evaluate
+from policy.models import PolicyVersion
+from policy.schemas import PolicyDocument
+
+SIMULATION_TASK = "automation.tasks.process_simulation"
+CHUNK = 200
+
+
+def simulation_runs(*, since: datetime, until: datetime) -> list[int]:
+    """Runs in the window that have an interpretation to judge again."""
+    return list(
+        Run.objects.filter(created_at__gte=since, created_at__lte=until)
+        .exclude(classification__isnull=True)
+        .exclude(policy_version="")
+        .order_by("created_at", "pk")
+        .values_list("pk", flat=True)
+    )
+
+
+@transaction.atomic
+def simulation_start(
+    *, version: str, since: datetime, until: datetime, user: User | None, in_worker: bool = True
+) -> Simulation:
+    PolicyVersion.objects.get(name=version)  # must exist (drafts included)
+    simulation = Simulation.objects.create(
+        policy_version=version,
+        since=since,
+        until=until,
+        created_by=user,
+        run_ids=simulation_runs(since=since, until=until),
+    )
+    if in_worker:
+        enqueue_after_commit(SIMULATION_TASK, simulation.pk)
+    return simulation
+
+
+def _verdict(decision: Decision) -> str:
+    return decision.verdict.value
+
+
+def compare(run: Run, old: PolicyDocument, new: PolicyDocument) -> dict[str, Any] | None:
+    """The change for one run, or None when the new version decides it the same way."""
+    facts = facts_of(run)
+    reading = interpretation_of(run.classification or {})
+    before = evaluate(old, facts, reading, run.enrichment)
+    after = evaluate(new, facts, reading, run.enrichment)
+    if _verdict(before) == _verdict(after) and before.effect == after.effect:
+        return None
+    old_rules = {r.rule_id: r.passed for r in before.rules}
+    differing = [
+        r.as_dict() for r in after.rules if old_rules.get(r.rule_id, not r.passed) != r.passed
+    ]
+    return {
+        "run": run.pk,
+        "event_id": run.event_id,
+        "old": _verdict(before),
+        "new": _verdict(after),
+        "rules": differing,
+    }
+
+
+def simulation_step(*, simulation_id: int) -> bool:
+    """Judge the next chunk of runs; False when done. The position commits with each chunk."""
+    with transaction.atomic():
+        simulation = Simulation.objects.select_for_update().get(pk=simulation_id)
+        if simulation.done >= simulation.total:
+            if simulation.status != "finished":
+                simulation.status = "finished"
+                simulation.finished_at = timezone.now()
+                simulation.save(update_fields=["status", "finished_at"])
+            return False
+        ids = simulation.run_ids[simulation.done : simulation.done + CHUNK]
+        new = PolicyVersion.objects.get(name=simulation.policy_version).parsed
+        documents: dict[str, PolicyDocument] = {}
+        changes = []
+        for run in Run.objects.filter(pk__in=ids).order_by("created_at", "pk"):
+            if run.policy_version not in documents:
+                documents[run.policy_version] = PolicyVersion.objects.get(
+                    name=run.policy_version
+                ).parsed
+            change = compare(run, documents[run.policy_version], new)
+            if change is not None:
+                changes.append(change)
+        simulation.done += len(ids)
+        simulation.changes = [*simulation.changes, *changes]
+        simulation.status = "running"
+        simulation.save(update_fields=["done", "changes", "status"])
+        return True
+
+
+def simulation_process(*, simulation_id: int) -> Simulation:
+    while simulation_step(simulation_id=simulation_id):
+        pass
+    return Simulation.objects.get(pk=simulation_id)
