@@ -122,8 +122,18 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "automation:home"
 LOGOUT_REDIRECT_URL = "login"
 
-SESSION_COOKIE_SECURE = env_bool("GATEHOUSE_SECURE_COOKIES", False)
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# Behind HTTPS (GATEHOUSE_HTTPS=1): secure cookies, redirect to HTTPS, HSTS. `manage.py check
+# --deploy` is clean with it, a real secret key and DEBUG off.
+HTTPS = env_bool("GATEHOUSE_HTTPS", False)
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_SSL_REDIRECT = HTTPS
+SECURE_HSTS_SECONDS = 31_536_000 if HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
+SECURE_HSTS_PRELOAD = HTTPS
+if env_bool("GATEHOUSE_BEHIND_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 
 # django-q2 delivers a task at least once: the database row, not the message, is the truth.

@@ -178,7 +178,7 @@ def log_in(page: Page, person: Person, path: str = "/") -> None:
     page.get_by_label("Password").fill(person.password)
     page.get_by_role("button", name="Log in").click()
     # Wherever it leads next (the inbox, or a 403 for someone without an inbox), it is not
-    # back to the login form with "did not match".
+    # back to the login form with an error.
     expect(page).not_to_have_url(re.compile(r"/accounts/login/"))
 
 
