@@ -30,10 +30,12 @@ from policy.services import (
 VIEW = "policy.view_policyversion"
 
 
-def as_yaml(version: PolicyVersion | None) -> str:
-    if version is None:
+def as_yaml(policy: PolicyVersion | None, **changes: str) -> str:
+    """The document in the schema's order (the database keeps no key order)."""
+    if policy is None:
         return ""
-    return yaml.safe_dump(version.document, sort_keys=False, allow_unicode=True)
+    data = {**policy.parsed.model_dump(mode="json"), **changes}
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
 def next_name(name: str) -> str:
@@ -81,10 +83,7 @@ def policy_new(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Saved {version.name} as a draft.")
             return redirect("automation:policy", name=version.name)
     else:
-        base = as_yaml(active)
-        if active is not None:
-            base = base.replace(f"version: {active.name}", f"version: {next_name(active.name)}", 1)
-        text = base
+        text = as_yaml(active, version=next_name(active.name), note="") if active else ""
     context = {"text": text, "error": error, "active": active}
     return render(request, "policy/edit.html", context, status=400 if error else 200)
 
