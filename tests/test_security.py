@@ -24,6 +24,7 @@ def test_check_deploy_is_clean_with_production_settings() -> None:
         "GATEHOUSE_HTTPS": "1",
         "GATEHOUSE_ALLOWED_HOSTS": "gatehouse.example.com",
     }
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # set by the browser tests, never in production
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=ROOT,
