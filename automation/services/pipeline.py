@@ -24,6 +24,7 @@ from automation.classifiers import (
     get_classifier,
 )
 from automation.conf import setting
+from automation.extraction import extraction_problems
 from automation.models import (
     ClassificationAttempt,
     Effect,
@@ -239,6 +240,18 @@ def _classifier_failed(run: Run, stage: Stage, error: Exception, now: datetime) 
 
 def _accept_classification(run: Run, stage: Stage, decision: ClassifierDecision) -> None:
     payload = decision.model_dump(mode="json")
+    problems = extraction_problems(payload["fields"])
+    if problems:
+        move(
+            run,
+            "hold",
+            stage=stage,
+            stage_outcome=Outcome.EXTRACTION_INVALID,
+            outcome=Outcome.EXTRACTION_INVALID,
+            field=problems[0].field,
+            detail=json.dumps([p.model_dump() for p in problems]),
+        )
+        return
     move(
         run,
         "classify",

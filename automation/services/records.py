@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import random
-import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -16,6 +15,7 @@ from django.db import connection
 from django.utils import timezone
 
 from audit.services import SYSTEM, audit_record
+from automation import extraction
 from automation.conf import setting
 from automation.models import (
     AuditEvent,
@@ -167,13 +167,12 @@ def interpretation_of(classification: dict[str, Any]) -> Interpretation:
 
 
 def parse_amount(value: Any) -> Decimal | None:
-    """'1250.00 EUR' -> Decimal('1250.00'); anything unreadable -> None (no amount known)."""
+    """'1,250.00 EUR' -> Decimal('1250.00'); unreadable -> None (extraction checks catch it)."""
     if value is None:
         return None
-    text = re.sub(r"[^0-9.\-]", "", str(value))
     try:
-        return Decimal(text) if text else None
-    except InvalidOperation:
+        return extraction.parse_amount(str(value))[0]
+    except ValueError:
         return None
 
 

@@ -19,6 +19,7 @@ from django.utils import timezone
 from django_fsm import has_transition_perm
 from pydantic import ValidationError
 
+from automation.extraction import extraction_problems
 from automation.models import (
     EFFECT_HOLDS,
     RETRYABLE_STAGE_HOLDS,
@@ -156,6 +157,9 @@ def run_correct(
         decision = ClassifierDecision.model_validate(corrected)
     except ValidationError as exc:
         raise CorrectionInvalid(validation_problems(exc)) from exc
+    problems = extraction_problems(decision.model_dump(mode="json")["fields"])
+    if problems:
+        raise CorrectionInvalid(problems)
     with transaction.atomic():
         run = _locked(run_id)
         if run.state != State.NEEDS_REVIEW or run.outcome not in CORRECTABLE:
