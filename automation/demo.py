@@ -60,7 +60,7 @@ def demo_prepare() -> DemoSetup:
     for username, groups in DEMO_USERS.items():
         setup.passwords[username] = _demo_user(username, groups)
     setup.token = _rotate_demo_token()
-    channel = services.channel_get_or_create(name="demo")
+    channel = services.channel_get_or_create(name="demo", classifier="recorded")
     for case in json.loads(SAMPLES.read_text())["cases"]:
         record_classifier_outcomes(channel, case)
         result = services.intake_submit(

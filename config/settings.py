@@ -162,6 +162,8 @@ GATEHOUSE: dict[str, Any] = {
     "WORKFLOW_VERSION": os.environ.get("GATEHOUSE_WORKFLOW_VERSION", "workflow-1"),
     "PROMPT_VERSION": os.environ.get("GATEHOUSE_PROMPT_VERSION", "prompt-1"),
     "MAX_EVENT_BYTES": env_int("GATEHOUSE_MAX_EVENT_BYTES", 64 * 1024),
+    # Classifier of channels made without one (the API's): heuristic works with no model.
+    "DEFAULT_CLASSIFIER": os.environ.get("GATEHOUSE_DEFAULT_CLASSIFIER", "heuristic"),
     "CLASSIFIER_DEADLINE_SECONDS": env_int("GATEHOUSE_CLASSIFIER_DEADLINE", 20),
     "CLASSIFIER_MAX_ATTEMPTS": env_int("GATEHOUSE_CLASSIFIER_MAX_ATTEMPTS", 3),
     # Exponential backoff with full jitter: delay = random(0, min(cap, base * 2**attempt)).

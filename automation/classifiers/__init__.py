@@ -32,10 +32,17 @@ class Classifier(Protocol):
     def classify(self, event: ClassifierInput, attempt: int, *, deadline: float) -> Any: ...
 
 
+VERSIONS = {"recorded": "recorded-classifier-1", "heuristic": "heuristic-1"}
+
+
 def get_classifier(name: str) -> Classifier:
+    from automation.classifiers.heuristic import HeuristicClassifier
     from automation.classifiers.recorded import RecordedClassifier
 
-    registry: dict[str, type[Classifier]] = {"recorded": RecordedClassifier}
+    registry: dict[str, type[Classifier]] = {
+        "recorded": RecordedClassifier,
+        "heuristic": HeuristicClassifier,
+    }
     try:
         return registry[name]()
     except KeyError:

@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
+from automation.classifiers import VERSIONS
 from automation.conf import setting
 from automation.models import (
     ApiToken,
@@ -50,12 +51,14 @@ def api_token_create(*, name: str, channel: IntakeChannel) -> tuple[ApiToken, st
     return token, key
 
 
-def channel_get_or_create(*, name: str, classifier: str = "recorded") -> IntakeChannel:
-    """A channel stamped with the deployment's configured workflow and prompt versions."""
+def channel_get_or_create(*, name: str, classifier: str = "") -> IntakeChannel:
+    """A channel stamped with the deployment's configured classifier, workflow and prompt."""
+    classifier = classifier or setting("DEFAULT_CLASSIFIER")
     channel, _ = IntakeChannel.objects.get_or_create(
         name=name,
         defaults={
             "classifier": classifier,
+            "classifier_version": VERSIONS.get(classifier, classifier),
             "workflow_version": setting("WORKFLOW_VERSION"),
             "prompt_version": setting("PROMPT_VERSION"),
             "max_classifier_attempts": setting("CLASSIFIER_MAX_ATTEMPTS"),
