@@ -143,7 +143,8 @@ def read(normalized: dict[str, Any]) -> dict[str, Any]:
         # No signal in the words: keep the stated type, and say how little this is worth.
         category, confidence = normalized.get("request_type", RequestType.SUPPORT), 0.3
     else:
-        strength = min(1.0, 0.55 + 0.15 * best)
+        # Keywords are never certain: even a clear, unopposed signal stays below 0.9.
+        strength = min(0.9, 0.55 + 0.15 * best)
         confidence = strength * best / (best + second)
     cues = {effect: _hits(text, words) for effect, words in EFFECT_CUES.items()}
     effect = max(cues, key=lambda name: cues[name]) if any(cues.values()) else None
