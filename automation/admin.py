@@ -356,8 +356,9 @@ class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
-        updated = queryset.update(is_active=False)
-        self.message_user(request, f"{updated} token(s) revoked")
+        ids = list(queryset.values_list("pk", flat=True))
+        revoked = services.api_tokens_revoke(token_ids=ids, user=request.user)  # type: ignore[arg-type]
+        self.message_user(request, f"{revoked} token(s) revoked")
 
 
 @admin.register(EffectControl)

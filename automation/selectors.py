@@ -120,9 +120,10 @@ def queue_items(*, queue: str, filters: QueueFilters, now: datetime) -> list[Run
 def run_page(run: Run) -> dict[str, Any]:
     """Everything that answers how this run's decision was reached: a bounded set of queries."""
     effects = list(run.effects.prefetch_related("attempt_rows"))
+    stages = list(run.stages.all())
     return {
         "intake": run.intake,
-        "stages": list(run.stages.all()),
+        "stages": stages,
         "checkpoints": list(run.checkpoints.all()),
         "classifications": list(run.classifications.all()),
         "approvals": list(run.approvals.prefetch_related("decisions__user")),
@@ -130,7 +131,7 @@ def run_page(run: Run) -> dict[str, Any]:
         "recovery": list(run.recovery_actions.select_related("actor", "batch")),
         "history": list(run.audit_events.select_related("actor")),
         "replays": list(run.replays.only("pk", "state", "outcome", "created_at")),
-        "total_ms": sum(stage.duration_ms for stage in run.stages.all()),
+        "total_ms": sum(stage.duration_ms for stage in stages),
     }
 
 

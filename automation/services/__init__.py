@@ -19,6 +19,7 @@ from automation.services.effects import (
 from automation.services.intake import (
     IntakeResult,
     api_token_create,
+    api_tokens_revoke,
     channel_get_or_create,
     intake_admit,
     intake_submit,
@@ -63,6 +64,7 @@ __all__ = [
     "IntakeResult",
     "RecoveryError",
     "api_token_create",
+    "api_tokens_revoke",
     "backoff_delay",
     "batch_create",
     "batch_process",

@@ -8,6 +8,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
@@ -49,6 +50,17 @@ def api_token_create(*, name: str, channel: IntakeChannel) -> tuple[ApiToken, st
         name=name, channel=channel, key_hash=hashlib.sha256(key.encode()).hexdigest()
     )
     return token, key
+
+
+def api_tokens_revoke(*, token_ids: list[int], user: User) -> int:
+    """Switch tokens off (they are never deleted: runs name the token they came through)."""
+    with transaction.atomic():
+        revoked = ApiToken.objects.filter(pk__in=token_ids, is_active=True)
+        names = list(revoked.values_list("name", flat=True))
+        count = revoked.update(is_active=False)
+        for name in names:
+            record_audit(None, "api_token.revoked", actor=user, token=name)
+        return count
 
 
 def channel_get_or_create(*, name: str, classifier: str = "") -> IntakeChannel:

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.test import Client
 
 from approvals.models import ApprovalRequest
 from automation import services
-from automation.models import Effect, IntakeChannel, IntakeRecord, Outcome, Run, State
+from automation.models import AuditEvent, Effect, IntakeChannel, IntakeRecord, Outcome, Run, State
 from config.dispatch import Message, inline
 from tests.conftest import Pipeline, decision_for, make_event
 
@@ -294,3 +295,20 @@ def test_well_formed_json_that_is_not_an_object_answers_422(client: Client, key:
 
     assert response.status_code == 422
     assert response.json()["outcome"] == Outcome.INVALID_EVENT
+
+
+@pytest.mark.django_db
+def test_a_revoked_token_is_refused_and_the_revocation_recorded(channel: IntakeChannel) -> None:
+    token, key = services.api_token_create(name="partner", channel=channel)
+    admin_user = User.objects.create_user("root")
+
+    assert services.api_tokens_revoke(token_ids=[token.pk], user=admin_user) == 1
+
+    response = Client().post(
+        "/api/v1/events",
+        dumps(make_event()),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert response.status_code == 401
+    assert AuditEvent.objects.filter(action="api_token.revoked", actor=admin_user).exists()
