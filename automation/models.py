@@ -92,6 +92,24 @@ class Outcome(models.TextChoices):
     STATE_CONFLICT = "state_conflict"
 
 
+class Customer(models.Model):
+    """A known customer: what a reference number or a sender's domain is checked against."""
+
+    reference = models.CharField(max_length=40, unique=True, help_text="e.g. CUST-10042")
+    name = models.CharField(max_length=200)
+    account_tier = models.CharField(
+        max_length=20, choices=[("standard", "standard"), ("priority", "priority")]
+    )
+    email_domains = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["reference"]
+
+    def __str__(self) -> str:
+        return f"{self.reference} {self.name}"
+
+
 class IntakeChannel(models.Model):
     """Where requests come from, and how runs from there are interpreted and versioned."""
 
@@ -145,6 +163,12 @@ class Run(ConcurrentTransitionMixin, models.Model):
     intake = models.ForeignKey(IntakeRecord, on_delete=models.PROTECT, related_name="runs")
     replay_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="replays"
+    )
+    # E-mail threads: the message this one answers (In-Reply-To, else the last References
+    # entry), and the run of the nearest earlier message of the thread that Gatehouse has seen.
+    reply_to_event_id = models.CharField(max_length=200, blank=True, db_index=True)
+    thread_parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="thread_replies"
     )
     state = FSMField(default=State.RECEIVED, choices=State.choices, protected=True)
     outcome = models.CharField(max_length=40, blank=True, choices=Outcome.choices)

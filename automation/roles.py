@@ -30,10 +30,11 @@ ROLES: dict[str, Q] = {
             "add_policyversion",
             "activate_policyversion",
             "decide_approvalrequest",  # for requests escalated to them
+            "view_reports",
         ]
     ),
     "recovery-staff": VIEW_ALL | Q(codename__in=["recover_run", "work_queue"]),
-    "auditors": VIEW_ALL,
+    "auditors": VIEW_ALL | Q(codename="view_reports"),
 }
 
 

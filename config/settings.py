@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "approvals",
     "automation",
     "receiver",
+    "reports",
 ]
 
 MIDDLEWARE = [
