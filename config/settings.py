@@ -167,6 +167,15 @@ GATEHOUSE: dict[str, Any] = {
     "DEFAULT_CLASSIFIER": os.environ.get("GATEHOUSE_DEFAULT_CLASSIFIER", "heuristic"),
     "CLASSIFIER_DEADLINE_SECONDS": env_int("GATEHOUSE_CLASSIFIER_DEADLINE", 20),
     "CLASSIFIER_MAX_ATTEMPTS": env_int("GATEHOUSE_CLASSIFIER_MAX_ATTEMPTS", 3),
+    # The openai-compatible classifier: any chat-completions server (hosted, vLLM, Ollama,
+    # LM Studio). Local servers ignore the key; hosted ones take it from the environment only.
+    "OPENAI_BASE_URL": os.environ.get("GATEHOUSE_OPENAI_BASE_URL", "http://127.0.0.1:11434/v1"),
+    "OPENAI_MODEL": os.environ.get("GATEHOUSE_OPENAI_MODEL", "llama3.1"),
+    "OPENAI_API_KEY": os.environ.get("GATEHOUSE_OPENAI_API_KEY", ""),
+    # The system prompt; its first line names its version (stamped on every run).
+    "PROMPT_FILE": os.environ.get(
+        "GATEHOUSE_PROMPT_FILE", str(BASE_DIR / "automation" / "prompts" / "classify-1.md")
+    ),
     # Exponential backoff with full jitter: delay = random(0, min(cap, base * 2**attempt)).
     "RETRY_BACKOFF_BASE_SECONDS": env_int("GATEHOUSE_RETRY_BACKOFF_BASE", 5),
     "RETRY_BACKOFF_CAP_SECONDS": env_int("GATEHOUSE_RETRY_BACKOFF_CAP", 300),

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from automation.conf import setting
+
 
 class ClassifierTimeout(Exception):
     """The classifier did not answer within its deadline. Retryable."""
@@ -32,18 +34,38 @@ class Classifier(Protocol):
     def classify(self, event: ClassifierInput, attempt: int, *, deadline: float) -> Any: ...
 
 
+# Versions of the classifiers that have no configuration; see classifier_versions().
 VERSIONS = {"recorded": "recorded-classifier-1", "heuristic": "heuristic-1"}
 
 
-def get_classifier(name: str) -> Classifier:
+def _registry() -> dict[str, type[Classifier]]:
     from automation.classifiers.heuristic import HeuristicClassifier
+    from automation.classifiers.openai_compatible import OpenAICompatibleClassifier
     from automation.classifiers.recorded import RecordedClassifier
 
-    registry: dict[str, type[Classifier]] = {
+    return {
         "recorded": RecordedClassifier,
         "heuristic": HeuristicClassifier,
+        OpenAICompatibleClassifier.name: OpenAICompatibleClassifier,
     }
+
+
+def get_classifier(name: str) -> Classifier:
     try:
-        return registry[name]()
+        return _registry()[name]()
     except KeyError:
         raise ClassifierUnavailable(f"no classifier named {name!r} is installed") from None
+
+
+def classifier_versions(name: str) -> tuple[str, str]:
+    """(classifier version, prompt version) to stamp on a channel that uses this classifier.
+
+    A model-backed classifier knows both (its model, its prompt file); the others keep their
+    fixed version and the deployment's configured prompt version.
+    """
+    if name in VERSIONS:
+        return VERSIONS[name], str(setting("PROMPT_VERSION"))
+    classifier = get_classifier(name)
+    return str(getattr(classifier, "version", name)), str(
+        getattr(classifier, "prompt_version", setting("PROMPT_VERSION"))
+    )

@@ -1,0 +1,417 @@
+"""The openai-compatible classifier against a real chat-completions server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings as django_settings
+from django.utils import timezone
+
+from automation.classifiers import (
+    VERSIONS,
+    ClassifierInput,
+    ClassifierTimeout,
+    ClassifierUnavailable,
+    classifier_versions,
+    get_classifier,
+)
+from automation.classifiers.openai_compatible import (
+    MAX_EVENT_CHARS,
+    OpenAICompatibleClassifier,
+    event_message,
+)
+from automation.models import (
+    ClassificationAttempt,
+    Effect,
+    IntakeChannel,
+    Outcome,
+    Run,
+    StageRecord,
+    State,
+)
+from automation.schemas import ClassifierDecision
+from tests.chatserver import ChatServer, content, running_chat_server, slow, status
+from tests.conftest import Pipeline, decision_for, make_event
+
+PROMPT_FILE = Path(django_settings.BASE_DIR) / "automation" / "prompts" / "classify-1.md"
+MODEL = "test-model"
+EVENT = make_event(event_id="evt-llm")
+GOOD = decision_for(EVENT)["value"]
+SettingsWrapper = Any  # pytest-django's `settings` fixture (its class is private)
+
+
+@pytest.fixture
+def chat() -> Iterator[ChatServer]:
+    with running_chat_server(model=MODEL) as server:
+        yield server
+
+
+def configure(settings: SettingsWrapper, **values: Any) -> None:
+    settings.GATEHOUSE = {**settings.GATEHOUSE, **values}
+
+
+@pytest.fixture
+def llm(settings: SettingsWrapper, chat: ChatServer) -> SettingsWrapper:
+    configure(
+        settings,
+        OPENAI_BASE_URL=chat.base_url,
+        OPENAI_MODEL=MODEL,
+        OPENAI_API_KEY="",
+        CLASSIFIER_DEADLINE_SECONDS=5,
+    )
+    return settings
+
+
+@pytest.fixture
+def pipeline(policy: None, llm: SettingsWrapper) -> Pipeline:
+    classifier_version, prompt_version = classifier_versions("openai-compatible")
+    channel = IntakeChannel.objects.create(
+        name="llm",
+        classifier="openai-compatible",
+        classifier_version=classifier_version,
+        workflow_version="workflow-1",
+        prompt_version=prompt_version,
+        max_classifier_attempts=2,
+    )
+    return Pipeline(channel)
+
+
+def attempts(run: Run) -> list[tuple[int, str]]:
+    return list(
+        ClassificationAttempt.objects.filter(run=run)
+        .order_by("attempt")
+        .values_list("attempt", "outcome")
+    )
+
+
+def classify_stages(run: Run) -> list[tuple[int, str, str]]:
+    return list(
+        StageRecord.objects.filter(run=run, stage="classify")
+        .order_by("attempt", "pk")
+        .values_list("attempt", "outcome", "error_class")
+    )
+
+
+def classify_once(deadline: float = 5.0) -> Any:
+    event = ClassifierInput("llm", "evt-direct", make_event(event_id="evt-direct"))
+    return OpenAICompatibleClassifier().classify(event, 1, deadline=deadline)
+
+
+# --- versions ---------------------------------------------------------------------------
+
+
+def test_versions_name_the_model_and_the_prompt_file(llm: SettingsWrapper) -> None:
+    assert classifier_versions("openai-compatible") == (
+        "openai-compatible:test-model",
+        "prompt-classify-1",
+    )
+    assert classifier_versions("heuristic") == ("heuristic-1", "prompt-1")
+    assert classifier_versions("recorded") == ("recorded-classifier-1", "prompt-1")
+    assert VERSIONS["heuristic"] == "heuristic-1"
+    assert get_classifier("openai-compatible").name == "openai-compatible"
+
+
+def test_the_prompt_version_comes_from_the_prompt_files_first_line(
+    llm: SettingsWrapper, tmp_path: Path
+) -> None:
+    prompt = tmp_path / "classify-2.md"
+    prompt.write_text("version: prompt-classify-2\n\nPropose, never decide.\n", encoding="utf-8")
+    configure(llm, PROMPT_FILE=str(prompt))
+    assert classifier_versions("openai-compatible")[1] == "prompt-classify-2"
+
+    unversioned = tmp_path / "classify-3.md"
+    unversioned.write_text("Propose, never decide.\n", encoding="utf-8")
+    configure(llm, PROMPT_FILE=str(unversioned))
+    with pytest.raises(ValueError, match="must begin with a line 'version:"):
+        classifier_versions("openai-compatible")
+
+
+# --- the request the server receives ----------------------------------------------------
+
+
+def test_the_request_carries_the_schema_the_prompt_and_the_event(
+    pipeline: Pipeline, chat: ChatServer
+) -> None:
+    chat.then(content(GOOD))
+
+    run = pipeline.run(pipeline.submit(EVENT))
+
+    [received] = chat.requests
+    sent = received.payload
+    assert received.path == "/v1/chat/completions"
+    assert (sent["model"], sent["temperature"]) == (MODEL, 0)
+    assert sent["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "classifier_decision",
+            "schema": ClassifierDecision.model_json_schema(),
+            "strict": False,
+        },
+    }
+    header, _, prompt = PROMPT_FILE.read_text(encoding="utf-8").partition("\n")
+    assert header == "version: prompt-classify-1"
+    assert received.message("system") == prompt.strip()
+    assert "never decide" in received.message("system")
+    assert json.loads(received.message("user")) == run.normalized
+    assert received.headers["authorization"] == "Bearer not-needed"  # no key configured
+
+
+def test_a_configured_api_key_is_sent(llm: SettingsWrapper, chat: ChatServer) -> None:
+    configure(llm, OPENAI_API_KEY="sk-test-key")
+    chat.then(content(GOOD))
+
+    classify_once()
+
+    assert chat.requests[0].headers["authorization"] == "Bearer sk-test-key"
+
+
+def test_a_large_event_is_cut_to_a_bounded_message() -> None:
+    event = ClassifierInput("llm", "evt-big", make_event(body="word " * 10_000))
+
+    message = event_message(event)
+
+    assert len(message) <= MAX_EVENT_CHARS + len(" [truncated]")
+    assert message.endswith("[truncated]")
+    assert event_message(ClassifierInput("llm", "e", {"b": 1, "a": "é"})) == '{"a":"é","b":1}'
+
+
+# --- valid output -----------------------------------------------------------------------
+
+
+def test_valid_output_completes_the_run_stamped_with_the_model_and_prompt_versions(
+    pipeline: Pipeline, chat: ChatServer
+) -> None:
+    chat.then(content({**GOOD, "confidence": 0.82}))
+
+    run = pipeline.run(pipeline.submit(EVENT))
+
+    assert (run.state, run.outcome) == (State.COMPLETED, Outcome.COMPLETED)
+    assert (run.classifier_version, run.prompt_version) == (
+        "openai-compatible:test-model",
+        "prompt-classify-1",
+    )
+    assert run.reason_code == GOOD["reason_code"]
+    assert run.confidence == 0.82
+    attempt = ClassificationAttempt.objects.get(run=run)
+    assert (attempt.classifier, attempt.classifier_version, attempt.prompt_version) == (
+        "openai-compatible",
+        "openai-compatible:test-model",
+        "prompt-classify-1",
+    )
+    assert (attempt.outcome, attempt.raw_output) == ("valid", {**GOOD, "confidence": 0.82})
+    assert Effect.objects.filter(run=run).count() == 1
+
+
+# --- invalid output: held for a person with the raw output kept -------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "raw"),
+    [
+        pytest.param(
+            ("content", "This looks like a support request to me."),
+            "This looks like a support request to me.",
+            id="prose",
+        ),
+        pytest.param(
+            ("content", '{"category": "support", "recommended_route": '),
+            '{"category": "support", "recommended_route": ',
+            id="cut-off-json",
+        ),
+        pytest.param(("content", '{"confidence": NaN}'), '{"confidence": NaN}', id="nan"),
+        pytest.param(("content", ""), "", id="empty"),
+        pytest.param(("refusal", "I can't help."), {"refusal": "I can't help."}, id="refusal"),
+    ],
+)
+def test_output_that_is_not_a_json_decision_holds_the_run_with_the_raw_text(
+    pipeline: Pipeline, chat: ChatServer, answer: tuple[str, str], raw: Any
+) -> None:
+    chat.then(answer)
+
+    run = pipeline.run(pipeline.submit(EVENT))
+
+    assert (run.state, run.outcome) == (State.NEEDS_REVIEW, Outcome.CLASSIFICATION_INVALID)
+    assert run.queue == Outcome.CLASSIFICATION_INVALID
+    assert run.classification is None
+    attempt = ClassificationAttempt.objects.get(run=run)
+    assert (attempt.outcome, attempt.raw_output) == ("invalid", raw)
+    assert attempt.errors
+    assert chat.count() == 1  # invalid output is not retried: a person looks at it
+    assert not Effect.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("raw", "bad_field"),
+    [
+        pytest.param(
+            {**GOOD, "requested_effect": "delete_record"}, "requested_effect", id="effect"
+        ),
+        pytest.param({**GOOD, "category": "refund"}, "category", id="category"),
+        pytest.param({**GOOD, "recommended_route": "legal"}, "recommended_route", id="route"),
+    ],
+)
+def test_a_value_outside_the_enum_holds_the_run_naming_the_field(
+    pipeline: Pipeline, chat: ChatServer, raw: dict[str, Any], bad_field: str
+) -> None:
+    chat.then(content(raw))
+
+    run = pipeline.run(pipeline.submit(EVENT))
+
+    assert (run.state, run.outcome) == (State.NEEDS_REVIEW, Outcome.CLASSIFICATION_INVALID)
+    assert run.failure_field == bad_field
+    attempt = ClassificationAttempt.objects.get(run=run)
+    assert (attempt.outcome, attempt.raw_output) == ("invalid", raw)
+    assert [e["field"] for e in attempt.errors] == [bad_field]
+
+
+# --- failures the workflow retries ------------------------------------------------------
+
+
+def test_a_slow_answer_times_out_is_retried_after_a_backoff_then_held(
+    pipeline: Pipeline, chat: ChatServer, llm: SettingsWrapper
+) -> None:
+    configure(llm, CLASSIFIER_DEADLINE_SECONDS=0.5)
+    chat.then(slow(10, GOOD), slow(10, GOOD))
+
+    result = pipeline.submit(EVENT, drain=False)
+    pipeline.drain(fast_forward=False)
+
+    run = pipeline.run(result)
+    assert (run.state, run.classify_attempts) == (State.ENRICHED, 1)
+    assert run.next_attempt_at is not None
+    assert run.next_attempt_at > timezone.now()
+    assert attempts(run) == [(1, "timeout")]
+    assert classify_stages(run) == [(1, "retry_scheduled", "ClassifierTimeout")]
+    first = ClassificationAttempt.objects.get(run=run)
+    assert 400 <= first.latency_ms < 5000  # the deadline, not the server, ended the call
+    assert first.raw_output == {"error": f"no answer from {chat.base_url} within 0.5s"}
+
+    pipeline.drain()
+
+    run.refresh_from_db()
+    assert (run.state, run.outcome) == (State.NEEDS_REVIEW, Outcome.RETRY_EXHAUSTED)
+    assert (run.failure_field, run.next_attempt_at) == ("classifier", None)
+    assert attempts(run) == [(1, "timeout"), (2, "timeout")]
+    assert classify_stages(run) == [
+        (1, "retry_scheduled", "ClassifierTimeout"),
+        (2, Outcome.RETRY_EXHAUSTED, "ClassifierTimeout"),
+    ]
+    assert chat.count() == 2  # one HTTP request per attempt: the SDK did not retry
+    assert not Effect.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        pytest.param(status(429, Retry_After="1"), id="429"),
+        pytest.param(status(500), id="500"),
+        pytest.param(status(503), id="503"),
+    ],
+)
+def test_rate_limits_and_server_errors_are_retried_then_held(
+    pipeline: Pipeline, chat: ChatServer, failure: tuple[Any, ...]
+) -> None:
+    chat.then(failure, failure)
+
+    result = pipeline.submit(EVENT, drain=False)
+    pipeline.drain(fast_forward=False)
+
+    run = pipeline.run(result)
+    assert run.state == State.ENRICHED
+    assert run.next_attempt_at is not None
+    assert run.next_attempt_at > timezone.now()
+    assert classify_stages(run) == [(1, "retry_scheduled", "ClassifierUnavailable")]
+
+    pipeline.drain()
+
+    run.refresh_from_db()
+    assert (run.state, run.outcome) == (State.NEEDS_REVIEW, Outcome.RETRY_EXHAUSTED)
+    assert attempts(run) == [(1, "unavailable"), (2, "unavailable")]
+    assert classify_stages(run)[-1] == (2, Outcome.RETRY_EXHAUSTED, "ClassifierUnavailable")
+    assert str(failure[1]) in run.failure_detail
+    assert chat.count() == 2
+    assert not Effect.objects.exists()
+
+
+def test_a_server_error_then_a_valid_answer_completes_on_the_retry(
+    pipeline: Pipeline, chat: ChatServer
+) -> None:
+    chat.then(status(500), content(GOOD))
+
+    run = pipeline.run(pipeline.submit(EVENT))
+
+    assert (run.state, run.outcome) == (State.COMPLETED, Outcome.COMPLETED)
+    assert attempts(run) == [(1, "unavailable"), (2, "valid")]
+    assert chat.count() == 2
+
+
+# --- one HTTP request per attempt, errors mapped ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "error", "message"),
+    [
+        pytest.param(slow(10, GOOD), ClassifierTimeout, "within 0.5s", id="timeout"),
+        pytest.param(status(429, Retry_After="1"), ClassifierUnavailable, "429", id="429"),
+        pytest.param(status(500), ClassifierUnavailable, "500", id="500"),
+        pytest.param(status(502), ClassifierUnavailable, "502", id="502"),
+        pytest.param(status(400), ClassifierUnavailable, "refused the request with 400", id="400"),
+        pytest.param(status(401), ClassifierUnavailable, "refused the request with 401", id="401"),
+        pytest.param(status(404), ClassifierUnavailable, "refused the request with 404", id="404"),
+    ],
+)
+def test_each_attempt_is_exactly_one_http_request(
+    llm: SettingsWrapper,
+    chat: ChatServer,
+    answer: tuple[Any, ...],
+    error: type[Exception],
+    message: str,
+) -> None:
+    chat.then(answer, content(GOOD), content(GOOD))  # an SDK retry would get a good answer
+
+    with pytest.raises(error, match=message):
+        classify_once(deadline=0.5)
+
+    assert chat.count() == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(b"<html>Bad gateway</html>", id="not-json"),
+        pytest.param(b'{"object": "list", "data": []}', id="not-a-completion"),
+        pytest.param(b'{"choices": []}', id="no-choices"),
+    ],
+)
+def test_a_server_answer_that_is_not_a_completion_is_unavailable(
+    llm: SettingsWrapper, chat: ChatServer, body: bytes
+) -> None:
+    chat.then(("body", body))
+
+    with pytest.raises(ClassifierUnavailable, match=r"completion|unusable answer"):
+        classify_once()
+
+    assert chat.count() == 1
+
+
+def test_an_unreachable_server_is_unavailable(llm: SettingsWrapper) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    configure(llm, OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1")
+
+    with pytest.raises(ClassifierUnavailable, match="cannot reach"):
+        classify_once(deadline=0.5)
+
+
+def test_a_valid_answer_is_returned_parsed_and_not_validated(
+    llm: SettingsWrapper, chat: ChatServer
+) -> None:
+    chat.then(content({**GOOD, "reasoning": "kept for the pipeline to refuse"}))
+
+    assert classify_once() == {**GOOD, "reasoning": "kept for the pipeline to refuse"}

@@ -1,0 +1,189 @@
+"""A real chat-completions server for classifier tests: records every request, answers on cue.
+
+It listens on 127.0.0.1 (port 0: the kernel picks one) in a daemon thread and answers
+`POST /v1/chat/completions` the way an OpenAI-compatible server does. Each request takes the
+next behaviour from a script, or the default when the script is empty:
+
+- ("content", text): answer 200 with a completion whose message content is `text` (valid JSON,
+  invalid JSON, JSON with a wrong enum value: whatever the test wrote).
+- ("refusal", text): answer 200 with a completion whose message refuses, content null.
+- ("slow", seconds, text): wait that long (past the client's deadline), then answer as
+  "content" if anyone is still listening.
+- ("body", raw_bytes): answer 200 with exactly these bytes as an application/json body.
+- ("status", code, extra_headers): answer with that error status and an OpenAI-style error
+  body, e.g. ("status", 429, {"Retry-After": "0"}) or ("status", 500, {}).
+
+Every request is kept with its path, headers (names in lower case) and body.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Behaviour = tuple[Any, ...]
+COMPLETIONS_PATH = "/v1/chat/completions"
+
+
+def content(value: Any) -> Behaviour:
+    """Answer with `value` as the message content (dumped to JSON unless already text)."""
+    return ("content", value if isinstance(value, str) else json.dumps(value))
+
+
+def slow(seconds: float, value: Any) -> Behaviour:
+    return ("slow", seconds, content(value)[1])
+
+
+def status(code: int, **headers: str) -> Behaviour:
+    return ("status", code, {name.replace("_", "-"): value for name, value in headers.items()})
+
+
+@dataclass(frozen=True)
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    behaviour: Behaviour
+
+    @property
+    def payload(self) -> Any:
+        return json.loads(self.body)
+
+    def message(self, role: str) -> str:
+        return next(m["content"] for m in self.payload["messages"] if m["role"] == role)
+
+
+@dataclass
+class ChatServer:
+    model: str = "test-model"
+    default: Behaviour = ("status", 500, {})
+    requests: list[Received] = field(default_factory=list)
+    script: deque[Behaviour] = field(default_factory=deque)
+    release: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    server: ThreadingHTTPServer | None = None
+
+    @property
+    def base_url(self) -> str:
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def then(self, *behaviours: Behaviour) -> None:
+        """Queue behaviours for the next requests, in order."""
+        with self.lock:
+            self.script.extend(behaviours)
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.requests)
+
+    # --- the server side ------------------------------------------------------------------
+
+    def _next(self) -> Behaviour:
+        with self.lock:
+            return self.script.popleft() if self.script else self.default
+
+    def handle(self, handler: BaseHTTPRequestHandler) -> None:
+        body = handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+        behaviour = self._next()
+        with self.lock:
+            self.requests.append(
+                Received(handler.path, _lowered(handler.headers.items()), body, behaviour)
+            )
+        if handler.path != COMPLETIONS_PATH:
+            self._answer(handler, 404, {}, _error(f"no route {handler.path}", "not_found"))
+            return
+        kind = behaviour[0]
+        if kind == "slow":
+            self.release.wait(behaviour[1])
+            with contextlib.suppress(OSError):  # the client gave up long ago
+                self._answer(handler, 200, {}, self._completion(behaviour[2], None))
+        elif kind == "content":
+            self._answer(handler, 200, {}, self._completion(behaviour[1], None))
+        elif kind == "refusal":
+            self._answer(handler, 200, {}, self._completion(None, behaviour[1]))
+        elif kind == "body":
+            self._send(handler, 200, {}, behaviour[1])
+        else:
+            code, extra = behaviour[1], behaviour[2] if len(behaviour) > 2 else {}
+            self._answer(handler, code, extra, _error(f"scripted {code}", "server_error"))
+
+    def _completion(self, text: str | None, refusal: str | None) -> dict[str, Any]:
+        return {
+            "id": f"chatcmpl-{self.count()}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text, "refusal": refusal},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+
+    @staticmethod
+    def _answer(
+        handler: BaseHTTPRequestHandler, code: int, headers: dict[str, str], body: Any
+    ) -> None:
+        ChatServer._send(handler, code, headers, json.dumps(body).encode())
+
+    @staticmethod
+    def _send(
+        handler: BaseHTTPRequestHandler, code: int, headers: dict[str, str], data: bytes
+    ) -> None:
+        handler.send_response(code)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        handler.end_headers()
+        handler.wfile.write(data)
+
+
+def _lowered(headers: Any) -> dict[str, str]:
+    return {name.lower(): value for name, value in headers}  # header names ignore case
+
+
+def _error(message: str, kind: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "code": None}}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    chat: ChatServer  # set on the subclass made per server
+    protocol_version = "HTTP/1.1"  # keep-alive, like real servers; bodies carry their length
+
+    def do_POST(self) -> None:
+        self.chat.handle(self)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # quiet: the tests read self.chat.requests
+
+
+@contextlib.contextmanager
+def running_chat_server(**options: Any) -> Iterator[ChatServer]:
+    """Serve a ChatServer on 127.0.0.1 for the duration of the block."""
+    chat = ChatServer(**options)
+    handler = type("Handler", (_Handler,), {"chat": chat})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    chat.server = server
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="chat", daemon=True
+    )
+    thread.start()
+    try:
+        yield chat
+    finally:
+        chat.release.set()  # let slow handlers finish
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
