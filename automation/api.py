@@ -1,4 +1,5 @@
-"""The JSON intake API for integrators: token authentication, clear 4xx answers."""
+"""The intake API for integrators: JSON events and e-mail messages, token authentication,
+clear 4xx answers."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from automation import selectors, services
 from automation.conf import setting
 from automation.models import ApiToken, Outcome
+from automation.services.intake import MAIL_TYPE
 
 View = Callable[..., JsonResponse]
 
@@ -53,14 +55,21 @@ def token_required(view: View) -> View:
     return wrapper
 
 
+ACCEPTED_TYPES = {"application/json": "MAX_EVENT_BYTES", MAIL_TYPE: "MAX_MESSAGE_BYTES"}
+
+
 def _body_problem(request: HttpRequest) -> JsonResponse | None:
     content_type = request.content_type or ""
-    if content_type != "application/json":
-        return _error(415, "unsupported_media_type", "send the event as application/json")
-    limit = int(setting("MAX_EVENT_BYTES"))
+    if content_type not in ACCEPTED_TYPES:
+        return _error(
+            415,
+            "unsupported_media_type",
+            "send an event as application/json or an e-mail message as message/rfc822",
+        )
+    limit = int(setting(ACCEPTED_TYPES[content_type]))
     declared = request.headers.get("Content-Length") or "0"
     if (declared.isdigit() and int(declared) > limit) or len(request.body) > limit:
-        return _error(413, "too_large", f"an event is at most {limit} bytes")
+        return _error(413, "too_large", f"a {content_type} request is at most {limit} bytes")
     return None
 
 

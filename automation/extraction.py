@@ -7,6 +7,7 @@ field named, so a person fixes the value instead of the workflow guessing.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -21,33 +22,51 @@ CURRENCIES = frozenset(
     }
 )  # fmt: skip
 _AMOUNT = re.compile(r"^\s*(?P<number>[0-9][0-9.,' ]*)\s*(?P<currency>[A-Za-z]{3})?\s*$")
+# Fields that name a customer by reference: each must be in the customer registry.
+CUSTOMER_FIELDS = frozenset({"customer_reference"})
 DATE_FORMATS = ("%Y-%m-%d", "%d %B %Y", "%d %b %Y", "%B %d, %Y", "%b %d, %Y")
 
 
 def parse_amount(text: str) -> tuple[Decimal, str | None]:
-    """'1,250.00 EUR' -> (1250.00, 'EUR'). Refuses two decimal separators or mixed styles."""
+    """'1,250.00 EUR' or '1.250,00 EUR' -> (1250.00, 'EUR').
+
+    One style per amount: thousands marked with one sign in groups of three, the decimals
+    with the other sign, once, at the end. Two decimal separators or a mix is refused.
+    """
     match = _AMOUNT.match(text)
     if match is None:
         raise ValueError("is not an amount")
     number, currency = (
-        match.group("number").replace(" ", "").replace("'", ""),
+        re.sub(r"[ '\u00a0\u202f]", "", match.group("number")),
         match.group("currency"),
     )
-    if "," in number and "." in number:
-        # One style only: thousands with one mark, decimals with the other, in that order.
-        if number.rfind(",") > number.rfind("."):
-            raise ValueError("mixes decimal separators")
-        number = number.replace(",", "")
-    elif number.count(",") == 1 and len(number.split(",")[1]) != 3:
-        number = number.replace(",", ".")  # a decimal comma
-    else:
-        number = number.replace(",", "")
-    if number.count(".") > 1:
-        raise ValueError("has two decimal separators")
     try:
-        return Decimal(number), currency.upper() if currency else None
+        return Decimal(_plain_number(number)), currency.upper() if currency else None
     except InvalidOperation:
         raise ValueError("is not an amount") from None
+
+
+def _plain_number(number: str) -> str:
+    separators = [c for c in number if c in ".,"]
+    if not separators:
+        return number
+    last = separators[-1]
+    head, _, tail = number.rpartition(last)
+    groups = re.split(r"[.,]", head)[1:]
+    if len(set(separators)) == 2:
+        if separators.count(last) > 1:
+            raise ValueError("has two decimal separators")
+        if any(len(group) != 3 for group in groups):
+            raise ValueError("mixes decimal separators")
+        return f"{re.sub(r'[.,]', '', head)}.{tail}"
+    if len(separators) == 1:
+        # '1,250' is a thousand and a quarter; '12,50' and '12.50' are twelve and a half.
+        if last == "," and len(tail) == 3:
+            return head + tail
+        return f"{head}.{tail}"
+    if all(len(group) == 3 for group in [*groups, tail]):
+        return number.replace(last, "")  # 1,250,000 or 1.250.000
+    raise ValueError("has two decimal separators")
 
 
 def parse_date(text: str) -> date:
@@ -59,13 +78,26 @@ def parse_date(text: str) -> date:
     raise ValueError("is not a date (use 2026-11-29 or 29 November 2026)")
 
 
-def extraction_problems(fields: dict[str, Any]) -> list[FieldProblem]:
-    """Every extracted field whose value cannot be what its name says."""
+def extraction_problems(
+    fields: dict[str, Any], known_customers: Callable[[list[str]], set[str]] | None = None
+) -> list[FieldProblem]:
+    """Every extracted field whose value cannot be what its name says.
+
+    `known_customers` answers which of some customer references exist; without it, customer
+    references are not checked (pure callers: simulation, tests of the checks themselves).
+    """
     problems = []
-    for name, field in sorted(fields.items()):
-        value = str(field.get("value", "")) if isinstance(field, dict) else str(field)
+    values = {
+        name: str(field.get("value", "")) if isinstance(field, dict) else str(field)
+        for name, field in fields.items()
+    }
+    references = {n: v.strip().upper() for n, v in values.items() if n in CUSTOMER_FIELDS}
+    known = known_customers(list(references.values())) if known_customers and references else None
+    for name, value in sorted(values.items()):
         try:
             _check(name, value)
+            if known is not None and name in references and references[name] not in known:
+                raise ValueError("matches no known customer")
         except ValueError as exc:
             problems.append(FieldProblem(field=f"fields.{name}", message=f"{value!r} {exc}"))
     return problems

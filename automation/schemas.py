@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -15,6 +15,9 @@ from policy.schemas import canonical_json
 class Source(StrEnum):
     WEB_FORM = "web_form"
     PARTNER_PORTAL = "partner_portal"
+
+
+EMAIL = "email"
 
 
 class AccountTier(StrEnum):
@@ -82,6 +85,70 @@ class IntakeEvent(BaseModel):
         """Canonical spelling: collapsed whitespace, nothing rewritten semantically."""
         data = self.model_dump(mode="json")
         return {key: normalize_text(value) for key, value in data.items()}
+
+
+def normalize_lines(value: str) -> str:
+    """Mail text keeps its lines (quotes, tables); only trailing space and blank runs go."""
+    lines = [line.rstrip() for line in value.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+MessageId = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class AttachmentInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    content_type: Annotated[str, Field(min_length=3, max_length=200)]
+    size: Annotated[int, Field(ge=0)]
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    text: Annotated[str, Field(max_length=20_000)] = ""
+
+
+class MailEvent(BaseModel):
+    """An e-mail as an intake event. It states no request type or action: it must be read."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    event_id: Token
+    source: Literal["email"]
+    subject: Text
+    body: Text
+    sender: Annotated[str, Field(min_length=3, max_length=320, pattern=r"^[^@\s]+@[^@\s]+$")]
+    sender_name: Annotated[str, Field(max_length=200)] = ""
+    sent_at: Annotated[str, Field(max_length=100)] = ""
+    thread: list[MessageId] = Field(default_factory=list, max_length=21)
+    attachments: list[AttachmentInfo] = Field(default_factory=list, max_length=50)
+
+    def normalized(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        data["subject"] = normalize_text(data["subject"])
+        data["body"] = normalize_lines(data["body"])
+        data["sender_name"] = normalize_text(data["sender_name"])
+        for attachment in data["attachments"]:
+            attachment["text"] = normalize_lines(attachment["text"])
+        return data
+
+
+def event_of(data: dict[str, Any]) -> IntakeEvent | MailEvent:
+    """The contract an event is held to, by its source. Raises ValidationError."""
+    if data.get("source") == EMAIL:
+        return MailEvent.model_validate(data)
+    return IntakeEvent.model_validate(data)
+
+
+def is_mail(normalized: dict[str, Any] | None) -> bool:
+    return normalized is not None and normalized.get("source") == EMAIL
+
+
+def event_text(normalized: dict[str, Any]) -> str:
+    """Everything a reader may read: subject, body and the text of attachments."""
+    parts = [str(normalized.get("subject", "")), str(normalized.get("body", ""))]
+    for attachment in normalized.get("attachments") or []:
+        if attachment.get("text"):
+            parts.append(f"[{attachment['name']}]\n{attachment['text']}")
+    return "\n\n".join(part for part in parts if part)
 
 
 def fingerprint(normalized: dict[str, Any]) -> str:

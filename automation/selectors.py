@@ -9,7 +9,7 @@ from typing import Any
 from django.db.models import Count, Min, Q
 
 from automation.models import Effect, EffectControl, IntakeChannel, Run
-from automation.schemas import EffectName
+from automation.schemas import EffectName, is_mail
 
 
 def run_for_channel(*, run_id: int, channel: IntakeChannel) -> Run | None:
@@ -131,6 +131,10 @@ def run_page(run: Run) -> dict[str, Any]:
         "recovery": list(run.recovery_actions.select_related("actor", "batch")),
         "history": list(run.audit_events.select_related("actor")),
         "replays": list(run.replays.only("pk", "state", "outcome", "created_at")),
+        "thread_replies": list(
+            run.thread_replies.only("pk", "state", "event_id", "normalized", "created_at")
+        ),
+        "mail": run.normalized if is_mail(run.normalized) else None,
         "total_ms": sum(stage.duration_ms for stage in stages),
     }
 

@@ -127,7 +127,8 @@ def queue(request: HttpRequest, name: str) -> HttpResponse:
 @permission_required(VIEW_RUNS, raise_exception=True)
 def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(
-        Run.objects.select_related("channel", "intake", "owner", "replay_of"), pk=run_id
+        Run.objects.select_related("channel", "intake", "owner", "replay_of", "thread_parent"),
+        pk=run_id,
     )
     user = _user(request)
     context = {

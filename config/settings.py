@@ -24,6 +24,12 @@ def env_int(name: str, default: int) -> int:
     return int(value) if value else default
 
 
+def env_map(name: str) -> dict[str, str]:
+    """'a=x,b=y' -> {'a': 'x', 'b': 'y'}."""
+    pairs = (item.partition("=") for item in os.environ.get(name, "").split(",") if item.strip())
+    return {key.strip(): value.strip() for key, _, value in pairs if key.strip() and value.strip()}
+
+
 DEBUG = env_bool("GATEHOUSE_DEBUG", False)
 # The demo key is only good for a laptop; production sets GATEHOUSE_SECRET_KEY.
 SECRET_KEY = os.environ.get("GATEHOUSE_SECRET_KEY", "insecure-demo-key-change-me")
@@ -165,6 +171,15 @@ GATEHOUSE: dict[str, Any] = {
     "MAX_EVENT_BYTES": env_int("GATEHOUSE_MAX_EVENT_BYTES", 64 * 1024),
     # Classifier of channels made without one (the API's): heuristic works with no model.
     "DEFAULT_CLASSIFIER": os.environ.get("GATEHOUSE_DEFAULT_CLASSIFIER", "heuristic"),
+    # Classifier per intake channel, e.g. "email=openai-compatible,api=heuristic"; a channel
+    # not named here uses DEFAULT_CLASSIFIER. Applied when a channel is first used.
+    "CHANNEL_CLASSIFIERS": env_map("GATEHOUSE_CHANNEL_CLASSIFIERS"),
+    # Customer reference numbers, as they appear in requests and in the registry.
+    "CUSTOMER_REFERENCE_PATTERN": os.environ.get(
+        "GATEHOUSE_CUSTOMER_REFERENCE_PATTERN", r"\bCUST-\d{5}\b"
+    ),
+    # Largest e-mail message accepted (raw bytes, attachments included).
+    "MAX_MESSAGE_BYTES": env_int("GATEHOUSE_MAX_MESSAGE_BYTES", 10 * 1024 * 1024),
     "CLASSIFIER_DEADLINE_SECONDS": env_int("GATEHOUSE_CLASSIFIER_DEADLINE", 20),
     "CLASSIFIER_MAX_ATTEMPTS": env_int("GATEHOUSE_CLASSIFIER_MAX_ATTEMPTS", 3),
     # The openai-compatible classifier: any chat-completions server (hosted, vLLM, Ollama,

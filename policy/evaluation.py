@@ -24,8 +24,11 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True)
 class EventFacts:
-    request_type: str
-    requested_action: str
+    """What the request itself states. An e-mail states no type or action (None): the
+    reading is then held to policy's own routes and allowlist instead of to the request."""
+
+    request_type: str | None
+    requested_action: str | None
     account_tier: str
 
 
@@ -63,6 +66,12 @@ class Decision:
 
 def check_request_allowed(policy: PolicyDocument, facts: EventFacts) -> FiredRule:
     """Before any interpretation: is the requested action one this policy allows at all?"""
+    if facts.requested_action is None:
+        return FiredRule(
+            "allowlist.unstated",
+            True,
+            "the request states no action: the proposed effect is checked against the allowlist",
+        )
     allowed = facts.requested_action in policy.allowed_effects
     return FiredRule(
         rule_id=f"allowlist.{facts.requested_action}",
@@ -75,6 +84,22 @@ def check_request_allowed(policy: PolicyDocument, facts: EventFacts) -> FiredRul
 def _match_rules(
     policy: PolicyDocument, facts: EventFacts, reading: Interpretation
 ) -> list[FiredRule]:
+    proposal = FiredRule(
+        f"proposal.{reading.effect}",
+        reading.effect in policy.allowed_effects,
+        f"proposed effect {reading.effect!r} must be an allowed effect",
+    )
+    if facts.request_type is None or facts.requested_action is None:
+        # Nothing stated to compare with: the route is policy's for the category read.
+        expected = policy.routes.get(reading.category)
+        return [
+            FiredRule(
+                f"route.{reading.category}",
+                expected is not None and reading.route == expected,
+                f"route {reading.route!r} must be {expected!r} for {reading.category!r}",
+            ),
+            proposal,
+        ]
     expected_route = policy.routes.get(facts.request_type)
     return [
         FiredRule(
@@ -92,11 +117,7 @@ def _match_rules(
             reading.effect == facts.requested_action,
             f"effect {reading.effect!r} must equal requested action {facts.requested_action!r}",
         ),
-        FiredRule(
-            f"proposal.{reading.effect}",
-            reading.effect in policy.allowed_effects,
-            f"proposed effect {reading.effect!r} must be an allowed effect",
-        ),
+        proposal,
     ]
 
 
@@ -154,7 +175,7 @@ def evaluate(
     rules = _match_rules(policy, facts, reading)
     if not all(r.passed for r in rules):
         return Decision(Verdict.BLOCK, None, None, rules=[allow, *rules])
-    route = policy.routes[facts.request_type]
+    route = policy.routes[facts.request_type or reading.category]
     confidence = _confidence_rule(policy, reading)
     if confidence is not None:
         rules.append(confidence)

@@ -12,7 +12,9 @@ import re
 from typing import Any
 
 from automation.classifiers import ClassifierInput
-from automation.schemas import EffectName, RequestType, Route
+from automation.customers import references_in
+from automation.extraction import CURRENCIES, parse_date
+from automation.schemas import EffectName, RequestType, Route, event_text, is_mail
 
 VERSION = "heuristic-1"
 KEYWORDS: dict[str, tuple[str, ...]] = {
@@ -28,6 +30,16 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
         "bug",
         "cannot",
         "support",
+        "complaint",
+        "broken",
+        # de, fr, es
+        "passwort",
+        "anmeldung",
+        "fehler",
+        "mot de passe",
+        "connexion",
+        "contraseña",
+        "no funciona",
     ),
     RequestType.BILLING: (
         "invoice",
@@ -41,6 +53,14 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
         "credit note",
         "receipt",
         "finance",
+        "charged twice",
+        "double charge",
+        "rechnung",
+        "erstattung",
+        "facture",
+        "remboursement",
+        "factura",
+        "reembolso",
     ),
     RequestType.SALES: (
         "quote",
@@ -53,6 +73,13 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
         "upgrade",
         "trial",
         "offer",
+        "angebot",
+        "preis",
+        "lizenz",
+        "devis",
+        "tarif",
+        "presupuesto",
+        "precio",
     ),
     RequestType.SECURITY: (
         "suspicious",
@@ -65,6 +92,13 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
         "unauthorized",
         "compromised",
         "account review",
+        "verdächtig",
+        "verdächtige",
+        "kompromittiert",
+        "suspect",
+        "suspecte",
+        "compromis",
+        "sospechoso",
     ),
 }
 ROUTES = {
@@ -78,15 +112,21 @@ EFFECT_CUES: dict[str, tuple[str, ...]] = {
     EffectName.SEND_INTERNAL_NOTIFICATION: ("notify", "notification", "let finance know"),
     EffectName.CREATE_FOLLOW_UP: ("follow up", "follow-up", "call back", "get back", "reply"),
 }
+CODES = "|".join(sorted(CURRENCIES))
 AMOUNT = re.compile(
-    r"(?:(?P<symbol>[€$£])\s?(?P<a>\d[\d.,']*\d|\d))|(?:(?P<b>\d[\d.,' ]*\d|\d)\s?"
-    r"(?P<code>EUR|USD|GBP|CHF|SEK|NOK|DKK|PLN)\b)"
+    rf"(?:(?P<symbol>[€$£])\s?(?P<a>\d[\d.,']*\d|\d))"
+    rf"|(?:\b(?P<pre>{CODES})\s?(?P<c>\d[\d.,']*\d|\d))"
+    rf"|(?:(?P<b>\d[\d.,' ]*\d|\d)\s?(?P<code>{CODES})\b)"
+    # A three-letter code after a number with decimals is read as a currency, known or not:
+    # an unknown one is then held for a person instead of being dropped.
+    r"|(?:(?P<d>\d[\d.,' ]*[.,]\d{2})\s?(?P<other>[A-Z]{3})\b)"
 )
+TOTAL = re.compile(r"\b(total|amount due|grand total|gesamt|montant|importe)\b", re.IGNORECASE)
+MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
 DATE = re.compile(
-    r"\b(\d{4}-\d{2}-\d{2}|\d{1,2} (?:January|February|March|April|May|June|July|August|"
-    r"September|October|November|December) \d{4})\b"
+    rf"\b(\d{{4}}-\d{{2}}-\d{{2}}|\d{{1,2}} (?:{MONTHS}) \d{{4}}|(?:{MONTHS}) \d{{1,2}}, \d{{4}})\b"
 )
-REFERENCE = re.compile(r"\b[A-Z]{2,4}-\d{3,8}\b")
+REFERENCE = re.compile(r"\b(?!CUST-)[A-Z]{2,4}-\d{3,8}\b")
 SYMBOLS = {"€": "EUR", "$": "USD", "£": "GBP"}
 
 
@@ -95,7 +135,7 @@ def _hits(text: str, words: tuple[str, ...]) -> int:
 
 
 def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if s.strip()]
 
 
 def _source(sentences: list[str], found: str) -> str:
@@ -106,20 +146,22 @@ def extract(text: str) -> dict[str, dict[str, Any]]:
     """Amounts, dates and references, each with the sentence it was read from."""
     sentences = _sentences(text)
     fields: dict[str, dict[str, Any]] = {}
-    if match := AMOUNT.search(text):
-        number = match.group("a") or match.group("b")
-        currency = SYMBOLS.get(match.group("symbol") or "", match.group("code") or "")
-        value = f"{number} {currency}".strip()
+    if match := _amount(text):
+        number = match.group("a") or match.group("b") or match.group("c") or match.group("d")
+        currency = SYMBOLS.get(match.group("symbol") or "") or (
+            match.group("code") or match.group("pre") or match.group("other") or ""
+        )
+        value = f"{number.strip()} {currency}".strip()
         fields["amount"] = {
             "value": value,
             "confidence": 0.8,
             "source": _source(sentences, match.group(0)),
         }
-    if match := DATE.search(text):
+    if found := _date(text):
         fields["date"] = {
-            "value": match.group(1),
+            "value": found,
             "confidence": 0.85,
-            "source": _source(sentences, match.group(1)),
+            "source": _source(sentences, found),
         }
     if match := REFERENCE.search(text):
         fields["reference"] = {
@@ -127,12 +169,52 @@ def extract(text: str) -> dict[str, dict[str, Any]]:
             "confidence": 0.9,
             "source": _source(sentences, match.group(0)),
         }
+    if customers := references_in(text):
+        fields["customer_reference"] = {
+            "value": customers[0],
+            "confidence": 0.9 if len(customers) == 1 else 0.6,
+            "source": _source(sentences, customers[0]),
+        }
     return fields
+
+
+def _date(text: str) -> str | None:
+    """The first date, unless a date-shaped text is no date at all: that one is reported."""
+    dates = [match.group(1) for match in DATE.finditer(text)]
+    for candidate in dates:
+        try:
+            parse_date(candidate)
+        except ValueError:
+            return candidate
+    return dates[0] if dates else None
+
+
+def _amount(text: str) -> re.Match[str] | None:
+    """The amount that matters: the one on a line that says it is the total, else the first."""
+    matches = list(AMOUNT.finditer(text))
+    for match in matches:
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        if TOTAL.search(text[line_start : match.start()]):
+            return match
+    return matches[0] if matches else None
+
+
+# What an e-mail most likely wants when it names no effect: it states no action of its own.
+MAIL_EFFECTS = {
+    RequestType.SUPPORT: EffectName.CREATE_FOLLOW_UP,
+    RequestType.BILLING: EffectName.SEND_INTERNAL_NOTIFICATION,
+    RequestType.SALES: EffectName.CREATE_FOLLOW_UP,
+    RequestType.SECURITY: EffectName.QUEUE_ACCOUNT_REVIEW,
+}
 
 
 def read(normalized: dict[str, Any]) -> dict[str, Any]:
     """The proposal for one event; pure, so tests and replays get the same answer."""
-    original = f"{normalized.get('subject', '')}. {normalized.get('body', '')}"
+    mail = is_mail(normalized)
+    if mail:
+        original = event_text(normalized)
+    else:
+        original = f"{normalized.get('subject', '')}. {normalized.get('body', '')}"
     text = original.lower()
     scores = {category: _hits(text, words) for category, words in KEYWORDS.items()}
     ranked = sorted(
@@ -151,15 +233,21 @@ def read(normalized: dict[str, Any]) -> dict[str, Any]:
     if effect is None:
         requested = normalized.get("requested_action", "")
         known = {member.value for member in EffectName}
-        effect = requested if requested in known else EffectName.CREATE_FOLLOW_UP
+        if mail:
+            effect = MAIL_EFFECTS[RequestType(category)]
+        else:
+            effect = requested if requested in known else EffectName.CREATE_FOLLOW_UP
         confidence *= 0.9
+    fields = extract(original)
+    if mail and normalized.get("sender_name"):
+        fields["sender_name"] = {"value": normalized["sender_name"][:500], "confidence": 0.95}
     return {
         "category": str(category),
         "recommended_route": str(ROUTES[RequestType(category)]),
         "requested_effect": str(effect),
         "reason_code": f"{category}_keywords" if best else "no_clear_signal",
         "confidence": round(confidence, 2),
-        "fields": extract(original),
+        "fields": fields,
     }
 
 

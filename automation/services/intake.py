@@ -13,8 +13,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from automation.classifiers import VERSIONS
+from automation.classifiers import classifier_versions
 from automation.conf import setting
+from automation.mail import parse_message
 from automation.models import (
     ApiToken,
     IntakeChannel,
@@ -26,7 +27,9 @@ from automation.models import (
 from automation.schemas import (
     FieldProblem,
     IntakeEvent,
+    MailEvent,
     fingerprint,
+    is_mail,
     validation_problems,
 )
 from automation.services.records import (
@@ -64,18 +67,44 @@ def api_tokens_revoke(*, token_ids: list[int], user: User) -> int:
 
 
 def channel_get_or_create(*, name: str, classifier: str = "") -> IntakeChannel:
-    """A channel stamped with the deployment's configured classifier, workflow and prompt."""
-    classifier = classifier or setting("DEFAULT_CLASSIFIER")
-    channel, _ = IntakeChannel.objects.get_or_create(
+    """A channel stamped with its configured classifier, workflow and prompt versions.
+
+    The classifier is the one named for this channel in CHANNEL_CLASSIFIERS, else the
+    default. When the setting names another classifier than the channel has, the channel
+    follows the setting (recorded): runs already made keep the versions they were read with.
+    """
+    configured = setting("CHANNEL_CLASSIFIERS").get(name, "")
+    classifier = classifier or configured or setting("DEFAULT_CLASSIFIER")
+    classifier_version, prompt_version = classifier_versions(classifier)
+    channel, created = IntakeChannel.objects.get_or_create(
         name=name,
         defaults={
             "classifier": classifier,
-            "classifier_version": VERSIONS.get(classifier, classifier),
+            "classifier_version": classifier_version,
             "workflow_version": setting("WORKFLOW_VERSION"),
-            "prompt_version": setting("PROMPT_VERSION"),
+            "prompt_version": prompt_version,
             "max_classifier_attempts": setting("CLASSIFIER_MAX_ATTEMPTS"),
         },
     )
+    if (
+        not created
+        and configured
+        and (
+            (channel.classifier, channel.classifier_version, channel.prompt_version)
+            != (configured, *classifier_versions(configured))
+        )
+    ):
+        before = channel.classifier_version
+        channel.classifier = configured
+        channel.classifier_version, channel.prompt_version = classifier_versions(configured)
+        channel.save(update_fields=["classifier", "classifier_version", "prompt_version"])
+        record_audit(
+            None,
+            "channel.classifier_changed",
+            channel=name,
+            before=before,
+            after=channel.classifier_version,
+        )
     return channel
 
 
@@ -101,7 +130,14 @@ def intake_submit(
     return intake_admit(intake=intake)
 
 
-def _parse_event(raw: bytes) -> tuple[IntakeEvent | None, Any, list[FieldProblem]]:
+MAIL_TYPE = "message/rfc822"
+
+
+def _parse_event(
+    raw: bytes, content_type: str = "application/json"
+) -> tuple[IntakeEvent | MailEvent | None, Any, list[FieldProblem]]:
+    if content_type == MAIL_TYPE:
+        return _parse_mail(raw)
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -114,9 +150,27 @@ def _parse_event(raw: bytes) -> tuple[IntakeEvent | None, Any, list[FieldProblem
         return None, data, validation_problems(exc)
 
 
+def _parse_mail(raw: bytes) -> tuple[MailEvent | None, Any, list[FieldProblem]]:
+    """An e-mail read into its event. A message that cannot be read names why."""
+    try:
+        parsed = parse_message(raw)
+    except Exception as exc:
+        event_id = f"sha256:{hashlib.sha256(raw).hexdigest()}"
+        problem = FieldProblem(field="message", message=f"could not be parsed: {exc}")
+        return None, {"event_id": event_id}, [problem]
+    data = parsed.event()
+    if parsed.problems:
+        problems = [FieldProblem(field=name, message=text) for name, text in parsed.problems]
+        return None, data, problems
+    try:
+        return MailEvent.model_validate(data), data, []
+    except ValidationError as exc:
+        return None, data, validation_problems(exc)
+
+
 def intake_admit(*, intake: IntakeRecord) -> IntakeResult:
     """Validate, normalize, fingerprint and claim the event identity for one intake record."""
-    event, data, problems = _parse_event(bytes(intake.raw))
+    event, data, problems = _parse_event(bytes(intake.raw), intake.content_type)
     if event is None:
         event_id = data.get("event_id") if isinstance(data, dict) else None
         run = _create_invalid_run(intake, str(event_id or "")[:200], problems)
@@ -191,9 +245,13 @@ def _create_run(
     run.replay_of = replay_of
     run.normalized = normalized
     run.fingerprint = fingerprint(normalized)
+    if is_mail(normalized):
+        _thread_link(run, normalized)
     run.save()
     stage.record(run, "accepted")
     record_audit(run, "run.received", intake=intake, fingerprint=run.fingerprint)
+    if replay_of is None and is_mail(normalized):
+        _thread_adopt(run)
     allowed = check_request_allowed(policy_for(run).parsed, facts_of(run))
     if not allowed.passed:
         run.rules = [allowed.as_dict()]
@@ -211,9 +269,37 @@ def _create_run(
     return run
 
 
+def _thread_link(run: Run, normalized: dict[str, Any]) -> None:
+    """Link a reply to the run of the nearest earlier message of its thread that we have."""
+    thread: list[str] = normalized.get("thread") or []
+    if not thread:
+        return
+    # The event keeps References then In-Reply-To: the last id is the message answered.
+    run.reply_to_event_id = thread[-1]
+    known = dict(
+        Run.objects.filter(
+            channel=run.channel, event_id__in=thread, claims_identity=True, replay_of__isnull=True
+        ).values_list("event_id", "pk")
+    )
+    for message_id in reversed(thread):
+        if message_id in known:
+            run.thread_parent_id = known[message_id]
+            return
+
+
+def _thread_adopt(run: Run) -> None:
+    """Replies that arrived before this message was seen are linked to it now."""
+    replies = Run.objects.filter(
+        channel=run.channel, reply_to_event_id=run.event_id, thread_parent__isnull=True
+    ).exclude(pk=run.pk)
+    for reply_id in replies.values_list("pk", flat=True):
+        Run.objects.filter(pk=reply_id).update(thread_parent=run)
+        record_audit(run, "run.thread_linked", reply=reply_id)
+
+
 def intake_replay(*, original: Run) -> Run:
     """A new run from the original's stored raw input (caller records who and why)."""
-    event, _, problems = _parse_event(bytes(original.intake.raw))
+    event, _, problems = _parse_event(bytes(original.intake.raw), original.intake.content_type)
     if event is None:
         raise ValueError(f"run {original.pk} has no valid input to replay: {problems[0].message}")
     return _create_run(original.intake, event.normalized(), replay_of=original)

@@ -24,6 +24,7 @@ from automation.classifiers import (
     get_classifier,
 )
 from automation.conf import setting
+from automation.customers import customer_find, customers_known
 from automation.extraction import extraction_problems
 from automation.models import (
     ClassificationAttempt,
@@ -36,8 +37,10 @@ from automation.models import (
 from automation.schemas import (
     ClassifierDecision,
     FieldProblem,
-    IntakeEvent,
+    event_of,
+    event_text,
     fingerprint,
+    is_mail,
     validation_problems,
 )
 from automation.services.effects import effect_budget, effect_deliver
@@ -81,7 +84,7 @@ def _step_validate(run_id: int, now: datetime) -> str | None:
         run = lock_run(run_id)
         if run is None or run.state != State.RECEIVED:
             return None
-        event = IntakeEvent.model_validate(run.normalized)  # stored after admission: re-check
+        event = event_of(run.normalized or {})  # stored after admission: re-check
         move(run, "validate", stage=Stage("validate"), event_id=event.event_id)
         enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
         return run.state
@@ -92,7 +95,7 @@ def _step_normalize(run_id: int, now: datetime) -> str | None:
         run = lock_run(run_id)
         if run is None or run.state != State.VALIDATED:
             return None
-        normalized = IntakeEvent.model_validate(run.normalized).normalized()
+        normalized = event_of(run.normalized or {}).normalized()
         move(
             run,
             "normalize",
@@ -109,18 +112,7 @@ def _step_enrich(run_id: int, now: datetime) -> str | None:
         run = lock_run(run_id)
         if run is None or run.state != State.NORMALIZED:
             return None
-        facts = facts_of(run)
-        open_runs = (
-            Run.objects.filter(channel=run.channel, normalized__request_type=facts.request_type)
-            .exclude(state__in=[State.COMPLETED, State.BLOCKED, State.FAILED])
-            .exclude(pk=run.pk)
-            .count()
-        )
-        enrichment = {
-            "account_tier": facts.account_tier,
-            "priority_account": facts.account_tier == "priority",
-            "open_runs_same_request_type": open_runs,
-        }
+        enrichment = _enrichment(run)
         move(
             run,
             "enrich",
@@ -130,6 +122,32 @@ def _step_enrich(run_id: int, now: datetime) -> str | None:
         )
         enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
         return run.state
+
+
+def _enrichment(run: Run) -> dict[str, Any]:
+    """Deterministic local evidence: the known customer, its tier, the open work beside it."""
+    normalized = run.normalized or {}
+    unfinished = Run.objects.exclude(
+        state__in=[State.COMPLETED, State.BLOCKED, State.FAILED]
+    ).exclude(pk=run.pk)
+    match = customer_find(text=event_text(normalized), sender=normalized.get("sender", ""))
+    enrichment: dict[str, Any] = match.as_enrichment()
+    if match.customer is not None:
+        enrichment["open_runs_same_customer"] = unfinished.filter(
+            enrichment__customer__reference=match.customer.reference
+        ).count()
+    if is_mail(normalized):
+        tier = match.customer.account_tier if match.customer is not None else "standard"
+        enrichment["sender"] = normalized.get("sender")
+        enrichment["thread_parent"] = run.thread_parent_id
+    else:
+        tier = normalized["account_tier"]
+        enrichment["open_runs_same_request_type"] = unfinished.filter(
+            channel=run.channel, normalized__request_type=normalized["request_type"]
+        ).count()
+    enrichment["account_tier"] = tier
+    enrichment["priority_account"] = tier == "priority"
+    return enrichment
 
 
 def _claim_classifier_attempt(run_id: int, now: datetime) -> tuple[Run, int] | None:
@@ -211,6 +229,10 @@ def _judge_output(
         return "timeout", None, []
     if error is not None:
         return "unavailable", None, []
+    if not isinstance(raw, dict):
+        shown = raw if isinstance(raw, str) else type(raw).__name__
+        problem = FieldProblem(field="output", message=f"is not a JSON object: {shown!r:.200}")
+        return "invalid", None, [problem]
     try:
         return "valid", ClassifierDecision.model_validate(raw), []
     except ValidationError as exc:
@@ -240,7 +262,7 @@ def _classifier_failed(run: Run, stage: Stage, error: Exception, now: datetime) 
 
 def _accept_classification(run: Run, stage: Stage, decision: ClassifierDecision) -> None:
     payload = decision.model_dump(mode="json")
-    problems = extraction_problems(payload["fields"])
+    problems = extraction_problems(payload["fields"], known_customers=customers_known)
     if problems:
         move(
             run,

@@ -24,6 +24,7 @@ from automation.models import (
     Run,
     StageRecord,
 )
+from automation.schemas import is_mail
 from policy.evaluation import EventFacts, Interpretation
 from policy.models import PolicyVersion
 from policy.services import policy_get
@@ -179,6 +180,13 @@ def parse_amount(value: Any) -> Decimal | None:
 def facts_of(run: Run) -> EventFacts:
     if run.normalized is None:
         raise ValueError(f"run {run.pk} has no normalized event yet")
+    if is_mail(run.normalized):
+        # A message states neither type nor action; its tier is the known customer's.
+        return EventFacts(
+            request_type=None,
+            requested_action=None,
+            account_tier=(run.enrichment or {}).get("account_tier") or "standard",
+        )
     return EventFacts(
         request_type=run.normalized["request_type"],
         requested_action=run.normalized["requested_action"],
@@ -206,10 +214,12 @@ def effect_payload_of(run: Run) -> dict[str, Any]:
         "effect": run.effect_name,
         "route": run.route,
         "event_id": event.get("event_id"),
-        "request_type": event.get("request_type"),
-        "account_tier": event.get("account_tier"),
+        "request_type": event.get("request_type") or run.category,
+        "account_tier": event.get("account_tier") or (run.enrichment or {}).get("account_tier"),
         "subject": event.get("subject"),
     }
+    if is_mail(event):
+        payload["sender"] = event.get("sender")
     # The facts the effect acts on (an account reference, an amount) are part of what is
     # approved and delivered, not only evidence beside it.
     fields = (run.classification or {}).get("fields") or {}

@@ -19,6 +19,7 @@ from django.utils import timezone
 from django_fsm import has_transition_perm
 from pydantic import ValidationError
 
+from automation.customers import customers_known
 from automation.extraction import extraction_problems
 from automation.models import (
     EFFECT_HOLDS,
@@ -157,7 +158,9 @@ def run_correct(
         decision = ClassifierDecision.model_validate(corrected)
     except ValidationError as exc:
         raise CorrectionInvalid(validation_problems(exc)) from exc
-    problems = extraction_problems(decision.model_dump(mode="json")["fields"])
+    problems = extraction_problems(
+        decision.model_dump(mode="json")["fields"], known_customers=customers_known
+    )
     if problems:
         raise CorrectionInvalid(problems)
     with transaction.atomic():

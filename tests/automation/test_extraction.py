@@ -22,6 +22,10 @@ from tests.conftest import Pipeline, decision_for, make_event
         ("1,250.00 EUR", Decimal("1250.00"), "EUR"),
         ("1250,50 eur", Decimal("1250.50"), "EUR"),
         ("12 500.75 CHF", Decimal("12500.75"), "CHF"),
+        ("1.250,00 EUR", Decimal("1250.00"), "EUR"),
+        ("12 400,00 SEK", Decimal("12400.00"), "SEK"),
+        ("1.250.000", Decimal("1250000"), None),
+        ("1,250", Decimal("1250"), None),
     ],
 )
 def test_amounts_in_common_formats_are_read(
@@ -34,7 +38,9 @@ def test_amounts_in_common_formats_are_read(
     ("text", "message"),
     [
         ("1.250.00", "two decimal separators"),
-        ("1.250,00", "mixes decimal separators"),
+        ("1.250,00.00", "two decimal separators"),
+        ("1,250.00,50", "two decimal separators"),
+        ("1,25,0.00", "mixes decimal separators"),
         ("twelve", "not an amount"),
     ],
 )
@@ -88,7 +94,10 @@ def test_a_correction_is_held_to_the_same_checks(pipeline: Pipeline) -> None:
     reading = decision_for(event)
     reading["value"]["fields"] = {"amount": {"value": "1.250.00 EUR", "confidence": 0.8}}
     run = pipeline.run(pipeline.submit(event, [reading]))
-    corrected = {**reading["value"], "fields": {"amount": {"value": "1.250,00", "confidence": 1.0}}}
+    corrected = {
+        **reading["value"],
+        "fields": {"amount": {"value": "1.250,00.00", "confidence": 1.0}},
+    }
 
     with pytest.raises(services.CorrectionInvalid) as refused:
         services.run_correct(run_id=run.pk, user=lead, corrected=corrected, reason="typo")

@@ -496,3 +496,62 @@ def test_threshold_is_taken_for_the_read_category() -> None:
 
     assert low.verdict == Verdict.LOW_CONFIDENCE
     assert other.verdict == Verdict.EXECUTE
+
+
+# --- requests that state nothing (e-mail): the reading is held to policy alone ------------
+
+UNSTATED = EventFacts(request_type=None, requested_action=None, account_tier="standard")
+
+
+def test_an_unstated_request_passes_the_allowlist_check_before_reading(
+    policy_1: PolicyDocument,
+) -> None:
+    rule = check_request_allowed(policy_1, UNSTATED)
+    assert (rule.rule_id, rule.passed) == ("allowlist.unstated", True)
+
+
+@pytest.mark.parametrize(("category", "route"), ROUTES)
+def test_an_unstated_request_is_routed_by_policy_for_the_category_read(
+    policy_1: PolicyDocument, category: str, route: str
+) -> None:
+    decision = evaluate(
+        policy_1, UNSTATED, Interpretation(category, route, "create_follow_up", 0.8)
+    )
+    assert (decision.verdict, decision.route) == (Verdict.EXECUTE, route)
+    assert [r.rule_id for r in decision.rules] == [
+        "allowlist.unstated",
+        f"route.{category}",
+        "proposal.create_follow_up",
+    ]
+
+
+def test_an_unstated_request_read_with_the_wrong_route_is_blocked(
+    policy_1: PolicyDocument,
+) -> None:
+    decision = evaluate(
+        policy_1, UNSTATED, Interpretation("billing", "commercial", "create_follow_up", 0.8)
+    )
+    assert decision.verdict == Verdict.BLOCK
+    assert [r.rule_id for r in decision.refusing_rules] == ["route.billing"]
+
+
+def test_an_unstated_request_cannot_propose_an_effect_outside_the_allowlist(
+    policy_1: PolicyDocument,
+) -> None:
+    decision = evaluate(
+        policy_1, UNSTATED, Interpretation("billing", "finance", "issue_refund", 0.8)
+    )
+    assert decision.verdict == Verdict.BLOCK
+    assert [r.rule_id for r in decision.refusing_rules] == ["proposal.issue_refund"]
+
+
+def test_an_unstated_request_still_needs_the_approvals_policy_names(
+    policy_1: PolicyDocument,
+) -> None:
+    decision = evaluate(
+        policy_1,
+        UNSTATED,
+        Interpretation("security", "security_review", "queue_account_review", 0.8),
+    )
+    assert decision.verdict == Verdict.APPROVE
+    assert decision.approval is not None and decision.approval.group == "security-approvers"

@@ -1,0 +1,293 @@
+"""Reading an e-mail message: headers, bodies, attachments, with the standard `email` API.
+
+`parse_message(raw)` never raises on bad input: it returns what it could read and a list of
+problems. The caller stores the raw bytes before calling it, so a message nobody can read is
+still kept, exactly as it came.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import hashlib
+import html
+import io
+import re
+from dataclasses import dataclass, field
+from email.headerregistry import Address
+from email.message import EmailMessage, Message
+from html.parser import HTMLParser
+from typing import Any
+
+# Text taken from one attachment; the whole event keeps within the intake contract's limits.
+ATTACHMENT_TEXT_LIMIT = 8_000
+BODY_LIMIT = 20_000
+TEXT_TYPES = {"text/plain", "text/csv", "text/tab-separated-values", "text/markdown"}
+MESSAGE_ID = re.compile(r"<([^<>\s]+)>")
+
+
+@dataclass
+class Attachment:
+    name: str
+    content_type: str
+    size: int
+    sha256: str
+    text: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "name": self.name,
+            "content_type": self.content_type,
+            "size": self.size,
+            "sha256": self.sha256,
+        }
+        if self.text:
+            data["text"] = self.text
+        return data
+
+
+@dataclass
+class ParsedMail:
+    event_id: str
+    message_id: str
+    subject: str
+    sender: str
+    sender_name: str
+    sent_at: str
+    in_reply_to: str
+    references: list[str]
+    body: str
+    body_format: str  # plain, html, none
+    attachments: list[Attachment] = field(default_factory=list)
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (field, message)
+    notes: list[str] = field(default_factory=list)  # defects worth showing, not fatal
+
+    @property
+    def reply_to_event_id(self) -> str:
+        """The message this one answers: In-Reply-To, else the last of References."""
+        if self.in_reply_to:
+            return self.in_reply_to
+        return self.references[-1] if self.references else ""
+
+    def event(self) -> dict[str, Any]:
+        """The intake event of an e-mail: what the pipeline validates and fingerprints."""
+        return {
+            "event_id": self.event_id,
+            "source": "email",
+            "subject": self.subject,
+            "body": self.body,
+            "sender": self.sender,
+            "sender_name": self.sender_name,
+            "sent_at": self.sent_at,
+            "thread": [*self.references, *([self.in_reply_to] if self.in_reply_to else [])],
+            "attachments": [a.as_dict() for a in self.attachments],
+        }
+
+
+def message_ids(value: str) -> list[str]:
+    """'<a@x> <b@y>' -> ['a@x', 'b@y']; a bare id without brackets is taken whole."""
+    found = MESSAGE_ID.findall(value or "")
+    if not found and value and value.strip() and " " not in value.strip():
+        found = [value.strip().strip("<>")]
+    return found
+
+
+class _TextFromHtml(HTMLParser):
+    """HTML reduced to readable text: block elements end lines, scripts and styles vanish."""
+
+    BLOCKS = {"p", "div", "br", "tr", "li", "h1", "h2", "h3", "h4", "h5", "h6", "table"}
+    SKIP = {"script", "style", "head", "title"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.skipping = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self.SKIP:
+            self.skipping += 1
+        elif tag in self.BLOCKS:
+            self.parts.append("\n")
+        elif tag in {"td", "th"}:
+            self.parts.append(" ")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.SKIP:
+            self.skipping = max(0, self.skipping - 1)
+        elif tag in self.BLOCKS:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self.skipping:
+            self.parts.append(data)
+
+
+def html_to_text(markup: str) -> str:
+    parser = _TextFromHtml()
+    parser.feed(markup)
+    parser.close()
+    text = html.unescape("".join(parser.parts))
+    lines = (re.sub(r"[ \t\xa0]+", " ", line).strip() for line in text.splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+def _decoded_text(part: Message, notes: list[str]) -> str:
+    """A text part's content in its declared charset; undecodable bytes are replaced, noted."""
+    payload = part.get_payload(decode=True)
+    if not isinstance(payload, bytes):
+        return ""
+    charset = part.get_content_charset() or "us-ascii"
+    try:
+        return payload.decode(charset)
+    except LookupError:
+        notes.append(f"unknown charset {charset!r}: read as UTF-8 with replacements")
+    except UnicodeDecodeError:
+        notes.append(f"text is not valid {charset}: undecodable bytes replaced")
+    try:
+        return payload.decode("utf-8")
+    except UnicodeDecodeError:
+        return payload.decode("utf-8", errors="replace")
+
+
+def _pdf_text(data: bytes, notes: list[str], name: str) -> str:
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        return "\n".join((page.extract_text() or "") for page in reader.pages[:20]).strip()
+    except (PdfReadError, ValueError, KeyError, TypeError) as exc:
+        notes.append(f"attachment {name!r}: PDF text could not be read ({exc})")
+        return ""
+
+
+def _attachment(part: Message, notes: list[str], index: int) -> Attachment:
+    content_type = part.get_content_type()
+    name = part.get_filename() or f"part-{index}"
+    if content_type == "message/rfc822":
+        inner = part.get_payload()
+        inner_message = inner[0] if isinstance(inner, list) and inner else None
+        data = inner_message.as_bytes() if isinstance(inner_message, Message) else b""
+        text = ""
+        if isinstance(inner_message, Message):
+            text = _forwarded_text(inner_message, notes)
+            name = part.get_filename() or f"{inner_message.get('subject', 'message')}.eml"
+    else:
+        payload = part.get_payload(decode=True)
+        data = payload if isinstance(payload, bytes) else b""
+        text = ""
+        if content_type in TEXT_TYPES:
+            text = _decoded_text(part, notes)
+        elif content_type == "application/pdf" or name.lower().endswith(".pdf"):
+            text = _pdf_text(data, notes, name)
+    return Attachment(
+        name=str(name)[:200],
+        content_type=content_type,
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        text=text.strip()[:ATTACHMENT_TEXT_LIMIT],
+    )
+
+
+def _forwarded_text(inner: Message, notes: list[str]) -> str:
+    body, _, _ = _bodies(inner, notes, [])
+    header = "\n".join(
+        f"{name}: {inner.get(name)}" for name in ("From", "Date", "Subject") if inner.get(name)
+    )
+    return f"{header}\n\n{body}".strip()
+
+
+def _leaves(part: Message) -> Any:
+    """The leaf parts in order; a forwarded message is one leaf (an attachment), not opened."""
+    if part.get_content_type() == "message/rfc822" or not part.is_multipart():
+        yield part
+        return
+    for sub in part.get_payload():
+        if isinstance(sub, Message):
+            yield from _leaves(sub)
+
+
+def _bodies(
+    message: Message, notes: list[str], attachments: list[Attachment]
+) -> tuple[str, str, int]:
+    """(body text, format, parts seen). Prefers text/plain; falls back to HTML reduced to text."""
+    plain: list[str] = []
+    markup: list[str] = []
+    seen = 0
+    for part in _leaves(message):
+        seen += 1
+        disposition = part.get_content_disposition()
+        content_type = part.get_content_type()
+        if disposition == "attachment" or (
+            content_type not in {"text/plain", "text/html"} and part is not message
+        ):
+            attachments.append(_attachment(part, notes, seen))
+            continue
+        if content_type == "text/html":
+            markup.append(_decoded_text(part, notes))
+        elif content_type == "text/plain":
+            plain.append(_decoded_text(part, notes))
+    if plain:
+        return "\n\n".join(p.strip() for p in plain if p.strip()), "plain", seen
+    if markup:
+        return "\n\n".join(html_to_text(m) for m in markup), "html", seen
+    return "", "none", seen
+
+
+def _sender(message: EmailMessage, problems: list[tuple[str, str]]) -> tuple[str, str]:
+    header = message.get("From")
+    if header is None:
+        problems.append(("sender", "the message has no From header: nobody to answer"))
+        return "", ""
+    try:
+        addresses: tuple[Address, ...] = header.addresses
+    except (AttributeError, IndexError, ValueError):
+        addresses = ()
+    if not addresses or not addresses[0].addr_spec or "@" not in addresses[0].addr_spec:
+        problems.append(("sender", f"the From header {str(header)[:100]!r} has no address"))
+        return "", ""
+    return addresses[0].addr_spec.lower(), addresses[0].display_name
+
+
+def parse_message(raw: bytes) -> ParsedMail:
+    """Everything Gatehouse reads from one message. Problems are listed, never raised."""
+    problems: list[tuple[str, str]] = []
+    notes: list[str] = []
+    raw_hash = hashlib.sha256(raw).hexdigest()
+    message = email.message_from_bytes(raw, policy=email.policy.default)
+    assert isinstance(message, EmailMessage)  # noqa: S101 - guaranteed by policy.default
+    if not message.keys():
+        problems.append(("message", "has no header lines: this is not an e-mail message"))
+    for defect in message.defects:
+        notes.append(f"{type(defect).__name__}: {defect}")
+    declared = message_ids(str(message.get("Message-ID", "")))
+    message_id = declared[0] if declared else ""
+    if not message_id:
+        notes.append("no Message-ID: the event id is derived from the message's bytes")
+    event_id = message_id[:200] if message_id else f"sha256:{raw_hash}"
+    sender, sender_name = _sender(message, problems) if message.keys() else ("", "")
+    try:
+        subject = str(message.get("Subject", "") or "")
+    except (ValueError, IndexError):
+        subject = ""
+        notes.append("the Subject header could not be decoded")
+    attachments: list[Attachment] = []
+    body, body_format, _ = _bodies(message, notes, attachments)
+    if not body.strip() and not subject.strip() and not any(a.text for a in attachments):
+        problems.append(("body", "has no text to read: no subject, body or readable attachment"))
+    in_reply_to = next(iter(message_ids(str(message.get("In-Reply-To", "")))), "")
+    return ParsedMail(
+        event_id=event_id,
+        message_id=message_id,
+        subject=subject.strip()[:500] or "(no subject)",
+        sender=sender,
+        sender_name=sender_name,
+        sent_at=str(message.get("Date", "") or "")[:100],
+        in_reply_to=in_reply_to[:200],
+        references=[ref[:200] for ref in message_ids(str(message.get("References", "")))][-20:],
+        body=body.strip()[:BODY_LIMIT] or "(no text body)",
+        body_format=body_format,
+        attachments=attachments[:50],
+        problems=problems,
+        notes=notes[:20],
+    )

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
+
+from automation.services.intake import channel_get_or_create
+from automation.services.mailbox import mail_intake, mail_sources
+from config.dispatch import inline
+
+
+class ProgressBar:
+    """One redrawn line on stderr: `[#######.............]  35/100 messages`."""
+
+    def __init__(self, stream: OutputWrapper, width: int = 30) -> None:
+        self.stream = stream
+        self.width = width
+
+    def __call__(self, done: int, total: int) -> None:
+        filled = self.width * done // total
+        bar = "#" * filled + "." * (self.width - filled)
+        end = "\n" if done == total else ""
+        self.stream.write(f"\r[{bar}] {done:>{len(str(total))}}/{total} messages", ending=end)
+        self.stream.flush()
+
+
+class Command(BaseCommand):
+    help = (
+        "Take in e-mail messages: .eml files, directories of them, or maildirs. Each message "
+        "becomes a run, an idempotent replay or an invalid run; a summary ends the output."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("paths", nargs="+", type=Path)
+        parser.add_argument("--channel", default="email", help="intake channel (default email)")
+        parser.add_argument(
+            "--progress",
+            choices=["auto", "always", "never"],
+            default="auto",
+            help="progress bar on stderr: auto shows it on a terminal for 20+ messages",
+        )
+        parser.add_argument(
+            "--process",
+            action="store_true",
+            help="run the pipeline in this process instead of leaving the runs to the workers",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            sources = mail_sources(options["paths"])
+        except FileNotFoundError as exc:
+            raise CommandError(str(exc)) from exc
+        channel = channel_get_or_create(name=options["channel"])
+        mode = options["progress"]
+        show = mode == "always" or (mode == "auto" and len(sources) >= 20 and sys.stderr.isatty())
+        progress = ProgressBar(self.stderr) if show and sources else None
+        if options["process"]:
+            with inline() as queue:
+                batch = mail_intake(channel=channel, sources=sources, progress=progress)
+                while queue:
+                    queue.popleft().run()
+        else:
+            batch = mail_intake(channel=channel, sources=sources, progress=progress)
+        verbose = options["verbosity"] >= 2
+        for name, result in batch.results if verbose else []:
+            run = f"run #{result.run.pk}" if result.run is not None else "no run"
+            self.stdout.write(f"{name}: {result.code} ({run})")
+        for name, why in batch.failures:
+            self.stdout.write(f"{name}: {why}")
+        self.stdout.write(batch.summary())

@@ -1,0 +1,220 @@
+"""How well a classifier reads a labelled set of messages, measured through the real pipeline.
+
+Every message goes through intake, enrichment, the classifier, the extraction checks and the
+policy decision, exactly as in production, inside one transaction that is rolled back at the
+end: an evaluation leaves nothing behind and delivers no effect.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.db import transaction
+
+from automation.customers import customers_load
+from automation.models import IntakeChannel, Run, State
+from automation.services.intake import MAIL_TYPE, intake_submit
+from automation.services.pipeline import run_advance
+from policy.services import policy_ensure_defaults, policy_get
+
+# The pipeline stops here for an evaluation: the decision is made, nothing is delivered.
+WORKING = {State.RECEIVED, State.VALIDATED, State.NORMALIZED, State.ENRICHED, State.CLASSIFIED}
+LABEL_COLUMNS = {"file", "category", "effect", "expected_intake"}
+
+
+class LabelsInvalid(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Reading:
+    file: str
+    label_category: str
+    label_effect: str
+    label_problem: str
+    category: str
+    effect: str
+    state: str
+    outcome: str
+    failure_field: str
+
+    @property
+    def to_people(self) -> bool:
+        return self.state in {State.APPROVAL_REQUIRED, State.NEEDS_REVIEW}
+
+    @property
+    def destination(self) -> str:
+        if self.state == State.APPROVAL_REQUIRED:
+            return "approval"
+        if self.state == State.NEEDS_REVIEW:
+            return self.outcome
+        if self.state in {State.EXECUTING, State.APPROVED, State.COMPLETED}:
+            return "straight_through"
+        return self.outcome or self.state
+
+
+@dataclass
+class EvaluationReport:
+    classifier: str
+    classifier_version: str
+    policy_version: str
+    readings: list[Reading] = field(default_factory=list)
+    left_out: Counter[str] = field(default_factory=Counter)
+
+    def _share(self, count: int) -> float:
+        return count / len(self.readings) if self.readings else 0.0
+
+    @property
+    def category_correct(self) -> int:
+        return sum(r.category == r.label_category for r in self.readings)
+
+    @property
+    def effect_correct(self) -> int:
+        return sum(r.effect == r.label_effect for r in self.readings)
+
+    @property
+    def to_people(self) -> int:
+        return sum(r.to_people for r in self.readings)
+
+    @property
+    def destinations(self) -> Counter[str]:
+        return Counter(r.destination for r in self.readings)
+
+    @property
+    def problems_caught(self) -> tuple[int, int]:
+        labelled = [r for r in self.readings if r.label_problem]
+        caught = sum(r.failure_field == f"fields.{r.label_problem}" for r in labelled)
+        return caught, len(labelled)
+
+    @property
+    def confusions(self) -> Counter[tuple[str, str]]:
+        return Counter(
+            (r.label_category, r.category or "(none)")
+            for r in self.readings
+            if r.category != r.label_category
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        caught, labelled = self.problems_caught
+        return {
+            "classifier": self.classifier,
+            "classifier_version": self.classifier_version,
+            "policy_version": self.policy_version,
+            "messages": len(self.readings),
+            "left_out": dict(self.left_out),
+            "category_accuracy": round(self._share(self.category_correct), 4),
+            "effect_accuracy": round(self._share(self.effect_correct), 4),
+            "routed_to_people": round(self._share(self.to_people), 4),
+            "destinations": dict(self.destinations),
+            "extraction_problems_caught": [caught, labelled],
+            "readings": [r.__dict__ for r in self.readings],
+        }
+
+    def lines(self) -> list[str]:
+        n = len(self.readings)
+        caught, labelled = self.problems_caught
+        left = ", ".join(f"{count} {why}" for why, count in sorted(self.left_out.items()))
+        out = [
+            f"classifier {self.classifier} ({self.classifier_version}) under policy "
+            f"{self.policy_version}: {n} messages" + (f" ({left} left out)" if left else ""),
+            f"category accuracy: {self.category_correct}/{n} = "
+            f"{self._share(self.category_correct):.1%}",
+            f"effect accuracy: {self.effect_correct}/{n} = {self._share(self.effect_correct):.1%}",
+            f"routed to people: {self.to_people}/{n} = {self._share(self.to_people):.1%}",
+            f"extraction problems caught: {caught}/{labelled}",
+            "where runs went: "
+            + ", ".join(f"{name} {count}" for name, count in self.destinations.most_common()),
+        ]
+        for (label, read), count in self.confusions.most_common():
+            out.append(f"  labelled {label}, read as {read}: {count}")
+        return out
+
+
+def _labels(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        missing = LABEL_COLUMNS - set(reader.fieldnames or [])
+        if missing:
+            raise LabelsInvalid(f"{path}: missing columns {', '.join(sorted(missing))}")
+        return list(reader)
+
+
+def classifier_evaluate(
+    *, labels: Path, classifier: str = "heuristic", policy: str | None = None
+) -> EvaluationReport:
+    """Run every labelled message through the pipeline up to its decision, then undo it all."""
+    rows = _labels(labels)
+    with transaction.atomic():
+        report = _evaluate(labels, rows, classifier, policy)
+        transaction.set_rollback(True)
+    return report
+
+
+def _evaluate(
+    labels: Path, rows: list[dict[str, str]], classifier: str, policy: str | None
+) -> EvaluationReport:
+    from automation.classifiers import classifier_versions
+
+    policy_ensure_defaults()
+    chosen = policy_get(name=policy)
+    customers = labels.parent / "customers.csv"
+    if customers.exists():
+        customers_load(customers)
+    version, prompt = classifier_versions(classifier)
+    channel = IntakeChannel.objects.create(
+        name=f"evaluation:{classifier}",
+        classifier=classifier,
+        classifier_version=version,
+        workflow_version="evaluation",
+        prompt_version=prompt,
+        policy_version=chosen.name,
+        max_classifier_attempts=1,
+    )
+    report = EvaluationReport(classifier, version, chosen.name)
+    for row in rows:
+        if row["expected_intake"] != "new":
+            report.left_out[row["expected_intake"] or "unlabelled"] += 1
+            continue
+        raw = (labels.parent / row["file"]).read_bytes()
+        result = intake_submit(
+            channel=channel, raw=raw, content_type=MAIL_TYPE, source=f"evaluation:{row['file']}"
+        )
+        if result.run is None or result.run.state == State.FAILED:
+            report.left_out["unreadable"] += 1
+            continue
+        run = _decided(result.run.pk)
+        reading = run.classification or _last_reading(run)
+        report.readings.append(
+            Reading(
+                file=row["file"],
+                label_category=row["category"],
+                label_effect=row["effect"],
+                label_problem=row.get("extraction_problem", ""),
+                category=str(reading.get("category", "")),
+                effect=str(reading.get("requested_effect", "")),
+                state=run.state,
+                outcome=run.outcome,
+                failure_field=run.failure_field,
+            )
+        )
+    return report
+
+
+def _decided(run_id: int) -> Run:
+    for _ in range(20):
+        run = Run.objects.get(pk=run_id)
+        if run.state not in WORKING:
+            return run
+        if run_advance(run_id=run_id, now=run.next_attempt_at) is None:
+            return run
+    return Run.objects.get(pk=run_id)
+
+
+def _last_reading(run: Run) -> dict[str, Any]:
+    attempt = run.classifications.order_by("-attempt").first()
+    raw = attempt.raw_output if attempt is not None else None
+    return raw if isinstance(raw, dict) else {}

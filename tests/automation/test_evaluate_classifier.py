@@ -1,0 +1,102 @@
+"""evaluate_classifier: accuracy and the share sent to people, measured without side effects."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from automation.models import Customer, IntakeChannel, IntakeRecord, Run
+from audit.models import AuditEvent
+
+MAIL = Path(__file__).resolve().parent.parent / "data" / "mail"
+HEADER = "file,category,effect,customer_reference,thread_parent,expected_intake,extraction_problem,note"
+
+
+def labelled_set(tmp_path: Path, rows: list[str]) -> Path:
+    for row in rows:
+        name = row.split(",")[0]
+        shutil.copy(MAIL / name, tmp_path / name)
+    shutil.copy(MAIL / "customers.csv", tmp_path / "customers.csv")
+    labels = tmp_path / "labels.csv"
+    labels.write_text("\n".join([HEADER, *rows]) + "\n", encoding="utf-8")
+    return labels
+
+
+def evaluate(labels: Path, *args: str) -> str:
+    out = io.StringIO()
+    call_command("evaluate_classifier", str(labels), *args, stdout=out)
+    return out.getvalue()
+
+
+@pytest.mark.django_db
+def test_accuracy_and_the_share_sent_to_people_are_counted(tmp_path: Path) -> None:
+    labels = labelled_set(
+        tmp_path,
+        [
+            # Read right, executed straight through.
+            "01-quote-request-northwind.eml,sales,create_follow_up,CUST-10001,,new,,",
+            # Labelled wrong on purpose: the reader says support/create_follow_up.
+            "15-sso-login-error-500-oakmoor.eml,billing,send_internal_notification,,,new,,",
+            # A security review needs an approver under policy-1: sent to a person.
+            "17-suspicious-signins-northwind.eml,security,queue_account_review,,,new,,",
+            # An unreadable amount: held for correction, the labelled problem is caught.
+            "26-invoice-garbled-amount-northwind.eml,billing,send_internal_notification,,,new,amount,",
+            "34-not-an-email.eml,,,,,invalid,,",
+        ],
+    )
+
+    report = json.loads(evaluate(labels, "--json"))
+
+    assert report["messages"] == 4
+    assert report["left_out"] == {"invalid": 1}
+    assert report["category_accuracy"] == 0.75
+    assert report["effect_accuracy"] == 0.75
+    assert report["routed_to_people"] == 0.5
+    assert report["destinations"] == {
+        "straight_through": 2,
+        "approval": 1,
+        "extraction_invalid": 1,
+    }
+    assert report["extraction_problems_caught"] == [1, 1]
+    text = evaluate(labels)
+    assert "category accuracy: 3/4 = 75.0%" in text
+    assert "routed to people: 2/4 = 50.0%" in text
+    assert "labelled billing, read as support: 1" in text
+
+
+@pytest.mark.django_db
+def test_an_evaluation_leaves_nothing_behind(tmp_path: Path) -> None:
+    labels = labelled_set(
+        tmp_path, ["01-quote-request-northwind.eml,sales,create_follow_up,,,new,,"]
+    )
+    audit_before = AuditEvent.objects.count()
+
+    evaluate(labels)
+
+    assert Run.objects.count() == IntakeRecord.objects.count() == 0
+    assert IntakeChannel.objects.count() == Customer.objects.count() == 0
+    assert AuditEvent.objects.count() == audit_before
+
+
+@pytest.mark.django_db
+def test_the_whole_sample_set_is_evaluated(tmp_path: Path) -> None:
+    report = json.loads(evaluate(MAIL / "labels.csv", "--json"))
+
+    rows = (MAIL / "labels.csv").read_text(encoding="utf-8").splitlines()[1:]
+    assert report["messages"] == sum(",new," in row for row in rows)
+    assert report["classifier_version"] == "heuristic-1"
+    assert 0.0 < report["category_accuracy"] <= 1.0
+    assert sum(report["destinations"].values()) == report["messages"]
+
+
+@pytest.mark.django_db
+def test_a_labels_file_without_its_columns_is_refused(tmp_path: Path) -> None:
+    labels = tmp_path / "labels.csv"
+    labels.write_text("name,kind\n", encoding="utf-8")
+    with pytest.raises(CommandError, match="missing columns"):
+        evaluate(labels)

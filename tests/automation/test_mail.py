@@ -1,0 +1,423 @@
+"""E-mail intake: the sample set in tests/data/mail goes through the real command and pipeline."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import mailbox
+from email.message import EmailMessage
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
+
+from automation import services
+from automation.customers import customers_load
+from automation.mail import html_to_text, parse_message
+from automation.models import IntakeChannel, IntakeRecord, Outcome, Run, State
+from automation.roles import roles_ensure
+from automation.services.intake import channel_get_or_create
+from tests.conftest import Pipeline
+
+MAIL = Path(__file__).resolve().parent.parent / "data" / "mail"
+LABELS = list(csv.DictReader((MAIL / "labels.csv").open(encoding="utf-8")))
+BY_FILE = {row["file"]: row for row in LABELS}
+
+
+def sample(name: str) -> bytes:
+    return (MAIL / name).read_bytes()
+
+
+# --- reading one message --------------------------------------------------------------------
+
+
+def test_the_label_file_names_every_sample_once() -> None:
+    assert sorted(BY_FILE) == sorted(p.name for p in MAIL.glob("*.eml"))
+    assert len(BY_FILE) >= 30
+
+
+def test_encoded_headers_and_latin1_bodies_are_decoded() -> None:
+    german = parse_message(sample("02-angebot-lizenzen-brightwater.eml"))
+    assert "Angebot" in german.subject
+    assert "=?" not in german.subject + german.sender_name
+    spanish = parse_message(sample("13-reembolso-cobro-duplicado-costaserena.eml"))
+    assert spanish.sender_name == "José García"
+    assert "\ufffd" not in spanish.body
+
+
+def test_windows_1252_keeps_the_euro_sign() -> None:
+    french = parse_message(sample("03-demande-de-devis-atelier-lumiere.eml"))
+    assert "€" in french.body or "«" in french.body
+    assert "\ufffd" not in french.body
+
+
+def test_html_only_mail_is_reduced_to_text() -> None:
+    parsed = parse_message(sample("14-complaint-export-timeouts-kestrel.eml"))
+    assert parsed.body_format == "html"
+    assert "<" not in parsed.body and "&amp;" not in parsed.body
+    assert "{" not in parsed.body  # the <style> block is gone
+
+
+def test_html_reduction_keeps_lines_and_entities() -> None:
+    text = html_to_text(
+        "<html><head><style>p{color:red}</style></head><body><p>Total &euro;1,250.00</p>"
+        "<table><tr><td>Seats</td><td>60</td></tr></table><script>x()</script></body></html>"
+    )
+    assert text.splitlines() == ["Total €1,250.00", "Seats 60"]
+
+
+def test_multipart_alternative_prefers_the_plain_text() -> None:
+    parsed = parse_message(sample("04-pricing-sixty-seats-juniper-ridge.eml"))
+    assert parsed.body_format == "plain"
+    assert "$4,500" in parsed.body
+
+
+def test_attachments_are_listed_with_name_type_size_hash_and_text() -> None:
+    parsed = parse_message(sample("08-invoice-line-items-fjordvik.eml"))
+    (csv_file,) = parsed.attachments
+    assert csv_file.content_type == "text/csv"
+    assert csv_file.name.endswith(".csv")
+    decoded = _decoded_attachment(sample("08-invoice-line-items-fjordvik.eml"), csv_file.name)
+    assert (csv_file.size, csv_file.sha256) == (len(decoded), hashlib.sha256(decoded).hexdigest())
+    assert csv_file.text.splitlines()[0] == decoded.decode().splitlines()[0]
+
+
+def _decoded_attachment(raw: bytes, name: str) -> bytes:
+    import email
+    import email.policy
+
+    message = email.message_from_bytes(raw, policy=email.policy.default)
+    for part in message.walk():
+        if part.get_filename() == name:
+            payload = part.get_payload(decode=True)
+            assert isinstance(payload, bytes)
+            return payload
+    raise AssertionError(f"no attachment {name}")
+
+
+def test_text_is_read_from_a_pdf_attachment() -> None:
+    parsed = parse_message(sample("09-invoice-pdf-payment-reminder-brightwater.eml"))
+    (pdf,) = parsed.attachments
+    assert pdf.content_type == "application/pdf"
+    assert "INV-20417" in pdf.text and "1,240.00 EUR" in pdf.text
+
+
+def test_a_forwarded_message_is_one_attachment_with_its_text() -> None:
+    parsed = parse_message(sample("18-fwd-phishing-credentials-entered-kestrel.eml"))
+    forwarded = [a for a in parsed.attachments if a.content_type == "message/rfc822"]
+    assert len(forwarded) == 1
+    assert forwarded[0].text.startswith("From:")
+    assert forwarded[0].size > 0
+
+
+@pytest.mark.parametrize(
+    ("name", "note"),
+    [
+        ("23-export-umlaute-bad-bytes-brightwater.eml", "not valid utf-8"),
+        ("24-presupuesto-charset-desconocido-costaserena.eml", "unknown charset"),
+    ],
+)
+def test_broken_encodings_are_read_with_a_note(name: str, note: str) -> None:
+    parsed = parse_message(sample(name))
+    assert parsed.problems == []
+    assert any(note in n for n in parsed.notes)
+    assert len(parsed.body) > 50
+
+
+def test_a_message_without_message_id_gets_an_id_from_its_bytes() -> None:
+    raw = sample("25-webhooks-failing-no-message-id-juniper-ridge.eml")
+    parsed = parse_message(raw)
+    assert parsed.event_id == f"sha256:{hashlib.sha256(raw).hexdigest()}"
+    assert parse_message(raw + b"\n").event_id != parsed.event_id
+
+
+@pytest.mark.parametrize(
+    ("name", "field", "words"),
+    [
+        ("34-not-an-email.eml", "message", "not an e-mail message"),
+        ("35-no-from-empty-body.eml", "sender", "no From header"),
+    ],
+)
+def test_malformed_messages_name_their_problem(name: str, field: str, words: str) -> None:
+    problems = parse_message(sample(name)).problems
+    assert problems and problems[0][0] == field and words in problems[0][1]
+
+
+def test_reply_headers_are_read_in_thread_order() -> None:
+    parsed = parse_message(sample("06-re-re-quote-request-northwind.eml"))
+    first = parse_message(sample("01-quote-request-northwind.eml")).event_id
+    second = parse_message(sample("05-re-quote-request-northwind.eml")).event_id
+    assert parsed.references == [first, second]
+    assert parsed.reply_to_event_id == second
+    assert parsed.event()["thread"][-1] == second
+
+
+# --- the command over the whole sample set --------------------------------------------------
+
+
+@pytest.fixture
+def mail_channel(policy: None) -> IntakeChannel:
+    roles_ensure()
+    customers_load(MAIL / "customers.csv")
+    return channel_get_or_create(name="email")
+
+
+@pytest.fixture
+def mail_pipeline(mail_channel: IntakeChannel) -> Pipeline:
+    return Pipeline(mail_channel)
+
+
+def intake_mail(pipeline: Pipeline, *args: str) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with pipeline.capture():
+        call_command("intake_mail", *args, stdout=out, stderr=err)
+    pipeline.drain()
+    return out.getvalue(), err.getvalue()
+
+
+def expected_summary(runs: int | None = None, replays: int | None = None) -> str:
+    kinds = [row["expected_intake"] for row in LABELS]
+    return (
+        f"read {len(LABELS)}: {kinds.count('new') if runs is None else runs} new runs, "
+        f"{kinds.count('replay') if replays is None else replays} replays, 0 conflicts, "
+        f"{kinds.count('invalid')} invalid, 0 unreadable"
+    )
+
+
+def test_the_whole_sample_set_is_taken_in_and_the_summary_matches(
+    mail_pipeline: Pipeline,
+) -> None:
+    out, _ = intake_mail(mail_pipeline, str(MAIL))
+
+    assert out.splitlines()[-1] == expected_summary()
+    # Every file is stored exactly as read, and has a run (its own, or the one it replays).
+    records = {r.source.removeprefix("file:"): r for r in IntakeRecord.objects.all()}
+    assert len(records) == len(LABELS)
+    for name, row in BY_FILE.items():
+        record = records[str(MAIL / name)]
+        assert bytes(record.raw) == sample(name)
+        assert record.content_type == "message/rfc822"
+        runs = list(record.runs.all())
+        if row["expected_intake"] == "replay":
+            assert runs == []
+            continue
+        (run,) = runs
+        if row["expected_intake"] == "invalid":
+            assert (run.state, run.outcome) == (State.FAILED, Outcome.INVALID_EVENT), name
+        else:
+            assert run.state != State.FAILED, name
+            assert run.normalized["source"] == "email"
+
+
+def test_taking_the_set_in_again_only_replays(mail_pipeline: Pipeline) -> None:
+    intake_mail(mail_pipeline, str(MAIL))
+    runs_before = Run.objects.filter(claims_identity=True).count()
+
+    out, _ = intake_mail(mail_pipeline, str(MAIL))
+
+    distinct = sum(1 for row in LABELS if row["expected_intake"] != "invalid")
+    assert out.splitlines()[-1] == expected_summary(runs=0, replays=distinct)
+    assert Run.objects.filter(claims_identity=True).count() == runs_before
+
+
+def test_each_extraction_problem_reaches_the_correction_queue_with_its_field(
+    mail_pipeline: Pipeline,
+) -> None:
+    intake_mail(mail_pipeline, str(MAIL))
+
+    expected = {row["file"]: row["extraction_problem"] for row in LABELS}
+    bad = {name: problem for name, problem in expected.items() if problem}
+    assert set(bad.values()) == {"amount", "date", "customer_reference"}
+    for name, problem in bad.items():
+        run = Run.objects.get(intake__source=f"file:{MAIL / name}")
+        assert (run.state, run.outcome, run.queue) == (
+            State.NEEDS_REVIEW,
+            Outcome.EXTRACTION_INVALID,
+            "extraction_invalid",
+        ), name
+        assert run.failure_field == f"fields.{problem}", name
+        # The fields are attached for correction: the reading that failed is kept.
+        fields = run.classifications.last().raw_output["fields"]  # type: ignore[union-attr]
+        assert problem in fields
+    held = Run.objects.filter(outcome=Outcome.EXTRACTION_INVALID).count()
+    assert held == len(bad)
+
+
+def test_replies_are_linked_to_their_thread_in_either_order(mail_pipeline: Pipeline) -> None:
+    intake_mail(mail_pipeline, str(MAIL))
+
+    replies = {row["file"]: row["thread_parent"] for row in LABELS if row["thread_parent"]}
+    assert len(replies) >= 3
+    for reply, parent in replies.items():
+        reply_run = Run.objects.get(intake__source=f"file:{MAIL / reply}")
+        parent_run = Run.objects.get(intake__source=f"file:{MAIL / parent}")
+        assert reply_run.thread_parent_id == parent_run.pk, reply
+    # One reply sorts before the message it answers: it is linked when that one arrives.
+    assert any(reply < parent for reply, parent in replies.items())
+
+
+def test_both_run_pages_show_the_thread(mail_pipeline: Pipeline, ops_lead: object) -> None:
+    intake_mail(mail_pipeline, str(MAIL))
+    reply = Run.objects.get(intake__source=f"file:{MAIL / '05-re-quote-request-northwind.eml'}")
+    assert reply.thread_parent is not None
+    client = Client()
+    client.force_login(ops_lead)  # type: ignore[arg-type]
+
+    reply_page = client.get(reverse("automation:run", args=[reply.pk])).content.decode()
+    parent_page = client.get(
+        reverse("automation:run", args=[reply.thread_parent.pk])
+    ).content.decode()
+
+    assert f'href="/runs/{reply.thread_parent.pk}/"' in reply_page
+    assert "In reply to" in reply_page
+    assert f'href="/runs/{reply.pk}/"' in parent_page
+    assert "Replies to this message" in parent_page
+
+
+def test_the_run_page_lists_attachments_and_the_message(
+    mail_pipeline: Pipeline, ops_lead: object
+) -> None:
+    intake_mail(mail_pipeline, str(MAIL / "08-invoice-line-items-fjordvik.eml"))
+    run = Run.objects.get()
+    client = Client()
+    client.force_login(ops_lead)  # type: ignore[arg-type]
+
+    page = client.get(reverse("automation:run", args=[run.pk])).content.decode()
+
+    attachment = run.normalized["attachments"][0]
+    assert attachment["name"] in page and attachment["sha256"] in page
+    assert run.normalized["sender"] in page
+
+
+def test_a_customer_is_found_by_reference_or_sender_domain(mail_pipeline: Pipeline) -> None:
+    intake_mail(mail_pipeline, str(MAIL))
+
+    for name, row in BY_FILE.items():
+        if row["expected_intake"] != "new" or row["extraction_problem"] == "customer_reference":
+            continue
+        run = Run.objects.get(intake__source=f"file:{MAIL / name}")
+        customer = run.enrichment.get("customer") or {}
+        assert customer.get("reference", "") == row["customer_reference"], name
+
+
+def test_the_account_tier_of_a_mail_is_its_customers(mail_pipeline: Pipeline) -> None:
+    intake_mail(mail_pipeline, str(MAIL / "01-quote-request-northwind.eml"))
+    run = Run.objects.get()
+    tiers = {
+        row["reference"]: row["account_tier"]
+        for row in csv.DictReader((MAIL / "customers.csv").open())
+    }
+    assert run.enrichment["account_tier"] == tiers["CUST-10001"]
+    assert run.rules[0]["rule_id"] == "allowlist.unstated"
+
+
+def test_a_maildir_and_an_unreadable_file_do_not_stop_the_batch(
+    mail_pipeline: Pipeline, tmp_path: Path
+) -> None:
+    box = mailbox.Maildir(tmp_path / "inbox")
+    for name in ("01-quote-request-northwind.eml", "17-suspicious-signins-northwind.eml"):
+        box.add(sample(name))
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    (loose / "gone.eml").symlink_to(tmp_path / "missing.eml")
+    (loose / "ok.eml").write_bytes(sample("15-sso-login-error-500-oakmoor.eml"))
+
+    out, err = intake_mail(mail_pipeline, str(tmp_path / "inbox"), str(loose), "--progress=always")
+
+    assert out.splitlines()[-1] == (
+        "read 3: 3 new runs, 0 replays, 0 conflicts, 0 invalid, 1 unreadable"
+    )
+    assert "gone.eml: could not be read" in out
+    assert err.rstrip().endswith("[##############################] 4/4 messages")
+    assert Run.objects.count() == 3
+
+
+def test_a_missing_path_is_refused_before_anything_is_read(mail_pipeline: Pipeline) -> None:
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="no such file"):
+        intake_mail(mail_pipeline, str(MAIL / "nope.eml"))
+    assert IntakeRecord.objects.count() == 0
+
+
+# --- the API accepts message/rfc822 ---------------------------------------------------------
+
+
+@pytest.fixture
+def mail_token(mail_channel: IntakeChannel) -> str:
+    _, key = services.api_token_create(name="mail-gateway", channel=mail_channel)
+    return key
+
+
+def post_mail(client: Client, key: str, raw: bytes, content_type: str = "message/rfc822"):  # type: ignore[no-untyped-def]
+    return client.post(
+        "/api/v1/events", data=raw, content_type=content_type, HTTP_AUTHORIZATION=f"Bearer {key}"
+    )
+
+
+def test_the_api_takes_a_message_and_answers_like_for_events(
+    mail_pipeline: Pipeline, mail_token: str
+) -> None:
+    client = Client()
+    raw = sample("11-refund-double-charge-juniper-ridge.eml")
+    with mail_pipeline.capture():
+        first = post_mail(client, mail_token, raw)
+        again = post_mail(client, mail_token, raw)
+    mail_pipeline.drain()
+
+    assert (first.status_code, first.json()["outcome"]) == (202, "accepted")
+    assert (again.status_code, again.json()["outcome"]) == (200, "idempotent_replay")
+    run = Run.objects.get(pk=first.json()["run"]["id"])
+    assert run.event_id == parse_message(raw).event_id
+    assert bytes(run.intake.raw) == raw
+
+
+def test_the_api_answers_422_for_a_malformed_message_and_keeps_it(
+    mail_pipeline: Pipeline, mail_token: str
+) -> None:
+    raw = sample("35-no-from-empty-body.eml")
+    with mail_pipeline.capture():
+        response = post_mail(Client(), mail_token, raw)
+
+    assert response.status_code == 422
+    assert response.json()["problems"][0]["field"] == "sender"
+    run = Run.objects.get()
+    assert (run.state, run.outcome, run.failure_field) == (
+        State.FAILED,
+        Outcome.INVALID_EVENT,
+        "sender",
+    )
+    assert bytes(run.intake.raw) == raw
+
+
+def test_the_api_refuses_other_types_and_oversized_messages(
+    mail_pipeline: Pipeline, mail_token: str, settings: object
+) -> None:
+    client = Client()
+    assert post_mail(client, mail_token, b"hello", "text/plain").status_code == 415
+    settings.GATEHOUSE = {**settings.GATEHOUSE, "MAX_MESSAGE_BYTES": 100}  # type: ignore[attr-defined]
+    too_big = post_mail(client, mail_token, sample("01-quote-request-northwind.eml"))
+    assert too_big.status_code == 413
+    assert IntakeRecord.objects.count() == 0
+
+
+def test_a_changed_message_reusing_a_message_id_is_a_conflict(
+    mail_pipeline: Pipeline, mail_token: str
+) -> None:
+    message = EmailMessage()
+    message["From"] = "Ana <ana@northwind-traders.test>"
+    message["To"] = "requests@gatehouse.test"
+    message["Subject"] = "Quote for 10 seats"
+    message["Message-ID"] = "<same-id@northwind-traders.test>"
+    message.set_content("Please send a quote for 10 seats. CUST-10001")
+    client = Client()
+    with mail_pipeline.capture():
+        first = post_mail(client, mail_token, message.as_bytes())
+        message.replace_header("Subject", "Quote for 20 seats")
+        second = post_mail(client, mail_token, message.as_bytes())
+
+    assert (first.status_code, second.status_code) == (202, 409)
+    assert Run.objects.filter(event_id="same-id@northwind-traders.test").count() == 1
