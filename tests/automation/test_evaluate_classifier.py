@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from automation.models import Customer, IntakeChannel, IntakeRecord, Run
 from audit.models import AuditEvent
+from automation.models import Customer, IntakeChannel, IntakeRecord, Run
 
 MAIL = Path(__file__).resolve().parent.parent / "data" / "mail"
-HEADER = "file,category,effect,customer_reference,thread_parent,expected_intake,extraction_problem,note"
+HEADER = (
+    "file,category,effect,customer_reference,thread_parent,expected_intake,extraction_problem,note"
+)
 
 
 def labelled_set(tmp_path: Path, rows: list[str]) -> Path:
