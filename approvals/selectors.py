@@ -153,7 +153,18 @@ def evidence(request: ApprovalRequest) -> dict[str, Any]:
     fields = classification.get("fields") or {}
     sources = [f.get("source") or "" for f in fields.values()]
     normalized = run.normalized or {}
+    attachments = []
+    for attachment in normalized.get("attachments") or []:
+        text = highlight(attachment.get("text", ""), sources) if attachment.get("text") else []
+        marked = {**attachment, "marked": any(flag for _, flag in text)}
+        attachments.append((marked, text))
+    enrichment = run.enrichment or {}
     return {
+        "mail": normalized if normalized.get("source") == "email" else None,
+        "attachments": attachments,
+        "customer": enrichment.get("customer"),
+        "customer_matched_by": enrichment.get("customer_matched_by"),
+        "account_tier": enrichment.get("account_tier"),
         "fields": sorted(fields.items()),
         "subject": highlight(normalized.get("subject", ""), sources),
         "body": highlight(normalized.get("body", ""), sources),

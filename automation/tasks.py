@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import logging
-
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from automation import services
-
-log = logging.getLogger(__name__)
+from automation.models import Effect
+from automation.services.records import log_run_id
 
 
 def advance_run(run_id: int) -> str | None:
@@ -16,7 +14,7 @@ def advance_run(run_id: int) -> str | None:
         return services.run_advance(run_id=run_id)
     except (ConcurrentTransition, TransitionNotAllowed) as exc:
         # Another worker moved the run first; its step stands, ours is void.
-        log.info("run %s: step lost a race: %s", run_id, exc)
+        log_run_id(run_id, f"run {run_id}: step lost a race", error=str(exc))
         return None
 
 
@@ -24,7 +22,10 @@ def deliver_effect(effect_id: int) -> str | None:
     try:
         return services.effect_deliver(effect_id=effect_id)
     except (ConcurrentTransition, TransitionNotAllowed) as exc:
-        log.info("effect %s: delivery lost a race: %s", effect_id, exc)
+        run_id = Effect.objects.filter(pk=effect_id).values_list("run_id", flat=True).first()
+        log_run_id(
+            run_id, f"effect {effect_id}: delivery lost a race", effect_id=effect_id, error=str(exc)
+        )
         return None
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -206,12 +207,32 @@ GATEHOUSE: dict[str, Any] = {
     "DEMO_RECEIVER_FAILURE_RATE": float(os.environ.get("GATEHOUSE_DEMO_FAILURE_RATE", "0")),
     # Fault injection for crash tests only: die right after the downstream answered.
     "FAULT_KILL_AFTER_DOWNSTREAM": env_bool("GATEHOUSE_FAULT_KILL_AFTER_DOWNSTREAM", False),
+    # Bearer token a Prometheus server sends to /metrics; empty: only signed-in people with
+    # the reports permission may read it.
+    "METRICS_TOKEN": os.environ.get("GATEHOUSE_METRICS_TOKEN", ""),
 }
 
+# One JSON object per line (the default) for a log collector, or `plain` text for a terminal.
+# Lines about a run (logger gatehouse.runs) carry its run_id and event_id as fields.
+LOG_FORMAT = os.environ.get("GATEHOUSE_LOG_FORMAT", "json")
+if LOG_FORMAT not in {"json", "plain"}:
+    raise ImproperlyConfigured("GATEHOUSE_LOG_FORMAT must be 'json' or 'plain'")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "json": {"()": "config.logging.JsonFormatter"},
+        "plain": {
+            "()": "config.logging.PlainFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        },
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": os.environ.get("GATEHOUSE_LOG_LEVEL", "INFO")},
+    # Django's loggers write through the same handler, once. Kept at INFO whatever the root
+    # level: below that Django logs SQL with its parameters, which may hold secrets.
+    "loggers": {
+        "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
+    },
 }

@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from config.auth_views import ThrottledLoginView
+from reports.metrics import metrics_view
 
 admin.site.site_header = "Gatehouse"
 admin.site.site_title = "Gatehouse"
@@ -16,5 +17,7 @@ urlpatterns = [
     path("approvals/", include("approvals.urls")),
     path("demo/", include("receiver.urls")),
     path("api/v1/", include("automation.api_urls")),
+    path("reports/", include("reports.urls")),
+    path("metrics", metrics_view, name="metrics"),
     path("", include("automation.urls")),
 ]

@@ -9,6 +9,7 @@ again with the same key, and the receiver's deduplication makes it count once.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
@@ -41,6 +42,7 @@ from automation.services.records import (
     backoff_delay,
     binding_of,
     lock_run,
+    log_run,
     move,
     record_audit,
 )
@@ -101,7 +103,7 @@ def _deliver_local(effect_id: int, adapter: EffectAdapter, now: datetime) -> str
             return None
         effect.attempts += 1
         delivery = adapter.deliver(effect)
-        EffectAttempt.objects.create(
+        attempt = EffectAttempt.objects.create(
             effect=effect,
             attempt=effect.attempts,
             started_at=now,
@@ -109,6 +111,7 @@ def _deliver_local(effect_id: int, adapter: EffectAdapter, now: datetime) -> str
             outcome=delivery.outcome,
             detail=delivery.reference,
         )
+        _log_attempt(run, effect, attempt)
         _delivered(effect, run, delivery, now)
         return effect.status
 
@@ -122,7 +125,7 @@ def _claim(effect_id: int, adapter: EffectAdapter, now: datetime) -> tuple[Effec
         run = lock_run(effect.run_id, wait=True)
         if run is None or run.state != State.EXECUTING:
             return None
-        if _note_lost_attempt(effect, now) and not adapter.honours_idempotency_keys:
+        if _note_lost_attempt(effect, run, now) and not adapter.honours_idempotency_keys:
             # The lost attempt may have been performed and this receiver cannot tell a repeat.
             lost = Delivery("uncertain", error_class="WorkerLost")
             _apply(effect, run, adapter, lost, now)
@@ -151,13 +154,13 @@ def _not_due(effect: Effect, now: datetime) -> bool:
     return effect.next_attempt_at is not None and effect.next_attempt_at > now
 
 
-def _note_lost_attempt(effect: Effect, now: datetime) -> bool:
+def _note_lost_attempt(effect: Effect, run: Run, now: datetime) -> bool:
     """An attempt whose worker died before recording it still counts, and shows."""
     recorded = effect.attempt_rows.count()
     if effect.attempts <= recorded:
         return False
     lease = timedelta(seconds=setting("EFFECT_LEASE_SECONDS"))
-    EffectAttempt.objects.create(
+    lost = EffectAttempt.objects.create(
         effect=effect,
         attempt=effect.attempts,
         # The claim took the lease at the start of the attempt.
@@ -167,6 +170,7 @@ def _note_lost_attempt(effect: Effect, now: datetime) -> bool:
         error_class="WorkerLost",
         detail="the worker stopped before it recorded this attempt; its lease ran out",
     )
+    _log_attempt(run, effect, lost)
     return True
 
 
@@ -205,7 +209,7 @@ def _record(
         run = lock_run(effect.run_id, wait=True)
         if run is None or run.state != State.EXECUTING:
             return None
-        EffectAttempt.objects.create(
+        row = EffectAttempt.objects.create(
             effect=effect,
             attempt=attempt,
             started_at=started_at,
@@ -215,6 +219,7 @@ def _record(
             error_class=delivery.error_class,
             detail=delivery.detail or delivery.body[:500],
         )
+        _log_attempt(run, effect, row)
         effect.lease_expires_at = None
         effect.response_status = delivery.status_code
         effect.response_body = delivery.body
@@ -223,6 +228,22 @@ def _record(
         )
         _apply(effect, run, adapter, delivery, now)
         return effect.status
+
+
+def _log_attempt(run: Run, effect: Effect, attempt: EffectAttempt) -> None:
+    """One line per delivery attempt: the result, never the payload or the receiver's body."""
+    log_run(
+        run,
+        f"effect {effect.name} attempt {attempt.attempt}: {attempt.outcome}",
+        level=logging.INFO if attempt.outcome in ("delivered", "retry") else logging.WARNING,
+        effect_id=effect.pk,
+        effect=effect.name,
+        attempt=attempt.attempt,
+        result=attempt.outcome,
+        status_code=attempt.status_code,
+        error_class=attempt.error_class,
+        duration_ms=attempt.duration_ms,
+    )
 
 
 def _apply(

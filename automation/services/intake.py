@@ -36,6 +36,7 @@ from automation.services.records import (
     ADVANCE_RUN_TASK,
     Stage,
     facts_of,
+    logs_intake,
     move,
     policy_for,
     record_audit,
@@ -168,6 +169,7 @@ def _parse_mail(raw: bytes) -> tuple[MailEvent | None, Any, list[FieldProblem]]:
         return None, data, validation_problems(exc)
 
 
+@logs_intake
 def intake_admit(*, intake: IntakeRecord) -> IntakeResult:
     """Validate, normalize, fingerprint and claim the event identity for one intake record."""
     event, data, problems = _parse_event(bytes(intake.raw), intake.content_type)

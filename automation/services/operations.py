@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -38,12 +37,11 @@ from automation.services.records import (
     DELIVER_EFFECT_TASK,
     Stage,
     add_checkpoint,
+    log_run,
     move,
     record_audit,
 )
 from config.dispatch import enqueue_after_commit
-
-log = logging.getLogger(__name__)
 
 # --- operator operations ----------------------------------------------------------------
 
@@ -197,7 +195,7 @@ def _refuse(run: Run, what: str, actor: User | None, actor_label: str, **data: A
         requested=what,
         **data,
     )
-    log.debug("refused %s on run %s in state %s", what, run.pk, run.state)
+    log_run(run, f"run {run.pk}: {what} refused in state {run.state}", requested=what)
     return Outcome.STATE_CONFLICT
 
 

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from django.contrib.auth.models import User
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from audit.services import SYSTEM, audit_record
@@ -31,6 +34,8 @@ from policy.services import policy_get
 
 ADVANCE_RUN_TASK = "automation.tasks.advance_run"
 DELIVER_EFFECT_TASK = "automation.tasks.deliver_effect"
+
+RUN_LOG = logging.getLogger("gatehouse.runs")
 
 
 # --- small helpers shared by the stages ---------------------------------------------------
@@ -127,6 +132,75 @@ def move(
     record_audit(
         run, f"run.{name}", actor=actor, from_state=before, outcome=run.outcome, **(note or {})
     )
+    log_run(
+        run,
+        f"run {run.pk} {name}: {before} -> {run.state}",
+        transition=name,
+        from_state=before,
+        to_state=run.state,
+        actor=actor.get_username() if actor is not None else SYSTEM,
+    )
+
+
+# --- logs about runs ----------------------------------------------------------------------
+
+
+def log_run(run: Run, message: str, *, level: int = logging.INFO, **fields: Any) -> None:
+    """Log one line about a run once its transaction commits: a rolled-back step never shows.
+
+    The line carries the run's id, event id, state and outcome as fields, so a log collector
+    follows one run or one event across web and worker processes. Callers add facts, never
+    secrets or request bodies.
+    """
+    extra = {
+        "run_id": run.pk,
+        "event_id": run.event_id,
+        "state": run.state,
+        "outcome": run.outcome,
+        **fields,
+    }
+    transaction.on_commit(lambda: RUN_LOG.log(level, message, extra=extra))
+
+
+def log_run_id(run_id: int | None, message: str, **fields: Any) -> None:
+    """Log about a run known only by its id (a worker that lost a race): one small query."""
+    if run_id is None:
+        return
+    run = Run.objects.filter(pk=run_id).only("event_id", "state", "outcome").first()
+    if run is not None:
+        log_run(run, message, **fields)
+
+
+class _Admission(Protocol):
+    @property
+    def code(self) -> str: ...
+    @property
+    def run(self) -> Run | None: ...
+    @property
+    def intake(self) -> IntakeRecord: ...
+
+
+P = ParamSpec("P")
+A = TypeVar("A", bound=_Admission)
+
+
+def logs_intake(admit: Callable[P, A]) -> Callable[P, A]:
+    """Log what intake answered (accepted, a duplicate, invalid...) with the run it names."""
+
+    @functools.wraps(admit)
+    def admit_and_log(*args: P.args, **kwargs: P.kwargs) -> A:
+        result = admit(*args, **kwargs)
+        if result.run is not None:
+            code = str(result.code)
+            log_run(
+                result.run,
+                f"intake {result.intake.pk}: {code}",
+                intake_id=result.intake.pk,
+                code=code,
+            )
+        return result
+
+    return admit_and_log
 
 
 def lock_run(run_id: int, *, wait: bool = False) -> Run | None:

@@ -421,3 +421,96 @@ def test_a_changed_message_reusing_a_message_id_is_a_conflict(
 
     assert (first.status_code, second.status_code) == (202, 409)
     assert Run.objects.filter(event_id="same-id@northwind-traders.test").count() == 1
+
+
+def test_an_approver_sees_the_message_behind_a_request(
+    mail_pipeline: Pipeline, approver: object
+) -> None:
+    from approvals.models import ApprovalRequest
+
+    intake_mail(mail_pipeline, str(MAIL / "17-suspicious-signins-northwind.eml"))
+    request = ApprovalRequest.objects.get()
+    client = Client()
+    client.force_login(approver)  # type: ignore[arg-type]
+
+    page = client.get(reverse("approvals:evidence", args=[request.pk])).content.decode()
+
+    run = request.run
+    assert run.normalized["sender"] in page
+    assert "CUST-10001" in page and "Northwind" in page
+    assert 'data-testid="mail-meta"' in page
+
+
+# --- the heuristic reads e-mail -------------------------------------------------------------
+
+
+def mail_event(body: str, subject: str = "Invoice", **extra: object) -> dict[str, object]:
+    return {
+        "event_id": "m-1",
+        "source": "email",
+        "subject": subject,
+        "body": body,
+        "sender": "ap@northwind-traders.test",
+        "sender_name": "Accounts Payable",
+        "sent_at": "",
+        "thread": [],
+        "attachments": [],
+        **extra,
+    }
+
+
+def test_the_heuristic_takes_the_total_over_the_first_amount(settings: object) -> None:
+    from automation.classifiers.heuristic import read
+
+    reading = read(
+        mail_event("Line 1: EUR 100.00\nLine 2: 1.150,00 EUR\nTotal due: 1.250,00 EUR\nCUST-10001")
+    )
+    assert reading["fields"]["amount"]["value"] == "1.250,00 EUR"
+    assert reading["fields"]["amount"]["source"] == "Total due: 1.250,00 EUR"
+    assert reading["fields"]["customer_reference"]["value"] == "CUST-10001"
+    assert reading["fields"]["sender_name"]["value"] == "Accounts Payable"
+    # An invoice states no action: billing mail most likely means "let finance know".
+    assert (reading["category"], reading["requested_effect"]) == (
+        "billing",
+        "send_internal_notification",
+    )
+
+
+def test_the_heuristic_reports_the_date_that_is_no_date() -> None:
+    from automation.classifiers.heuristic import read
+
+    reading = read(mail_event("Pay on 2026-11-30 and on 31 February 2027, please. Invoice."))
+    assert reading["fields"]["date"]["value"] == "31 February 2027"
+
+
+def test_the_heuristic_reads_attachment_text() -> None:
+    from automation.classifiers.heuristic import read
+
+    attachment = {
+        "name": "inv.csv",
+        "content_type": "text/csv",
+        "size": 10,
+        "sha256": "0" * 64,
+        "text": "item,amount\nseats,€980.00\nTotal,€980.00",
+    }
+    reading = read(mail_event("See attached.", subject="Documents", attachments=[attachment]))
+    assert reading["fields"]["amount"]["value"] == "980.00 EUR"
+
+
+def test_the_classifier_of_a_channel_comes_from_settings(policy: None, settings: object) -> None:
+    from audit.models import AuditEvent
+
+    settings.GATEHOUSE = {**settings.GATEHOUSE, "CHANNEL_CLASSIFIERS": {"email": "recorded"}}  # type: ignore[attr-defined]
+    channel = channel_get_or_create(name="email")
+    assert (channel.classifier, channel.classifier_version) == ("recorded", "recorded-classifier-1")
+    assert channel_get_or_create(name="other").classifier == "heuristic"
+
+    settings.GATEHOUSE = {**settings.GATEHOUSE, "CHANNEL_CLASSIFIERS": {"email": "heuristic"}}  # type: ignore[attr-defined]
+    channel = channel_get_or_create(name="email")
+
+    assert (channel.classifier, channel.classifier_version) == ("heuristic", "heuristic-1")
+    changed = AuditEvent.objects.get(action="channel.classifier_changed")
+    assert (changed.data["before"], changed.data["after"]) == (
+        "recorded-classifier-1",
+        "heuristic-1",
+    )

@@ -1,0 +1,234 @@
+"""Prometheus metrics, read from the run records at scrape time, and their endpoint.
+
+Nothing is counted in process memory: web processes and workers come and go, the database
+is the truth. A scrape runs a fixed handful of grouped queries, whatever the number of runs.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+
+from django.db.models import Count, Min
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from approvals.models import ApprovalRequest, ApprovalStatus
+from automation.conf import setting
+from automation.models import (
+    Effect,
+    EffectAttempt,
+    EffectControl,
+    EffectStatus,
+    Outcome,
+    Run,
+    State,
+)
+
+# The exception queues a run can be held or failed into (the queue is named by the outcome),
+# exported at zero when empty so that a graph or an alert never meets a missing series.
+EXCEPTION_QUEUES = (
+    Outcome.CLASSIFICATION_INVALID,
+    Outcome.EXTRACTION_INVALID,
+    Outcome.LOW_CONFIDENCE,
+    Outcome.RETRY_EXHAUSTED,
+    Outcome.APPROVAL_EXPIRED,
+    Outcome.EFFECT_UNAVAILABLE,
+    Outcome.EFFECT_UNCERTAIN,
+    Outcome.EFFECT_REJECTED,
+)
+# EffectAttempt.outcome values; "lost" is an attempt whose worker died before recording it.
+DELIVERY_RESULTS = ("delivered", "retry", "rejected", "uncertain", "unavailable", "lost")
+# Outbox rows not yet delivered, by effect and status (the effect_due_idx index covers it).
+OUTBOX_STATUSES = (EffectStatus.PENDING, EffectStatus.RETRY_WAIT)
+
+
+class GatehouseCollector(Collector):
+    """Runs, queues, approvals and effect deliveries, as they stand in the database now."""
+
+    def describe(self) -> Iterable[Metric]:
+        # Registration must not query the database (it happens at import time).
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        now = timezone.now()
+        yield from run_metrics(now)
+        yield from approval_metrics(now)
+        yield from effect_metrics()
+
+
+def _age(now: datetime, since: datetime | None) -> float:
+    return max((now - since).total_seconds(), 0.0) if since is not None else 0.0
+
+
+def run_metrics(now: datetime) -> Iterator[Metric]:
+    """One grouped query over runs: by state and outcome, by queue, and the oldest holds."""
+    rows = (
+        Run.objects.values("state", "outcome", "queue")
+        .annotate(count=Count("pk"), oldest=Min("queued_at"))
+        .order_by()
+    )
+    runs = GaugeMetricFamily(
+        "gatehouse_runs",
+        "Runs by state and outcome (outcome 'none' while a run has none).",
+        labels=["state", "outcome"],
+    )
+    by_state: dict[tuple[str, str], int] = defaultdict(int)
+    depth: dict[str, int] = dict.fromkeys(EXCEPTION_QUEUES, 0)
+    oldest_queued: dict[str, datetime] = {}
+    oldest_held: datetime | None = None
+    for row in rows:
+        by_state[(row["state"], row["outcome"] or "none")] += row["count"]
+        if row["queue"]:
+            queue = row["queue"]
+            depth[queue] = depth.get(queue, 0) + row["count"]
+            if row["oldest"] is not None and (
+                queue not in oldest_queued or row["oldest"] < oldest_queued[queue]
+            ):
+                oldest_queued[queue] = row["oldest"]
+        if row["state"] == State.NEEDS_REVIEW and row["oldest"] is not None:
+            oldest_held = min(oldest_held or row["oldest"], row["oldest"])
+    for (state, outcome), count in sorted(by_state.items()):
+        runs.add_metric([state, outcome], count)
+    yield runs
+    yield _queue_depth(depth)
+    yield _queue_age(now, depth, oldest_queued)
+    yield GaugeMetricFamily(
+        "gatehouse_oldest_held_run_age_seconds",
+        "Seconds the longest-held run (needs_review) has waited in its queue; 0 if none.",
+        value=_age(now, oldest_held),
+    )
+
+
+def _queue_depth(depth: dict[str, int]) -> Metric:
+    family = GaugeMetricFamily(
+        "gatehouse_queue_depth",
+        "Runs held or failed in each exception queue (the ops queues page).",
+        labels=["queue"],
+    )
+    for queue, count in sorted(depth.items()):
+        family.add_metric([queue], count)
+    return family
+
+
+def _queue_age(now: datetime, depth: dict[str, int], oldest: dict[str, datetime]) -> Metric:
+    family = GaugeMetricFamily(
+        "gatehouse_queue_oldest_age_seconds",
+        "Seconds the oldest run of each exception queue has waited there; 0 if empty.",
+        labels=["queue"],
+    )
+    for queue in sorted(depth):
+        family.add_metric([queue], _age(now, oldest.get(queue)))
+    return family
+
+
+def approval_metrics(now: datetime) -> Iterator[Metric]:
+    """One grouped query over pending approvals (the inbox index covers it)."""
+    rows = (
+        ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING)
+        .values("group")
+        .annotate(count=Count("pk"), oldest=Min("created_at"))
+        .order_by("group")
+    )
+    pending = GaugeMetricFamily(
+        "gatehouse_approvals_pending",
+        "Approval requests waiting for a decision, by the group they are routed to.",
+        labels=["group"],
+    )
+    oldest: datetime | None = None
+    for row in rows:
+        pending.add_metric([row["group"]], row["count"])
+        oldest = min(oldest or row["oldest"], row["oldest"])
+    yield pending
+    yield GaugeMetricFamily(
+        "gatehouse_oldest_pending_approval_age_seconds",
+        "Seconds the oldest pending approval request has waited; 0 if none.",
+        value=_age(now, oldest),
+    )
+
+
+def effect_metrics() -> Iterator[Metric]:
+    """Three small queries: attempts by result, the outbox backlog, paused effects."""
+    attempts = dict(
+        EffectAttempt.objects.values("outcome")
+        .annotate(count=Count("pk"))
+        .order_by()
+        .values_list("outcome", "count")
+    )
+    deliveries = CounterMetricFamily(
+        "gatehouse_effect_deliveries",
+        "Effect delivery attempts by result (attempt rows are never deleted).",
+        labels=["result"],
+    )
+    for result, count in sorted({**dict.fromkeys(DELIVERY_RESULTS, 0), **attempts}.items()):
+        deliveries.add_metric([result], count)
+    yield deliveries
+    yield _outbox()
+    paused = GaugeMetricFamily(
+        "gatehouse_effect_paused",
+        "1 while an operator has paused an effect's deliveries, else 0.",
+        labels=["effect"],
+    )
+    for name, is_paused in EffectControl.objects.order_by("name").values_list("name", "paused"):
+        paused.add_metric([name], int(is_paused))
+    yield paused
+
+
+def _outbox() -> Metric:
+    rows = (
+        Effect.objects.filter(status__in=OUTBOX_STATUSES)
+        .values_list("name", "status")
+        .annotate(count=Count("pk"))
+        .order_by("name", "status")
+    )
+    family = GaugeMetricFamily(
+        "gatehouse_effect_outbox",
+        "Effects not yet delivered, by effect and status (pending, retry_wait).",
+        labels=["effect", "status"],
+    )
+    for name, status, count in rows:
+        family.add_metric([name, status], count)
+    return family
+
+
+REGISTRY = CollectorRegistry()
+REGISTRY.register(GatehouseCollector())
+
+
+# --- the endpoint ---------------------------------------------------------------------------
+
+
+def _token_matches(request: HttpRequest) -> bool:
+    expected = setting("METRICS_TOKEN")
+    scheme, _, key = request.headers.get("Authorization", "").partition(" ")
+    if not expected or scheme.lower() != "bearer":
+        return False
+    # Constant time: the comparison must not tell a guesser how much of the token was right.
+    return hmac.compare_digest(key.strip().encode(), expected.encode())
+
+
+def _unauthorized() -> HttpResponse:
+    response = HttpResponse(
+        "send 'Authorization: Bearer <token>'\n", status=401, content_type="text/plain"
+    )
+    response["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+@never_cache
+@require_GET
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """The Prometheus exposition: for the scraper's bearer token, or a person with reports."""
+    if not _token_matches(request):
+        if not request.user.is_authenticated:
+            return _unauthorized()
+        if not request.user.has_perm("reports.view_reports"):
+            return HttpResponse("forbidden\n", status=403, content_type="text/plain")
+    return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)
