@@ -514,3 +514,27 @@ def test_the_classifier_of_a_channel_comes_from_settings(policy: None, settings:
         "recorded-classifier-1",
         "heuristic-1",
     )
+
+
+def test_a_corrected_customer_reference_lets_the_mail_go_on(
+    mail_pipeline: Pipeline, ops_lead: object
+) -> None:
+    intake_mail(mail_pipeline, str(MAIL / "29-quote-wrong-customer-ref-oakmoor.eml"))
+    run = Run.objects.get()
+    assert run.failure_field == "fields.customer_reference"
+    reading = run.classifications.get().raw_output
+    unknown = {**reading, "fields": {**reading["fields"]}}
+    unknown["fields"]["customer_reference"] = {"value": "CUST-99999", "confidence": 1.0}
+
+    with pytest.raises(services.CorrectionInvalid):
+        services.run_correct(run_id=run.pk, user=ops_lead, corrected=unknown, reason="typo")  # type: ignore[arg-type]
+
+    fixed = {**reading, "fields": {**reading["fields"]}}
+    fixed["fields"]["customer_reference"] = {"value": "CUST-10009", "confidence": 1.0}
+    with mail_pipeline.capture():
+        services.run_correct(run_id=run.pk, user=ops_lead, corrected=fixed, reason="typo")  # type: ignore[arg-type]
+    mail_pipeline.drain()
+
+    run.refresh_from_db()
+    assert (run.state, run.outcome) == (State.COMPLETED, Outcome.COMPLETED)
+    assert run.effects.get().payload["customer_reference"] == "CUST-10009"
