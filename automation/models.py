@@ -232,6 +232,9 @@ class Run(ConcurrentTransitionMixin, models.Model):
             models.Index(fields=["outcome", "state", "updated_at"], name="run_queue_idx"),
             # Search by business key.
             models.Index(fields=["event_id"], name="run_event_id_idx"),
+            # Reports: WHERE created_at >= ... AND created_at < ... (runs received per week,
+            # rates before and after a policy activation).
+            models.Index(fields=["created_at"], name="run_created_idx"),
         ]
 
     def __str__(self) -> str:

@@ -1,0 +1,17 @@
+# Indexes behind the reports dashboard (reports/selectors.py).
+
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ("automation", "0009_mail_intake"),
+    ]
+
+    operations = [
+        migrations.AddIndex(
+            model_name="run",
+            index=models.Index(fields=["created_at"], name="run_created_idx"),
+        ),
+    ]

@@ -1,0 +1,161 @@
+"""Each panel's table as CSV rows: the numbers of the page, unformatted."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from reports import selectors
+from reports.selectors import Period, Rates, Share
+
+CSV_PENDING_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class Table:
+    header: list[str]
+    rows: list[list[str | int]]
+
+
+def _rate(value: float | None) -> str:
+    return "" if value is None else f"{value:.4f}"
+
+
+def _seconds(value: float | None) -> str:
+    return "" if value is None else f"{value:.0f}"
+
+
+def _ms(value: float | None) -> str:
+    return "" if value is None else f"{value:.1f}"
+
+
+def _share_row(start: datetime, route: str, share: Share) -> list[str | int]:
+    return [
+        start.date().isoformat(),
+        route,
+        share.runs,
+        share.completed,
+        share.straight_through,
+        _rate(share.rate),
+    ]
+
+
+def straight_through(period: Period, now: datetime) -> Table:
+    panel = selectors.straight_through(period=period)
+    rows = []
+    for week in panel.weeks:
+        rows.append(_share_row(week.start, "all", week.overall))
+        rows += [_share_row(week.start, route, week.route(route)) for route in panel.routes]
+    header = ["week_start", "route", "runs", "completed", "straight_through", "rate"]
+    return Table(header, rows)
+
+
+def handoffs(period: Period, now: datetime) -> Table:
+    rows: list[list[str | int]] = [
+        [h.stage, h.reason, h.outcome, h.runs, h.previous, h.change]
+        for h in selectors.handoffs(period=period)
+    ]
+    return Table(["stage", "reason", "stage_outcome", "runs", "previous_runs", "change"], rows)
+
+
+def approval_waits(period: Period, now: datetime) -> Table:
+    panel = selectors.approval_waits(period=period, now=now, limit=0)
+    rows: list[list[str | int]] = [
+        [w.group or "all", w.decided, _seconds(w.median), _seconds(w.p90), _seconds(w.longest)]
+        for w in [panel.overall, *panel.groups]
+    ]
+    header = ["group", "decided", "median_seconds", "p90_seconds", "longest_seconds"]
+    return Table(header, rows)
+
+
+def pending_approvals(period: Period, now: datetime) -> Table:
+    panel = selectors.approval_waits(period=period, now=now, limit=CSV_PENDING_LIMIT)
+    rows: list[list[str | int]] = [
+        [
+            p.request_id,
+            p.run_id,
+            p.event_id,
+            p.effect,
+            p.group,
+            p.owner,
+            p.created_at.isoformat(),
+            f"{p.age.total_seconds():.0f}",
+            "yes" if p.escalated else "no",
+        ]
+        for p in panel.pending
+    ]
+    header = [
+        "request",
+        "run",
+        "event_id",
+        "effect",
+        "group",
+        "owner",
+        "waiting_since",
+        "age_seconds",
+        "escalated",
+    ]
+    return Table(header, rows)
+
+
+def _rates_row(rates: Rates) -> list[str | int]:
+    return [
+        rates.runs,
+        rates.completed,
+        rates.straight_through,
+        rates.approval,
+        rates.blocked,
+        _rate(rates.completed_rate),
+        _rate(rates.straight_through_rate),
+        _rate(rates.approval_rate),
+        _rate(rates.blocked_rate),
+    ]
+
+
+def rule_changes(period: Period, now: datetime) -> Table:
+    rows = []
+    for change in selectors.rule_changes(period=period, now=now):
+        about: list[str | int] = [
+            change.version,
+            change.previous_version,
+            change.activated_at.isoformat(),
+            f"{change.window.total_seconds():.0f}",
+        ]
+        rows.append([*about, "before", *_rates_row(change.before)])
+        rows.append([*about, "after", *_rates_row(change.after)])
+    header = [
+        "version",
+        "previous_version",
+        "activated_at",
+        "window_seconds",
+        "side",
+        "runs",
+        "completed",
+        "straight_through",
+        "approval",
+        "blocked",
+        "completion_rate",
+        "straight_through_rate",
+        "approval_rate",
+        "block_rate",
+    ]
+    return Table(header, rows)
+
+
+def stage_durations(period: Period, now: datetime) -> Table:
+    rows: list[list[str | int]] = [
+        [s.stage, s.attempts, _ms(s.median_ms), _ms(s.p95_ms)]
+        for s in selectors.stage_durations(period=period)
+    ]
+    return Table(["stage", "attempts", "median_ms", "p95_ms"], rows)
+
+
+EXPORTS: dict[str, Callable[[Period, datetime], Table]] = {
+    "straight-through": straight_through,
+    "handoffs": handoffs,
+    "approval-waits": approval_waits,
+    "pending-approvals": pending_approvals,
+    "rule-changes": rule_changes,
+    "stage-durations": stage_durations,
+}
