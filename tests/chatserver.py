@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.localserver import serving
+
 Behaviour = tuple[Any, ...]
 COMPLETIONS_PATH = "/v1/chat/completions"
 
@@ -157,33 +159,8 @@ def _error(message: str, kind: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "code": None}}
 
 
-class _Handler(BaseHTTPRequestHandler):
-    chat: ChatServer  # set on the subclass made per server
-    protocol_version = "HTTP/1.1"  # keep-alive, like real servers; bodies carry their length
-
-    def do_POST(self) -> None:
-        self.chat.handle(self)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # quiet: the tests read self.chat.requests
-
-
 @contextlib.contextmanager
 def running_chat_server(**options: Any) -> Iterator[ChatServer]:
     """Serve a ChatServer on 127.0.0.1 for the duration of the block."""
-    chat = ChatServer(**options)
-    handler = type("Handler", (_Handler,), {"chat": chat})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    chat.server = server
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="chat", daemon=True
-    )
-    thread.start()
-    try:
+    with serving(ChatServer(**options), "chat") as chat:
         yield chat
-    finally:
-        chat.release.set()  # let slow handlers finish
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)

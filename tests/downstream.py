@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from automation.effects.http import SIGNATURE_HEADER, verify
+from tests.localserver import serving
 
 Behaviour = tuple[Any, ...]
 OK: Behaviour = ("status", 200, {})
@@ -159,32 +160,8 @@ class Downstream:
         handler.wfile.write(data)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    downstream: Downstream  # set on the subclass made per server
-
-    def do_POST(self) -> None:
-        self.downstream.handle(self)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # quiet: the tests read self.downstream.requests
-
-
 @contextlib.contextmanager
 def running_downstream(secret: str) -> Iterator[Downstream]:
     """Serve a Downstream on 127.0.0.1 for the duration of the block."""
-    downstream = Downstream(secret=secret)
-    handler = type("Handler", (_Handler,), {"downstream": downstream})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    downstream.server = server
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="downstream", daemon=True
-    )
-    thread.start()
-    try:
+    with serving(Downstream(secret=secret), "downstream") as downstream:
         yield downstream
-    finally:
-        downstream.release.set()  # let hanging handlers finish
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
