@@ -14,14 +14,11 @@ from operator import or_
 from typing import Any
 
 from django.db.models import (
-    BooleanField,
     Count,
     Exists,
-    ExpressionWrapper,
     Max,
     OuterRef,
     Q,
-    QuerySet,
 )
 from django.db.models.functions import TruncWeek
 
@@ -92,23 +89,21 @@ class Period:
         return Period(self.since - self.length, self.since)
 
 
-def touched_by_person() -> ExpressionWrapper:
-    """True for a run a person had a hand in: an approval request, a correction, a recovery."""
+def untouched() -> Q:
+    """Runs no person had a hand in: no approval request, correction or recovery.
+
+    Used as a WHERE condition (never inside an aggregate's FILTER), so PostgreSQL plans it as
+    anti-joins, each run once, instead of a subquery per row and per counted column.
+    """
     run = OuterRef("pk")
     approval = ApprovalRequest.objects.filter(run=run)
     recovery = RecoveryAction.objects.filter(run=run, action__in=TOUCHING_RECOVERY)
     moved = AuditEvent.objects.filter(run=run, action__in=PERSON_MOVES, actor__isnull=False)
-    return ExpressionWrapper(
-        Q(Exists(approval)) | Q(Exists(recovery)) | Q(Exists(moved)),
-        output_field=BooleanField(),
-    )
+    return ~Q(Exists(approval)) & ~Q(Exists(recovery)) & ~Q(Exists(moved))
 
 
-def _flagged_runs() -> QuerySet[Run]:
-    return Run.objects.annotate(
-        touched=touched_by_person(),
-        asked_approval=Exists(ApprovalRequest.objects.filter(run=OuterRef("pk"))),
-    )
+def asked_for_approval() -> Q:
+    return Q(Exists(ApprovalRequest.objects.filter(run=OuterRef("pk"))))
 
 
 def _share(part: int, whole: int) -> float | None:
@@ -209,21 +204,27 @@ def straight_through(*, period: Period, weeks: int = WEEKS) -> StraightThrough:
     The weeks are the `weeks` ISO weeks ending with the one that holds the period's end.
     """
     first = week_start(period.until - timedelta(microseconds=1)) - timedelta(weeks=weeks - 1)
-    rows = (
-        _flagged_runs()
-        .filter(created_at__gte=first, created_at__lt=period.until)
-        .annotate(week=TruncWeek("created_at"))
-        .values("week", "route")
-        .annotate(
-            runs=Count("pk"),
-            completed=Count("pk", filter=Q(state=State.COMPLETED)),
-            straight=Count("pk", filter=Q(state=State.COMPLETED, touched=False)),
-        )
+    runs = Run.objects.filter(created_at__gte=first, created_at__lt=period.until).annotate(
+        week=TruncWeek("created_at")
+    )
+    totals = (
+        runs.values("week", "route")
+        .annotate(runs=Count("pk"), completed=Count("pk", filter=Q(state=State.COMPLETED)))
         .order_by()
     )
-    cells: dict[tuple[datetime, str], Share] = {}
-    for row in rows:
-        cells[(row["week"], row["route"])] = Share(row["runs"], row["completed"], row["straight"])
+    straight = dict(
+        ((row["week"], row["route"]), row["n"])
+        for row in runs.filter(untouched(), state=State.COMPLETED)
+        .values("week", "route")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    cells = {
+        (row["week"], row["route"]): Share(
+            row["runs"], row["completed"], straight.get((row["week"], row["route"]), 0)
+        )
+        for row in totals
+    }
     starts = [first + timedelta(weeks=i) for i in range(weeks)]
     routes = sorted({route for _, route in cells if route})
     table = [_week(start, cells) for start in starts]
@@ -416,27 +417,26 @@ class RuleChange:
     after: Rates
 
 
-def _window_counts(i: int, since: datetime, until: datetime) -> dict[str, Count]:
-    within = Q(created_at__gte=since, created_at__lt=until)
-    done = Q(state=State.COMPLETED)
+def _counts(name: str, windows: list[Q], condition: Q | None = None) -> dict[str, Count]:
     return {
-        f"runs_{i}": Count("pk", filter=within),
-        f"completed_{i}": Count("pk", filter=within & done),
-        f"straight_{i}": Count("pk", filter=within & done & Q(touched=False)),
-        f"approval_{i}": Count("pk", filter=within & Q(asked_approval=True)),
-        f"blocked_{i}": Count("pk", filter=within & Q(state=State.BLOCKED)),
+        f"{name}_{i}": Count("pk", filter=within & condition if condition else within)
+        for i, within in enumerate(windows)
     }
 
 
 def rates_in_windows(windows: list[tuple[datetime, datetime]]) -> list[Rates]:
-    """The run rates of each [since, until) window, all in one aggregate query."""
+    """The run rates of each [since, until) window: three aggregate queries for all of them."""
     if not windows:
         return []
-    counts: dict[str, Count] = {}
-    for i, (since, until) in enumerate(windows):
-        counts.update(_window_counts(i, since, until))
-    inside = reduce(or_, (Q(created_at__gte=a, created_at__lt=b) for a, b in windows))
-    row = _flagged_runs().filter(inside).aggregate(**counts)
+    spans = [Q(created_at__gte=since, created_at__lt=until) for since, until in windows]
+    runs = Run.objects.filter(reduce(or_, spans))
+    row = runs.aggregate(
+        **_counts("runs", spans),
+        **_counts("completed", spans, Q(state=State.COMPLETED)),
+        **_counts("blocked", spans, Q(state=State.BLOCKED)),
+    )
+    row |= runs.filter(untouched(), state=State.COMPLETED).aggregate(**_counts("straight", spans))
+    row |= runs.filter(asked_for_approval()).aggregate(**_counts("approval", spans))
     return [
         Rates(
             runs=row[f"runs_{i}"],

@@ -14,4 +14,8 @@ class Migration(migrations.Migration):
             model_name="run",
             index=models.Index(fields=["created_at"], name="run_created_idx"),
         ),
+        migrations.AddIndex(
+            model_name="stagerecord",
+            index=models.Index(fields=["started_at"], name="stage_started_idx"),
+        ),
     ]
