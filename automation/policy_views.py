@@ -15,7 +15,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from automation import selectors
 from automation.models import Simulation
 from automation.services.simulation import simulation_start
 from automation.views import _when
@@ -26,6 +25,7 @@ from policy.services import (
     policy_version_activate,
     policy_version_create,
 )
+from reports.selectors import policy_impacts
 
 VIEW = "policy.view_policyversion"
 
@@ -60,8 +60,7 @@ def _active() -> PolicyVersion | None:
 def policy_list(request: HttpRequest) -> HttpResponse:
     context = {
         "versions": PolicyVersion.objects.select_related("author", "parent")[:100],
-        "impacts": selectors.policy_impacts(),
-        "window_days": selectors.IMPACT_WINDOW.days,
+        "impacts": policy_impacts(now=timezone.now()),
     }
     return render(request, "policy/list.html", context)
 
