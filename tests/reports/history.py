@@ -13,7 +13,7 @@ Wednesday 4 March 2026 at 12:00 UTC.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import time_machine
@@ -72,11 +72,17 @@ class History:
     pipeline: Pipeline
     lead: User
     approver: User
+    # Added to every moment: a browser test, whose server runs on the real clock, moves the
+    # whole history so that NOW is now.
+    shift: timedelta = timedelta(0)
     runs: dict[str, Run] = field(default_factory=dict)
     approvals: dict[str, ApprovalRequest] = field(default_factory=dict)
 
+    def travel(self, when: datetime) -> Any:
+        return time_machine.travel(when + self.shift, tick=False)
+
     def submit(self, name: str, when: datetime, kind: str, outcomes: list[Any]) -> Run:
-        with time_machine.travel(when, tick=False):
+        with self.travel(when):
             ev = event(f"evt-{name}", kind)
             run = self.pipeline.run(self.pipeline.submit(ev, outcomes))
         self.runs[name] = run
@@ -94,7 +100,7 @@ class History:
 
     def decide(self, name: str, when: datetime, *, approve: bool) -> None:
         request = self.approvals[name]
-        with time_machine.travel(when, tick=False), self.pipeline.capture():
+        with self.travel(when), self.pipeline.capture():
             approval_decide(
                 request_id=request.pk,
                 user=self.approver,
@@ -102,11 +108,11 @@ class History:
                 comment="" if approve else "not this account",
                 seen=request.binding(),
             )
-        with time_machine.travel(when, tick=False):
+        with self.travel(when):
             self.pipeline.drain()
 
     def activate(self, version: str, threshold: float, when: datetime) -> None:
-        with time_machine.travel(when, tick=False):
+        with self.travel(when):
             policy_version_create(document=parse_policy_text(policy_text(version, threshold)))
             policy_version_activate(name=version)
 
@@ -117,8 +123,8 @@ def person(username: str, *groups: str) -> User:
     return user
 
 
-def build_history() -> History:
-    with time_machine.travel(datetime(2025, 11, 3, 9, 0, tzinfo=UTC), tick=False):
+def build_history(*, shift: timedelta = timedelta(0)) -> History:
+    with time_machine.travel(datetime(2025, 11, 3, 9, 0, tzinfo=UTC) + shift, tick=False):
         policy_ensure_defaults()
         roles_ensure()
         channel = IntakeChannel.objects.create(
@@ -129,13 +135,14 @@ def build_history() -> History:
             prompt_version="prompt-1",
             max_classifier_attempts=2,
         )
-    h = History(Pipeline(channel), person("lena", "ops-leads"), person("ana", "security-approvers"))
+    lead, approver = person("lena", "ops-leads"), person("ana", "security-approvers")
+    h = History(Pipeline(channel), lead, approver, shift)
 
     # Week of 9 February: four runs, three straight through; one resolved by hand.
     h.straight("r1", at(10, 9), "support")
     h.straight("r2", at(11, 9), "billing")
     held = h.submit("x1", at(12, 10), "support", [TIMEOUT, TIMEOUT])
-    with time_machine.travel(at(12, 11), tick=False), h.pipeline.capture():
+    with h.travel(at(12, 11)), h.pipeline.capture():
         services.run_resolve(
             run_id=held.pk,
             user=h.lead,
@@ -155,10 +162,10 @@ def build_history() -> History:
     # Week of 23 February: seven runs under policy-2 then policy-3.
     h.straight("r7", at(23, 9), "sales")
     low = h.submit("l1", at(23, 10), "billing", [reading(event("evt-l1", "billing"), 0.6)])
-    with time_machine.travel(at(23, 11), tick=False), h.pipeline.capture():
+    with h.travel(at(23, 11)), h.pipeline.capture():
         corrected = {**reading(event("evt-l1", "billing"), 1.0)["value"]}
         services.run_correct(run_id=low.pk, user=h.lead, corrected=corrected, reason="read it")
-    with time_machine.travel(at(23, 11), tick=False):
+    with h.travel(at(23, 11)):
         h.pipeline.drain()
     h.straight("r8", at(24, 9), "support")
     h.awaiting("a2", at(24, 10))
@@ -183,7 +190,7 @@ def build_history() -> History:
     claimed = h.submit(
         "c1", at(3, 10, month=3), "sales", [reading(bad, requested_effect="delete_record")]
     )
-    with time_machine.travel(at(3, 11, month=3), tick=False):
+    with h.travel(at(3, 11, month=3)):
         services.queue_claim(run_id=claimed.pk, user=h.lead)
     h.awaiting("a5", at(4, 8, month=3))
     h.straight("r12", at(4, 9, month=3), "sales")
