@@ -322,7 +322,7 @@ def _bar_group(
 
 # --- the five panels ------------------------------------------------------------------------
 
-STRAIGHT_THROUGH_LEGEND_FIRST = "All runs"
+ALL_RUNS = "All runs"
 
 
 def straight_through_chart(panel: StraightThrough) -> SafeString:
@@ -330,7 +330,7 @@ def straight_through_chart(panel: StraightThrough) -> SafeString:
     labels = [w.start.strftime("%m-%d") for w in panel.weeks]
     series = [
         Series(
-            STRAIGHT_THROUGH_LEGEND_FIRST,
+            ALL_RUNS,
             [_pct(w.overall.rate) for w in panel.weeks],
             [share_text(w.overall) for w in panel.weeks],
             strong=True,

@@ -34,7 +34,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     form = PeriodForm(request.GET or None)
     data = selectors.dashboard(period=form.to_period(now), now=now)
-    route_names = [charts.STRAIGHT_THROUGH_LEGEND_FIRST, *data.straight_through.routes]
+    route_names = [charts.ALL_RUNS, *data.straight_through.routes]
     context = {
         "form": form,
         "presets": PRESETS,

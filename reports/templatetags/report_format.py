@@ -7,7 +7,7 @@ from datetime import timedelta
 from django import template
 
 from reports import charts
-from reports.selectors import Share
+from reports.selectors import Share, Week
 
 register = template.Library()
 
@@ -43,8 +43,8 @@ def share(value: Share) -> str:
 
 
 @register.filter
-def route_share(week: object, route: str) -> str:
-    return charts.share_text(week.route(route))  # type: ignore[attr-defined]
+def route_share(week: Week, route: str) -> str:
+    return charts.share_text(week.route(route))
 
 
 @register.filter
