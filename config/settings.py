@@ -88,10 +88,10 @@ TEMPLATES = [
     },
 ]
 
-# Unset DATABASE_URL means the embedded SQLite file: a one-machine trial.
+# Unset (or empty) DATABASE_URL means the embedded SQLite file: a one-machine trial.
 DATABASES = {
-    "default": dj_database_url.config(
-        default=f"sqlite:///{BASE_DIR / 'gatehouse.sqlite3'}",
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'gatehouse.sqlite3'}",
         conn_max_age=env_int("GATEHOUSE_DB_CONN_MAX_AGE", 0),
     )
 }
