@@ -57,7 +57,9 @@ class ApprovalRequest(models.Model):
         ]
         indexes = [
             # The inbox: WHERE status = pending AND group IN (...) ORDER BY created_at
-            models.Index(fields=["status", "group", "created_at"], name="approval_inbox_idx")
+            models.Index(fields=["status", "group", "created_at"], name="approval_inbox_idx"),
+            # Approval waits on the reports: WHERE decided_at >= ... AND decided_at < ...
+            models.Index(fields=["decided_at"], name="approval_decided_idx"),
         ]
 
     def __str__(self) -> str:
