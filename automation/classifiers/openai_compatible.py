@@ -8,6 +8,7 @@ retries (its attempt counter, backoff and hold), and a hidden retry would spend 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from functools import cache
@@ -87,7 +88,12 @@ class OpenAICompatibleClassifier:
 
     @property
     def version(self) -> str:
-        return f"{self.name}:{self.model}"
+        """`openai-compatible:<model>`; a model name too long for the version columns (100)
+        is cut and ends in a hash of the whole name, so two long names never share one."""
+        version = f"{self.name}:{self.model}"
+        if len(version) > 100:
+            version = f"{version[:87]}#{hashlib.sha256(self.model.encode()).hexdigest()[:12]}"
+        return version
 
     @property
     def prompt_version(self) -> str:

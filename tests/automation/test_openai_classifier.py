@@ -415,3 +415,15 @@ def test_a_valid_answer_is_returned_parsed_and_not_validated(
     chat.then(content({**GOOD, "reasoning": "kept for the pipeline to refuse"}))
 
     assert classify_once() == {**GOOD, "reasoning": "kept for the pipeline to refuse"}
+
+
+def test_a_long_model_name_still_fits_the_version_columns(settings: Any) -> None:
+    long_a, long_b = "m" * 120 + "-a", "m" * 120 + "-b"
+    settings.GATEHOUSE = {**settings.GATEHOUSE, "OPENAI_MODEL": long_a}
+    version_a = OpenAICompatibleClassifier().version
+    settings.GATEHOUSE = {**settings.GATEHOUSE, "OPENAI_MODEL": long_b}
+    version_b = OpenAICompatibleClassifier().version
+
+    assert len(version_a) == len(version_b) == 100
+    assert version_a != version_b
+    assert version_a.startswith("openai-compatible:mmm")
