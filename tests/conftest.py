@@ -14,6 +14,7 @@ import json
 import os
 from collections import deque
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -194,3 +195,15 @@ def staff(db: None) -> User:
 @pytest.fixture
 def outsider(db: None) -> User:
     return _user("outsider", "finance-approvers")
+
+
+def assert_retry_scheduled(run: Run, before: datetime, after: datetime) -> None:
+    """A retry is scheduled within the full-jitter backoff window of the step that failed,
+    which began between `before` and `after`: never immediate, never beyond the cap."""
+    gatehouse = settings.GATEHOUSE
+    attempt = run.classify_attempts - run.classify_attempts_spent
+    cap = min(
+        gatehouse["RETRY_BACKOFF_CAP_SECONDS"], gatehouse["RETRY_BACKOFF_BASE_SECONDS"] * 2**attempt
+    )
+    assert run.next_attempt_at is not None
+    assert before <= run.next_attempt_at <= after + timedelta(seconds=cap)

@@ -36,7 +36,7 @@ from automation.models import (
 )
 from automation.schemas import ClassifierDecision
 from tests.chatserver import ChatServer, content, running_chat_server, slow, status
-from tests.conftest import Pipeline, decision_for, make_event
+from tests.conftest import Pipeline, assert_retry_scheduled, decision_for, make_event
 
 PROMPT_FILE = Path(django_settings.BASE_DIR) / "automation" / "prompts" / "classify-1.md"
 MODEL = "test-model"
@@ -278,13 +278,14 @@ def test_a_slow_answer_times_out_is_retried_after_a_backoff_then_held(
     configure(llm, CLASSIFIER_DEADLINE_SECONDS=0.5)
     chat.then(slow(10, GOOD), slow(10, GOOD))
 
+    before = timezone.now()
     result = pipeline.submit(EVENT, drain=False)
     pipeline.drain(fast_forward=False)
+    after = timezone.now()
 
     run = pipeline.run(result)
     assert (run.state, run.classify_attempts) == (State.ENRICHED, 1)
-    assert run.next_attempt_at is not None
-    assert run.next_attempt_at > timezone.now()
+    assert_retry_scheduled(run, before, after)
     assert attempts(run) == [(1, "timeout")]
     assert classify_stages(run) == [(1, "retry_scheduled", "ClassifierTimeout")]
     first = ClassificationAttempt.objects.get(run=run)
@@ -318,13 +319,13 @@ def test_rate_limits_and_server_errors_are_retried_then_held(
 ) -> None:
     chat.then(failure, failure)
 
+    before = timezone.now()
     result = pipeline.submit(EVENT, drain=False)
     pipeline.drain(fast_forward=False)
 
     run = pipeline.run(result)
     assert run.state == State.ENRICHED
-    assert run.next_attempt_at is not None
-    assert run.next_attempt_at > timezone.now()
+    assert_retry_scheduled(run, before, timezone.now())
     assert classify_stages(run) == [(1, "retry_scheduled", "ClassifierUnavailable")]
 
     pipeline.drain()

@@ -33,7 +33,7 @@ from policy.services import (
     policy_version_activate,
     policy_version_create,
 )
-from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
+from tests.conftest import TIMEOUT, Pipeline, assert_retry_scheduled, decision_for, make_event
 
 SECURITY_EVENT = make_event(
     event_id="evt-sec",
@@ -168,16 +168,18 @@ def test_completed_after_one_timeout_and_a_retry_once_the_backoff_ran_out(
 ) -> None:
     event = make_event(event_id="evt-retry")
 
+    before = timezone.now()
     result = pipeline.submit(event, [TIMEOUT, decision_for(event)], drain=False)
     pipeline.drain(fast_forward=False)
 
     run = pipeline.run(result)
     assert run.state == State.ENRICHED
     assert run.classify_attempts == 1
+    assert_retry_scheduled(run, before, timezone.now())
     assert run.next_attempt_at is not None
-    assert run.next_attempt_at > timezone.now()
     # A message that arrives before the backoff ran out does nothing.
-    assert services.run_advance(run_id=run.pk) is None
+    early = run.next_attempt_at - timedelta(milliseconds=1)
+    assert services.run_advance(run_id=run.pk, now=early) is None
     assert ClassificationAttempt.objects.filter(run=run).count() == 1
 
     pipeline.drain()
