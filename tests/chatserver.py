@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.localserver import serving
+from tests.localserver import Scripted, serving
 
 Behaviour = tuple[Any, ...]
 COMPLETIONS_PATH = "/v1/chat/completions"
@@ -62,7 +62,7 @@ class Received:
 
 
 @dataclass
-class ChatServer:
+class ChatServer(Scripted[Behaviour]):
     model: str = "test-model"
     default: Behaviour = ("status", 500, {})
     requests: list[Received] = field(default_factory=list)
@@ -76,20 +76,7 @@ class ChatServer:
         assert self.server is not None
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
-    def then(self, *behaviours: Behaviour) -> None:
-        """Queue behaviours for the next requests, in order."""
-        with self.lock:
-            self.script.extend(behaviours)
-
-    def count(self) -> int:
-        with self.lock:
-            return len(self.requests)
-
     # --- the server side ------------------------------------------------------------------
-
-    def _next(self) -> Behaviour:
-        with self.lock:
-            return self.script.popleft() if self.script else self.default
 
     def handle(self, handler: BaseHTTPRequestHandler) -> None:
         body = handler.rfile.read(int(handler.headers.get("Content-Length") or 0))

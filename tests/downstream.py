@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from automation.effects.http import SIGNATURE_HEADER, verify
-from tests.localserver import serving
+from tests.localserver import Scripted, serving
 
 Behaviour = tuple[Any, ...]
 OK: Behaviour = ("status", 200, {})
@@ -51,7 +51,7 @@ class Received:
 
 
 @dataclass
-class Downstream:
+class Downstream(Scripted[Behaviour]):
     secret: str
     default: Behaviour = OK
     requests: list[Received] = field(default_factory=list)
@@ -67,11 +67,6 @@ class Downstream:
         host, port = self.server.server_address[:2]
         return f"http://{host}:{port}/effects"
 
-    def then(self, *behaviours: Behaviour) -> None:
-        """Queue behaviours for the next requests, in order."""
-        with self.lock:
-            self.script.extend(behaviours)
-
     def heal(self) -> None:
         """From now on every request succeeds."""
         with self.lock:
@@ -82,15 +77,7 @@ class Downstream:
         with self.lock:
             return [received.key for received in self.requests]
 
-    def count(self) -> int:
-        with self.lock:
-            return len(self.requests)
-
     # --- the server side ------------------------------------------------------------------
-
-    def _next(self) -> Behaviour:
-        with self.lock:
-            return self.script.popleft() if self.script else self.default
 
     def _perform(self, key: str) -> tuple[bool, int]:
         """Perform once per key; returns (performed now, the effect's number downstream)."""

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections import deque
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 
 class Peer(Protocol):
@@ -17,6 +18,29 @@ class Peer(Protocol):
 
 
 P = TypeVar("P", bound=Peer)
+B = TypeVar("B")
+
+
+class Scripted(Generic[B]):
+    """A peer that answers from a script of behaviours, then with its default one."""
+
+    lock: threading.Lock
+    script: deque[B]
+    requests: list[Any]
+    default: B
+
+    def then(self, *behaviours: B) -> None:
+        """Queue behaviours for the next requests, in order."""
+        with self.lock:
+            self.script.extend(behaviours)
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.requests)
+
+    def _next(self) -> B:
+        with self.lock:
+            return self.script.popleft() if self.script else self.default
 
 
 @contextlib.contextmanager
