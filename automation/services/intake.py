@@ -76,37 +76,46 @@ def channel_get_or_create(*, name: str, classifier: str = "") -> IntakeChannel:
     """
     configured = setting("CHANNEL_CLASSIFIERS").get(name, "")
     classifier = classifier or configured or setting("DEFAULT_CLASSIFIER")
-    classifier_version, prompt_version = classifier_versions(classifier)
+    stamp = _classifier_stamp(classifier)
     channel, created = IntakeChannel.objects.get_or_create(
         name=name,
         defaults={
-            "classifier": classifier,
-            "classifier_version": classifier_version,
+            **stamp,
             "workflow_version": setting("WORKFLOW_VERSION"),
-            "prompt_version": prompt_version,
             "max_classifier_attempts": setting("CLASSIFIER_MAX_ATTEMPTS"),
         },
     )
-    if (
-        not created
-        and configured
-        and (
-            (channel.classifier, channel.classifier_version, channel.prompt_version)
-            != (configured, *classifier_versions(configured))
-        )
-    ):
-        before = channel.classifier_version
-        channel.classifier = configured
-        channel.classifier_version, channel.prompt_version = classifier_versions(configured)
-        channel.save(update_fields=["classifier", "classifier_version", "prompt_version"])
-        record_audit(
-            None,
-            "channel.classifier_changed",
-            channel=name,
-            before=before,
-            after=channel.classifier_version,
+    if configured and not created:
+        _channel_follow(
+            channel, stamp if configured == classifier else _classifier_stamp(configured)
         )
     return channel
+
+
+def _classifier_stamp(classifier: str) -> dict[str, str]:
+    version, prompt_version = classifier_versions(classifier)
+    return {
+        "classifier": classifier,
+        "classifier_version": version,
+        "prompt_version": prompt_version,
+    }
+
+
+@transaction.atomic
+def _channel_follow(channel: IntakeChannel, stamp: dict[str, str]) -> None:
+    if all(getattr(channel, key) == value for key, value in stamp.items()):
+        return
+    before = channel.classifier_version
+    for key, value in stamp.items():
+        setattr(channel, key, value)
+    channel.save(update_fields=list(stamp))
+    record_audit(
+        None,
+        "channel.classifier_changed",
+        channel=channel.name,
+        before=before,
+        after=channel.classifier_version,
+    )
 
 
 # --- intake ------------------------------------------------------------------------------
@@ -294,8 +303,9 @@ def _thread_adopt(run: Run) -> None:
     replies = Run.objects.filter(
         channel=run.channel, reply_to_event_id=run.event_id, thread_parent__isnull=True
     ).exclude(pk=run.pk)
-    for reply_id in replies.values_list("pk", flat=True):
-        Run.objects.filter(pk=reply_id).update(thread_parent=run)
+    reply_ids = list(replies.values_list("pk", flat=True))
+    Run.objects.filter(pk__in=reply_ids).update(thread_parent=run)
+    for reply_id in reply_ids:
         record_audit(run, "run.thread_linked", reply=reply_id)
 
 
