@@ -161,9 +161,9 @@ def _pdf_text(data: bytes, notes: list[str], name: str) -> str:
         return ""
 
 
-def _attachment(part: Message, notes: list[str], index: int) -> Attachment:
+def _attachment(part: Message, notes: list[str], number: int) -> Attachment:
     content_type = part.get_content_type()
-    name = part.get_filename() or f"part-{index}"
+    name = part.get_filename() or f"part-{number}"
     if content_type == "message/rfc822":
         inner = part.get_payload()
         inner_message = inner[0] if isinstance(inner, list) and inner else None
@@ -190,7 +190,7 @@ def _attachment(part: Message, notes: list[str], index: int) -> Attachment:
 
 
 def _forwarded_text(inner: Message, notes: list[str]) -> str:
-    body, _, _ = _bodies(inner, notes, [])
+    body, _ = _bodies(inner, notes, [])
     header = "\n".join(
         f"{name}: {inner.get(name)}" for name in ("From", "Date", "Subject") if inner.get(name)
     )
@@ -207,31 +207,25 @@ def _leaves(part: Message) -> Any:
             yield from _leaves(sub)
 
 
-def _bodies(
-    message: Message, notes: list[str], attachments: list[Attachment]
-) -> tuple[str, str, int]:
-    """(body text, format, parts seen). Prefers text/plain; falls back to HTML reduced to text."""
+def _bodies(message: Message, notes: list[str], attachments: list[Attachment]) -> tuple[str, str]:
+    """(body text, format). Prefers text/plain; falls back to HTML reduced to text."""
     plain: list[str] = []
     markup: list[str] = []
-    seen = 0
-    for part in _leaves(message):
-        seen += 1
-        disposition = part.get_content_disposition()
+    for number, part in enumerate(_leaves(message), start=1):
         content_type = part.get_content_type()
-        if disposition == "attachment" or (
+        if part.get_content_disposition() == "attachment" or (
             content_type not in {"text/plain", "text/html"} and part is not message
         ):
-            attachments.append(_attachment(part, notes, seen))
-            continue
-        if content_type == "text/html":
+            attachments.append(_attachment(part, notes, number))
+        elif content_type == "text/html":
             markup.append(_decoded_text(part, notes))
         elif content_type == "text/plain":
             plain.append(_decoded_text(part, notes))
     if plain:
-        return "\n\n".join(p.strip() for p in plain if p.strip()), "plain", seen
+        return "\n\n".join(p.strip() for p in plain if p.strip()), "plain"
     if markup:
-        return "\n\n".join(html_to_text(m) for m in markup), "html", seen
-    return "", "none", seen
+        return "\n\n".join(html_to_text(m) for m in markup), "html"
+    return "", "none"
 
 
 def _sender(message: EmailMessage, problems: list[tuple[str, str]]) -> tuple[str, str]:
@@ -272,7 +266,7 @@ def parse_message(raw: bytes) -> ParsedMail:
         subject = ""
         notes.append("the Subject header could not be decoded")
     attachments: list[Attachment] = []
-    body, body_format, _ = _bodies(message, notes, attachments)
+    body, body_format = _bodies(message, notes, attachments)
     if not body.strip() and not subject.strip() and not any(a.text for a in attachments):
         problems.append(("body", "has no text to read: no subject, body or readable attachment"))
     in_reply_to = next(iter(message_ids(str(message.get("In-Reply-To", "")))), "")
