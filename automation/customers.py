@@ -1,18 +1,15 @@
-"""The customer registry: who a reference number or a sender's address belongs to.
+"""The customer registry, read: who a reference number or a sender's address belongs to.
 
 Enrichment looks a request's customer up here (deterministic local evidence, before any
 model reads it), and extraction checks that a customer reference a reader proposed exists.
+The registry is written by `automation.services.customers`.
 """
 
 from __future__ import annotations
 
-import csv
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-from django.db import transaction
 
 from automation.conf import setting
 from automation.models import Customer
@@ -75,38 +72,3 @@ def customer_find(*, text: str, sender: str = "") -> CustomerMatch:
             if domain in {d.lower() for d in customer.email_domains}:
                 return CustomerMatch(customer, "sender_domain", unknown)
     return CustomerMatch(None, "none", unknown)
-
-
-COLUMNS = ("reference", "name", "account_tier", "email_domains")
-
-
-def customers_load(path: Path) -> tuple[int, int]:
-    """Create or update customers from a CSV (reference,name,account_tier,email_domains)."""
-    created = updated = 0
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        missing = set(COLUMNS) - set(reader.fieldnames or [])
-        if missing:
-            raise ValueError(f"{path}: missing columns {', '.join(sorted(missing))}")
-        rows = list(reader)
-    pattern = reference_pattern()
-    with transaction.atomic():
-        for line, row in enumerate(rows, start=2):
-            reference = row["reference"].strip().upper()
-            if not pattern.fullmatch(reference):
-                raise ValueError(f"{path}:{line}: {reference!r} is not a customer reference")
-            tier = row["account_tier"].strip()
-            if tier not in {"standard", "priority"}:
-                raise ValueError(f"{path}:{line}: account_tier {tier!r} is not standard/priority")
-            domains = [d.strip().lower() for d in row["email_domains"].split(";") if d.strip()]
-            _, was_created = Customer.objects.update_or_create(
-                reference=reference,
-                defaults={
-                    "name": row["name"].strip(),
-                    "account_tier": tier,
-                    "email_domains": domains,
-                },
-            )
-            created += was_created
-            updated += not was_created
-    return created, updated

@@ -15,8 +15,8 @@ from typing import Any
 
 from django.db import transaction
 
-from automation.customers import customers_load
 from automation.models import IntakeChannel, Run, State
+from automation.services.customers import customers_load
 from automation.services.intake import MAIL_TYPE, intake_submit
 from automation.services.pipeline import run_advance
 from policy.services import policy_ensure_defaults, policy_get
@@ -163,7 +163,7 @@ def _evaluate(
     chosen = policy_get(name=policy)
     customers = labels.parent / "customers.csv"
     if customers.exists():
-        customers_load(customers)
+        customers_load(path=customers)
     version, prompt = classifier_versions(classifier)
     channel = IntakeChannel.objects.create(
         name=f"evaluation:{classifier}",

@@ -6,6 +6,7 @@ stops a batch: it is counted, named, and the batch goes on.
 
 from __future__ import annotations
 
+import functools
 import logging
 import mailbox
 from collections.abc import Callable, Iterator
@@ -51,7 +52,7 @@ def mail_sources(paths: list[Path]) -> list[MailSource]:
 def _maildir(path: Path) -> Iterator[MailSource]:
     box = mailbox.Maildir(path, factory=None, create=False)
     for key in sorted(box.keys()):
-        yield MailSource(f"{path}#{key}", lambda key=key: box.get_bytes(key))  # type: ignore[misc]
+        yield MailSource(f"{path}#{key}", functools.partial(box.get_bytes, key))
 
 
 @dataclass
@@ -63,6 +64,7 @@ class MailBatch:
     invalid: int = 0
     unreadable: int = 0
     errors: int = 0
+    stopped: bool = False  # asked to stop before the last message
     failures: list[tuple[str, str]] = field(default_factory=list)  # (source, why)
     results: list[tuple[str, IntakeResult]] = field(default_factory=list)
 
@@ -85,6 +87,7 @@ class MailBatch:
             f"read {self.read}: {self.new_runs} new runs, {self.replays} replays, "
             f"{self.conflicts} conflicts, {self.invalid} invalid, {self.unreadable} unreadable"
             + (f", {self.errors} failed" if self.errors else "")
+            + (" (stopped early)" if self.stopped else "")
         )
 
 
@@ -93,27 +96,39 @@ def mail_intake(
     channel: IntakeChannel,
     sources: list[MailSource],
     progress: Callable[[int, int], None] | None = None,
+    stop: Callable[[], bool] = lambda: False,
 ) -> MailBatch:
-    """Store and admit each message; the raw bytes are stored before anything reads them."""
+    """Store and admit each message; the raw bytes are stored before anything reads them.
+
+    `stop` is asked between messages (never inside one), so a stopped batch leaves every
+    message it started fully taken in.
+    """
     batch = MailBatch()
     for index, source in enumerate(sources, start=1):
-        try:
-            raw = source.read()
-        except OSError as exc:
-            batch.unreadable += 1
-            batch.failures.append((source.name, f"could not be read: {exc}"))
-        else:
-            batch.read += 1
-            try:
-                result = intake_submit(
-                    channel=channel, raw=raw, content_type=MAIL_TYPE, source=f"file:{source.name}"
-                )
-            except Exception as exc:  # one message never stops the batch
-                logger.exception("intake of %s failed", source.name)
-                batch.errors += 1
-                batch.failures.append((source.name, f"failed: {type(exc).__name__}: {exc}"))
-            else:
-                batch.count(source.name, result)
+        if stop():
+            batch.stopped = True
+            break
+        _take_in(batch, channel, source)
         if progress is not None:
             progress(index, len(sources))
     return batch
+
+
+def _take_in(batch: MailBatch, channel: IntakeChannel, source: MailSource) -> None:
+    try:
+        raw = source.read()
+    except OSError as exc:
+        batch.unreadable += 1
+        batch.failures.append((source.name, f"could not be read: {exc}"))
+        return
+    batch.read += 1
+    try:
+        result = intake_submit(
+            channel=channel, raw=raw, content_type=MAIL_TYPE, source=f"file:{source.name}"
+        )
+    except Exception as exc:  # one message never stops the batch
+        logger.exception("intake of %s failed", source.name)
+        batch.errors += 1
+        batch.failures.append((source.name, f"failed: {type(exc).__name__}: {exc}"))
+        return
+    batch.count(source.name, result)

@@ -15,10 +15,10 @@ from django.test import Client
 from django.urls import reverse
 
 from automation import services
-from automation.customers import customers_load
 from automation.mail import html_to_text, parse_message
 from automation.models import IntakeChannel, IntakeRecord, Outcome, Run, State
 from automation.roles import roles_ensure
+from automation.services.customers import customers_load
 from automation.services.intake import channel_get_or_create
 from tests.conftest import Pipeline
 
@@ -161,7 +161,7 @@ def test_reply_headers_are_read_in_thread_order() -> None:
 @pytest.fixture
 def mail_channel(policy: None) -> IntakeChannel:
     roles_ensure()
-    customers_load(MAIL / "customers.csv")
+    customers_load(path=MAIL / "customers.csv")
     return channel_get_or_create(name="email")
 
 
@@ -176,6 +176,12 @@ def intake_mail(pipeline: Pipeline, *args: str) -> tuple[str, str]:
         call_command("intake_mail", *args, stdout=out, stderr=err)
     pipeline.drain()
     return out.getvalue(), err.getvalue()
+
+
+def page_as(user: object, view: str, pk: int) -> str:
+    client = Client()
+    client.force_login(user)  # type: ignore[arg-type]
+    return client.get(reverse(view, args=[pk])).content.decode()
 
 
 def expected_summary(runs: int | None = None, replays: int | None = None) -> str:
@@ -263,13 +269,9 @@ def test_both_run_pages_show_the_thread(mail_pipeline: Pipeline, ops_lead: objec
     intake_mail(mail_pipeline, str(MAIL))
     reply = Run.objects.get(intake__source=f"file:{MAIL / '05-re-quote-request-northwind.eml'}")
     assert reply.thread_parent is not None
-    client = Client()
-    client.force_login(ops_lead)  # type: ignore[arg-type]
 
-    reply_page = client.get(reverse("automation:run", args=[reply.pk])).content.decode()
-    parent_page = client.get(
-        reverse("automation:run", args=[reply.thread_parent.pk])
-    ).content.decode()
+    reply_page = page_as(ops_lead, "automation:run", reply.pk)
+    parent_page = page_as(ops_lead, "automation:run", reply.thread_parent.pk)
 
     assert f'href="/runs/{reply.thread_parent.pk}/"' in reply_page
     assert "In reply to" in reply_page
@@ -282,10 +284,8 @@ def test_the_run_page_lists_attachments_and_the_message(
 ) -> None:
     intake_mail(mail_pipeline, str(MAIL / "08-invoice-line-items-fjordvik.eml"))
     run = Run.objects.get()
-    client = Client()
-    client.force_login(ops_lead)  # type: ignore[arg-type]
 
-    page = client.get(reverse("automation:run", args=[run.pk])).content.decode()
+    page = page_as(ops_lead, "automation:run", run.pk)
 
     attachment = run.normalized["attachments"][0]
     assert attachment["name"] in page and attachment["sha256"] in page
@@ -430,10 +430,8 @@ def test_an_approver_sees_the_message_behind_a_request(
 
     intake_mail(mail_pipeline, str(MAIL / "17-suspicious-signins-northwind.eml"))
     request = ApprovalRequest.objects.get()
-    client = Client()
-    client.force_login(approver)  # type: ignore[arg-type]
 
-    page = client.get(reverse("approvals:evidence", args=[request.pk])).content.decode()
+    page = page_as(approver, "approvals:evidence", request.pk)
 
     run = request.run
     assert run.normalized["sender"] in page
@@ -538,3 +536,34 @@ def test_a_corrected_customer_reference_lets_the_mail_go_on(
     run.refresh_from_db()
     assert (run.state, run.outcome) == (State.COMPLETED, Outcome.COMPLETED)
     assert run.effects.get().payload["customer_reference"] == "CUST-10009"
+
+
+def test_a_stopped_batch_ends_between_messages(mail_channel: IntakeChannel) -> None:
+    from automation.services.mailbox import mail_intake, mail_sources
+
+    sources = mail_sources([MAIL])
+    asked: list[int] = []
+
+    def stop() -> bool:
+        asked.append(1)
+        return len(asked) > 2  # stop before the third message
+
+    batch = mail_intake(channel=mail_channel, sources=sources, stop=stop)
+
+    assert (batch.read, batch.stopped) == (2, True)
+    assert batch.summary().endswith("(stopped early)")
+    assert IntakeRecord.objects.count() == Run.objects.count() == 2
+
+
+def test_loading_customers_is_recorded(policy: None) -> None:
+    from audit.models import AuditEvent
+
+    customers_load(path=MAIL / "customers.csv")
+    created, updated = customers_load(path=MAIL / "customers.csv")
+
+    loads = list(AuditEvent.objects.filter(action="customers.loaded").order_by("pk"))
+    assert [(e.data["created"], e.data["updated"]) for e in loads] == [
+        (loads[0].data["created"], 0),
+        (0, created + updated),
+    ]
+    assert loads[0].data["created"] == updated > 0

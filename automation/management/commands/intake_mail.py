@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import functools
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -56,13 +58,26 @@ class Command(BaseCommand):
         mode = options["progress"]
         show = mode == "always" or (mode == "auto" and len(sources) >= 20 and sys.stderr.isatty())
         progress = ProgressBar(self.stderr) if show and sources else None
-        if options["process"]:
-            with inline() as queue:
-                batch = mail_intake(channel=channel, sources=sources, progress=progress)
-                while queue:
-                    queue.popleft().run()
-        else:
-            batch = mail_intake(channel=channel, sources=sources, progress=progress)
+        # TERM finishes the message in hand, then stops and prints the summary.
+        stopping = {"now": False}
+        previous = signal.signal(signal.SIGTERM, lambda *_: stopping.update(now=True))
+        take_in = functools.partial(
+            mail_intake,
+            channel=channel,
+            sources=sources,
+            progress=progress,
+            stop=lambda: stopping["now"],
+        )
+        try:
+            if options["process"]:
+                with inline() as queue:
+                    batch = take_in()
+                    while queue:
+                        queue.popleft().run()
+            else:
+                batch = take_in()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         verbose = options["verbosity"] >= 2
         for name, result in batch.results if verbose else []:
             run = f"run #{result.run.pk}" if result.run is not None else "no run"

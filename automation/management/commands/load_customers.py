@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from automation.customers import customers_load
+from automation.services.customers import customers_load
 
 
 class Command(BaseCommand):
@@ -18,7 +18,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            created, updated = customers_load(options["file"])
+            created, updated = customers_load(path=options["file"])
         except (OSError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"customers: {created} created, {updated} updated")
