@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from audit.services import audit_record
-from config.dispatch import enqueue_after_commit
+from config.dispatch import Priority, enqueue_after_commit
 from policy.schemas import ApprovalRule
 
 # The run's next step, named by path: approvals does not import automation.
@@ -143,7 +143,7 @@ def approval_decide(
     if refusal == APPROVAL_EXPIRED:
         _close(request, ApprovalStatus.EXPIRED, "expired before it was decided", now)
     if refusal is not None:
-        enqueue_after_commit(ADVANCE_RUN_TASK, request.run_id)
+        enqueue_after_commit(ADVANCE_RUN_TASK, request.run_id, priority=Priority.URGENT)
         code = refusal
     else:
         code = _tally(request, approve, now)
@@ -177,7 +177,7 @@ def _tally(request: ApprovalRequest, approve: bool, now: datetime) -> str:
         _close(request, ApprovalStatus.APPROVED, "approved", now)
     else:
         return "recorded"
-    enqueue_after_commit(ADVANCE_RUN_TASK, request.run_id)
+    enqueue_after_commit(ADVANCE_RUN_TASK, request.run_id, priority=Priority.URGENT)
     return str(request.status)
 
 
@@ -216,7 +216,7 @@ def approval_expire(*, request_id: int, now: datetime) -> bool:
         approval_id=request.pk,
         expires_at=request.expires_at.isoformat(),
     )
-    enqueue_after_commit(ADVANCE_RUN_TASK, request.run_id)
+    enqueue_after_commit(ADVANCE_RUN_TASK, request.run_id, priority=Priority.URGENT)
     return True
 
 

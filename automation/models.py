@@ -205,6 +205,9 @@ class Run(ConcurrentTransitionMixin, models.Model):
     classify_attempts_spent = models.PositiveSmallIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # When a worker message for this run was sent and not yet spent: while it is out, the
+    # sweep leaves the run alone (config.dispatch.oldest_waiting says when it is lost).
+    dispatched_at = models.DateTimeField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -596,6 +599,8 @@ class Effect(models.Model):
     deadline_at = models.DateTimeField(null=True, blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # When a delivery message was sent and not yet taken (see Run.dispatched_at).
+    dispatched_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
 

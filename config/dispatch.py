@@ -1,8 +1,19 @@
-"""Enqueueing work: only after commit, and by dotted path so apps need not import each other.
+"""Sending work to the workers: with the transaction that asks for it, by dotted path.
 
-A queue message is a nudge, never the truth: every task re-reads its row and does nothing when
-the work is already done. `inline()` swaps django-q2 for an in-process list, which the fixture
-runner and the tests drain by calling the very same task functions the workers call.
+With django-q2's ORM broker (the default) a message is a row of the broker's table written
+in the caller's own transaction, a transactional outbox: it exists exactly when the change
+that asked for it commits, and never without it. On PostgreSQL a trigger on that table
+wakes idle workers when the transaction commits (`config.broker`). With Redis a message is
+pushed once the transaction commits. `batch()` sends every message a block asks for in one
+statement (intake of a mailbox, batch recovery, the sweep).
+
+A message is a nudge, never the truth: every task re-reads its row and does nothing when
+the work is already done. Routine tasks store no result when they succeed (a failure is
+kept in django-q2's table). Each message goes to a priority queue: `urgent` for work a
+person is waiting for, `live` for intake, `bulk` for batch recovery and replays.
+
+`inline()` swaps the broker for an in-process list, which the fixture runner and the tests
+drain by calling the very same task functions the workers call.
 """
 
 from __future__ import annotations
@@ -11,17 +22,27 @@ import contextlib
 import contextvars
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 from django.utils.module_loading import import_string
+
+
+class Priority(StrEnum):
+    URGENT = "urgent"  # a person waits: a correction, an approval's effect, a console retry
+    LIVE = "live"  # intake
+    BULK = "bulk"  # batch recovery, replays of many runs
 
 
 @dataclass(frozen=True)
 class Message:
     func: str
     args: tuple[Any, ...]
+    priority: Priority = field(default=Priority.LIVE, compare=False)
 
     def run(self) -> Any:
         return import_string(self.func)(*self.args)
@@ -32,20 +53,163 @@ _inline: contextvars.ContextVar[deque[Message] | None] = contextvars.ContextVar(
 )
 
 
-def enqueue_after_commit(func: str, *args: Any) -> None:
-    """Send `func(*args)` to the workers once the current transaction commits."""
-    message = Message(func, args)
-    transaction.on_commit(lambda: _send(message))
+@dataclass
+class _Batch:
+    messages: list[Message]
+    priority: Priority | None
 
 
-def _send(message: Message) -> None:
+_batch: contextvars.ContextVar[_Batch | None] = contextvars.ContextVar(
+    "gatehouse_message_batch", default=None
+)
+
+
+def enqueue_after_commit(func: str, *args: Any, priority: Priority = Priority.LIVE) -> None:
+    """Send `func(*args)` to the workers as part of the current transaction's commit."""
+    current = _batch.get()
+    if current is not None and current.priority is not None:
+        priority = current.priority
+    message = Message(func, args, priority)
+    if _inline.get() is not None or _broker_mode() != "orm":
+        transaction.on_commit(lambda: _send([message]))
+    elif current is not None:
+        current.messages.append(message)
+    else:
+        _send([message])  # a row in the current transaction
+
+
+@contextlib.contextmanager
+def batch(*, priority: Priority | None = None) -> Iterator[None]:
+    """Send the messages the block asks for together, in one statement, when it ends; with
+    `priority`, all of them to that queue (a batch recovery goes to `bulk`)."""
+    outer = _batch.get()
+    if outer is not None and priority is None:  # inside a batch already: the outer one sends
+        yield
+        return
+    current = _Batch([], priority)
+    token = _batch.set(current)
+    try:
+        yield
+    finally:
+        _batch.reset(token)
+    if current.messages:
+        if outer is not None:
+            outer.messages.extend(current.messages)
+        else:
+            _send(current.messages)
+
+
+def _broker_mode() -> str:
+    from django_q.conf import Conf
+
+    if Conf.SYNC:
+        return "sync"
+    return "orm" if Conf.ORM else "other"
+
+
+def _send(messages: list[Message]) -> None:
     queue = _inline.get()
     if queue is not None:
-        queue.append(message)
+        queue.extend(messages)
+        return
+    mode = _broker_mode()
+    if mode == "orm":
+        _insert(messages)
         return
     from django_q.tasks import async_task
 
-    async_task(message.func, *message.args, task_name=f"{message.func}{message.args}"[:100])
+    for message in messages:
+        options: dict[str, Any] = {"save": False}
+        if mode != "sync":
+            options["broker"] = _broker_for(message.priority)
+        async_task(message.func, *message.args, task_name=_name(message), q_options=options)
+
+
+def _name(message: Message) -> str:
+    return f"{message.func}{message.args}"[:100]
+
+
+def _package(message: Message) -> str:
+    """The signed task package django-q2's async_task would build for this message."""
+    from django_q.conf import Conf
+    from django_q.humanhash import uuid
+    from django_q.signals import pre_enqueue
+    from django_q.signing import SignedPackage
+
+    tag = uuid()
+    task: dict[str, Any] = {
+        "id": tag[1],
+        "name": _name(message),
+        "func": message.func,
+        "args": message.args,
+        "save": False,
+        "ack_failure": Conf.ACK_FAILURES,
+        "kwargs": {},
+        "started": timezone.now(),
+    }
+    pre_enqueue.send(sender="django_q", task=task)
+    return str(SignedPackage.dumps(task))
+
+
+def _insert(messages: list[Message]) -> None:
+    """Write the messages to the ORM broker's table, in the current transaction."""
+    from django_q.conf import Conf
+    from django_q.models import OrmQ
+
+    from config.broker import queue_key
+
+    now = timezone.now()
+    OrmQ.objects.using(Conf.ORM).bulk_create(
+        [
+            OrmQ(
+                key=queue_key(Conf.CLUSTER_NAME, message.priority),
+                payload=_package(message),
+                lock=now,
+            )
+            for message in messages
+        ]
+    )
+
+
+def _broker_for(priority: Priority) -> Any:
+    from django_q.brokers import get_broker
+    from django_q.conf import Conf
+
+    from config.broker import queue_key
+
+    return get_broker(queue_key(Conf.CLUSTER_NAME, priority))
+
+
+def oldest_waiting() -> datetime | None:
+    """When the oldest message still waiting in a queue was sent; None if none waits.
+
+    Messages are taken oldest first, so a message sent before this time is no longer
+    waiting: it was taken by a worker (which finished it, is running it, or died).
+    """
+    from django_q.conf import Conf
+    from django_q.signing import SignedPackage
+
+    from config.broker import PRIORITIES, queue_key
+
+    mode = _broker_mode()
+    if _inline.get() is not None or mode == "sync":
+        return None
+    keys = [queue_key(Conf.CLUSTER_NAME, p) for p in PRIORITIES]
+    heads: list[Any] = []
+    if mode == "orm":
+        from django_q.models import OrmQ
+
+        heads = list(
+            OrmQ.objects.using(Conf.ORM)
+            .filter(key__in=keys, lock__lte=timezone.now())
+            .order_by("id")
+            .values_list("payload", flat=True)[:1]
+        )
+    else:
+        broker = _broker_for(Priority.LIVE)
+        heads = [broker.connection.lindex(key, 0) for key in getattr(broker, "keys", [])]
+    times = [SignedPackage.loads(head)["started"] for head in heads if head is not None]
+    return min(times) if times else None
 
 
 @contextlib.contextmanager

@@ -25,6 +25,11 @@ def env_int(name: str, default: int) -> int:
     return int(value) if value else default
 
 
+def env_float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    return float(value) if value else default
+
+
 def env_map(name: str) -> dict[str, str]:
     """'a=x,b=y' -> {'a': 'x', 'b': 'y'}."""
     pairs = (item.partition("=") for item in os.environ.get(name, "").split(",") if item.strip())
@@ -92,7 +97,10 @@ TEMPLATES = [
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'gatehouse.sqlite3'}",
-        conn_max_age=env_int("GATEHOUSE_DB_CONN_MAX_AGE", 0),
+        # Persistent connections: a worker or web process keeps its session across tasks and
+        # requests (a new session costs more than a whole step); a broken one is replaced.
+        conn_max_age=env_int("GATEHOUSE_DB_CONN_MAX_AGE", 600),
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -148,9 +156,16 @@ X_FRAME_OPTIONS = "DENY"
 # timeout < retry so a running task is never handed out again while it still runs; a finite
 # max_attempts and ack_failures so a poisoned message stops; our own attempt counters and
 # next_attempt_at own the business retries. automation.checks refuses anything else.
-Q_CLUSTER = {
+# django-q2. With the ORM broker (the default) messages are rows written in the transaction
+# that asks for them; on PostgreSQL a NOTIFY wakes idle workers at once, so `poll` is only
+# the fallback an idle cluster checks at (lower costs an empty query per interval, higher
+# only matters if the wake-up is lost). `bulk` messages are taken per transaction and at most
+# `queue_limit` wait inside the cluster: more raises throughput under a backlog, fewer lets
+# urgent work overtake sooner. Routine tasks store no result when they succeed.
+Q_CLUSTER: dict[str, Any] = {
     "name": "gatehouse",
     "orm": "default",
+    "broker_class": "config.broker.PriorityOrmBroker",
     "workers": env_int("GATEHOUSE_Q_WORKERS", 2),
     "timeout": env_int("GATEHOUSE_Q_TIMEOUT", 60),
     "retry": env_int("GATEHOUSE_Q_RETRY", 120),
@@ -158,14 +173,21 @@ Q_CLUSTER = {
     "ack_failures": True,
     "save_limit": 100,
     "catch_up": False,
-    "poll": 0.5,
+    "poll": env_float("GATEHOUSE_Q_POLL", 1.0),
+    "bulk": env_int("GATEHOUSE_Q_BULK", 8),
+    "queue_limit": env_int("GATEHOUSE_Q_QUEUE_LIMIT", 16),
     "label": "Task queue",
 }
 if os.environ.get("GATEHOUSE_REDIS_URL"):
     Q_CLUSTER.pop("orm")
     Q_CLUSTER["redis"] = os.environ["GATEHOUSE_REDIS_URL"]
+    Q_CLUSTER["broker_class"] = "config.broker.PriorityRedisBroker"
 
 GATEHOUSE: dict[str, Any] = {
+    # The priority queues this process's cluster serves, first to last (config.broker).
+    "Q_SERVES": [
+        p.strip() for p in os.environ.get("GATEHOUSE_Q_SERVES", "urgent,live,bulk").split(",")
+    ],
     # Versions stamped on every run of the default intake channels.
     "WORKFLOW_VERSION": os.environ.get("GATEHOUSE_WORKFLOW_VERSION", "workflow-1"),
     "PROMPT_VERSION": os.environ.get("GATEHOUSE_PROMPT_VERSION", "prompt-1"),
@@ -207,6 +229,9 @@ GATEHOUSE: dict[str, Any] = {
     "DEMO_RECEIVER_FAILURE_RATE": float(os.environ.get("GATEHOUSE_DEMO_FAILURE_RATE", "0")),
     # Fault injection for crash tests only: die right after the downstream answered.
     "FAULT_KILL_AFTER_DOWNSTREAM": env_bool("GATEHOUSE_FAULT_KILL_AFTER_DOWNSTREAM", False),
+    # Fault injection for crash tests only: a marker file; while it exists, the first worker
+    # to reach a classifier call removes it and dies there (SIGKILL).
+    "FAULT_KILL_ONCE": os.environ.get("GATEHOUSE_FAULT_KILL_ONCE", ""),
     # Bearer token a Prometheus server sends to /metrics; empty: only signed-in people with
     # the reports permission may read it.
     "METRICS_TOKEN": os.environ.get("GATEHOUSE_METRICS_TOKEN", ""),

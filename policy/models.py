@@ -51,4 +51,17 @@ class PolicyVersion(models.Model):
 
     @property
     def parsed(self) -> PolicyDocument:
-        return PolicyDocument.model_validate(self.document)
+        # A version never changes once stored, so each process validates it once.
+        key = (self.pk, self.name, self.checksum)
+        document = _PARSED.get(key) if self.pk is not None else None
+        if document is None:
+            document = PolicyDocument.model_validate(self.document)
+            if self.pk is not None:
+                if len(_PARSED) >= 64:
+                    _PARSED.clear()
+                _PARSED[key] = document
+        return document
+
+
+# Validated documents by (pk, name, checksum): see PolicyVersion.parsed.
+_PARSED: dict[tuple[Any, str, str], PolicyDocument] = {}

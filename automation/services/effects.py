@@ -46,7 +46,7 @@ from automation.services.records import (
     move,
     record_audit,
 )
-from config.dispatch import enqueue_after_commit
+from config.dispatch import Priority, batch, enqueue_after_commit
 from policy.models import PolicyVersion
 
 DELIVERABLE = [EffectStatus.PENDING, EffectStatus.RETRY_WAIT]
@@ -101,19 +101,43 @@ def _deliver_local(effect_id: int, adapter: EffectAdapter, now: datetime) -> str
         run = lock_run(effect.run_id, wait=True)  # we hold the effect: finish the delivery
         if run is None or run.state != State.EXECUTING:
             return None
-        effect.attempts += 1
-        delivery = adapter.deliver(effect)
-        attempt = EffectAttempt.objects.create(
-            effect=effect,
-            attempt=effect.attempts,
-            started_at=now,
-            duration_ms=0,
-            outcome=delivery.outcome,
-            detail=delivery.reference,
-        )
-        _log_attempt(run, effect, attempt)
-        _delivered(effect, run, delivery, now)
+        effect_deliver_locked(effect=effect, run=run, adapter=adapter, now=now)
+        run.save()
         return effect.status
+
+
+def effect_deliver_locked(
+    *, effect: Effect, run: Run, adapter: EffectAdapter, now: datetime
+) -> bool:
+    """Perform a local effect on rows the caller has locked, and complete the run.
+
+    The adapter writes its record under the effect's key in this same transaction, so the
+    effect, its attempt and the run's completion commit together or not at all. The caller
+    saves the run. Returns True (the run moved).
+    """
+    effect.attempts += 1
+    effect.dispatched_at = None
+    delivery = adapter.deliver(effect)
+    attempt = EffectAttempt.objects.create(
+        effect=effect,
+        attempt=effect.attempts,
+        started_at=now,
+        duration_ms=0,
+        outcome=delivery.outcome,
+        detail=delivery.reference,
+    )
+    _log_attempt(run, effect, attempt)
+    _delivered(effect, run, delivery, now, save_run=False)
+    return True
+
+
+def effect_send(*, effect: Effect, now: datetime, priority: Priority = Priority.LIVE) -> None:
+    """Send a remote effect's delivery to the workers, unless a message for it is out."""
+    if effect.dispatched_at is not None or _not_due(effect, now):
+        return
+    effect.dispatched_at = now
+    effect.save(update_fields=["dispatched_at"])
+    enqueue_after_commit(DELIVER_EFFECT_TASK, effect.pk, priority=priority)
 
 
 def _claim(effect_id: int, adapter: EffectAdapter, now: datetime) -> tuple[Effect, datetime] | None:
@@ -143,8 +167,11 @@ def _claim(effect_id: int, adapter: EffectAdapter, now: datetime) -> tuple[Effec
             return None
         effect.attempts += 1
         effect.next_attempt_at = None
+        effect.dispatched_at = None  # the message is spent: the lease now guards the attempt
         effect.lease_expires_at = now + timedelta(seconds=setting("EFFECT_LEASE_SECONDS"))
-        effect.save(update_fields=["attempts", "next_attempt_at", "lease_expires_at"])
+        effect.save(
+            update_fields=["attempts", "next_attempt_at", "dispatched_at", "lease_expires_at"]
+        )
         return effect, now
 
 
@@ -313,7 +340,9 @@ def _finish(effect: Effect, status: str) -> None:
     effect.save()
 
 
-def _delivered(effect: Effect, run: Run, delivery: Delivery, now: datetime) -> None:
+def _delivered(
+    effect: Effect, run: Run, delivery: Delivery, now: datetime, *, save_run: bool = True
+) -> None:
     effect.status = EffectStatus.DELIVERED
     effect.response_ref = delivery.reference
     effect.delivered_at = now
@@ -327,6 +356,7 @@ def _delivered(effect: Effect, run: Run, delivery: Delivery, now: datetime) -> N
         stage=Stage("complete"),
         checkpoint={"effect": effect.pk, "response_ref": effect.response_ref},
         finished_at=now,
+        save=save_run,
     )
 
 
@@ -357,9 +387,11 @@ def effect_retry(*, run_id: int, user: User, reason: str, now: datetime | None =
         effect.attempt_limit = effect.attempts + attempts
         effect.next_attempt_at = now
         effect.lease_expires_at = None
+        effect.dispatched_at = now
         effect.save()
         move(run, "retry_effect", actor=user, note={"reason": reason, "effect": effect.pk})
-        enqueue_after_commit(DELIVER_EFFECT_TASK, effect.pk)
+        # A person asked for it: ahead of any backlog.
+        enqueue_after_commit(DELIVER_EFFECT_TASK, effect.pk, priority=Priority.URGENT)
         return run.state
 
 
@@ -417,9 +449,13 @@ def effect_resume(*, name: str, user: User, rate_per_minute: int | None) -> Effe
     waiting = Effect.objects.filter(name=name, status__in=DELIVERABLE).filter(
         Q(next_attempt_at__isnull=False) | Q(status=EffectStatus.PENDING, attempts=0)
     )
-    waiting.filter(next_attempt_at__gt=timezone.now()).update(next_attempt_at=timezone.now())
-    for effect_id in waiting.values_list("pk", flat=True):
-        enqueue_after_commit(DELIVER_EFFECT_TASK, effect_id)
+    now = timezone.now()
+    waiting.filter(next_attempt_at__gt=now).update(next_attempt_at=now)
+    effect_ids = list(waiting.values_list("pk", flat=True))
+    Effect.objects.filter(pk__in=effect_ids).update(dispatched_at=now)
+    with batch():
+        for effect_id in effect_ids:
+            enqueue_after_commit(DELIVER_EFFECT_TASK, effect_id)
     audit_record(action="effect.resumed", actor=user, effect=name, rate_per_minute=rate_per_minute)
     return control
 

@@ -41,7 +41,7 @@ from automation.services.records import (
     policy_for,
     record_audit,
 )
-from config.dispatch import enqueue_after_commit
+from config.dispatch import Priority, enqueue_after_commit
 from policy.evaluation import check_request_allowed
 
 # --- integrators ------------------------------------------------------------------------
@@ -133,11 +133,23 @@ class IntakeResult:
 def intake_submit(
     *, channel: IntakeChannel, raw: bytes, content_type: str, source: str
 ) -> IntakeResult:
-    """Store the raw request first, then admit it. Bad input loses nothing and runs nothing."""
-    intake = IntakeRecord.objects.create(
-        channel=channel, raw=raw, content_type=content_type, source=source
-    )
-    return intake_admit(intake=intake)
+    """Store the raw request first, then admit it. Bad input loses nothing and runs nothing.
+
+    One transaction: the raw record, the run and its first message commit together. The
+    admission has a savepoint of its own, so if it fails unexpectedly the raw record still
+    commits (for whoever investigates) before the error goes on.
+    """
+    failure: Exception | None = None
+    with transaction.atomic():
+        intake = IntakeRecord.objects.create(
+            channel=channel, raw=raw, content_type=content_type, source=source
+        )
+        try:
+            with transaction.atomic():
+                return intake_admit(intake=intake)
+        except Exception as exc:  # kept: the raw record commits, then the error goes on
+            failure = exc
+    raise failure
 
 
 MAIL_TYPE = "message/rfc822"
@@ -258,6 +270,7 @@ def _create_run(
     run.fingerprint = fingerprint(normalized)
     if is_mail(normalized):
         _thread_link(run, normalized)
+    run.dispatched_at = timezone.now()  # its first message is sent with it, below
     run.save()
     stage.record(run, "accepted")
     record_audit(run, "run.received", intake=intake, fingerprint=run.fingerprint)
@@ -276,7 +289,9 @@ def _create_run(
             finished_at=timezone.now(),
         )
         return run
-    enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
+    # A person's replay is awaited; a batch of replays goes to `bulk` (recovery.batch_step).
+    priority = Priority.URGENT if replay_of is not None else Priority.LIVE
+    enqueue_after_commit(ADVANCE_RUN_TASK, run.pk, priority=priority)
     return run
 
 

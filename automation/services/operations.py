@@ -19,6 +19,7 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from audit.services import SYSTEM
 from automation.conf import setting
 from automation.models import (
+    AuditEvent,
     Checkpoint,
     Effect,
     EffectStatus,
@@ -40,8 +41,9 @@ from automation.services.records import (
     log_run,
     move,
     record_audit,
+    run_send,
 )
-from config.dispatch import enqueue_after_commit
+from config.dispatch import batch, enqueue_after_commit, oldest_waiting
 
 # --- operator operations ----------------------------------------------------------------
 
@@ -67,7 +69,7 @@ def checkpoint_import(
 def run_resume(*, run_id: int, actor_label: str, actor: User | None = None) -> str:
     """Continue from the latest checkpoint, revalidating what it holds before using it."""
     with transaction.atomic():
-        run = Run.objects.select_for_update().select_related("channel").get(pk=run_id)
+        run = Run.objects.select_for_update(of=("self",)).select_related("channel").get(pk=run_id)
         checkpoint = run.checkpoints.order_by("-sequence").first()
         stored = (checkpoint.data if checkpoint else {}).get("classification")
         if run.state not in (State.ENRICHED, State.NEEDS_REVIEW) or stored is None:
@@ -107,7 +109,7 @@ def run_resume(*, run_id: int, actor_label: str, actor: User | None = None) -> s
             reason="checkpoint",
             checkpoint=checkpoint.sequence if checkpoint else None,
         )
-        enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
+        run_send(run)
         return run.state
 
 
@@ -126,7 +128,7 @@ def run_reconsider(*, run_id: int, user: User, reason: str) -> str:
         for request in open_requests:
             approvals.approval_invalidate(request=request, refusal=Outcome.APPROVAL_STALE, now=now)
         move(run, "reconsider", actor=user, note={"reason": reason})
-        enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
+        run_send(run)
         return run.state
 
 
@@ -179,7 +181,7 @@ def run_move(
             requested=target,
             reason=reason,
         )
-        enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
+        run_send(run)
         return "queued"
 
 
@@ -201,37 +203,60 @@ def _refuse(run: Run, what: str, actor: User | None, actor_label: str, **data: A
 
 # --- the sweep ---------------------------------------------------------------------------
 
+# States whose runs the sweep nudges when no message will move them. Not `executing`: its
+# effect is swept on its own. Not `approval_required`: a decision sends its own message.
+SWEPT_STATES = sorted(STEPS - {State.EXECUTING, State.APPROVAL_REQUIRED})
+
+
+def message_lost_before(now: datetime) -> datetime:
+    """A message sent before this time and not spent is lost (its worker died, say).
+
+    It must be older than the task timeout allows a task to run, and older than the oldest
+    message still waiting in a queue: queues are served oldest first, so a message sent
+    before that one has been taken. During a backlog, queued work is never sent twice.
+    """
+    lost = now - timedelta(seconds=setting("STAGE_LEASE_SECONDS"))
+    waiting = oldest_waiting()
+    if waiting is not None:
+        lost = min(lost, waiting - timedelta(seconds=1))
+    return lost
+
 
 def sweep_due(*, now: datetime | None = None, limit: int = 500) -> dict[str, int]:
-    """Find work a lost message would otherwise leave behind, and nudge it again."""
+    """Find work that no message will move (a lost message, a retry come due) and nudge it.
+
+    A safety net, not the engine: a run or effect whose message is still waiting, or that a
+    worker holds under a lease, is left alone. Each pass reads at most `limit` rows of each
+    kind, whatever the backlog.
+    """
     now = now or timezone.now()
     stale = now - timedelta(seconds=setting("STAGE_LEASE_SECONDS"))
+    lost = message_lost_before(now)
+    no_message = Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=lost)
     due_runs = list(
-        Run.objects.filter(state__in=STEPS.keys())
-        .exclude(state=State.APPROVAL_REQUIRED)
-        .filter(updated_at__lte=stale)
-        .exclude(next_attempt_at__gt=now)
+        Run.objects.filter(state__in=SWEPT_STATES)
+        .exclude(lease_expires_at__gt=now)  # a worker is calling the classifier for it
+        .exclude(next_attempt_at__gt=now)  # waiting for its backoff
+        .filter(no_message)
+        # Stalled: unmoved for a lease's length, or a classifier retry come due.
+        .filter(Q(updated_at__lte=stale) | Q(next_attempt_at__lte=now))
         .values_list("pk", flat=True)[:limit]
     )
     # A decision committed but its message was lost (a worker restarted): the request is
-    # closed more recently than the run last moved.
+    # closed more recently than the run last moved, and long enough ago to be lost.
     decided = ApprovalRequest.objects.filter(
         run=OuterRef("pk"),
         status__in=[ApprovalStatus.APPROVED, ApprovalStatus.REJECTED, ApprovalStatus.EXPIRED],
         decided_at__gte=OuterRef("updated_at"),
+        decided_at__lt=lost,
     )
-    due_runs += list(
+    decided_runs = list(
         Run.objects.filter(state=State.APPROVAL_REQUIRED)
         .filter(Exists(decided))
         .values_list("pk", flat=True)[:limit]
     )
-    retries = list(
-        Run.objects.filter(state=State.ENRICHED, next_attempt_at__lte=now)
-        .exclude(pk__in=due_runs)
-        .values_list("pk", flat=True)[:limit]
-    )
     # Effects: a retry come due, a lease run out (the worker died mid-attempt), or a new
-    # row whose first message was lost. Held effects (no next attempt, no lease) stay put.
+    # row whose message was lost. Held effects (no next attempt, no lease) stay put.
     effects = list(
         Effect.objects.filter(status__in=[EffectStatus.PENDING, EffectStatus.RETRY_WAIT])
         .filter(
@@ -240,12 +265,20 @@ def sweep_due(*, now: datetime | None = None, limit: int = 500) -> dict[str, int
             | Q(status=EffectStatus.PENDING, lease_expires_at__isnull=True, created_at__lte=stale)
         )
         .exclude(lease_expires_at__gt=now)
+        .filter(no_message)
         .values_list("pk", flat=True)[:limit]
     )
-    with transaction.atomic():
-        for run_id in [*due_runs, *retries]:
+    with transaction.atomic(), batch():
+        Run.objects.filter(pk__in=due_runs).update(dispatched_at=now)
+        Effect.objects.filter(pk__in=effects).update(dispatched_at=now)
+        for run_id in [*due_runs, *decided_runs]:
             enqueue_after_commit(ADVANCE_RUN_TASK, run_id)
         for effect_id in effects:
             enqueue_after_commit(DELIVER_EFFECT_TASK, effect_id)
+        if due_runs or decided_runs:
+            AuditEvent.objects.bulk_create(
+                AuditEvent(run_id=run_id, action="sweep.nudged", actor_label=SYSTEM)
+                for run_id in [*due_runs, *decided_runs]
+            )
     approvals_done = approvals.approvals_sweep(now=now, limit=limit)
-    return {"runs": len(due_runs) + len(retries), "effects": len(effects), **approvals_done}
+    return {"runs": len(due_runs) + len(decided_runs), "effects": len(effects), **approvals_done}

@@ -1,13 +1,23 @@
-"""The pipeline, one step per call: validate, normalize, enrich, classify, decide, approve.
+"""The pipeline: one worker message carries a run as far as it can go.
 
-Each step locks the run, checks its state, makes one transition and commits it with its stage
-record, checkpoint and audit row; the next step is enqueued after commit. A message that
-arrives twice or late finds the state moved on and does nothing.
+A worker locks the run and takes every consecutive automatic step in one transaction:
+validate, normalize and enrich (intake already validated and fingerprinted the event, so
+these record what was established), then the lease on the classifier call. The call itself
+runs outside any transaction. Its answer, the decision, the outbox row and, for a local
+effect, the delivery and the completion commit in a second transaction. Each step still
+writes its own stage record, checkpoint and audit row, so the run's history is the same as
+when every step was a message of its own.
+
+A run stops where it must wait: a classifier backoff, a person (approval, a hold), a remote
+delivery (a message of its own, since it calls out), or an end. A message that arrives
+twice or late finds the run locked by the worker carrying it, or moved on, and does nothing.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,6 +35,7 @@ from automation.classifiers import (
 )
 from automation.conf import setting
 from automation.customers import customer_find, customers_known
+from automation.effects import get_adapter
 from automation.extraction import extraction_problems
 from automation.models import (
     ClassificationAttempt,
@@ -37,16 +48,12 @@ from automation.models import (
 from automation.schemas import (
     ClassifierDecision,
     FieldProblem,
-    event_of,
     event_text,
-    fingerprint,
     is_mail,
     validation_problems,
 )
-from automation.services.effects import effect_budget, effect_deliver
+from automation.services.effects import effect_budget, effect_deliver_locked, effect_send
 from automation.services.records import (
-    ADVANCE_RUN_TASK,
-    DELIVER_EFFECT_TASK,
     Stage,
     add_checkpoint,
     backoff_delay,
@@ -55,6 +62,7 @@ from automation.services.records import (
     effect_key,
     effect_payload_of,
     facts_of,
+    fault_kill_once,
     interpretation_of,
     lock_run,
     move,
@@ -62,66 +70,106 @@ from automation.services.records import (
     record_audit,
     versions_of,
 )
-from config.dispatch import enqueue_after_commit
+from config.dispatch import Priority
 from policy.evaluation import Verdict, evaluate
 
-# --- the pipeline: one step per call ------------------------------------------------------
+# --- carrying a run -----------------------------------------------------------------------
+
+# A run never takes more steps in one message than this (a guard against a loop in the table).
+MAX_STEPS = 16
+
+
+@dataclass(frozen=True)
+class ClassifierCall:
+    """A leased classifier attempt: made outside any transaction, recorded in the next."""
+
+    run: Run
+    attempt: int
+    stage: Stage
 
 
 def run_advance(*, run_id: int, now: datetime | None = None) -> str | None:
-    """Take the run's next step if one is due. Returns the state reached, or None if idle."""
-    run = Run.objects.filter(pk=run_id).only("state").first()
-    if run is None:
-        return None
-    step = STEPS.get(run.state)
-    if step is None:
-        return None
-    return step(run_id, now or timezone.now())
+    """Carry the run through every step it can take now.
 
-
-def _step_validate(run_id: int, now: datetime) -> str | None:
+    Returns the state reached, or None when the message found nothing to do (the run is
+    being carried by another worker, waits for a backoff or a person, or has ended).
+    """
+    now = now or timezone.now()
     with transaction.atomic():
         run = lock_run(run_id)
-        if run is None or run.state != State.RECEIVED:
+        if run is None:
             return None
-        event = event_of(run.normalized or {})  # stored after admission: re-check
-        move(run, "validate", stage=Stage("validate"), event_id=event.event_id)
-        enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
-        return run.state
+        moved, call = _carry(run, now)
+        if call is None:
+            _message_done(run, moved)
+    if call is None:
+        return run.state if moved else None
+    return _classify(call, now)
 
 
-def _step_normalize(run_id: int, now: datetime) -> str | None:
-    with transaction.atomic():
-        run = lock_run(run_id)
-        if run is None or run.state != State.VALIDATED:
-            return None
-        normalized = event_of(run.normalized or {}).normalized()
-        move(
-            run,
-            "normalize",
-            stage=Stage("normalize"),
-            normalized=normalized,
-            fingerprint=fingerprint(normalized),
-        )
-        enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
-        return run.state
+def _carry(run: Run, now: datetime) -> tuple[bool, ClassifierCall | None]:
+    """Take the locked run's consecutive local steps. Stops before a classifier call (its
+    lease is taken and returned), at a person, a remote delivery or an end."""
+    moved = False
+    for _ in range(MAX_STEPS):
+        if run.state == State.ENRICHED:
+            call = _claim_classifier_attempt(run, now)
+            return moved or call is not None, call
+        step = LOCAL_STEPS.get(run.state)
+        if step is None or not step(run, now):
+            return moved, None
+        moved = True
+    return moved, None
 
 
-def _step_enrich(run_id: int, now: datetime) -> str | None:
-    with transaction.atomic():
-        run = lock_run(run_id)
-        if run is None or run.state != State.NORMALIZED:
-            return None
-        enrichment = _enrichment(run)
-        move(
-            run,
-            "enrich",
-            stage=Stage("enrich"),
-            checkpoint={"enrichment": enrichment},
-            enrichment=enrichment,
-        )
-        enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
-        return run.state
+def _message_done(run: Run, moved: bool) -> None:
+    """The message that carried the run is spent; save what the steps changed.
+
+    With no message out, the sweep may nudge the run again should it stall. (Nothing
+    in a carry sends the run another message: it goes on in the same task instead.)
+    """
+    if run.dispatched_at is not None:
+        run.dispatched_at = None
+        if not moved:  # bookkeeping only: not a change of the run (no version, no time)
+            Run.objects.filter(pk=run.pk).update(dispatched_at=None)
+    if moved:
+        run.save()
+
+
+# --- the steps, each on the locked run: True when the run moved and may go on --------------
+
+
+def _step_validate(run: Run, now: datetime) -> bool:
+    # Intake validated the event against its contract and stored it normalized: this step
+    # records that, without reading the event again.
+    move(run, "validate", stage=Stage("validate"), event_id=run.event_id, save=False)
+    return True
+
+
+def _step_normalize(run: Run, now: datetime) -> bool:
+    # Intake stored the normalized event and its fingerprint; they are recorded as this step.
+    move(
+        run,
+        "normalize",
+        stage=Stage("normalize"),
+        normalized=run.normalized or {},
+        fingerprint=run.fingerprint,
+        save=False,
+    )
+    return True
+
+
+def _step_enrich(run: Run, now: datetime) -> bool:
+    enrichment = _enrichment(run)
+    move(
+        run,
+        "enrich",
+        stage=Stage("enrich"),
+        checkpoint={"enrichment": enrichment},
+        enrichment=enrichment,
+        save=False,
+    )
+    return True
 
 
 def _enrichment(run: Run) -> dict[str, Any]:
@@ -150,28 +198,25 @@ def _enrichment(run: Run) -> dict[str, Any]:
     return enrichment
 
 
-def _claim_classifier_attempt(run_id: int, now: datetime) -> tuple[Run, int] | None:
+def _claim_classifier_attempt(run: Run, now: datetime) -> ClassifierCall | None:
     """Take the lease on one classifier call; the call itself happens outside any transaction."""
-    with transaction.atomic():
-        run = lock_run(run_id)
-        if run is None or run.state != State.ENRICHED:
-            return None
-        if run.next_attempt_at and run.next_attempt_at > now:
-            return None  # a message that arrived before its backoff ran out
-        if run.lease_expires_at and run.lease_expires_at > now:
-            return None  # another worker is calling the classifier for this run right now
-        run.classify_attempts += 1
-        run.lease_expires_at = now + timedelta(seconds=setting("STAGE_LEASE_SECONDS"))
-        run.save(update_fields=["classify_attempts", "lease_expires_at"])
-        return run, run.classify_attempts
+    if run.next_attempt_at and run.next_attempt_at > now:
+        return None  # a message that arrived before its backoff ran out
+    if run.lease_expires_at and run.lease_expires_at > now:
+        return None  # another worker is calling the classifier for this run right now
+    run.classify_attempts += 1
+    run.lease_expires_at = now + timedelta(seconds=setting("STAGE_LEASE_SECONDS"))
+    run.save()  # with the steps carried before it, in one statement
+    return ClassifierCall(
+        run, run.classify_attempts, Stage("classify", attempt=run.classify_attempts)
+    )
 
 
-def _step_classify(run_id: int, now: datetime) -> str | None:
-    claim = _claim_classifier_attempt(run_id, now)
-    if claim is None:
-        return None
-    run, attempt = claim
-    stage = Stage("classify", attempt=attempt)
+def _classify(call: ClassifierCall, now: datetime) -> str | None:
+    """Call the classifier (no transaction, no lock held), then record the answer and carry
+    the run on from it."""
+    run, attempt = call.run, call.attempt
+    fault_kill_once()  # crash tests only: the worker dies here, its steps so far committed
     classifier = get_classifier(run.channel.classifier)
     raw: Any = None
     error: Exception | None = None
@@ -183,43 +228,49 @@ def _step_classify(run_id: int, now: datetime) -> str | None:
         )
     except (ClassifierTimeout, ClassifierUnavailable) as exc:
         error = exc
-    return _record_classification(run_id, attempt, stage, raw, error, now)
+    with transaction.atomic():
+        # Wait for the lock: whoever holds the row now is not taking this attempt (we hold
+        # its lease), and an answer in hand is never dropped.
+        locked = lock_run(run.pk, wait=True)
+        if locked is None or locked.state != State.ENRICHED or locked.classify_attempts != attempt:
+            return None  # our lease ran out and another worker took this attempt over
+        _record_classification(locked, attempt, call.stage, raw, error, now)
+        if locked.state == State.CLASSIFIED:
+            _carry(locked, now)
+        _message_done(locked, True)
+        return locked.state
 
 
 def _record_classification(
-    run_id: int, attempt: int, stage: Stage, raw: Any, error: Exception | None, now: datetime
-) -> str | None:
-    with transaction.atomic():
-        run = lock_run(run_id, wait=True)
-        if run is None or run.state != State.ENRICHED or run.classify_attempts != attempt:
-            return None  # our lease ran out and another worker took this attempt over
-        outcome, decision, problems = _judge_output(raw, error)
-        ClassificationAttempt.objects.create(
-            run=run,
-            attempt=attempt,
-            classifier=run.channel.classifier,
-            classifier_version=run.classifier_version,
-            prompt_version=run.prompt_version,
-            outcome=outcome,
-            raw_output=raw if error is None else {"error": str(error)},
-            errors=[p.model_dump() for p in problems],
-            latency_ms=int((timezone.now() - stage.started_at).total_seconds() * 1000),
+    run: Run, attempt: int, stage: Stage, raw: Any, error: Exception | None, now: datetime
+) -> None:
+    outcome, decision, problems = _judge_output(raw, error)
+    ClassificationAttempt.objects.create(
+        run=run,
+        attempt=attempt,
+        classifier=run.channel.classifier,
+        classifier_version=run.classifier_version,
+        prompt_version=run.prompt_version,
+        outcome=outcome,
+        raw_output=raw if error is None else {"error": str(error)},
+        errors=[p.model_dump() for p in problems],
+        latency_ms=int((timezone.now() - stage.started_at).total_seconds() * 1000),
+    )
+    if error is not None:
+        _classifier_failed(run, stage, error, now)
+    elif decision is None:
+        move(
+            run,
+            "hold",
+            stage=stage,
+            stage_outcome=Outcome.CLASSIFICATION_INVALID,
+            outcome=Outcome.CLASSIFICATION_INVALID,
+            field=problems[0].field,
+            detail=json.dumps([p.model_dump() for p in problems]),
+            save=False,
         )
-        if error is not None:
-            _classifier_failed(run, stage, error, now)
-        elif decision is None:
-            move(
-                run,
-                "hold",
-                stage=stage,
-                stage_outcome=Outcome.CLASSIFICATION_INVALID,
-                outcome=Outcome.CLASSIFICATION_INVALID,
-                field=problems[0].field,
-                detail=json.dumps([p.model_dump() for p in problems]),
-            )
-        else:
-            _accept_classification(run, stage, decision)
-        return run.state
+    else:
+        _accept_classification(run, stage, decision)
 
 
 def _judge_output(
@@ -280,33 +331,29 @@ def _accept_classification(run: Run, stage: Stage, decision: ClassifierDecision)
         stage=stage,
         checkpoint={"classification": payload},
         decision=payload,
+        save=False,
     )
-    enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
 
 
-def _step_decide(run_id: int, now: datetime) -> str | None:
-    with transaction.atomic():
-        run = lock_run(run_id)
-        if run is None or run.state != State.CLASSIFIED:
-            return None
-        stage = Stage("decide")
-        policy = policy_for(run)
-        classification = run.classification or {}
-        decision = evaluate(
-            policy.parsed,
-            facts_of(run),
-            interpretation_of(classification),
-            run.enrichment,
-        )
-        decided = {
-            "policy_version": policy.name,
-            "verdict": decision.verdict.value,
-            "route": decision.route,
-            "effect": decision.effect,
-            "rules": [r.as_dict() for r in decision.rules],
-        }
-        _apply_decision(run, stage, decision.verdict, decided, now)
-        return run.state
+def _step_decide(run: Run, now: datetime) -> bool:
+    stage = Stage("decide")
+    policy = policy_for(run)
+    classification = run.classification or {}
+    decision = evaluate(
+        policy.parsed,
+        facts_of(run),
+        interpretation_of(classification),
+        run.enrichment,
+    )
+    decided = {
+        "policy_version": policy.name,
+        "verdict": decision.verdict.value,
+        "route": decision.route,
+        "effect": decision.effect,
+        "rules": [r.as_dict() for r in decision.rules],
+    }
+    _apply_decision(run, stage, decision.verdict, decided, now)
+    return True
 
 
 def _apply_decision(
@@ -321,6 +368,7 @@ def _apply_decision(
             checkpoint={"decision": decided},
             decided=decided,
             finished_at=now,
+            save=False,
         )
     elif verdict == Verdict.UNSUPPORTED:
         run.rules = decided["rules"]
@@ -333,6 +381,7 @@ def _apply_decision(
             outcome=Outcome.UNSUPPORTED_REQUEST,
             field="requested_action",
             finished_at=now,
+            save=False,
         )
     elif verdict == Verdict.LOW_CONFIDENCE:
         run._record_decision(decided)
@@ -344,6 +393,7 @@ def _apply_decision(
             outcome=Outcome.LOW_CONFIDENCE,
             field="confidence",
             detail="; ".join(r["text"] for r in decided["rules"] if not r["passed"]),
+            save=False,
         )
     elif verdict == Verdict.APPROVE:
         move(
@@ -353,6 +403,7 @@ def _apply_decision(
             stage_outcome="approval_required",
             checkpoint={"decision": decided},
             decided=decided,
+            save=False,
         )
         _open_approval(run, now)
     else:
@@ -363,6 +414,7 @@ def _apply_decision(
             stage_outcome="authorized",
             checkpoint={"decision": decided},
             decided=decided,
+            save=False,
         )
         _write_effect(run, authorization={"policy_version": run.policy_version})
 
@@ -418,8 +470,7 @@ def _write_effect(run: Run, *, authorization: dict[str, Any]) -> Effect:
     )
     if not created and effect.run_id != run.pk:
         return _reach_existing_effect(run, effect, authorization, now)
-    enqueue_after_commit(DELIVER_EFFECT_TASK, effect.pk)
-    return effect
+    return effect  # delivered by the run's next step (see _step_executing)
 
 
 def _reach_existing_effect(
@@ -438,6 +489,7 @@ def _reach_existing_effect(
             stage_outcome="already_delivered",
             checkpoint={"effect": effect.pk, "already_delivered": True},
             finished_at=now,
+            save=False,
         )
         return effect
     previous = effect.run_id
@@ -450,7 +502,6 @@ def _reach_existing_effect(
     effect.lease_expires_at = None
     effect.save()
     record_audit(run, "effect.adopted", effect=effect.pk, from_run=previous)
-    enqueue_after_commit(DELIVER_EFFECT_TASK, effect.pk)
     return effect
 
 
@@ -458,38 +509,35 @@ def _latest_request(run: Run) -> ApprovalRequest | None:
     return run.approvals.order_by("-created_at", "-pk").first()
 
 
-def _step_await_approval(run_id: int, now: datetime) -> str | None:
+def _step_await_approval(run: Run, now: datetime) -> bool:
     """A decision arrived (or a request lapsed): act on the run's latest approval request."""
-    with transaction.atomic():
-        run = lock_run(run_id)
-        if run is None or run.state != State.APPROVAL_REQUIRED:
-            return None
-        request = _latest_request(run)
-        if request is None or request.status == ApprovalStatus.EXPIRED:
-            _reopen_approval(run, Outcome.APPROVAL_EXPIRED, now)
-        elif request.status == ApprovalStatus.REJECTED:
-            move(
-                run,
-                "fail",
-                stage=Stage("approve"),
-                stage_outcome=Outcome.APPROVAL_REJECTED,
-                checkpoint={"approval_request": request.pk},
-                outcome=Outcome.APPROVAL_REJECTED,
-                detail=request.status_reason,
-                finished_at=now,
-            )
-        elif request.status == ApprovalStatus.APPROVED:
-            _resume_after_approval(run, request, now)
-        elif request.status == ApprovalStatus.PENDING and now >= request.expires_at:
-            _reopen_approval(run, Outcome.APPROVAL_EXPIRED, now)
-        elif request.status == ApprovalStatus.PENDING:
-            _note_refused_decision(run, request)
-        return run.state
+    request = _latest_request(run)
+    if request is None or request.status == ApprovalStatus.EXPIRED:
+        _reopen_approval(run, Outcome.APPROVAL_EXPIRED, now)
+    elif request.status == ApprovalStatus.REJECTED:
+        move(
+            run,
+            "fail",
+            stage=Stage("approve"),
+            stage_outcome=Outcome.APPROVAL_REJECTED,
+            checkpoint={"approval_request": request.pk},
+            outcome=Outcome.APPROVAL_REJECTED,
+            detail=request.status_reason,
+            finished_at=now,
+            save=False,
+        )
+    elif request.status == ApprovalStatus.APPROVED:
+        _resume_after_approval(run, request, now)
+    elif request.status == ApprovalStatus.PENDING and now >= request.expires_at:
+        _reopen_approval(run, Outcome.APPROVAL_EXPIRED, now)
+    elif request.status == ApprovalStatus.PENDING:
+        return _note_refused_decision(run, request)
+    return True
 
 
 def _resume_after_approval(run: Run, request: ApprovalRequest, now: datetime) -> None:
     checkpoint = run.checkpoints.order_by("-sequence").first()
-    move(run, "approve", stage=Stage("approve"), stage_outcome="approved")
+    move(run, "approve", stage=Stage("approve"), stage_outcome="approved", save=False)
     record_audit(
         run,
         "run.resumed",
@@ -498,14 +546,14 @@ def _resume_after_approval(run: Run, request: ApprovalRequest, now: datetime) ->
         approval_request=request.pk,
         checkpoint=checkpoint.sequence if checkpoint else None,
     )
-    enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
 
 
-def _note_refused_decision(run: Run, request: ApprovalRequest) -> None:
+def _note_refused_decision(run: Run, request: ApprovalRequest) -> bool:
     latest = request.decisions.order_by("-created_at", "-pk").first()
     if latest is None or latest.counted or run.outcome == latest.refusal:
-        return
-    move(run, "refuse_approval", outcome=latest.refusal)
+        return False
+    move(run, "refuse_approval", outcome=latest.refusal, save=False)
+    return True
 
 
 def _reopen_approval(run: Run, refusal: str, now: datetime) -> None:
@@ -513,54 +561,65 @@ def _reopen_approval(run: Run, refusal: str, now: datetime) -> None:
     if request is not None and request.status in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED):
         approvals.approval_invalidate(request=request, refusal=refusal, now=now)
     transition = "invalidate_approval" if run.state == State.APPROVED else "refuse_approval"
-    move(run, transition, outcome=refusal)
+    move(run, transition, outcome=refusal, save=False)
     _open_approval(run, now)
 
 
-def _step_execute_approved(run_id: int, now: datetime) -> str | None:
+def _step_execute_approved(run: Run, now: datetime) -> bool:
     """Resume after approval: re-check the approval against the run as it is now."""
-    with transaction.atomic():
-        run = lock_run(run_id)
-        if run is None or run.state != State.APPROVED:
-            return None
-        request = (
-            run.approvals.filter(status=ApprovalStatus.APPROVED, consumed_at__isnull=True)
-            .order_by("-decided_at")
-            .first()
-        )
-        if request is None:
-            _reopen_approval(run, Outcome.APPROVAL_STALE, now)
-            return run.state
-        refusal = approvals.binding_refusal(request=request, binding=binding_of(run), now=now)
-        if refusal is not None:
-            _reopen_approval(run, refusal, now)
-            return run.state
-        add_checkpoint(run, {"approval_request": request.pk, "binding": binding_of(run)})
-        move(run, "execute_approved", stage=Stage("execute"), stage_outcome="authorized")
-        approvals.approval_consume(request=request, now=now)
-        _write_effect(
-            run,
-            authorization={"policy_version": run.policy_version, "approval_request": request.pk},
-        )
-        return run.state
+    request = (
+        run.approvals.filter(status=ApprovalStatus.APPROVED, consumed_at__isnull=True)
+        .order_by("-decided_at")
+        .first()
+    )
+    if request is None:
+        _reopen_approval(run, Outcome.APPROVAL_STALE, now)
+        return True
+    refusal = approvals.binding_refusal(request=request, binding=binding_of(run), now=now)
+    if refusal is not None:
+        _reopen_approval(run, refusal, now)
+        return True
+    add_checkpoint(run, {"approval_request": request.pk, "binding": binding_of(run)})
+    move(run, "execute_approved", stage=Stage("execute"), stage_outcome="authorized", save=False)
+    approvals.approval_consume(request=request, now=now)
+    _write_effect(
+        run,
+        authorization={"policy_version": run.policy_version, "approval_request": request.pk},
+    )
+    return True
 
 
-def _step_executing(run_id: int, now: datetime) -> str | None:
-    """A run in `executing` whose effect message was lost: nudge the effect again."""
-    for effect_id in Effect.objects.filter(
-        run_id=run_id, status__in=[EffectStatus.PENDING, EffectStatus.RETRY_WAIT]
-    ).values_list("pk", flat=True):
-        effect_deliver(effect_id=effect_id, now=now)
-    return None
+def _step_executing(run: Run, now: datetime) -> bool:
+    """Deliver the run's effect: a local one here, in this transaction; a remote one by a
+    message of its own (it calls out, so it runs outside any transaction)."""
+    effect = (
+        Effect.objects.select_for_update()
+        .filter(run=run, status__in=[EffectStatus.PENDING, EffectStatus.RETRY_WAIT])
+        .first()
+    )
+    if effect is None:
+        return False
+    adapter = get_adapter(effect.name)
+    if adapter.local:
+        return effect_deliver_locked(effect=effect, run=run, adapter=adapter, now=now)
+    effect_send(effect=effect, now=now, priority=_priority_of(effect))
+    return False
 
 
-STEPS = {
+def _priority_of(effect: Effect) -> Priority:
+    # An approved effect is what an approver (and the requester) now waits for.
+    return Priority.URGENT if effect.authorization.get("approval_request") else Priority.LIVE
+
+
+# Steps taken inside the carrying transaction, by the state they start from.
+LOCAL_STEPS: dict[str, Callable[[Run, datetime], bool]] = {
     State.RECEIVED: _step_validate,
     State.VALIDATED: _step_normalize,
     State.NORMALIZED: _step_enrich,
-    State.ENRICHED: _step_classify,
     State.CLASSIFIED: _step_decide,
     State.APPROVAL_REQUIRED: _step_await_approval,
     State.APPROVED: _step_execute_approved,
     State.EXECUTING: _step_executing,
 }
+# States in which a message may move the run (the sweep looks for stalled ones among these).
+STEPS = frozenset([*LOCAL_STEPS, State.ENRICHED])

@@ -5,7 +5,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import os
 import random
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +30,7 @@ from automation.models import (
     StageRecord,
 )
 from automation.schemas import is_mail
+from config.dispatch import Priority, enqueue_after_commit
 from policy.evaluation import EventFacts, Interpretation
 from policy.models import PolicyVersion
 from policy.services import policy_get
@@ -116,15 +119,19 @@ def move(
     checkpoint: dict[str, Any] | None = None,
     actor: User | None = None,
     note: dict[str, Any] | None = None,
+    save: bool = True,
     **kwargs: Any,
 ) -> None:
     """Apply one transition and write everything that commits with it.
 
     `kwargs` go to the transition method; `note` only to the audit row (a reason, say).
+    With save=False the caller saves the run once after several transitions, in the same
+    transaction (the pipeline carrying a run through its steps).
     """
     before = run.state
     getattr(run, name)(**kwargs)
-    run.save()
+    if save:
+        run.save()
     if stage is not None:
         stage.record(run, stage_outcome)
     if checkpoint is not None:
@@ -140,6 +147,15 @@ def move(
         to_state=run.state,
         actor=actor.get_username() if actor is not None else SYSTEM,
     )
+
+
+def run_send(run: Run, *, priority: Priority = Priority.URGENT) -> None:
+    """Send the run to the workers with this transaction, and note that a message is out
+    (the sweep leaves a run alone while its message waits). Urgent by default: people's
+    operations call this, and a person is waiting for the result."""
+    run.dispatched_at = timezone.now()
+    Run.objects.filter(pk=run.pk).update(dispatched_at=run.dispatched_at)
+    enqueue_after_commit(ADVANCE_RUN_TASK, run.pk, priority=priority)
 
 
 # --- logs about runs ----------------------------------------------------------------------
@@ -212,8 +228,20 @@ def lock_run(run_id: int, *, wait: bool = False) -> Run | None:
     with an answer in hand) it queues for the lock instead, so finished work is never dropped.
     """
     skip = not wait and connection.features.has_select_for_update_skip_locked
-    query = Run.objects.select_for_update(skip_locked=skip)
+    # of=("self",): lock the run's row only. The channel is read in the same query, but
+    # every run of a channel shares its row: locking it too would make one run's step skip
+    # (or wait for) every other run's.
+    query = Run.objects.select_for_update(skip_locked=skip, of=("self",))
     return query.filter(pk=run_id).select_related("channel").first()
+
+
+def fault_kill_once() -> None:
+    """Fault injection for the crash tests: SIGKILL this process once, if the marker file
+    named by FAULT_KILL_ONCE exists (it is removed first, so a restarted worker goes on)."""
+    marker = setting("FAULT_KILL_ONCE")
+    if marker and os.path.exists(marker):
+        os.remove(marker)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def backoff_delay(attempt: int) -> float:

@@ -35,8 +35,9 @@ from automation.models import (
 from automation.schemas import ClassifierDecision, FieldProblem, validation_problems
 from automation.services.effects import effect_retry
 from automation.services.intake import intake_replay
-from automation.services.records import ADVANCE_RUN_TASK, Stage, add_checkpoint, move
-from config.dispatch import enqueue_after_commit
+from automation.services.records import Stage, add_checkpoint, move, run_send
+from config import dispatch
+from config.dispatch import Priority, enqueue_after_commit
 
 BATCH_TASK = "automation.tasks.process_batch"
 # Holds a person can fix by correcting the interpretation.
@@ -85,7 +86,7 @@ def _record(
 
 
 def _locked(run_id: int) -> Run:
-    return Run.objects.select_for_update().select_related("channel").get(pk=run_id)
+    return Run.objects.select_for_update(of=("self",)).select_related("channel").get(pk=run_id)
 
 
 # --- queue items: claim, assign, release ---------------------------------------------------
@@ -181,7 +182,7 @@ def run_correct(
             decision=after,
         )
         _record(run, "correct", user, reason, "resumed", changed=changed)
-        enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
+        run_send(run)
         return CorrectionResult(run, changed)
 
 
@@ -216,7 +217,7 @@ def run_retry(*, run_id: int, user: User, reason: str, batch: RecoveryBatch | No
             result = effect_retry(run_id=run.pk, user=user, reason=reason)
         elif run.state == State.NEEDS_REVIEW and run.outcome in RETRYABLE_STAGE_HOLDS:
             move(run, "retry_stage", actor=user, note={"reason": reason})
-            enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
+            run_send(run)
             result = run.state
         else:
             result = Outcome.STATE_CONFLICT
@@ -334,32 +335,37 @@ def batch_create(
         run_ids=batch_select(queue=queue, since=since, until=until),
     )
     if in_worker:
-        enqueue_after_commit(BATCH_TASK, batch.pk)
+        enqueue_after_commit(BATCH_TASK, batch.pk, priority=Priority.URGENT)
     return batch
 
 
-def batch_step(*, batch_id: int) -> bool:
-    """Do the next item of a batch; False when there is nothing left.
+# Items worked per transaction: their messages go to the `bulk` queue in one statement.
+BATCH_CHUNK = 50
 
-    The position is committed with each item, so a worker restarting mid-batch carries on
-    where the last one stopped, and a duplicated message finds the item done.
+
+def batch_step(*, batch_id: int) -> bool:
+    """Do the next items of a batch; False when there is nothing left.
+
+    The position is committed with each chunk of items, so a worker restarting mid-batch
+    carries on where the last one stopped, and a duplicated message finds the items done.
+    Each item has a savepoint of its own: one that fails is noted and the rest go on.
     """
-    with transaction.atomic():
-        batch = RecoveryBatch.objects.select_for_update().get(pk=batch_id)
-        if batch.done >= batch.total:
-            if batch.status != "finished":
-                batch.status = "finished"
-                batch.finished_at = timezone.now()
-                batch.save(update_fields=["status", "finished_at"])
+    with transaction.atomic(), dispatch.batch(priority=Priority.BULK):
+        batch_row = RecoveryBatch.objects.select_for_update().get(pk=batch_id)
+        if batch_row.done >= batch_row.total:
+            if batch_row.status != "finished":
+                batch_row.status = "finished"
+                batch_row.finished_at = timezone.now()
+                batch_row.save(update_fields=["status", "finished_at"])
             return False
-        run_id = batch.run_ids[batch.done]
-        ok, why = _batch_item(batch, run_id)
-        batch.done += 1
-        batch.succeeded += ok
-        if not ok:
-            batch.failures = [*batch.failures, {"run": run_id, "reason": why}]
-        batch.status = "running"
-        batch.save(update_fields=["done", "succeeded", "failures", "status"])
+        for run_id in batch_row.run_ids[batch_row.done : batch_row.done + BATCH_CHUNK]:
+            ok, why = _batch_item(batch_row, run_id)
+            batch_row.done += 1
+            batch_row.succeeded += ok
+            if not ok:
+                batch_row.failures = [*batch_row.failures, {"run": run_id, "reason": why}]
+        batch_row.status = "running"
+        batch_row.save(update_fields=["done", "succeeded", "failures", "status"])
         return True
 
 

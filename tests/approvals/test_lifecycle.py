@@ -6,8 +6,10 @@ from datetime import timedelta
 
 import pytest
 import time_machine
+from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.core.exceptions import PermissionDenied
+from django.utils import timezone
 
 from approvals import selectors
 from approvals.models import ApprovalRequest, ApprovalStatus
@@ -195,8 +197,14 @@ def test_a_pending_approval_survives_a_worker_restart(
     restarted.queue.clear()  # and the decision's message is lost in a second crash
     assert Run.objects.get(pk=waiting.run_id).state == State.APPROVAL_REQUIRED
 
+    # Right after the decision its message may still be waiting: the sweep leaves it.
     with restarted.capture():
-        nudged = services.sweep_due()
+        assert services.sweep_due()["runs"] == 0
+    assert not restarted.queue
+    # Once it has been out longer than a lease, it is lost: the sweep sends another.
+    later = timezone.now() + timedelta(seconds=settings.GATEHOUSE["STAGE_LEASE_SECONDS"] + 1)
+    with restarted.capture():
+        nudged = services.sweep_due(now=later)
     restarted.drain()
 
     assert nudged["runs"] == 1

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 
 from automation import services, tasks
 from automation.classifiers.recorded import RecordedClassifier
@@ -31,6 +32,9 @@ from automation.models import (
 )
 from config.dispatch import Message, inline
 from tests.conftest import Pipeline, decision_for, make_event
+from tests.downstream import Downstream, running_downstream
+
+SECRET = "s" * 32
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -72,17 +76,6 @@ def submit(pipeline: Pipeline, event: dict[str, Any]) -> services.IntakeResult:
         content_type="application/json",
         source="test",
     )
-
-
-def advance_to(pipeline: Pipeline, run_id: int, state: str) -> None:
-    """Run queued messages until the run reaches `state`; its next message stays queued."""
-    for _ in range(50):
-        if Run.objects.get(pk=run_id).state == state:
-            return
-        with inline() as queue:
-            pipeline.queue.popleft().run()
-        pipeline.queue.extend(queue)
-    raise AssertionError(f"run {run_id} never reached {state}")
 
 
 def started(pipeline: Pipeline, event_id: str) -> Run:
@@ -137,16 +130,49 @@ def test_same_event_submitted_twice_at_once_makes_exactly_one_run(pipeline: Pipe
     assert Effect.objects.count() == FollowUp.objects.count() == 5
 
 
-STEP_STATES = [State.RECEIVED, State.VALIDATED, State.NORMALIZED, State.ENRICHED, State.CLASSIFIED]
+def lease_lost_in_enriched(pipeline: Pipeline, run: Run) -> None:
+    """What a worker killed during the classifier call leaves: the run carried to `enriched`
+    (committed) with the call's lease taken, its message unspent; the lease then runs out."""
+
+    def dies(*args: Any, **kwargs: Any) -> Any:
+        raise SystemExit("worker killed during the classifier call")
+
+    event = make_event(event_id=run.event_id)
+    pipeline.record(run.event_id, [decision_for(event)] * 2)  # what attempt 2 will read
+    message = pipeline.queue.popleft()
+    original = RecordedClassifier.classify
+    RecordedClassifier.classify = dies  # type: ignore[method-assign]
+    try:
+        with pytest.raises(SystemExit), inline():
+            message.run()
+    finally:
+        RecordedClassifier.classify = original  # type: ignore[method-assign]
+    run.refresh_from_db()
+    assert (run.state, run.classify_attempts) == (State.ENRICHED, 1)
+    assert run.lease_expires_at is not None
+    assert run.dispatched_at is not None  # its message was never spent
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now())
+    pipeline.queue.append(message)  # redelivered: the broker never saw it acknowledged
 
 
-@pytest.mark.parametrize("state", STEP_STATES)
-def test_a_step_message_delivered_twice_in_a_row_does_the_step_once(
-    pipeline: Pipeline, state: str
-) -> None:
+# Where a run rests between messages: just taken in (its first message waits), and carried
+# to `enriched` by a worker that died during the classifier call.
+RESTING = ["received", "enriched_lease_lost"]
+
+
+def resting(pipeline: Pipeline, where: str) -> Run:
     run = started(pipeline, "evt-dup")
-    advance_to(pipeline, run.pk, state)
-    assert len(pipeline.queue) == 1  # the step's own message is still waiting
+    if where == "enriched_lease_lost":
+        lease_lost_in_enriched(pipeline, run)
+    assert len(pipeline.queue) == 1  # the run's own message is still waiting
+    return run
+
+
+@pytest.mark.parametrize("where", RESTING)
+def test_a_message_delivered_twice_in_a_row_does_each_step_once(
+    pipeline: Pipeline, where: str
+) -> None:
+    run = resting(pipeline, where)
 
     with inline() as queue:
         tasks.advance_run(run.pk)  # the duplicate arrives first
@@ -156,12 +182,11 @@ def test_a_step_message_delivered_twice_in_a_row_does_the_step_once(
     assert_done_once(run)
 
 
-@pytest.mark.parametrize("state", STEP_STATES)
-def test_a_step_message_delivered_twice_at_once_does_the_step_once(
-    pipeline: Pipeline, state: str
+@pytest.mark.parametrize("where", RESTING)
+def test_a_message_delivered_twice_at_once_does_each_step_once(
+    pipeline: Pipeline, where: str
 ) -> None:
-    run = started(pipeline, "evt-dup")
-    advance_to(pipeline, run.pk, state)
+    run = resting(pipeline, where)
     pipeline.queue.clear()  # replaced by the two copies below
 
     _, messages = at_once(lambda: tasks.advance_run(run.pk), lambda: tasks.advance_run(run.pk))
@@ -171,16 +196,42 @@ def test_a_step_message_delivered_twice_at_once_does_the_step_once(
     assert_done_once(run)
 
 
+def test_one_message_carries_a_straight_through_run_to_completion(pipeline: Pipeline) -> None:
+    run = started(pipeline, "evt-one")
+    assert list(pipeline.queue) == [Message(services.ADVANCE_RUN_TASK, (run.pk,))]
+
+    with inline() as queue:
+        assert tasks.advance_run(run.pk) == State.COMPLETED
+    assert not queue  # nothing further to send: every step was taken by this message
+
+    assert_done_once(run)
+    run.refresh_from_db()
+    assert run.dispatched_at is None  # spent: the sweep may look after the run again
+
+
+def test_concurrent_steps_of_different_runs_never_skip_each_other(pipeline: Pipeline) -> None:
+    """Runs of one channel share its row: a step locks only its own run's row, so steps of
+    different runs taken at the same moment all go through (none finds a row locked)."""
+    runs = [started(pipeline, f"evt-side-{n}") for n in range(6)]
+    pipeline.queue.clear()
+
+    results, messages = at_once(*(lambda run=run: tasks.advance_run(run.pk) for run in runs))
+
+    assert results == [State.COMPLETED] * len(runs)
+    assert messages == []
+    for run in runs:
+        assert_done_once(run)
+
+
 def test_classifier_answer_survives_another_session_holding_the_run(
     pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run = started(pipeline, "evt-held")
-    advance_to(pipeline, run.pk, State.ENRICHED)
     pipeline.queue.clear()
     locked, release = threading.Event(), threading.Event()
 
     def hold_row() -> None:
-        # What a duplicate classify message (or an operator's run_move) does: lock the row.
+        # What a duplicate message (or an operator's run_move) does: lock the row.
         try:
             with transaction.atomic():
                 Run.objects.select_for_update().get(pk=run.pk)
@@ -213,27 +264,59 @@ def test_classifier_answer_survives_another_session_holding_the_run(
     assert_done_once(run)
 
 
+@pytest.fixture
+def remote_follow_up(settings: Any) -> Iterator[Downstream]:
+    """create_follow_up delivered over HTTP: its delivery is a message of its own."""
+    with running_downstream(SECRET) as downstream:
+        settings.GATEHOUSE = {
+            **settings.GATEHOUSE,
+            "HTTP_EFFECTS": {
+                "create_follow_up": {
+                    "url": downstream.url,
+                    "secret": SECRET,
+                    "read_timeout": 2,
+                    "max_attempts": 3,
+                    "honours_idempotency_keys": True,
+                }
+            },
+        }
+        yield downstream
+
+
 def _effect_ready(pipeline: Pipeline) -> tuple[Run, Effect]:
     run = started(pipeline, "evt-deliver")
-    advance_to(pipeline, run.pk, State.EXECUTING)
+    with inline() as queue:
+        assert tasks.advance_run(run.pk) == State.EXECUTING
     effect = Effect.objects.get(run=run)
-    assert list(pipeline.queue) == [Message(services.DELIVER_EFFECT_TASK, (effect.pk,))]
+    assert list(queue) == [Message(services.DELIVER_EFFECT_TASK, (effect.pk,))]
     pipeline.queue.clear()
     return run, effect
 
 
-def test_effect_message_delivered_twice_in_a_row_delivers_once(pipeline: Pipeline) -> None:
+def assert_delivered_once(run: Run, downstream: Downstream) -> None:
+    run.refresh_from_db()
+    assert (run.state, run.outcome) == (State.COMPLETED, Outcome.COMPLETED)
+    effect = Effect.objects.get(run=run)
+    assert (effect.status, effect.attempts) == (EffectStatus.DELIVERED, 1)
+    assert downstream.performed == [effect.idempotency_key]
+    assert StageRecord.objects.filter(run=run, stage="complete").count() == 1
+
+
+def test_effect_message_delivered_twice_in_a_row_delivers_once(
+    pipeline: Pipeline, remote_follow_up: Downstream
+) -> None:
     run, effect = _effect_ready(pipeline)
 
     first = tasks.deliver_effect(effect.pk)
     second = tasks.deliver_effect(effect.pk)
 
     assert (first, second) == (EffectStatus.DELIVERED, None)
-    assert_done_once(run)
-    assert StageRecord.objects.filter(run=run, stage="complete").count() == 1
+    assert_delivered_once(run, remote_follow_up)
 
 
-def test_effect_message_delivered_twice_at_once_delivers_once(pipeline: Pipeline) -> None:
+def test_effect_message_delivered_twice_at_once_delivers_once(
+    pipeline: Pipeline, remote_follow_up: Downstream
+) -> None:
     run, effect = _effect_ready(pipeline)
 
     results, messages = at_once(
@@ -242,8 +325,7 @@ def test_effect_message_delivered_twice_at_once_delivers_once(pipeline: Pipeline
 
     assert Counter(results) == Counter([EffectStatus.DELIVERED, None])
     assert messages == []
-    assert_done_once(run)
-    assert StageRecord.objects.filter(run=run, stage="complete").count() == 1
+    assert_delivered_once(run, remote_follow_up)
 
 
 def test_same_event_id_with_different_content_at_once_runs_one_and_refuses_the_other(

@@ -1,0 +1,209 @@
+"""The run engine with its real broker: messages written with their transaction, priorities,
+a sweep that never doubles queued work, and a worker killed in the middle of a run.
+
+These tests send work through django-q2's ORM broker on PostgreSQL (no inline queue), so the
+messages are rows of `django_q_ormq` exactly as the workers see them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import Group, User
+from django.db import connection
+from django.utils import timezone
+from django_q.models import OrmQ
+from django_q.signing import SignedPackage
+
+from automation import services
+from automation.models import ClassificationAttempt, FollowUp, Outcome, Run, StageRecord, State
+from automation.roles import roles_ensure
+from config.broker import PriorityOrmBroker
+from config.dispatch import Priority, batch, enqueue_after_commit, oldest_waiting
+from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+REPO = Path(__file__).resolve().parents[2]
+STAGES = ["intake", "validate", "normalize", "enrich", "classify", "decide", "execute", "complete"]
+
+
+def submit(pipeline: Pipeline, event: dict[str, Any]) -> Run:
+    """Intake as the API does it: the run and its message commit together (no inline queue)."""
+    result = services.intake_submit(
+        channel=pipeline.channel,
+        raw=json.dumps(event).encode(),
+        content_type="application/json",
+        source="test",
+    )
+    assert result.run is not None
+    return result.run
+
+
+def queued() -> list[tuple[str, str, tuple[Any, ...]]]:
+    """The waiting messages, oldest first: (queue, task, args)."""
+    rows = OrmQ.objects.order_by("id").values_list("key", "payload")
+    return [
+        (key, task["func"], task["args"])
+        for key, task in ((key, SignedPackage.loads(payload)) for key, payload in rows)
+    ]
+
+
+def test_intake_writes_the_run_and_its_message_in_one_transaction(pipeline: Pipeline) -> None:
+    run = submit(pipeline, make_event(event_id="evt-tx"))
+
+    assert queued() == [("gatehouse", services.ADVANCE_RUN_TASK, (run.pk,))]
+    run.refresh_from_db()
+    assert run.dispatched_at is not None  # a message is out for it
+
+
+def test_a_batch_sends_its_messages_in_one_statement(pipeline: Pipeline) -> None:
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries, batch(priority=Priority.BULK):
+        for n in range(5):
+            enqueue_after_commit(services.ADVANCE_RUN_TASK, n)
+    inserts = [q for q in queries.captured_queries if "django_q_ormq" in q["sql"]]
+    assert len(inserts) == 1
+    assert [key for key, _, _ in queued()] == ["gatehouse.bulk"] * 5
+
+
+def test_the_sweep_does_not_re_enqueue_queued_work(pipeline: Pipeline) -> None:
+    runs = [submit(pipeline, make_event(event_id=f"evt-backlog-{n}")) for n in range(3)]
+    waiting = queued()
+    # Much later, the backlog still waits: a worker has not reached these messages yet.
+    later = timezone.now() + timedelta(minutes=30)
+    Run.objects.filter(pk__in=[r.pk for r in runs]).update(updated_at=later - timedelta(hours=1))
+
+    assert services.sweep_due(now=later)["runs"] == 0
+    assert queued() == waiting
+
+    # The messages are lost (a broker without acknowledgements, a worker that died): the
+    # sweep sends exactly one new message per run.
+    OrmQ.objects.all().delete()
+    assert oldest_waiting() is None
+    assert services.sweep_due(now=later)["runs"] == 3
+    assert sorted(args for _, _, args in queued()) == [(r.pk,) for r in runs]
+    # ...and does not send them again while those wait.
+    assert services.sweep_due(now=later + timedelta(minutes=1))["runs"] == 0
+    assert len(queued()) == 3
+
+
+@pytest.fixture
+def recoverer(db: None) -> User:
+    roles_ensure()
+    user = User.objects.create_user(username="recoverer")
+    user.groups.add(Group.objects.get(name="recovery-staff"))
+    return user
+
+
+def test_a_persons_retry_overtakes_a_backlog_of_5000_runs(
+    pipeline: Pipeline, recoverer: User
+) -> None:
+    event = make_event(event_id="evt-held")
+    pipeline.submit(event, [TIMEOUT, TIMEOUT])  # inline: out of classifier attempts
+    held = Run.objects.get(event_id="evt-held")
+    assert (held.state, held.outcome) == (State.NEEDS_REVIEW, Outcome.RETRY_EXHAUSTED)
+    # A backlog of 5,000 runs waits in the live queue (a bulk replay would wait behind it).
+    backlog = Run.objects.bulk_create(
+        Run(
+            channel=pipeline.channel,
+            intake=held.intake,
+            event_id=f"evt-bulk-{n}",
+            workflow_version="workflow-1",
+            classifier_version="recorded-classifier-1",
+            prompt_version="prompt-1",
+        )
+        for n in range(5000)
+    )
+    with batch():
+        for run in backlog:
+            enqueue_after_commit(services.ADVANCE_RUN_TASK, run.pk)
+    assert OrmQ.objects.count() == 5000
+
+    services.run_retry(run_id=held.pk, user=recoverer, reason="classifier back")
+
+    taken = PriorityOrmBroker().dequeue()
+    assert taken is not None
+    first = SignedPackage.loads(taken[0][1])
+    assert (first["func"], first["args"]) == (services.ADVANCE_RUN_TASK, (held.pk,))
+    assert len(taken) == settings.Q_CLUSTER["bulk"]  # the rest of the batch is backlog
+
+
+def test_two_brokers_never_take_the_same_message(pipeline: Pipeline) -> None:
+    with batch():
+        for n in range(20):
+            enqueue_after_commit(services.ADVANCE_RUN_TASK, n)
+    first, second = PriorityOrmBroker(), PriorityOrmBroker()
+    taken = [pk for broker in (first, second, first) for pk, _ in broker.dequeue() or []]
+    assert len(taken) == len(set(taken)) == min(20, 3 * settings.Q_CLUSTER["bulk"])
+
+
+# --- a worker killed in the middle of a run -------------------------------------------------
+
+
+def database_url() -> str:
+    db = connection.settings_dict
+    user = quote(db["USER"] or "")
+    if db.get("PASSWORD"):
+        user += ":" + quote(db["PASSWORD"], safe="")
+    return f"postgres://{user}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def test_a_worker_killed_mid_run_loses_no_step_and_repeats_no_effect(
+    pipeline: Pipeline, tmp_path: Path
+) -> None:
+    event = make_event(event_id="evt-killed")
+    pipeline.record("evt-killed", [decision_for(event)] * 2)
+    marker = tmp_path / "kill-once"
+    marker.touch()
+    run = submit(pipeline, event)
+    connection.close()  # the cluster's processes use their own sessions
+
+    cluster = subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=REPO,
+        env={
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "GATEHOUSE_FAULT_KILL_ONCE": str(marker),
+            "GATEHOUSE_Q_WORKERS": "1",
+            "GATEHOUSE_Q_TIMEOUT": "3",
+            "GATEHOUSE_Q_RETRY": "4",  # the unacknowledged message comes back after this
+            "GATEHOUSE_STAGE_LEASE": "2",  # the dead worker's classifier lease runs out
+            "GATEHOUSE_LOG_LEVEL": "WARNING",
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if Run.objects.filter(pk=run.pk, state=State.COMPLETED).exists():
+                break
+            time.sleep(0.2)
+    finally:
+        os.killpg(cluster.pid, signal.SIGKILL)  # the test is about the run, not shutdown
+        cluster.wait(timeout=30)
+
+    assert not marker.exists()  # a worker did die in the classifier call
+    run.refresh_from_db()
+    assert (run.state, run.outcome) == (State.COMPLETED, Outcome.COMPLETED)
+    assert run.classify_attempts == 2  # the dead worker's attempt counts, and shows as such
+    assert ClassificationAttempt.objects.filter(run=run).count() == 1
+    stages = Counter(StageRecord.objects.filter(run=run).values_list("stage", flat=True))
+    assert stages == Counter(STAGES)  # nothing lost, nothing twice
+    assert FollowUp.objects.filter(run=run).count() == 1
