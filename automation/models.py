@@ -6,6 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 from django_fsm import ConcurrentTransition, ConcurrentTransitionMixin, FSMField, transition
 
@@ -238,6 +239,20 @@ class Run(ConcurrentTransitionMixin, models.Model):
             # Reports: WHERE created_at >= ... AND created_at < ... (runs received per week,
             # rates before and after a policy activation).
             models.Index(fields=["created_at"], name="run_created_idx"),
+            # Enrichment: open runs of the same channel and request type, or of the same
+            # customer (WHERE NOT state IN (terminal) AND ...): only unfinished runs are
+            # indexed, so the count never reads the history.
+            models.Index(
+                models.F("channel"),
+                KeyTransform("request_type", "normalized"),
+                condition=~models.Q(state__in=["completed", "blocked", "failed"]),
+                name="run_open_by_type_idx",
+            ),
+            models.Index(
+                KeyTransform("reference", KeyTransform("customer", "enrichment")),
+                condition=~models.Q(state__in=["completed", "blocked", "failed"]),
+                name="run_open_by_customer_idx",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -24,6 +24,7 @@ from django.test import TestCase
 
 from automation import services
 from automation.models import IntakeChannel, RecordedOutcome, Run, State
+from automation.roles import roles_ensure
 from config.dispatch import Message, inline
 from policy.services import policy_ensure_defaults
 
@@ -195,6 +196,15 @@ def staff(db: None) -> User:
 @pytest.fixture
 def outsider(db: None) -> User:
     return _user("outsider", "finance-approvers")
+
+
+@pytest.fixture
+def recoverer(db: None) -> User:
+    """Recovery staff, with the roles' real permissions (no password: hashing is slow)."""
+    roles_ensure()
+    user = User.objects.create_user(username="recoverer")
+    user.groups.add(Group.objects.get(name="recovery-staff"))
+    return user
 
 
 def assert_retry_scheduled(run: Run, before: datetime, after: datetime) -> None:

@@ -64,6 +64,7 @@ from automation.services.records import (
     facts_of,
     fault_kill_once,
     interpretation_of,
+    journal,
     lock_run,
     move,
     policy_for,
@@ -75,6 +76,8 @@ from policy.evaluation import Verdict, evaluate
 
 # --- carrying a run -----------------------------------------------------------------------
 
+# Open runs beside this one are counted up to this many (enrichment evidence).
+OPEN_RUNS_COUNTED = 1000
 # A run never takes more steps in one message than this (a guard against a loop in the table).
 MAX_STEPS = 16
 
@@ -99,9 +102,10 @@ def run_advance(*, run_id: int, now: datetime | None = None) -> str | None:
         run = lock_run(run_id)
         if run is None:
             return None
-        moved, call = _carry(run, now)
-        if call is None:
-            _message_done(run, moved)
+        with journal(run):
+            moved, call = _carry(run, now)
+            if call is None:
+                _message_done(run, moved)
     if call is None:
         return run.state if moved else None
     return _classify(call, now)
@@ -175,24 +179,27 @@ def _step_enrich(run: Run, now: datetime) -> bool:
 def _enrichment(run: Run) -> dict[str, Any]:
     """Deterministic local evidence: the known customer, its tier, the open work beside it."""
     normalized = run.normalized or {}
-    unfinished = Run.objects.exclude(
-        state__in=[State.COMPLETED, State.BLOCKED, State.FAILED]
-    ).exclude(pk=run.pk)
+    # Written as the partial indexes' condition (Run.Meta), so the counts use them.
+    unfinished = Run.objects.exclude(state__in=["completed", "blocked", "failed"]).exclude(
+        pk=run.pk
+    )
     match = customer_find(text=event_text(normalized), sender=normalized.get("sender", ""))
     enrichment: dict[str, Any] = match.as_enrichment()
     if match.customer is not None:
-        enrichment["open_runs_same_customer"] = unfinished.filter(
-            enrichment__customer__reference=match.customer.reference
-        ).count()
+        same_customer = unfinished.filter(enrichment__customer__reference=match.customer.reference)
+        enrichment["open_runs_same_customer"] = same_customer[:OPEN_RUNS_COUNTED].count()
     if is_mail(normalized):
         tier = match.customer.account_tier if match.customer is not None else "standard"
         enrichment["sender"] = normalized.get("sender")
         enrichment["thread_parent"] = run.thread_parent_id
     else:
         tier = normalized["account_tier"]
-        enrichment["open_runs_same_request_type"] = unfinished.filter(
+        same_type = unfinished.filter(
             channel=run.channel, normalized__request_type=normalized["request_type"]
-        ).count()
+        )
+        # Counted up to OPEN_RUNS_COUNTED: the evidence is "how busy", and an exact count
+        # would read the whole backlog for every run taken from it.
+        enrichment["open_runs_same_request_type"] = same_type[:OPEN_RUNS_COUNTED].count()
     enrichment["account_tier"] = tier
     enrichment["priority_account"] = tier == "priority"
     return enrichment
@@ -234,10 +241,11 @@ def _classify(call: ClassifierCall, now: datetime) -> str | None:
         locked = lock_run(run.pk, wait=True)
         if locked is None or locked.state != State.ENRICHED or locked.classify_attempts != attempt:
             return None  # our lease ran out and another worker took this attempt over
-        _record_classification(locked, attempt, call.stage, raw, error, now)
-        if locked.state == State.CLASSIFIED:
-            _carry(locked, now)
-        _message_done(locked, True)
+        with journal(locked):
+            _record_classification(locked, attempt, call.stage, raw, error, now)
+            if locked.state == State.CLASSIFIED:
+                _carry(locked, now)
+            _message_done(locked, True)
         return locked.state
 
 
@@ -259,16 +267,7 @@ def _record_classification(
     if error is not None:
         _classifier_failed(run, stage, error, now)
     elif decision is None:
-        move(
-            run,
-            "hold",
-            stage=stage,
-            stage_outcome=Outcome.CLASSIFICATION_INVALID,
-            outcome=Outcome.CLASSIFICATION_INVALID,
-            field=problems[0].field,
-            detail=json.dumps([p.model_dump() for p in problems]),
-            save=False,
-        )
+        _hold_with_problems(run, stage, Outcome.CLASSIFICATION_INVALID, problems)
     else:
         _accept_classification(run, stage, decision)
 
@@ -311,19 +310,27 @@ def _classifier_failed(run: Run, stage: Stage, error: Exception, now: datetime) 
     )
 
 
+def _hold_with_problems(
+    run: Run, stage: Stage, outcome: Outcome, problems: list[FieldProblem]
+) -> None:
+    """Hold the run for a person, naming the first offending field and listing them all."""
+    move(
+        run,
+        "hold",
+        stage=stage,
+        stage_outcome=outcome,
+        outcome=outcome,
+        field=problems[0].field,
+        detail=json.dumps([p.model_dump() for p in problems]),
+        save=False,
+    )
+
+
 def _accept_classification(run: Run, stage: Stage, decision: ClassifierDecision) -> None:
     payload = decision.model_dump(mode="json")
     problems = extraction_problems(payload["fields"], known_customers=customers_known)
     if problems:
-        move(
-            run,
-            "hold",
-            stage=stage,
-            stage_outcome=Outcome.EXTRACTION_INVALID,
-            outcome=Outcome.EXTRACTION_INVALID,
-            field=problems[0].field,
-            detail=json.dumps([p.model_dump() for p in problems]),
-        )
+        _hold_with_problems(run, stage, Outcome.EXTRACTION_INVALID, problems)
         return
     move(
         run,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import hashlib
 import logging
@@ -9,7 +11,7 @@ import os
 import random
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -55,7 +57,7 @@ class Stage:
 
     def record(self, run: Run, outcome: str, error_class: str = "") -> StageRecord:
         elapsed_ms = int((time.monotonic() - self._clock) * 1000)
-        return StageRecord.objects.create(
+        row = StageRecord(
             run=run,
             stage=self.name,
             attempt=self.attempt,
@@ -65,6 +67,57 @@ class Stage:
             outcome=outcome,
             error_class=error_class,
         )
+        return _write(run, row)
+
+
+@dataclass
+class _Journal:
+    """The history rows of one run's transaction, written together when it is done."""
+
+    run_id: int
+    rows: list[StageRecord | Checkpoint | AuditEvent] = field(default_factory=list)
+    last_sequence: int | None = None
+
+    def flush(self) -> None:
+        stages = [row for row in self.rows if isinstance(row, StageRecord)]
+        checkpoints = [row for row in self.rows if isinstance(row, Checkpoint)]
+        audits = [row for row in self.rows if isinstance(row, AuditEvent)]
+        StageRecord.objects.bulk_create(stages)
+        Checkpoint.objects.bulk_create(checkpoints)
+        AuditEvent.objects.bulk_create(audits)
+        self.rows.clear()
+
+
+_journal: contextvars.ContextVar[_Journal | None] = contextvars.ContextVar(
+    "gatehouse_run_journal", default=None
+)
+
+
+@contextlib.contextmanager
+def journal(run: Run) -> Iterator[None]:
+    """Write the run's stage records, checkpoints and audit rows made in the block with one
+    INSERT per table when it ends, in the order they were made. Only inside the run's
+    transaction, and only for the pipeline's own steps: nothing in the block may read back
+    the rows it made (checkpoint numbers are counted here)."""
+    current = _Journal(run.pk)
+    token = _journal.set(current)
+    try:
+        yield
+    finally:
+        _journal.reset(token)
+    current.flush()  # not reached when the block raised: its transaction rolls back
+
+
+R = TypeVar("R", StageRecord, Checkpoint, AuditEvent)
+
+
+def _write(run: Run | None, row: R) -> R:
+    current = _journal.get()
+    if current is not None and run is not None and current.run_id == run.pk:
+        current.rows.append(row)
+        return row
+    row.save()
+    return row
 
 
 def versions_of(run: Run) -> dict[str, str]:
@@ -77,15 +130,24 @@ def versions_of(run: Run) -> dict[str, str]:
 
 
 def add_checkpoint(run: Run, data: dict[str, Any], source: str = "pipeline") -> Checkpoint:
-    last = run.checkpoints.order_by("-sequence").values_list("sequence", flat=True).first()
-    return Checkpoint.objects.create(
+    current = _journal.get()
+    counted = current is not None and current.run_id == run.pk
+    if counted and current is not None and current.last_sequence is not None:
+        last: int | None = current.last_sequence
+    else:
+        last = run.checkpoints.order_by("-sequence").values_list("sequence", flat=True).first()
+    sequence = (last or 0) + 1
+    if counted and current is not None:
+        current.last_sequence = sequence
+    checkpoint = Checkpoint(
         run=run,
-        sequence=(last or 0) + 1,
+        sequence=sequence,
         state=run.state,
         versions=versions_of(run),
         data=data,
         source=source,
     )
+    return _write(run, checkpoint)
 
 
 def record_audit(
@@ -98,15 +160,30 @@ def record_audit(
     intake: IntakeRecord | None = None,
     **data: Any,
 ) -> AuditEvent:
-    return audit_record(
-        action=action,
-        actor=actor,
-        actor_label=actor_label,
-        run_id=run.pk if run is not None else None,
-        intake_id=intake.pk if intake is not None else None,
-        from_state=from_state,
-        to_state=run.state if run is not None else "",
-        **data,
+    current = _journal.get()
+    if current is None or run is None or current.run_id != run.pk:
+        return audit_record(
+            action=action,
+            actor=actor,
+            actor_label=actor_label,
+            run_id=run.pk if run is not None else None,
+            intake_id=intake.pk if intake is not None else None,
+            from_state=from_state,
+            to_state=run.state if run is not None else "",
+            **data,
+        )
+    return _write(
+        run,
+        AuditEvent(
+            run_id=run.pk,
+            intake_id=intake.pk if intake is not None else None,
+            actor=actor,
+            actor_label=actor.get_username() if actor is not None else actor_label,
+            action=action,
+            from_state=from_state,
+            to_state=run.state,
+            data=data,
+        ),
     )
 
 

@@ -121,15 +121,6 @@ def jitter_at_cap(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def recoverer(db: None) -> User:
-    """Recovery staff, with the roles' real permissions (no password: hashing is slow)."""
-    roles_ensure()
-    user = User.objects.create_user(username="recoverer")
-    user.groups.add(Group.objects.get(name="recovery-staff"))
-    return user
-
-
-@pytest.fixture
 def operator(db: None) -> User:
     """An ops lead: may pause and resume effects."""
     roles_ensure()

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.db import connection
 from django.utils import timezone
 from django_q.models import OrmQ
@@ -29,7 +29,6 @@ from django_q.signing import SignedPackage
 
 from automation import services
 from automation.models import ClassificationAttempt, FollowUp, Outcome, Run, StageRecord, State
-from automation.roles import roles_ensure
 from config.broker import PriorityOrmBroker
 from config.dispatch import Priority, batch, enqueue_after_commit, oldest_waiting
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
@@ -99,14 +98,6 @@ def test_the_sweep_does_not_re_enqueue_queued_work(pipeline: Pipeline) -> None:
     # ...and does not send them again while those wait.
     assert services.sweep_due(now=later + timedelta(minutes=1))["runs"] == 0
     assert len(queued()) == 3
-
-
-@pytest.fixture
-def recoverer(db: None) -> User:
-    roles_ensure()
-    user = User.objects.create_user(username="recoverer")
-    user.groups.add(Group.objects.get(name="recovery-staff"))
-    return user
 
 
 def test_a_persons_retry_overtakes_a_backlog_of_5000_runs(
