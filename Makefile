@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install lint format test demo migrate clean
+.PHONY: install lint format test demo migrate clean bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,5 +33,19 @@ migrate: install
 demo: install
 	bash bin/demo
 
+# The DBOS peer the throughput benchmark compares with (../shared/bench/README.md).
+DBOS_VENV := .bench-dbos
+$(DBOS_VENV)/.installed:
+	test -x $(DBOS_VENV)/bin/python || $(PYTHON) -m venv $(DBOS_VENV)
+	$(DBOS_VENV)/bin/python -m pip install --quiet dbos pydantic 'psycopg[binary]'
+	touch $@
+
+# Throughput against the local PostgreSQL (and Redis); not part of `make test`.
+# BENCH_ARGS, e.g. "--runs 500 --skip backlog".
+BENCH_ARGS ?=
+bench: install
+	-$(MAKE) --no-print-directory $(DBOS_VENV)/.installed
+	$(BIN)/python -m bench.throughput $(BENCH_ARGS)
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DBOS_VENV) .pytest_cache .mypy_cache .ruff_cache

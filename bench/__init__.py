@@ -1,0 +1,1 @@
+"""Benchmarks: `make bench` (throughput). Never part of `make test`."""
