@@ -9,8 +9,8 @@ It makes a database of its own (`gatehouse_bench` on the local PostgreSQL), then
 4. the same N-run drain with the Redis broker;
 5. a backlog of 10,000 runs drained, counting step executions against the steps needed and
    runs the sweep had to nudge (none should);
-6. the DBOS peer (`../shared/bench/peer_dbos.py`) on the same PostgreSQL, when its
-   environment (`.bench-dbos`) is present, and the ratio.
+and, right after the drain of step 2, the DBOS peer (`../shared/bench/peer_dbos.py`) on the
+same PostgreSQL when its environment (`.bench-dbos`) is present, and the ratio.
 
 Counters come from PostgreSQL itself (pg_stat_database, pg_stat_user_tables), so they
 include the broker's commits and sessions. The last line printed is one JSON object.
@@ -421,6 +421,10 @@ def main() -> None:
     show("intake", intake_phase(token, args.runs, "orm"))
     show("bare", bare_phase(args.runs))
     show("drain", drain_phase("orm", args.runs, args.workers))
+    # The peer right after the drain it is compared with: the machine's speed drifts.
+    peer = None if "dbos" in args.skip else dbos_phase(args.runs)
+    if peer is not None:
+        show("dbos", peer)
     show("latency", latency_phase(token, args.latency_runs))
     if "redis" not in args.skip:
         redis_env = {"GATEHOUSE_REDIS_URL": REDIS}
@@ -429,9 +433,6 @@ def main() -> None:
         show("redis", drain_phase("redis", args.runs, args.workers, **redis_env))
     if "backlog" not in args.skip:
         show("backlog", backlog_phase(args.backlog, args.workers))
-    peer = None if "dbos" in args.skip else dbos_phase(args.runs)
-    if peer is not None:
-        show("dbos", peer)
 
     drain = report["drain"]
     load = os.getloadavg()

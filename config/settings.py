@@ -177,6 +177,8 @@ Q_CLUSTER: dict[str, Any] = {
     "bulk": env_int("GATEHOUSE_Q_BULK", 8),
     "queue_limit": env_int("GATEHOUSE_Q_QUEUE_LIMIT", 16),
     "label": "Task queue",
+    # django-q2's own lines (two per task at INFO) repeat what gatehouse.runs logs per step.
+    "log_level": os.environ.get("GATEHOUSE_Q_LOG_LEVEL", "WARNING"),
 }
 if os.environ.get("GATEHOUSE_REDIS_URL"):
     Q_CLUSTER.pop("orm")

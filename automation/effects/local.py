@@ -28,10 +28,16 @@ class LocalAdapter:
         self.fields = fields
 
     def deliver(self, effect: Effect) -> Delivery:
-        record, _ = self.model._default_manager.get_or_create(
-            idempotency_key=effect.idempotency_key,
-            defaults={"run_id": effect.run_id, "payload": effect.payload, **self.columns(effect)},
-        )
+        # The caller holds the effect's row lock, and every delivery of this key goes through
+        # that row: no one else can be writing this record now, so no savepoint is needed.
+        record = self.model._default_manager.filter(idempotency_key=effect.idempotency_key).first()
+        if record is None:
+            record = self.model._default_manager.create(
+                idempotency_key=effect.idempotency_key,
+                run_id=effect.run_id,
+                payload=effect.payload,
+                **self.columns(effect),
+            )
         return Delivery("delivered", reference=f"{self.prefix}:{record.pk}")
 
     def columns(self, effect: Effect) -> dict[str, Any]:

@@ -52,7 +52,12 @@ from automation.schemas import (
     is_mail,
     validation_problems,
 )
-from automation.services.effects import effect_budget, effect_deliver_locked, effect_send
+from automation.services.effects import (
+    DELIVERABLE,
+    effect_budget,
+    effect_deliver_locked,
+    effect_send,
+)
 from automation.services.records import (
     Stage,
     add_checkpoint,
@@ -82,13 +87,14 @@ OPEN_RUNS_COUNTED = 1000
 MAX_STEPS = 16
 
 
-@dataclass(frozen=True)
+@dataclass
 class ClassifierCall:
     """A leased classifier attempt: made outside any transaction, recorded in the next."""
 
     run: Run
     attempt: int
     stage: Stage
+    last_checkpoint: int | None = None  # the run's last checkpoint number when leased
 
 
 def run_advance(*, run_id: int, now: datetime | None = None) -> str | None:
@@ -102,10 +108,12 @@ def run_advance(*, run_id: int, now: datetime | None = None) -> str | None:
         run = lock_run(run_id)
         if run is None:
             return None
-        with journal(run):
+        with journal(run) as written:
             moved, call = _carry(run, now)
             if call is None:
                 _message_done(run, moved)
+            else:
+                call.last_checkpoint = written.last_sequence
     if call is None:
         return run.state if moved else None
     return _classify(call, now)
@@ -123,6 +131,8 @@ def _carry(run: Run, now: datetime) -> tuple[bool, ClassifierCall | None]:
         if step is None or not step(run, now):
             return moved, None
         moved = True
+        if step in LAST_STEPS:
+            return moved, None
     return moved, None
 
 
@@ -238,15 +248,30 @@ def _classify(call: ClassifierCall, now: datetime) -> str | None:
     with transaction.atomic():
         # Wait for the lock: whoever holds the row now is not taking this attempt (we hold
         # its lease), and an answer in hand is never dropped.
-        locked = lock_run(run.pk, wait=True)
+        locked = _relock(run)
         if locked is None or locked.state != State.ENRICHED or locked.classify_attempts != attempt:
             return None  # our lease ran out and another worker took this attempt over
-        with journal(locked):
+        same = locked is run  # unchanged since the lease: its checkpoint count holds too
+        with journal(locked, last_sequence=call.last_checkpoint if same else None):
             _record_classification(locked, attempt, call.stage, raw, error, now)
             if locked.state == State.CLASSIFIED:
                 _carry(locked, now)
             _message_done(locked, True)
         return locked.state
+
+
+def _relock(run: Run) -> Run | None:
+    """Lock the run again after the classifier call. Unchanged since we saved it (same
+    version), the copy in hand is the row: only the version is read. Otherwise, the row."""
+    version = (
+        Run.objects.select_for_update(of=("self",))
+        .filter(pk=run.pk)
+        .values_list("version", flat=True)
+        .first()
+    )
+    if version is None:
+        return None
+    return run if version == run.version else lock_run(run.pk, wait=True)
 
 
 def _record_classification(
@@ -423,7 +448,8 @@ def _apply_decision(
             decided=decided,
             save=False,
         )
-        _write_effect(run, authorization={"policy_version": run.policy_version})
+        effect = _write_effect(run, authorization={"policy_version": run.policy_version}, now=now)
+        _deliver_written(run, effect, now)
 
 
 def _open_approval(run: Run, now: datetime) -> ApprovalRequest:
@@ -458,9 +484,8 @@ def _open_approval(run: Run, now: datetime) -> ApprovalRequest:
     )
 
 
-def _write_effect(run: Run, *, authorization: dict[str, Any]) -> Effect:
+def _write_effect(run: Run, *, authorization: dict[str, Any], now: datetime) -> Effect:
     """Write the outbox row in the transaction that moved the run to executing."""
-    now = timezone.now()
     attempts, deadline = effect_budget(run.effect_name, now)
     effect, created = Effect.objects.select_for_update().get_or_create(
         idempotency_key=effect_key(
@@ -589,23 +614,32 @@ def _step_execute_approved(run: Run, now: datetime) -> bool:
     add_checkpoint(run, {"approval_request": request.pk, "binding": binding_of(run)})
     move(run, "execute_approved", stage=Stage("execute"), stage_outcome="authorized", save=False)
     approvals.approval_consume(request=request, now=now)
-    _write_effect(
+    effect = _write_effect(
         run,
         authorization={"policy_version": run.policy_version, "approval_request": request.pk},
+        now=now,
     )
+    _deliver_written(run, effect, now)
     return True
 
 
 def _step_executing(run: Run, now: datetime) -> bool:
     """Deliver the run's effect: a local one here, in this transaction; a remote one by a
     message of its own (it calls out, so it runs outside any transaction)."""
-    effect = (
-        Effect.objects.select_for_update()
-        .filter(run=run, status__in=[EffectStatus.PENDING, EffectStatus.RETRY_WAIT])
-        .first()
-    )
+    effect = Effect.objects.select_for_update().filter(run=run, status__in=DELIVERABLE).first()
     if effect is None:
         return False
+    return _deliver(run, effect, now)
+
+
+def _deliver_written(run: Run, effect: Effect, now: datetime) -> None:
+    """Deliver the outbox row just written (locked by its writer), unless the run is done:
+    a replay that reached an effect already delivered completes without one."""
+    if run.state == State.EXECUTING and effect.status in DELIVERABLE:
+        _deliver(run, effect, now)
+
+
+def _deliver(run: Run, effect: Effect, now: datetime) -> bool:
     adapter = get_adapter(effect.name)
     if adapter.local:
         return effect_deliver_locked(effect=effect, run=run, adapter=adapter, now=now)
@@ -628,5 +662,8 @@ LOCAL_STEPS: dict[str, Callable[[Run, datetime], bool]] = {
     State.APPROVED: _step_execute_approved,
     State.EXECUTING: _step_executing,
 }
+# Steps after which a run has nothing more to do now: decided (and delivered, held,
+# blocked or waiting for a person) or executing an approval (delivered or sent).
+LAST_STEPS = frozenset([_step_decide, _step_execute_approved])
 # States in which a message may move the run (the sweep looks for stalled ones among these).
 STEPS = frozenset([*LOCAL_STEPS, State.ENRICHED])

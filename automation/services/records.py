@@ -94,15 +94,15 @@ _journal: contextvars.ContextVar[_Journal | None] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def journal(run: Run) -> Iterator[None]:
+def journal(run: Run, *, last_sequence: int | None = None) -> Iterator[_Journal]:
     """Write the run's stage records, checkpoints and audit rows made in the block with one
     INSERT per table when it ends, in the order they were made. Only inside the run's
     transaction, and only for the pipeline's own steps: nothing in the block may read back
     the rows it made (checkpoint numbers are counted here)."""
-    current = _Journal(run.pk)
+    current = _Journal(run.pk, last_sequence=last_sequence)
     token = _journal.set(current)
     try:
-        yield
+        yield current
     finally:
         _journal.reset(token)
     current.flush()  # not reached when the block raised: its transaction rolls back
