@@ -16,6 +16,7 @@ from automation import selectors, services
 from automation.conf import setting
 from automation.models import ApiToken, Outcome
 from automation.services.intake import MAIL_TYPE
+from policy.models import PolicyVersion
 
 View = Callable[..., JsonResponse]
 
@@ -81,12 +82,21 @@ def submit_event(request: HttpRequest) -> JsonResponse:
     if problem is not None:
         return problem
     token: ApiToken = request.api_token  # type: ignore[attr-defined]
-    result = services.intake_submit(
-        channel=token.channel,
-        raw=request.body,
-        content_type=request.content_type or "",
-        source=f"api:{token.name}",
-    )
+    try:
+        result = services.intake_submit(
+            channel=token.channel,
+            raw=request.body,
+            content_type=request.content_type or "",
+            source=f"api:{token.name}",
+        )
+    except PolicyVersion.DoesNotExist:
+        # The raw request is kept; nothing can be decided until a policy is loaded.
+        return _error(
+            503,
+            "no_active_policy",
+            "no policy version is active, so nothing can be taken in: "
+            "an operator runs `manage.py load_policy`; send the event again then",
+        )
     body: dict[str, Any] = {"outcome": str(result.code), "intake_id": result.intake.pk}
     if result.run is not None:
         body["run"] = selectors.run_summary(result.run)

@@ -114,6 +114,13 @@ def policy_ensure_defaults() -> list[PolicyVersion]:
     ]
 
 
+def policy_available(*, name: str | None) -> bool:
+    """Whether policy_get(name=name) finds a version: runs can be decided."""
+    if name:
+        return PolicyVersion.objects.filter(name=name).exists()
+    return PolicyVersion.objects.filter(is_active=True).exists()
+
+
 def policy_get(*, name: str | None) -> PolicyVersion:
     """The named version, or the active one when name is None."""
     if name:

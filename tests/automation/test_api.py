@@ -15,6 +15,7 @@ from approvals.models import ApprovalRequest
 from automation import services
 from automation.models import AuditEvent, Effect, IntakeChannel, IntakeRecord, Outcome, Run, State
 from config.dispatch import Message, inline
+from policy.models import PolicyVersion
 from tests.conftest import Pipeline, decision_for, make_event
 
 EVENTS = "/api/v1/events"
@@ -311,3 +312,17 @@ def test_a_revoked_token_is_refused_and_the_revocation_recorded(channel: IntakeC
     )
     assert response.status_code == 401
     assert AuditEvent.objects.filter(action="api_token.revoked", actor=admin_user).exists()
+
+
+def test_with_no_active_policy_intake_answers_503_and_keeps_the_raw_request(
+    client: Client, key: str
+) -> None:
+    PolicyVersion.objects.filter(is_active=True).update(is_active=False)
+
+    response = post(client, dumps(make_event()), key)
+
+    assert response.status_code == 503
+    assert response.json()["error"] == "no_active_policy"
+    assert "load_policy" in response.json()["message"]
+    assert IntakeRecord.objects.count() == 1  # kept for when a policy is loaded
+    assert not Run.objects.exists()

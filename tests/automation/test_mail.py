@@ -10,7 +10,7 @@ from email.message import EmailMessage
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
@@ -20,6 +20,7 @@ from automation.models import IntakeChannel, IntakeRecord, Outcome, Run, State
 from automation.roles import roles_ensure
 from automation.services.customers import customers_load
 from automation.services.intake import channel_get_or_create
+from policy.models import PolicyVersion
 from tests.conftest import Pipeline
 
 MAIL = Path(__file__).resolve().parent.parent / "data" / "mail"
@@ -567,3 +568,14 @@ def test_loading_customers_is_recorded(policy: None) -> None:
         (0, created + updated),
     ]
     assert loads[0].data["created"] == updated > 0
+
+
+def test_with_no_active_policy_intake_mail_refuses_in_one_line_and_reads_nothing(
+    mail_pipeline: Pipeline,
+) -> None:
+    PolicyVersion.objects.filter(is_active=True).update(is_active=False)
+
+    with pytest.raises(CommandError, match=r"run `manage\.py load_policy` first"):
+        intake_mail(mail_pipeline, str(MAIL))
+
+    assert not IntakeRecord.objects.exists()

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from automation.services.intake import channel_get_or_create
 from automation.services.mailbox import mail_intake, mail_sources
 from config.dispatch import inline
+from policy.services import policy_available
 
 
 class ProgressBar:
@@ -55,6 +56,11 @@ class Command(BaseCommand):
         except FileNotFoundError as exc:
             raise CommandError(str(exc)) from exc
         channel = channel_get_or_create(name=options["channel"])
+        if not policy_available(name=channel.policy_version or None):
+            raise CommandError(
+                "no policy version is active: run `manage.py load_policy` first "
+                "(no message was read)"
+            )
         mode = options["progress"]
         show = mode == "always" or (mode == "auto" and len(sources) >= 20 and sys.stderr.isatty())
         progress = ProgressBar(self.stderr) if show and sources else None
