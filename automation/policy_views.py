@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from automation.models import Simulation
-from automation.services.simulation import simulation_start
+from automation.services.simulation import SIMULATE, simulation_start
 from automation.views import _when
 from policy.models import PolicyVersion
 from policy.services import (
@@ -117,7 +117,7 @@ def policy_detail(request: HttpRequest, name: str) -> HttpResponse:
 
 @require_POST
 @login_required
-@permission_required(VIEW, raise_exception=True)
+@permission_required(SIMULATE, raise_exception=True)
 def policy_simulate(request: HttpRequest, name: str) -> HttpResponse:
     version = get_object_or_404(PolicyVersion, name=name)
     since = _when(request.POST.get("since")) or timezone.now() - timedelta(days=30)

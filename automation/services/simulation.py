@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
@@ -22,6 +23,8 @@ from policy.models import PolicyVersion
 from policy.schemas import PolicyDocument
 
 SIMULATION_TASK = "automation.tasks.process_simulation"
+# Whoever may author policy versions may judge past runs by one; reading alone is not enough.
+SIMULATE = "policy.add_policyversion"
 CHUNK = 200
 
 
@@ -40,6 +43,10 @@ def simulation_runs(*, since: datetime, until: datetime) -> list[int]:
 def simulation_start(
     *, version: str, since: datetime, until: datetime, user: User | None, in_worker: bool = True
 ) -> Simulation:
+    """Judge past runs by a version, in a worker. A person needs the right to author policy
+    (user=None: the operator's own command line)."""
+    if user is not None and not user.has_perm(SIMULATE):
+        raise PermissionDenied("you may not simulate policy versions")
     PolicyVersion.objects.get(name=version)  # must exist (drafts included)
     simulation = Simulation.objects.create(
         policy_version=version,

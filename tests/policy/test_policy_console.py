@@ -13,6 +13,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from audit.models import AuditEvent
 from automation.models import Effect, Run, Simulation, State
@@ -229,3 +230,28 @@ def test_an_extracted_amount_over_the_tier_limit_blocks_the_run(pipeline: Pipeli
     run = pipeline.run(pipeline.submit(event, [reading]))
     assert run.state == State.BLOCKED
     assert any(r["rule_id"] == "amount.standard.block" and not r["passed"] for r in run.rules)
+
+
+def test_only_those_who_author_policy_may_simulate_it(policy: None) -> None:
+    roles_ensure()
+    save(version="policy-2")
+    url = reverse("automation:policy_simulate", args=["policy-2"])
+    auditor = User.objects.create_user("audrey")
+    auditor.groups.add(Group.objects.get(name="auditors"))
+    client = Client()
+    client.force_login(auditor)
+
+    assert client.post(url, {}).status_code == 403
+    assert (
+        'action="' + url + '"'
+        not in client.get(reverse("automation:policy", args=["policy-2"])).content.decode()
+    )  # no form offered either
+    with pytest.raises(PermissionDenied):
+        simulation_start(
+            version="policy-2", since=timezone.now(), until=timezone.now(), user=auditor
+        )
+    assert not Simulation.objects.exists()
+
+    client.force_login(lead())
+    assert client.post(url, {}).status_code == 302
+    assert Simulation.objects.count() == 1
