@@ -354,7 +354,7 @@ class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    @admin.action(description="Revoke selected tokens")
+    @admin.action(description="Revoke selected tokens", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         ids = list(queryset.values_list("pk", flat=True))
         revoked = services.api_tokens_revoke(token_ids=ids, user=request.user)  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
@@ -57,7 +58,12 @@ def api_token_create(*, name: str, channel: IntakeChannel) -> tuple[ApiToken, st
 
 
 def api_tokens_revoke(*, token_ids: list[int], user: User) -> int:
-    """Switch tokens off (they are never deleted: runs name the token they came through)."""
+    """Switch tokens off (they are never deleted: runs name the token they came through).
+
+    Only those who manage integrators' tokens (ops leads) may: a revoked token stops a
+    partner's whole intake."""
+    if not user.has_perm("automation.change_apitoken"):
+        raise PermissionDenied("you may not revoke API tokens")
     with transaction.atomic():
         revoked = ApiToken.objects.filter(pk__in=token_ids, is_active=True)
         names = list(revoked.values_list("name", flat=True))

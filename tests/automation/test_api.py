@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
+from django.core.exceptions import PermissionDenied
 from django.test import Client
 
 from approvals.models import ApprovalRequest
 from automation import services
 from automation.models import AuditEvent, Effect, IntakeChannel, IntakeRecord, Outcome, Run, State
+from automation.roles import roles_ensure
 from config.dispatch import Message, inline
 from policy.models import PolicyVersion
 from tests.conftest import Pipeline, decision_for, make_event
@@ -300,7 +302,7 @@ def test_well_formed_json_that_is_not_an_object_answers_422(client: Client, key:
 @pytest.mark.django_db
 def test_a_revoked_token_is_refused_and_the_revocation_recorded(channel: IntakeChannel) -> None:
     token, key = services.api_token_create(name="partner", channel=channel)
-    admin_user = User.objects.create_user("root")
+    admin_user = User.objects.create_user("root", is_superuser=True)
 
     assert services.api_tokens_revoke(token_ids=[token.pk], user=admin_user) == 1
 
@@ -326,3 +328,25 @@ def test_with_no_active_policy_intake_answers_503_and_keeps_the_raw_request(
     assert "load_policy" in response.json()["message"]
     assert IntakeRecord.objects.count() == 1  # kept for when a policy is loaded
     assert not Run.objects.exists()
+
+
+@pytest.mark.django_db
+def test_auditors_and_recovery_staff_cannot_revoke_a_token(channel: IntakeChannel) -> None:
+    roles_ensure()
+    token, key = services.api_token_create(name="partner", channel=channel)
+    for group in ("auditors", "recovery-staff"):
+        person = User.objects.create_user(f"someone-{group}", is_staff=True)
+        person.groups.add(Group.objects.get(name=group))
+        client = Client()
+        client.force_login(person)
+
+        client.post(
+            "/admin/automation/apitoken/", {"action": "revoke", "_selected_action": [token.pk]}
+        )
+        with pytest.raises(PermissionDenied):
+            services.api_tokens_revoke(token_ids=[token.pk], user=person)
+
+    token.refresh_from_db()
+    assert token.is_active
+    assert not AuditEvent.objects.filter(action="api_token.revoked").exists()
+    assert post(Client(), dumps(make_event()), key).status_code == 202
