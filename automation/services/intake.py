@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +45,8 @@ from automation.services.records import (
 )
 from config.dispatch import Priority, enqueue_after_commit
 from policy.evaluation import check_request_allowed
+
+logger = logging.getLogger(__name__)
 
 # --- integrators ------------------------------------------------------------------------
 
@@ -141,21 +144,24 @@ def intake_submit(
 ) -> IntakeResult:
     """Store the raw request first, then admit it. Bad input loses nothing and runs nothing.
 
-    One transaction: the raw record, the run and its first message commit together. The
-    admission has a savepoint of its own, so if it fails unexpectedly the raw record still
-    commits (for whoever investigates) before the error goes on.
+    One transaction: the raw record, the run and its first message commit together. If the
+    admission fails unexpectedly, that transaction is gone with it: the raw record is then
+    stored on its own (for whoever investigates) before the error goes on.
     """
-    failure: Exception | None = None
-    with transaction.atomic():
-        intake = IntakeRecord.objects.create(
-            channel=channel, raw=raw, content_type=content_type, source=source
-        )
-        try:
-            with transaction.atomic():
-                return intake_admit(intake=intake)
-        except Exception as exc:  # kept: the raw record commits, then the error goes on
-            failure = exc
-    raise failure
+    record = {"channel": channel, "raw": raw, "content_type": content_type, "source": source}
+    try:
+        with transaction.atomic():
+            return intake_admit(intake=IntakeRecord.objects.create(**record))
+    except Exception:
+        _keep_raw(record)
+        raise
+
+
+def _keep_raw(record: dict[str, Any]) -> None:
+    try:
+        IntakeRecord.objects.create(**record)
+    except Exception:  # the store itself is failing: the original error is the one to see
+        logger.exception("intake: the raw request could not be kept after a failure")
 
 
 MAIL_TYPE = "message/rfc822"
@@ -206,14 +212,13 @@ def intake_admit(*, intake: IntakeRecord) -> IntakeResult:
         return IntakeResult(Outcome.INVALID_EVENT, intake, run, problems, data is None)
     normalized = event.normalized()
     # Identity is the normalized event id: " evt-1 " and "evt-1" are one event.
+    # The unique index arbitrates; no read first (a duplicate is the rare case).
     event_id = normalized["event_id"]
-    owner = _identity_owner(intake.channel, event_id)
-    if owner is not None:
-        return _answer_duplicate(intake, owner, fingerprint(normalized))
     try:
         run = _create_run(intake, normalized)
     except IntegrityError:
-        # Another submission of the same event committed first: answer as a duplicate.
+        # The event was taken, earlier or by a submission that committed first: answer as a
+        # duplicate (the run's savepoint was rolled back; the intake record stays).
         owner = _identity_owner(intake.channel, event_id)
         if owner is None:
             raise
