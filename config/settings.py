@@ -52,13 +52,13 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
-    "django_q",
     "audit",
     "policy",
     "approvals",
     "automation",
     "receiver",
     "reports",
+    "django_q",  # after automation, whose `qcluster` command replaces django-q2's
 ]
 
 MIDDLEWARE = [
@@ -190,6 +190,10 @@ GATEHOUSE: dict[str, Any] = {
     "Q_SERVES": [
         p.strip() for p in os.environ.get("GATEHOUSE_Q_SERVES", "urgent,live,bulk").split(",")
     ],
+    # Seconds `qcluster` gives its workers after SIGTERM to finish the messages they hold;
+    # then it kills them (their messages come back after `retry`). Below a supervisor's own
+    # deadline (Docker's is 10 s) so the stop stays in order.
+    "Q_STOP_GRACE": env_float("GATEHOUSE_Q_STOP_GRACE", 8.0),
     # Versions stamped on every run of the default intake channels.
     "WORKFLOW_VERSION": os.environ.get("GATEHOUSE_WORKFLOW_VERSION", "workflow-1"),
     "PROMPT_VERSION": os.environ.get("GATEHOUSE_PROMPT_VERSION", "prompt-1"),
