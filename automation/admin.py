@@ -113,6 +113,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
             {
                 "fields": [
                     "channel",
+                    "identity_scope",
                     "event_id",
                     "state",
                     "outcome",
@@ -337,6 +338,11 @@ admin.site.register(InternalNotification, LocalEffectAdmin)
 class IntakeChannelAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ["name", "classifier", "workflow_version", "prompt_version", "policy_version"]
     search_fields = ["name"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        # Both decide a request's identity scope (Run.identity_scope): changed later, a request
+        # sent again would no longer meet its first run, nor its effect key.
+        return ["name", "shares_mail_identity"] if obj is not None else []
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

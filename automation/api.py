@@ -99,7 +99,10 @@ def submit_event(request: HttpRequest) -> JsonResponse:
         )
     body: dict[str, Any] = {"outcome": str(result.code), "intake_id": result.intake.pk}
     if result.run is not None:
-        body["run"] = selectors.run_summary(result.run)
+        # A duplicate may name a run another channel took in (e-mail identity is shared):
+        # see selectors.run_for_channel for what this token may then read of it.
+        readable = selectors.channel_may_read(run=result.run, channel=token.channel)
+        body["run"] = selectors.run_summary(result.run, readable=readable)
     if result.problems:
         body["problems"] = [p.model_dump() for p in result.problems]
     status = STATUS_BY_CODE[result.code]

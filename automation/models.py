@@ -122,10 +122,20 @@ class IntakeChannel(models.Model):
     # Pinned policy version; empty means "the version active when the run is decided".
     policy_version = models.CharField(max_length=100, blank=True)
     max_classifier_attempts = models.PositiveSmallIntegerField(default=3)
+    # E-mail is one request whichever way it arrives (the mailbox, the API): every channel
+    # that takes real mail shares one identity scope for it (MAIL_SCOPE). A sandbox, such as a
+    # classifier evaluation, keeps its mail to itself so it never meets, or waits for, real mail.
+    shares_mail_identity = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
         return self.name
+
+
+# The identity scope of e-mail on every channel that shares mail identity. A JSON event's
+# scope is its channel's name (what effect keys were always made of); a channel's name is a
+# slug and "@" is no slug character, so the two kinds of scope never meet.
+MAIL_SCOPE = "@mail"
 
 
 class IntakeRecord(models.Model):
@@ -159,7 +169,12 @@ class Run(ConcurrentTransitionMixin, models.Model):
 
     channel = models.ForeignKey(IntakeChannel, on_delete=models.PROTECT, related_name="runs")
     event_id = models.CharField(max_length=200, blank=True)
-    # True once the event passed the contract: only then does it own (channel, event_id).
+    # Where the event id is unique: the channel's name for a JSON event, MAIL_SCOPE for an
+    # e-mail (its Message-ID names one request on every path that takes mail). Set when the run
+    # is made (a replay keeps its original's) and part of the effect key, so every run of one
+    # request reaches one effect.
+    identity_scope = models.CharField(max_length=100)
+    # True once the event passed the contract: only then does it own (scope, event_id).
     claims_identity = models.BooleanField(default=False)
     intake = models.ForeignKey(IntakeRecord, on_delete=models.PROTECT, related_name="runs")
     replay_of = models.ForeignKey(
@@ -222,11 +237,14 @@ class Run(ConcurrentTransitionMixin, models.Model):
             ("work_queue", "Can claim, assign and release exception queue items"),
         ]
         constraints = [
-            # Event identity: two concurrent submissions of one event make one run.
+            # Event identity: two concurrent submissions of one event make one run, whichever
+            # path each came by. Also the lookup of the identity's owner and of a mail thread's
+            # runs: WHERE identity_scope = ... AND event_id [IN] ... AND claims_identity AND
+            # replay_of IS NULL.
             models.UniqueConstraint(
-                fields=["channel", "event_id"],
+                fields=["identity_scope", "event_id"],
                 condition=models.Q(claims_identity=True, replay_of__isnull=True),
-                name="run_unique_event_per_channel",
+                name="run_unique_event_per_scope",
             )
         ]
         indexes = [

@@ -11,19 +11,36 @@ from django.db.models import Count, Min, Q
 from automation.models import Effect, EffectControl, IntakeChannel, Run
 from automation.schemas import EffectName, is_mail
 
+# What an integrator's token may read: the runs taken in through its own channel, and no
+# other. E-mail identity is wider than that on purpose (one Message-ID, one request, on every
+# path), so a message the mailbox already took in is answered to the API as a duplicate that
+# names the existing run: its id, state and outcome, enough to know the request is in hand.
+# Its detail (what was read from the message, the rules, the failure, the versions) stays
+# with the channel that took it in: a Message-ID is no secret (every recipient of a thread
+# knows it), and neither it nor a copy of the message makes a token a reader of what another
+# path received.
+
 
 def run_for_channel(*, run_id: int, channel: IntakeChannel) -> Run | None:
     return Run.objects.filter(pk=run_id, channel=channel).first()
 
 
-def run_summary(run: Run) -> dict[str, Any]:
-    return {
+def channel_may_read(*, run: Run, channel: IntakeChannel) -> bool:
+    """The rule of run_for_channel, for a run already in hand."""
+    return run.channel_id == channel.pk
+
+
+def run_summary(run: Run, *, readable: bool = True) -> dict[str, Any]:
+    """What the API says of a run; the address of its detail only to those who may read it."""
+    summary: dict[str, Any] = {
         "id": run.pk,
         "event_id": run.event_id,
         "state": run.state,
         "outcome": run.outcome or None,
-        "url": f"/api/v1/runs/{run.pk}",
     }
+    if readable:
+        summary["url"] = f"/api/v1/runs/{run.pk}"
+    return summary
 
 
 def run_detail(run: Run) -> dict[str, Any]:

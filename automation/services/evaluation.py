@@ -173,6 +173,9 @@ def _evaluate(
         prompt_version=prompt,
         policy_version=chosen.name,
         max_classifier_attempts=1,
+        # Its own mail identity: messages already taken in for real are read again here, not
+        # answered as duplicates of (or made to wait for) the production runs.
+        shares_mail_identity=False,
     )
     report = EvaluationReport(classifier, version, chosen.name)
     for row in rows:

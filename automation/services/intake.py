@@ -19,6 +19,7 @@ from automation.classifiers import classifier_versions
 from automation.conf import setting
 from automation.mail import parse_message
 from automation.models import (
+    MAIL_SCOPE,
     ApiToken,
     IntakeChannel,
     IntakeRecord,
@@ -219,7 +220,7 @@ def intake_admit(*, intake: IntakeRecord) -> IntakeResult:
     except IntegrityError:
         # The event was taken, earlier or by a submission that committed first: answer as a
         # duplicate (the run's savepoint was rolled back; the intake record stays).
-        owner = _identity_owner(intake.channel, event_id)
+        owner = _identity_owner(_identity_scope(intake), event_id)
         if owner is None:
             raise
         return _answer_duplicate(intake, owner, fingerprint(normalized))
@@ -227,9 +228,18 @@ def intake_admit(*, intake: IntakeRecord) -> IntakeResult:
     return IntakeResult(code, intake, run)
 
 
-def _identity_owner(channel: IntakeChannel, event_id: str) -> Run | None:
+def _identity_scope(intake: IntakeRecord) -> str:
+    """Where an event id names one request: an e-mail's Message-ID (or content hash) names it
+    on every path that takes mail; a JSON event's id is the integrator's, so per channel."""
+    channel = intake.channel
+    if intake.content_type == MAIL_TYPE and channel.shares_mail_identity:
+        return MAIL_SCOPE
+    return channel.name
+
+
+def _identity_owner(scope: str, event_id: str) -> Run | None:
     return Run.objects.filter(
-        channel=channel, event_id=event_id, claims_identity=True, replay_of__isnull=True
+        identity_scope=scope, event_id=event_id, claims_identity=True, replay_of__isnull=True
     ).first()
 
 
@@ -239,6 +249,7 @@ def _new_run(intake: IntakeRecord, event_id: str) -> Run:
         channel=channel,
         intake=intake,
         event_id=event_id,
+        identity_scope=_identity_scope(intake),
         workflow_version=channel.workflow_version,
         classifier_version=channel.classifier_version,
         prompt_version=channel.prompt_version,
@@ -268,15 +279,18 @@ def _create_invalid_run(intake: IntakeRecord, event_id: str, problems: list[Fiel
 def _create_run(
     intake: IntakeRecord, normalized: dict[str, Any], replay_of: Run | None = None
 ) -> Run:
-    """Create the run at `received` owning (channel, event id); the unique index arbitrates.
+    """Create the run at `received` owning (scope, event id); the unique index arbitrates.
 
     A replay is a new run of the same stored input, linked to the original; it does not own
-    the event identity (the original keeps it) but reaches the same effect key.
+    the event identity (the original keeps it) but keeps its scope, so it reaches the same
+    effect key.
     """
     stage = Stage("intake")
     run = _new_run(intake, normalized["event_id"])
     run.claims_identity = replay_of is None
     run.replay_of = replay_of
+    if replay_of is not None:
+        run.identity_scope = replay_of.identity_scope
     run.normalized = normalized
     run.fingerprint = fingerprint(normalized)
     if is_mail(normalized):
@@ -313,9 +327,14 @@ def _thread_link(run: Run, normalized: dict[str, Any]) -> None:
         return
     # The event keeps References then In-Reply-To: the last id is the message answered.
     run.reply_to_event_id = thread[-1]
+    # In the run's scope, not its channel: a reply links to its thread whichever path
+    # brought either message.
     known = dict(
         Run.objects.filter(
-            channel=run.channel, event_id__in=thread, claims_identity=True, replay_of__isnull=True
+            identity_scope=run.identity_scope,
+            event_id__in=thread,
+            claims_identity=True,
+            replay_of__isnull=True,
         ).values_list("event_id", "pk")
     )
     for message_id in reversed(thread):
@@ -327,7 +346,9 @@ def _thread_link(run: Run, normalized: dict[str, Any]) -> None:
 def _thread_adopt(run: Run) -> None:
     """Replies that arrived before this message was seen are linked to it now."""
     replies = Run.objects.filter(
-        channel=run.channel, reply_to_event_id=run.event_id, thread_parent__isnull=True
+        identity_scope=run.identity_scope,
+        reply_to_event_id=run.event_id,
+        thread_parent__isnull=True,
     ).exclude(pk=run.pk)
     reply_ids = list(replies.values_list("pk", flat=True))
     Run.objects.filter(pk__in=reply_ids).update(thread_parent=run)

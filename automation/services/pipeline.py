@@ -489,7 +489,7 @@ def _write_effect(run: Run, *, authorization: dict[str, Any], now: datetime) -> 
     attempts, deadline = effect_budget(run.effect_name, now)
     effect, created = Effect.objects.select_for_update().get_or_create(
         idempotency_key=effect_key(
-            channel=run.channel.name, fingerprint=run.fingerprint, effect=run.effect_name
+            scope=run.identity_scope, fingerprint=run.fingerprint, effect=run.effect_name
         ),
         defaults={
             "run": run,

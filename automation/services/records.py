@@ -329,9 +329,14 @@ def backoff_delay(attempt: int) -> float:
     return random.uniform(0, cap)  # noqa: S311 - full jitter, not cryptography
 
 
-def effect_key(*, channel: str, fingerprint: str, effect: str) -> str:
-    """From the request, never the attempt: every retry, replay or racing worker agrees on it."""
-    return hashlib.sha256(f"{channel}\n{fingerprint}\n{effect}".encode()).hexdigest()
+def effect_key(*, scope: str, fingerprint: str, effect: str) -> str:
+    """From the request, never the attempt: every retry, replay or racing worker agrees on it.
+
+    The scope is the run's identity scope (Run.identity_scope): one for all e-mail, so two runs
+    of one message reach one effect whichever path brought them; a JSON event's channel name,
+    which is what the keys of JSON events have always been made of.
+    """
+    return hashlib.sha256(f"{scope}\n{fingerprint}\n{effect}".encode()).hexdigest()
 
 
 def interpretation_of(classification: dict[str, Any]) -> Interpretation:

@@ -8,7 +8,7 @@ from django.test import Client
 from django.urls import reverse
 
 from approvals.models import ApprovalRequest
-from automation.models import AuditEvent, Effect, IntakeRecord, Run
+from automation.models import AuditEvent, Effect, IntakeChannel, IntakeRecord, Run
 from automation.roles import roles_ensure
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
@@ -36,6 +36,29 @@ def test_run_list_and_every_run_page_render(admin_client_for_runs: Client) -> No
         assert page.status_code == 200, run
         assert run.state.encode() in page.content
         assert b"Stage timings" in page.content
+
+
+def test_a_channels_name_and_mail_identity_cannot_be_changed(
+    admin_client_for_runs: Client, channel: IntakeChannel
+) -> None:
+    # Both make up the identity scope of its runs: a request sent again after a rename would
+    # no longer meet its first run, nor its effect key.
+    url = reverse("admin:automation_intakechannel_change", args=[channel.pk])
+    page = admin_client_for_runs.get(url)
+    form = {"classifier": "heuristic", "workflow_version": "workflow-1"}
+    form |= {"prompt_version": "prompt-1", "classifier_version": "heuristic-1"}
+    form |= {"max_classifier_attempts": "2", "policy_version": ""}
+
+    response = admin_client_for_runs.post(
+        url, {**form, "name": "renamed", "shares_mail_identity": ""}
+    )
+
+    assert b'name="name"' not in page.content
+    assert b'name="shares_mail_identity"' not in page.content
+    assert response.status_code == 302
+    channel.refresh_from_db()
+    assert (channel.name, channel.shares_mail_identity) == ("test", True)
+    assert channel.classifier == "heuristic"  # the rest of the form was taken
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
+from email.message import EmailMessage
 from typing import Any
 
 import pytest
@@ -24,12 +25,14 @@ from automation.models import (
     Effect,
     EffectStatus,
     FollowUp,
+    IntakeChannel,
     IntakeRecord,
     Outcome,
     Run,
     StageRecord,
     State,
 )
+from automation.services.intake import MAIL_TYPE
 from config.dispatch import Message, inline
 from tests.conftest import Pipeline, decision_for, make_event
 from tests.downstream import Downstream, running_downstream
@@ -344,6 +347,35 @@ def test_same_event_id_with_different_content_at_once_runs_one_and_refuses_the_o
     assert Run.objects.filter(event_id="evt-race").count() == 1
     assert len(messages) == 1
     assert AuditEvent.objects.filter(action="intake.idempotency_conflict").count() == 1
+
+
+def test_one_message_by_the_mailbox_and_the_api_at_once_makes_one_run(
+    pipeline: Pipeline,
+) -> None:
+    mailbox = services.channel_get_or_create(name="email")
+    api = services.channel_get_or_create(name="api")
+
+    def take(channel: IntakeChannel, raw: bytes) -> services.IntakeResult:
+        return services.intake_submit(
+            channel=channel, raw=raw, content_type=MAIL_TYPE, source=f"race:{channel.name}"
+        )
+
+    for n in range(5):  # several rounds: each may resolve the race a different way
+        message = EmailMessage()
+        message["From"] = "ana@northwind-traders.test"
+        message["Subject"] = "Quote for 10 seats"
+        message["Message-ID"] = f"<race-{n}@northwind-traders.test>"
+        message.set_content("Please send a quote for 10 seats.")
+        raw = message.as_bytes()
+
+        (first, second), messages = at_once(
+            lambda raw=raw: take(mailbox, raw), lambda raw=raw: take(api, raw)
+        )
+
+        assert sorted([first.code, second.code]) == ["accepted", Outcome.IDEMPOTENT_REPLAY]
+        assert first.run.pk == second.run.pk
+        assert Run.objects.filter(event_id=f"race-{n}@northwind-traders.test").count() == 1
+        assert messages == [Message(services.ADVANCE_RUN_TASK, (first.run.pk,))]
 
 
 def test_late_message_for_a_completed_run_does_nothing(pipeline: Pipeline) -> None:

@@ -11,9 +11,23 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from audit.models import AuditEvent
+from automation.mail import parse_message
 from automation.models import Customer, IntakeChannel, IntakeRecord, Run
+from automation.services.intake import MAIL_TYPE, channel_get_or_create, intake_submit
+from policy.services import policy_ensure_defaults
+from tests.conftest import Pipeline
 
 MAIL = Path(__file__).resolve().parent.parent / "data" / "mail"
+QUOTE = "01-quote-request-northwind.eml"
+SUPPORT = {
+    "type": "decision",
+    "value": {
+        "category": "support",
+        "recommended_route": "service_desk",
+        "requested_effect": "create_follow_up",
+        "reason_code": "support_request",
+    },
+}
 HEADER = (
     "file,category,effect,customer_reference,thread_parent,expected_intake,extraction_problem,note"
 )
@@ -83,6 +97,29 @@ def test_an_evaluation_leaves_nothing_behind(tmp_path: Path) -> None:
     assert Run.objects.count() == IntakeRecord.objects.count() == 0
     assert IntakeChannel.objects.count() == Customer.objects.count() == 0
     assert AuditEvent.objects.count() == audit_before
+
+
+@pytest.mark.django_db
+def test_messages_already_taken_in_are_read_again_not_answered_as_duplicates(
+    tmp_path: Path,
+) -> None:
+    # E-mail identity is shared by every channel that takes real mail; an evaluation keeps
+    # its own, so a message the mailbox already holds is read again, not answered with the
+    # reading the mailbox's run was given (here a recorded "support").
+    labels = labelled_set(tmp_path, [f"{QUOTE},sales,create_follow_up,,,new,,"])
+    policy_ensure_defaults()
+    mailbox = Pipeline(channel_get_or_create(name="email", classifier="recorded"))
+    raw = (tmp_path / QUOTE).read_bytes()
+    mailbox.record(parse_message(raw).event_id, [SUPPORT])
+    with mailbox.capture():
+        intake_submit(channel=mailbox.channel, raw=raw, content_type=MAIL_TYPE, source="file:q")
+    mailbox.drain()
+    assert Run.objects.get().category == "support"
+
+    report = json.loads(evaluate(labels, "--json"))
+
+    assert (report["messages"], report["category_accuracy"]) == (1, 1.0)
+    assert Run.objects.count() == 1
 
 
 @pytest.mark.django_db

@@ -12,6 +12,8 @@ from automation.models import (
     AuditEvent,
     Checkpoint,
     Effect,
+    FollowUp,
+    IntakeChannel,
     IntakeRecord,
     Outcome,
     Run,
@@ -192,6 +194,33 @@ def test_same_event_id_with_changed_content_is_a_conflict_and_runs_nothing(
     assert audit.run is None
     assert audit.data["existing_run"] == first.run.pk
     assert audit.data["fingerprint"] != before["fingerprint"]
+
+
+def test_the_same_event_id_on_two_channels_is_two_requests(
+    pipeline: Pipeline, channel: IntakeChannel
+) -> None:
+    # A JSON event id is the integrator's own: its identity stays per channel (unlike an
+    # e-mail's Message-ID, which names one request on every path that takes mail).
+    other = Pipeline(
+        IntakeChannel.objects.create(
+            name="partner",
+            classifier="recorded",
+            classifier_version=channel.classifier_version,
+            workflow_version=channel.workflow_version,
+            prompt_version=channel.prompt_version,
+        )
+    )
+    event = make_event(event_id="evt-shared")
+
+    first = pipeline.submit(event, [decision_for(event)])
+    second = other.submit(event, [decision_for(event)])
+
+    assert (first.code, second.code) == ("accepted", "accepted")
+    runs = Run.objects.filter(event_id="evt-shared", claims_identity=True)
+    assert sorted(runs.values_list("identity_scope", flat=True)) == ["partner", "test"]
+    keys = set(Effect.objects.values_list("idempotency_key", flat=True))
+    assert len(keys) == 2
+    assert FollowUp.objects.count() == 2
 
 
 def test_whitespace_only_differences_are_a_replay_not_a_conflict(pipeline: Pipeline) -> None:

@@ -10,13 +10,25 @@ from email.message import EmailMessage
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
+from audit.models import AuditEvent
 from automation import services
 from automation.mail import html_to_text, parse_message
-from automation.models import IntakeChannel, IntakeRecord, Outcome, Run, State
+from automation.models import (
+    MAIL_SCOPE,
+    Effect,
+    EffectStatus,
+    FollowUp,
+    IntakeChannel,
+    IntakeRecord,
+    Outcome,
+    Run,
+    State,
+)
 from automation.roles import roles_ensure
 from automation.services.customers import customers_load
 from automation.services.intake import channel_get_or_create
@@ -422,6 +434,163 @@ def test_a_changed_message_reusing_a_message_id_is_a_conflict(
 
     assert (first.status_code, second.status_code) == (202, 409)
     assert Run.objects.filter(event_id="same-id@northwind-traders.test").count() == 1
+
+
+# --- one message, one request, whichever path brings it -------------------------------------
+
+QUOTE = "01-quote-request-northwind.eml"
+
+
+@pytest.fixture
+def api_key(mail_channel: IntakeChannel) -> str:
+    """An integrator's token on the `api` channel (as `make demo` issues), not the mailbox's."""
+    _, key = services.api_token_create(name="partner", channel=channel_get_or_create(name="api"))
+    return key
+
+
+def post_taken(pipeline: Pipeline, key: str, raw: bytes):  # type: ignore[no-untyped-def]
+    with pipeline.capture():
+        response = post_mail(Client(), key, raw)
+    pipeline.drain()
+    return response
+
+
+def delivered_once() -> Effect:
+    """The request's one effect, delivered, and the one follow-up it made."""
+    effect = Effect.objects.get()
+    assert effect.status == EffectStatus.DELIVERED
+    assert FollowUp.objects.get().idempotency_key == effect.idempotency_key
+    return effect
+
+
+def duplicate_recorded(source: str, code: str, run: Run) -> bool:
+    """The second arrival's raw record is kept and the duplicate audited against it."""
+    record = IntakeRecord.objects.get(source=source)
+    return AuditEvent.objects.filter(
+        intake=record, run__isnull=True, action=f"intake.{code}", data__existing_run=run.pk
+    ).exists()
+
+
+def test_a_message_the_mailbox_took_in_is_a_replay_when_posted_to_the_api(
+    mail_pipeline: Pipeline, api_key: str
+) -> None:
+    intake_mail(mail_pipeline, str(MAIL / QUOTE))
+    run = Run.objects.get()
+    assert run.state == State.COMPLETED
+
+    response = post_taken(mail_pipeline, api_key, sample(QUOTE))
+
+    assert (response.status_code, response.json()["outcome"]) == (200, "idempotent_replay")
+    # The run is named (the request is in hand), but it stays the mailbox's: no address to it.
+    assert response.json()["run"] == {
+        "id": run.pk,
+        "event_id": run.event_id,
+        "state": State.COMPLETED,
+        "outcome": Outcome.COMPLETED,
+    }
+    assert Run.objects.get() == run
+    delivered_once()
+    assert duplicate_recorded("api:partner", Outcome.IDEMPOTENT_REPLAY, run)
+    detail = Client().get(f"/api/v1/runs/{run.pk}", headers={"authorization": f"Bearer {api_key}"})
+    assert detail.status_code == 404
+
+
+def test_a_message_posted_to_the_api_first_is_a_replay_for_the_mailbox(
+    mail_pipeline: Pipeline, api_key: str
+) -> None:
+    response = post_taken(mail_pipeline, api_key, sample(QUOTE))
+    assert response.status_code == 202
+    run = Run.objects.get()
+
+    out, _ = intake_mail(mail_pipeline, str(MAIL / QUOTE))
+
+    summary = "read 1: 0 new runs, 1 replays, 0 conflicts, 0 invalid, 0 unreadable"
+    assert out.splitlines()[-1] == summary
+    assert Run.objects.get() == run
+    assert run.channel.name == "api"
+    delivered_once()
+    assert duplicate_recorded(f"file:{MAIL / QUOTE}", Outcome.IDEMPOTENT_REPLAY, run)
+
+
+def quote_message(subject: str) -> bytes:
+    message = EmailMessage()
+    message["From"] = "Ana <ana@northwind-traders.test>"
+    message["To"] = "requests@gatehouse.test"
+    message["Subject"] = subject
+    message["Message-ID"] = "<one-id@northwind-traders.test>"
+    message.set_content("Please send a quote for the seats in the subject. CUST-10001")
+    return message.as_bytes()
+
+
+def test_a_changed_message_under_a_message_id_the_mailbox_took_is_a_conflict_for_the_api(
+    mail_pipeline: Pipeline, api_key: str, tmp_path: Path
+) -> None:
+    (tmp_path / "quote.eml").write_bytes(quote_message("Quote for 10 seats"))
+    intake_mail(mail_pipeline, str(tmp_path / "quote.eml"))
+    run = Run.objects.get()
+
+    response = post_taken(mail_pipeline, api_key, quote_message("Quote for 20 seats"))
+
+    assert (response.status_code, response.json()["outcome"]) == (409, "idempotency_conflict")
+    assert response.json()["problems"][0]["field"] == "event_id"
+    assert "url" not in response.json()["run"]
+    assert Run.objects.get() == run
+    assert duplicate_recorded("api:partner", Outcome.IDEMPOTENCY_CONFLICT, run)
+
+
+def test_a_changed_message_under_a_message_id_the_api_took_is_a_conflict_for_the_mailbox(
+    mail_pipeline: Pipeline, api_key: str, tmp_path: Path
+) -> None:
+    first = post_taken(mail_pipeline, api_key, quote_message("Quote for 10 seats"))
+    assert first.status_code == 202
+    (tmp_path / "quote.eml").write_bytes(quote_message("Quote for 20 seats"))
+
+    out, _ = intake_mail(mail_pipeline, str(tmp_path / "quote.eml"))
+
+    assert "0 new runs, 0 replays, 1 conflicts" in out
+    assert Run.objects.count() == 1
+
+
+def test_replies_link_to_their_thread_across_paths_in_either_order(
+    mail_pipeline: Pipeline, api_key: str
+) -> None:
+    # The original by the mailbox, its reply by the API: linked when the reply arrives.
+    intake_mail(mail_pipeline, str(MAIL / QUOTE))
+    post_taken(mail_pipeline, api_key, sample("05-re-quote-request-northwind.eml"))
+    # A reply by the API before its original comes by the mailbox: linked when it comes.
+    post_taken(mail_pipeline, api_key, sample("07-re-locked-out-harrow-pike.eml"))
+    intake_mail(mail_pipeline, str(MAIL / "19-locked-out-harrow-pike.eml"))
+
+    for reply, parent in [
+        ("05-re-quote-request-northwind.eml", QUOTE),
+        ("07-re-locked-out-harrow-pike.eml", "19-locked-out-harrow-pike.eml"),
+    ]:
+        reply_run = Run.objects.get(event_id=parse_message(sample(reply)).event_id)
+        parent_run = Run.objects.get(event_id=parse_message(sample(parent)).event_id)
+        assert reply_run.channel != parent_run.channel
+        assert reply_run.thread_parent_id == parent_run.pk, reply
+
+
+def test_a_replay_of_a_mail_run_reaches_the_effect_of_the_message(
+    mail_pipeline: Pipeline, api_key: str, staff: User
+) -> None:
+    intake_mail(mail_pipeline, str(MAIL / QUOTE))
+    original = Run.objects.get()
+    effect = delivered_once()
+    # Made of the one mail scope, not of the channel that took the message in: any run of this
+    # message, by any path, replayed or not, reaches this key.
+    assert effect.idempotency_key == services.effect_key(
+        scope=MAIL_SCOPE, fingerprint=original.fingerprint, effect="create_follow_up"
+    )
+
+    with mail_pipeline.capture():
+        replay = services.run_replay(run_id=original.pk, user=staff, reason="re-read")
+    mail_pipeline.drain()
+
+    replay.refresh_from_db()
+    assert (replay.state, replay.identity_scope) == (State.COMPLETED, MAIL_SCOPE)
+    assert delivered_once() == effect
+    assert replay.stages.filter(stage="execute", outcome="already_delivered").exists()
 
 
 def test_an_approver_sees_the_message_behind_a_request(

@@ -144,7 +144,7 @@ def test_completed_run_leaves_checkpoints_stages_one_effect_and_its_audit_trail(
     assert effect.attempts == 1
     assert effect.authorization == {"policy_version": "policy-1"}
     assert effect.idempotency_key == services.effect_key(
-        channel=pipeline.channel.name, fingerprint=run.fingerprint, effect="create_follow_up"
+        scope=pipeline.channel.name, fingerprint=run.fingerprint, effect="create_follow_up"
     )
     follow_up = FollowUp.objects.get()
     assert follow_up.idempotency_key == effect.idempotency_key
