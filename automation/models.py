@@ -11,6 +11,7 @@ from django.utils import timezone
 from django_fsm import ConcurrentTransition, ConcurrentTransitionMixin, FSMField, transition
 
 from audit.models import AuditEvent
+from automation.schemas import FIELD_PATH_LIMIT
 
 __all__ = ["AuditEvent"]  # re-exported: every run's history is read from here
 
@@ -174,7 +175,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
     state = FSMField(default=State.RECEIVED, choices=State.choices, protected=True)
     outcome = models.CharField(max_length=40, blank=True, choices=Outcome.choices)
     claimed_at = models.DateTimeField(null=True, blank=True)
-    failure_field = models.CharField(max_length=200, blank=True)
+    failure_field = models.CharField(max_length=FIELD_PATH_LIMIT, blank=True)
     failure_detail = models.TextField(blank=True)
 
     normalized = models.JSONField(null=True, blank=True)
