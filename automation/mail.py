@@ -19,6 +19,8 @@ from email.message import EmailMessage, Message
 from html.parser import HTMLParser
 from typing import Any
 
+from automation.schemas import SUBJECT_LIMIT
+
 # Text taken from one attachment; the whole event keeps within the intake contract's limits.
 ATTACHMENT_TEXT_LIMIT = 8_000
 BODY_LIMIT = 20_000
@@ -283,7 +285,7 @@ def parse_message(raw: bytes) -> ParsedMail:
     return ParsedMail(
         event_id=event_id,
         message_id=message_id,
-        subject=subject.strip()[:500] or "(no subject)",
+        subject=subject.strip()[:SUBJECT_LIMIT] or "(no subject)",
         sender=sender,
         sender_name=sender_name,
         sent_at=_header(message, "Date", notes)[:100],

@@ -11,7 +11,7 @@ from django.utils import timezone
 from django_fsm import ConcurrentTransition, ConcurrentTransitionMixin, FSMField, transition
 
 from audit.models import AuditEvent
-from automation.schemas import FIELD_PATH_LIMIT
+from automation.schemas import FIELD_PATH_LIMIT, SUBJECT_LIMIT
 
 __all__ = ["AuditEvent"]  # re-exported: every run's history is read from here
 
@@ -689,7 +689,7 @@ class FollowUp(LocalEffectRecord):
     """A follow-up task for the route's team."""
 
     route = models.CharField(max_length=50)
-    subject = models.CharField(max_length=500)
+    subject = models.CharField(max_length=SUBJECT_LIMIT)  # the contract's limit: held whole
 
     def __str__(self) -> str:
         return f"follow-up for {self.route}: {self.subject}"
@@ -699,7 +699,7 @@ class AccountReview(LocalEffectRecord):
     """An item in the account review queue."""
 
     account_tier = models.CharField(max_length=20)
-    subject = models.CharField(max_length=500)
+    subject = models.CharField(max_length=SUBJECT_LIMIT)  # the contract's limit: held whole
 
     def __str__(self) -> str:
         return f"account review: {self.subject}"

@@ -61,7 +61,13 @@ def _non_blank(value: str) -> str:
     return value
 
 
+# A subject is copied whole into the records local effects write (FollowUp.subject and
+# AccountReview.subject hold this many characters): the contract refuses what they could not
+# hold, instead of a delivery failing after the run was accepted. The mail reader clips to it.
+SUBJECT_LIMIT = 500
+
 Text = Annotated[str, Field(min_length=1, max_length=20_000)]
+Subject = Annotated[str, Field(min_length=1, max_length=SUBJECT_LIMIT)]
 Token = Annotated[str, Field(min_length=1, max_length=200)]
 
 
@@ -73,7 +79,7 @@ class IntakeEvent(BaseModel):
     event_id: Token
     source: Source
     request_type: RequestType
-    subject: Text
+    subject: Subject
     body: Text
     account_tier: AccountTier
     # Open on purpose: an action outside the allowlist is `unsupported_request`, not invalid.
@@ -116,7 +122,7 @@ class MailEvent(BaseModel):
 
     event_id: Token
     source: Literal["email"]
-    subject: Text
+    subject: Subject
     body: Text
     sender: Annotated[str, Field(min_length=3, max_length=320, pattern=r"^[^@\s]+@[^@\s]+$")]
     sender_name: Annotated[str, Field(max_length=200)] = ""

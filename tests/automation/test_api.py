@@ -475,6 +475,14 @@ def test_a_field_name_longer_than_its_column_is_named_clipped(client: Client, ke
     assert body["problems"][0]["message"] == "is not part of the contract"
 
 
+def test_a_subject_longer_than_the_records_it_makes_answers_422(client: Client, key: str) -> None:
+    raw = dumps(make_event(subject="s" * 501))
+
+    body = assert_refused_and_kept(post(client, raw, key), raw, 422, "subject")
+
+    assert "500 characters" in body["problems"][0]["message"]
+
+
 def test_hostile_requests_sent_again_each_get_their_own_invalid_run(
     client: Client, key: str
 ) -> None:

@@ -654,3 +654,17 @@ def test_a_message_sent_with_a_clean_copy_of_the_same_fields_is_accepted(
         response = post_mail(Client(), mail_token, hostile_mail(attachment=b"notes here"))
 
     assert response.status_code == 202, response.content
+
+
+def test_a_long_subject_is_clipped_to_the_records_limit_and_delivered(
+    mail_pipeline: Pipeline, mail_token: str
+) -> None:
+    with mail_pipeline.capture():
+        response = post_mail(Client(), mail_token, hostile_mail(subject=b"Call me " * 100))
+    mail_pipeline.drain()
+
+    assert response.status_code == 202, response.content
+    run = Run.objects.get()
+    assert run.normalized is not None
+    assert len(run.normalized["subject"]) == 500
+    assert run.state != State.EXECUTING
