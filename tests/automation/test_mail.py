@@ -6,6 +6,7 @@ import csv
 import hashlib
 import io
 import mailbox
+import os
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -654,6 +655,30 @@ def test_a_message_sent_with_a_clean_copy_of_the_same_fields_is_accepted(
         response = post_mail(Client(), mail_token, hostile_mail(attachment=b"notes here"))
 
     assert response.status_code == 202, response.content
+
+
+def test_intake_mail_takes_hostile_files_and_names_the_same_way(
+    mail_pipeline: Pipeline, tmp_path: Path
+) -> None:
+    (tmp_path / "nul.eml").write_bytes(hostile_mail(subject=b"Call\x00me"))
+    # A file name that is not UTF-8, and a path longer than the record's source column.
+    odd = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9.eml"))
+    odd.write_bytes(sample("01-quote-request-northwind.eml"))
+    deep = tmp_path.joinpath(*["a-rather-long-directory-name"] * 8)
+    deep.mkdir(parents=True)
+    (deep / "deep.eml").write_bytes(sample("17-suspicious-signins-northwind.eml"))
+
+    out, _ = intake_mail(mail_pipeline, str(tmp_path))
+
+    assert out.splitlines()[-1] == (
+        "read 3: 2 new runs, 0 replays, 0 conflicts, 1 invalid, 0 unreadable"
+    )
+    assert "nul.eml: subject " in out
+    assert not IntakeRecord.objects.filter(runs__isnull=True).exists()
+    sources = list(IntakeRecord.objects.values_list("source", flat=True))
+    assert all(len(source) <= 200 for source in sources)
+    assert any(source.endswith("caf\ufffd.eml") for source in sources)
+    assert any(source.endswith("/deep.eml") for source in sources)
 
 
 def test_a_long_subject_is_clipped_to_the_records_limit_and_delivered(
