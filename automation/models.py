@@ -136,6 +136,8 @@ class IntakeRecord(models.Model):
     raw = models.BinaryField()
     content_type = models.CharField(max_length=200)
     source = models.CharField(max_length=200, help_text="who delivered it: API token, file")
+    # Set only on a record kept after its admission failed: why it has no run.
+    admission_error = models.TextField(blank=True, help_text="why no run was made, if none was")
     received_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

@@ -48,6 +48,7 @@ from automation.services.records import (
 )
 from config.dispatch import Priority, enqueue_after_commit
 from policy.evaluation import check_request_allowed
+from policy.models import PolicyVersion
 
 logger = logging.getLogger(__name__)
 
@@ -155,16 +156,28 @@ def intake_submit(
     try:
         with transaction.atomic():
             return intake_admit(intake=IntakeRecord.objects.create(**record))
-    except Exception:
-        _keep_raw(record)
+    except Exception as exc:
+        _keep_raw(record, exc)
         raise
 
 
-def _keep_raw(record: dict[str, Any]) -> None:
+def _keep_raw(record: dict[str, Any], error: Exception) -> None:
+    """Keep the request that made no run, saying why: a record is never left unexplained."""
     try:
-        IntakeRecord.objects.create(**record)
+        IntakeRecord.objects.create(**record, admission_error=_why_not_admitted(error))
     except Exception:  # the store itself is failing: the original error is the one to see
         logger.exception("intake: the raw request could not be kept after a failure")
+
+
+def _why_not_admitted(error: Exception) -> str:
+    if isinstance(error, PolicyVersion.DoesNotExist):
+        return (
+            "no policy version is active (or the channel's pinned one is missing): nothing "
+            "was decided; the request can be sent again once `load_policy` has run"
+        )
+    # The first line: a database error goes on to quote the statement and its values.
+    first_line = next(iter(str(error).splitlines()), "")
+    return storable(f"{type(error).__name__}: {first_line}")[:1000]
 
 
 MAIL_TYPE = "message/rfc822"

@@ -329,6 +329,8 @@ def test_with_no_active_policy_intake_answers_503_and_keeps_the_raw_request(
     assert "load_policy" in response.json()["message"]
     assert IntakeRecord.objects.count() == 1  # kept for when a policy is loaded
     assert not Run.objects.exists()
+    # No run, so the record says why: nobody has to guess what became of it.
+    assert "no policy version is active" in IntakeRecord.objects.get().admission_error
 
 
 @pytest.mark.django_db
