@@ -295,7 +295,14 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
         )
 
 
-INTAKE_FIELDS = ("channel", "content_type", "source", "received_at", "raw_text")
+INTAKE_FIELDS = (
+    "channel",
+    "content_type",
+    "source",
+    "received_at",
+    "admission_error",
+    "raw_text",
+)
 
 
 @admin.register(IntakeRecord)

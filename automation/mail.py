@@ -19,6 +19,8 @@ from email.message import EmailMessage, Message
 from html.parser import HTMLParser
 from typing import Any
 
+from automation.schemas import SUBJECT_LIMIT
+
 # Text taken from one attachment; the whole event keeps within the intake contract's limits.
 ATTACHMENT_TEXT_LIMIT = 8_000
 BODY_LIMIT = 20_000
@@ -191,10 +193,19 @@ def _attachment(part: Message, notes: list[str], number: int) -> Attachment:
 
 def _forwarded_text(inner: Message, notes: list[str]) -> str:
     body, _ = _bodies(inner, notes, [])
-    header = "\n".join(
-        f"{name}: {inner.get(name)}" for name in ("From", "Date", "Subject") if inner.get(name)
-    )
+    values = ((name, _header(inner, name, notes)) for name in ("From", "Date", "Subject"))
+    header = "\n".join(f"{name}: {value}" for name, value in values if value)
     return f"{header}\n\n{body}".strip()
+
+
+def _header(message: Message, name: str, notes: list[str]) -> str:
+    """A header's decoded text. One whose encoded words cannot be decoded (a UTF-7 word that
+    spells a lone surrogate, say) is read as empty, with a note, instead of raising."""
+    try:
+        return str(message.get(name, "") or "")
+    except (ValueError, IndexError):  # UnicodeError is a ValueError
+        notes.append(f"the {name} header could not be decoded")
+        return ""
 
 
 def _leaves(part: Message) -> Any:
@@ -229,7 +240,11 @@ def _bodies(message: Message, notes: list[str], attachments: list[Attachment]) -
 
 
 def _sender(message: EmailMessage, problems: list[tuple[str, str]]) -> tuple[str, str]:
-    header = message.get("From")
+    try:
+        header = message.get("From")
+    except (ValueError, IndexError):  # see _header
+        problems.append(("sender", "the From header could not be decoded"))
+        return "", ""
     if header is None:
         problems.append(("sender", "the message has no From header: nobody to answer"))
         return "", ""
@@ -254,31 +269,28 @@ def parse_message(raw: bytes) -> ParsedMail:
         problems.append(("message", "has no header lines: this is not an e-mail message"))
     for defect in message.defects:
         notes.append(f"{type(defect).__name__}: {defect}")
-    declared = message_ids(str(message.get("Message-ID", "")))
+    declared = message_ids(_header(message, "Message-ID", notes))
     message_id = declared[0] if declared else ""
     if not message_id:
         notes.append("no Message-ID: the event id is derived from the message's bytes")
     event_id = message_id[:200] if message_id else f"sha256:{raw_hash}"
     sender, sender_name = _sender(message, problems) if message.keys() else ("", "")
-    try:
-        subject = str(message.get("Subject", "") or "")
-    except (ValueError, IndexError):
-        subject = ""
-        notes.append("the Subject header could not be decoded")
+    subject = _header(message, "Subject", notes)
     attachments: list[Attachment] = []
     body, body_format = _bodies(message, notes, attachments)
     if not body.strip() and not subject.strip() and not any(a.text for a in attachments):
         problems.append(("body", "has no text to read: no subject, body or readable attachment"))
-    in_reply_to = next(iter(message_ids(str(message.get("In-Reply-To", "")))), "")
+    in_reply_to = next(iter(message_ids(_header(message, "In-Reply-To", notes))), "")
+    references = message_ids(_header(message, "References", notes))
     return ParsedMail(
         event_id=event_id,
         message_id=message_id,
-        subject=subject.strip()[:500] or "(no subject)",
+        subject=subject.strip()[:SUBJECT_LIMIT] or "(no subject)",
         sender=sender,
         sender_name=sender_name,
-        sent_at=str(message.get("Date", "") or "")[:100],
+        sent_at=_header(message, "Date", notes)[:100],
         in_reply_to=in_reply_to[:200],
-        references=[ref[:200] for ref in message_ids(str(message.get("References", "")))][-20:],
+        references=[ref[:200] for ref in references][-20:],
         body=body.strip()[:BODY_LIMIT] or "(no text body)",
         body_format=body_format,
         attachments=attachments[:50],

@@ -11,6 +11,7 @@ from django.utils import timezone
 from django_fsm import ConcurrentTransition, ConcurrentTransitionMixin, FSMField, transition
 
 from audit.models import AuditEvent
+from automation.schemas import FIELD_PATH_LIMIT, SUBJECT_LIMIT
 
 __all__ = ["AuditEvent"]  # re-exported: every run's history is read from here
 
@@ -145,6 +146,8 @@ class IntakeRecord(models.Model):
     raw = models.BinaryField()
     content_type = models.CharField(max_length=200)
     source = models.CharField(max_length=200, help_text="who delivered it: API token, file")
+    # Set only on a record kept after its admission failed: why it has no run.
+    admission_error = models.TextField(blank=True, help_text="why no run was made, if none was")
     received_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
@@ -189,7 +192,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
     state = FSMField(default=State.RECEIVED, choices=State.choices, protected=True)
     outcome = models.CharField(max_length=40, blank=True, choices=Outcome.choices)
     claimed_at = models.DateTimeField(null=True, blank=True)
-    failure_field = models.CharField(max_length=200, blank=True)
+    failure_field = models.CharField(max_length=FIELD_PATH_LIMIT, blank=True)
     failure_detail = models.TextField(blank=True)
 
     normalized = models.JSONField(null=True, blank=True)
@@ -706,7 +709,7 @@ class FollowUp(LocalEffectRecord):
     """A follow-up task for the route's team."""
 
     route = models.CharField(max_length=50)
-    subject = models.CharField(max_length=500)
+    subject = models.CharField(max_length=SUBJECT_LIMIT)  # the contract's limit: held whole
 
     def __str__(self) -> str:
         return f"follow-up for {self.route}: {self.subject}"
@@ -716,7 +719,7 @@ class AccountReview(LocalEffectRecord):
     """An item in the account review queue."""
 
     account_tier = models.CharField(max_length=20)
-    subject = models.CharField(max_length=500)
+    subject = models.CharField(max_length=SUBJECT_LIMIT)  # the contract's limit: held whole
 
     def __str__(self) -> str:
         return f"account review: {self.subject}"

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+from collections import deque
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -58,7 +61,13 @@ def _non_blank(value: str) -> str:
     return value
 
 
+# A subject is copied whole into the records local effects write (FollowUp.subject and
+# AccountReview.subject hold this many characters): the contract refuses what they could not
+# hold, instead of a delivery failing after the run was accepted. The mail reader clips to it.
+SUBJECT_LIMIT = 500
+
 Text = Annotated[str, Field(min_length=1, max_length=20_000)]
+Subject = Annotated[str, Field(min_length=1, max_length=SUBJECT_LIMIT)]
 Token = Annotated[str, Field(min_length=1, max_length=200)]
 
 
@@ -70,7 +79,7 @@ class IntakeEvent(BaseModel):
     event_id: Token
     source: Source
     request_type: RequestType
-    subject: Text
+    subject: Subject
     body: Text
     account_tier: AccountTier
     # Open on purpose: an action outside the allowlist is `unsupported_request`, not invalid.
@@ -113,7 +122,7 @@ class MailEvent(BaseModel):
 
     event_id: Token
     source: Literal["email"]
-    subject: Text
+    subject: Subject
     body: Text
     sender: Annotated[str, Field(min_length=3, max_length=320, pattern=r"^[^@\s]+@[^@\s]+$")]
     sender_name: Annotated[str, Field(max_length=200)] = ""
@@ -185,9 +194,141 @@ class ClassifierDecision(BaseModel):
     )
 
 
+# --- what the database can store --------------------------------------------------------------
+
+# PostgreSQL text and jsonb hold neither a NUL nor a lone surrogate: a half of a UTF-16 pair,
+# which JSON's \u escapes and some charsets (UTF-7) can spell but which is no character.
+_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
+# Run.failure_field holds a problem's field; a longer path (a hostile key) is shown clipped.
+FIELD_PATH_LIMIT = 200
+# Problems listed for one event at most: enough to act on, never a copy of a hostile body.
+MAX_PROBLEMS = 50
+
+
+def unstorable(text: str) -> str:
+    """Why the database cannot store this text, or '' when it can."""
+    found = _UNSTORABLE.search(text)
+    if found is None:
+        return ""
+    if found.group() == "\x00":
+        return "contains a NUL character (\\u0000), which cannot be stored"
+    return (
+        f"contains a lone surrogate (\\u{ord(found.group()):04x}), which is no character "
+        "and cannot be stored"
+    )
+
+
+def storable(text: str) -> str:
+    """A copy the database can store (a problem's echo of the input, a file name): each NUL
+    and lone surrogate becomes U+FFFD, the replacement character."""
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
 class FieldProblem(BaseModel):
+    """One thing wrong with an input, as users read it. Runs store it (failure_field, the
+    checkpoint), so whatever it echoes of the input is made storable here, once for all."""
+
     field: str
     message: str
+
+    @field_validator("field")
+    @classmethod
+    def _storable_field(cls, value: str) -> str:
+        return storable(value)[:FIELD_PATH_LIMIT]
+
+    @field_validator("message")
+    @classmethod
+    def _storable_message(cls, value: str) -> str:
+        return storable(value)
+
+
+def _path(parent: str, key: object) -> str:
+    return f"{parent}.{key}" if parent else str(key)
+
+
+def storage_problems(data: Any) -> list[FieldProblem]:
+    """Every key and text of an event, however deep, that the database cannot store.
+
+    Named by path as the contract's problems are (`attachments.0.text`). Walked with a queue,
+    not recursion, so no nesting can exhaust the stack.
+    """
+    problems: list[FieldProblem] = []
+    pending: deque[tuple[str, Any]] = deque([("", data)])
+    while pending and len(problems) < MAX_PROBLEMS:
+        path, value = pending.popleft()
+        if isinstance(value, str) and (why := unstorable(value)):
+            problems.append(FieldProblem(field=path or "body", message=why))
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str) and (why := unstorable(key)):
+                    problems.append(
+                        FieldProblem(field=_path(path, key), message=f"is a key that {why}")
+                    )
+                pending.append((_path(path, key), item))
+        elif isinstance(value, list):
+            pending.extend((_path(path, index), item) for index, item in enumerate(value))
+    return problems
+
+
+# --- reading a JSON body ---------------------------------------------------------------------
+
+# Python itself refuses an integer of more than 4,300 digits (a ValueError) and JSON nested
+# about a thousand deep (a RecursionError, sooner on a deep call stack). The event contract
+# is one flat object, so limits far below those come first and are named in the answer.
+MAX_JSON_DEPTH = 20
+MAX_NUMBER_LENGTH = 1000
+
+
+class _Unreadable(ValueError):
+    """The body is JSON, but past one of the limits above."""
+
+
+def _bounded(convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    def read(literal: str) -> Any:
+        if len(literal) > MAX_NUMBER_LENGTH:
+            raise _Unreadable(f"has a number longer than {MAX_NUMBER_LENGTH} digits")
+        return convert(literal)
+
+    return read
+
+
+_read_int, _read_float = _bounded(int), _bounded(float)
+
+
+def _too_deep() -> FieldProblem:
+    return FieldProblem(field="body", message=f"nests deeper than {MAX_JSON_DEPTH} levels")
+
+
+def _nesting(data: Any) -> int:
+    """How deep objects and arrays nest (`{}` is 1), counted without recursion; counting
+    stops once past the limit."""
+    deepest = 0
+    pending: list[tuple[Any, int]] = [(data, 1)]
+    while pending and deepest <= MAX_JSON_DEPTH:
+        value, depth = pending.pop()
+        items = list(value.values()) if isinstance(value, dict) else value
+        if isinstance(items, list):
+            deepest = max(deepest, depth)
+            pending.extend((item, depth + 1) for item in items)
+    return deepest
+
+
+def read_json(raw: bytes) -> tuple[Any, FieldProblem | None]:
+    """The JSON value of a request body, or the problem that makes it unreadable."""
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_int=_read_int, parse_float=_read_float)
+    except _Unreadable as exc:
+        return None, FieldProblem(field="body", message=str(exc))
+    except RecursionError:
+        return None, _too_deep()
+    except ValueError as exc:  # not UTF-8, not JSON: UnicodeDecodeError, JSONDecodeError
+        return None, FieldProblem(field="body", message=f"is not valid JSON: {exc}")
+    if _nesting(data) > MAX_JSON_DEPTH:
+        return None, _too_deep()
+    return data, None
+
+
+# --- problems as users read them -----------------------------------------------------------------
 
 
 def validation_problems(error: ValidationError) -> list[FieldProblem]:

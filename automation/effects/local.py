@@ -29,7 +29,8 @@ class LocalAdapter:
 
     def deliver(self, effect: Effect) -> Delivery:
         # The caller holds the effect's row lock, and every delivery of this key goes through
-        # that row: no one else can be writing this record now, so no savepoint is needed.
+        # that row: no one else can be writing this record now, so no race needs a savepoint.
+        # (The caller takes one all the same: a record that cannot be written holds the run.)
         record = self.model._default_manager.filter(idempotency_key=effect.idempotency_key).first()
         if record is None:
             record = self.model._default_manager.create(

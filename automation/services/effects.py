@@ -18,7 +18,14 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
-from django.db import connection, transaction
+from django.db import (
+    DataError,
+    IntegrityError,
+    NotSupportedError,
+    ProgrammingError,
+    connection,
+    transaction,
+)
 from django.db.models import Q
 from django.utils import timezone
 from django_fsm import has_transition_perm
@@ -36,6 +43,7 @@ from automation.models import (
     Run,
     State,
 )
+from automation.schemas import storable
 from automation.services.records import (
     DELIVER_EFFECT_TASK,
     Stage,
@@ -50,6 +58,11 @@ from config.dispatch import Priority, batch, enqueue_after_commit
 from policy.models import PolicyVersion
 
 DELIVERABLE = [EffectStatus.PENDING, EffectStatus.RETRY_WAIT]
+# Errors no retry cures: the local record cannot be written as it is (a value longer than its
+# column, text the database cannot hold or encode, a constraint it breaks, a table that is not
+# as the code expects). Transient errors (OperationalError: a lost connection, a deadlock) are
+# not among them: they roll the delivery back and the sweep tries again.
+UNWRITABLE = (DataError, IntegrityError, ProgrammingError, NotSupportedError, UnicodeEncodeError)
 # While an effect is paused, due deliveries look again this often, without using an attempt.
 PAUSE_RECHECK = timedelta(seconds=30)
 
@@ -112,12 +125,19 @@ def effect_deliver_locked(
     """Perform a local effect on rows the caller has locked, and complete the run.
 
     The adapter writes its record under the effect's key in this same transaction, so the
-    effect, its attempt and the run's completion commit together or not at all. The caller
-    saves the run. Returns True (the run moved).
+    effect, its attempt and the run's completion commit together or not at all. A record
+    that cannot be written holds the run instead (see _hold_unwritable). The caller saves the
+    run. Returns True (the run moved).
     """
     effect.attempts += 1
     effect.dispatched_at = None
-    delivery = adapter.deliver(effect)
+    try:
+        # A savepoint: a failed write leaves the caller's transaction usable, to hold the run.
+        with transaction.atomic():
+            delivery = adapter.deliver(effect)
+    except UNWRITABLE as exc:
+        _hold_unwritable(effect, run, exc, now)
+        return True
     attempt = EffectAttempt.objects.create(
         effect=effect,
         attempt=effect.attempts,
@@ -129,6 +149,41 @@ def effect_deliver_locked(
     _log_attempt(run, effect, attempt)
     _delivered(effect, run, delivery, now, save_run=False)
     return True
+
+
+def _hold_unwritable(effect: Effect, run: Run, error: Exception, now: datetime) -> None:
+    """Hold the run for a person, naming the database's reason. The effect keeps its key and
+    waits with no next attempt, so neither the sweep nor a resume sends it again: retrying
+    alone would fail the same way. Staff retry it once the value or the column is fixed, or
+    resolve the run by hand."""
+    # The first line: PostgreSQL goes on to quote the statement and the values in it.
+    reason = storable(f"{type(error).__name__}: {next(iter(str(error).splitlines()), '')}")
+    attempt = EffectAttempt.objects.create(
+        effect=effect,
+        attempt=effect.attempts,
+        started_at=now,
+        duration_ms=0,
+        outcome="rejected",
+        error_class=type(error).__name__,
+        detail=reason,
+    )
+    _log_attempt(run, effect, attempt)
+    effect.status = EffectStatus.RETRY_WAIT
+    effect.next_attempt_at = None
+    effect.lease_expires_at = None
+    effect.last_error = reason
+    effect.save()
+    move(
+        run,
+        "hold",
+        stage=Stage("execute", effect.attempts),
+        stage_outcome="unwritable",
+        outcome=Outcome.EFFECT_UNAVAILABLE,
+        field=effect.name,
+        detail=f"the {effect.name} record could not be written ({reason}); retrying fails "
+        "the same way until the value or the column is fixed",
+        save=False,
+    )
 
 
 def effect_send(*, effect: Effect, now: datetime, priority: Priority = Priority.LIVE) -> None:

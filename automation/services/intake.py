@@ -7,13 +7,13 @@ import json
 import logging
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from automation.classifiers import classifier_versions
 from automation.conf import setting
@@ -33,6 +33,9 @@ from automation.schemas import (
     MailEvent,
     fingerprint,
     is_mail,
+    read_json,
+    storable,
+    storage_problems,
     validation_problems,
 )
 from automation.services.records import (
@@ -46,6 +49,7 @@ from automation.services.records import (
 )
 from config.dispatch import Priority, enqueue_after_commit
 from policy.evaluation import check_request_allowed
+from policy.models import PolicyVersion
 
 logger = logging.getLogger(__name__)
 
@@ -153,16 +157,28 @@ def intake_submit(
     try:
         with transaction.atomic():
             return intake_admit(intake=IntakeRecord.objects.create(**record))
-    except Exception:
-        _keep_raw(record)
+    except Exception as exc:
+        _keep_raw(record, exc)
         raise
 
 
-def _keep_raw(record: dict[str, Any]) -> None:
+def _keep_raw(record: dict[str, Any], error: Exception) -> None:
+    """Keep the request that made no run, saying why: a record is never left unexplained."""
     try:
-        IntakeRecord.objects.create(**record)
+        IntakeRecord.objects.create(**record, admission_error=_why_not_admitted(error))
     except Exception:  # the store itself is failing: the original error is the one to see
         logger.exception("intake: the raw request could not be kept after a failure")
+
+
+def _why_not_admitted(error: Exception) -> str:
+    if isinstance(error, PolicyVersion.DoesNotExist):
+        return (
+            "no policy version is active (or the channel's pinned one is missing): nothing "
+            "was decided; the request can be sent again once `load_policy` has run"
+        )
+    # The first line: a database error goes on to quote the statement and its values.
+    first_line = next(iter(str(error).splitlines()), "")
+    return storable(f"{type(error).__name__}: {first_line}")[:1000]
 
 
 MAIL_TYPE = "message/rfc822"
@@ -173,16 +189,30 @@ def _parse_event(
 ) -> tuple[IntakeEvent | MailEvent | None, Any, list[FieldProblem]]:
     if content_type == MAIL_TYPE:
         return _parse_mail(raw)
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return None, None, [FieldProblem(field="body", message=f"is not valid JSON: {exc}")]
+    data, unreadable = read_json(raw)
+    if unreadable is not None:
+        return None, None, [unreadable]
     if not isinstance(data, dict):
         return None, data, [FieldProblem(field="body", message="must be a JSON object")]
+    return _validated(IntakeEvent, data)
+
+
+Event = TypeVar("Event", bound=BaseModel)
+
+
+def _validated(
+    contract: type[Event], data: dict[str, Any]
+) -> tuple[Event | None, Any, list[FieldProblem]]:
+    """The event, if it meets its contract and the database can store every key and text of
+    it; otherwise every problem found, the unstorable ones first (a field is named once)."""
+    problems = storage_problems(data)
     try:
-        return IntakeEvent.model_validate(data), data, []
+        event = contract.model_validate(data)
     except ValidationError as exc:
-        return None, data, validation_problems(exc)
+        named = {problem.field for problem in problems}
+        more = [problem for problem in validation_problems(exc) if problem.field not in named]
+        return None, data, [*problems, *more]
+    return (None, data, problems) if problems else (event, data, [])
 
 
 def _parse_mail(raw: bytes) -> tuple[MailEvent | None, Any, list[FieldProblem]]:
@@ -196,11 +226,8 @@ def _parse_mail(raw: bytes) -> tuple[MailEvent | None, Any, list[FieldProblem]]:
     data = parsed.event()
     if parsed.problems:
         problems = [FieldProblem(field=name, message=text) for name, text in parsed.problems]
-        return None, data, problems
-    try:
-        return MailEvent.model_validate(data), data, []
-    except ValidationError as exc:
-        return None, data, validation_problems(exc)
+        return None, data, [*storage_problems(data), *problems]
+    return _validated(MailEvent, data)
 
 
 @logs_intake
@@ -209,7 +236,7 @@ def intake_admit(*, intake: IntakeRecord) -> IntakeResult:
     event, data, problems = _parse_event(bytes(intake.raw), intake.content_type)
     if event is None:
         event_id = data.get("event_id") if isinstance(data, dict) else None
-        run = _create_invalid_run(intake, str(event_id or "")[:200], problems)
+        run = _create_invalid_run(intake, storable(str(event_id or ""))[:200], problems)
         return IntakeResult(Outcome.INVALID_EVENT, intake, run, problems, data is None)
     normalized = event.normalized()
     # Identity is the normalized event id: " evt-1 " and "evt-1" are one event.

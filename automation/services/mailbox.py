@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from automation.models import IntakeChannel, Outcome
+from automation.models import IntakeChannel, IntakeRecord, Outcome
+from automation.schemas import storable
 from automation.services.intake import MAIL_TYPE, IntakeResult, intake_submit
 
 logger = logging.getLogger(__name__)
@@ -23,6 +24,20 @@ logger = logging.getLogger(__name__)
 class MailSource:
     name: str  # what the summary and the intake record call it
     read: Callable[[], bytes]
+
+
+def _source(name: object, read: Callable[[], bytes]) -> MailSource:
+    # A file name that is not UTF-8 reaches Python with lone surrogates in it (PEP 383): the
+    # name is a label, stored and printed, so it is made storable; `read` keeps the real path.
+    return MailSource(storable(str(name)), read)
+
+
+def _record_source(name: str) -> str:
+    """The intake record's `source`, a display copy: a path longer than the column keeps its
+    end, which names the file (the summary prints the whole name)."""
+    label = f"file:{name}"
+    limit = IntakeRecord._meta.get_field("source").max_length or len(label)
+    return label if len(label) <= limit else f"file:…{name[-(limit - 6) :]}"
 
 
 def _is_maildir(path: Path) -> bool:
@@ -36,14 +51,14 @@ def mail_sources(paths: list[Path]) -> list[MailSource]:
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such file or directory")
         if path.is_file():
-            sources.append(MailSource(str(path), path.read_bytes))
+            sources.append(_source(path, path.read_bytes))
         elif _is_maildir(path):
             sources.extend(_maildir(path))
         else:
             for child in sorted(path.rglob("*")):
                 # A broken link is listed too: it is reported unreadable, not silently skipped.
                 if child.suffix.lower() == ".eml" and (child.is_file() or child.is_symlink()):
-                    sources.append(MailSource(str(child), child.read_bytes))
+                    sources.append(_source(child, child.read_bytes))
                 elif child.is_dir() and _is_maildir(child):
                     sources.extend(_maildir(child))
     return sources
@@ -52,7 +67,7 @@ def mail_sources(paths: list[Path]) -> list[MailSource]:
 def _maildir(path: Path) -> Iterator[MailSource]:
     box = mailbox.Maildir(path, factory=None, create=False)
     for key in sorted(box.keys()):
-        yield MailSource(f"{path}#{key}", functools.partial(box.get_bytes, key))
+        yield _source(f"{path}#{key}", functools.partial(box.get_bytes, key))
 
 
 @dataclass
@@ -124,7 +139,7 @@ def _take_in(batch: MailBatch, channel: IntakeChannel, source: MailSource) -> No
     batch.read += 1
     try:
         result = intake_submit(
-            channel=channel, raw=raw, content_type=MAIL_TYPE, source=f"file:{source.name}"
+            channel=channel, raw=raw, content_type=MAIL_TYPE, source=_record_source(source.name)
         )
     except Exception as exc:  # one message never stops the batch
         logger.exception("intake of %s failed", source.name)

@@ -16,6 +16,7 @@ from approvals.models import ApprovalRequest
 from automation import services
 from automation.models import AuditEvent, Effect, IntakeChannel, IntakeRecord, Outcome, Run, State
 from automation.roles import roles_ensure
+from automation.schemas import MAX_JSON_DEPTH
 from config.dispatch import Message, inline
 from policy.models import PolicyVersion
 from tests.conftest import Pipeline, decision_for, make_event
@@ -328,6 +329,8 @@ def test_with_no_active_policy_intake_answers_503_and_keeps_the_raw_request(
     assert "load_policy" in response.json()["message"]
     assert IntakeRecord.objects.count() == 1  # kept for when a policy is loaded
     assert not Run.objects.exists()
+    # No run, so the record says why: nobody has to guess what became of it.
+    assert "no policy version is active" in IntakeRecord.objects.get().admission_error
 
 
 @pytest.mark.django_db
@@ -350,3 +353,145 @@ def test_auditors_and_recovery_staff_cannot_revoke_a_token(channel: IntakeChanne
     assert token.is_active
     assert not AuditEvent.objects.filter(action="api_token.revoked").exists()
     assert post(Client(), dumps(make_event()), key).status_code == 202
+
+
+# --- hostile input: a clear 4xx, the bytes kept with a run, never a 500 ----------------------
+
+# Text PostgreSQL cannot hold in text or jsonb columns: a NUL, and a lone surrogate (valid
+# in JSON's \u escapes, never a character).
+UNSTORABLE = {"nul": "a\x00b", "surrogate": "a\ud800b"}
+
+
+def assert_refused_and_kept(response: Any, raw: bytes, status: int, field: str) -> dict[str, Any]:
+    """Refused with a 4xx that names the field; the exact bytes kept, with an invalid run."""
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert body["outcome"] == Outcome.INVALID_EVENT
+    assert field in [p["field"] for p in body["problems"]], body["problems"]
+    record = IntakeRecord.objects.get()
+    assert bytes(record.raw) == raw
+    assert_failed_whole(body["run"]["id"], Outcome.INVALID_EVENT)
+    assert Run.objects.get().intake == record  # one record, and it is no orphan
+    return body
+
+
+@pytest.mark.parametrize("text", UNSTORABLE.values(), ids=list(UNSTORABLE))
+@pytest.mark.parametrize("field", ["event_id", "subject", "body", "requested_action"])
+def test_text_the_database_cannot_store_answers_422_naming_the_field(
+    client: Client, key: str, field: str, text: str
+) -> None:
+    raw = dumps(make_event(**{field: text}))
+
+    body = assert_refused_and_kept(post(client, raw, key), raw, 422, field)
+
+    assert "cannot be stored" in body["problems"][0]["message"]
+
+
+@pytest.mark.parametrize("text", UNSTORABLE.values(), ids=list(UNSTORABLE))
+def test_a_key_the_database_cannot_store_is_named_in_a_storable_spelling(
+    client: Client, key: str, text: str
+) -> None:
+    raw = dumps({**make_event(), text: "x"})
+
+    body = assert_refused_and_kept(post(client, raw, key), raw, 422, "a\ufffdb")
+
+    run = Run.objects.get()
+    assert run.failure_field == "a\ufffdb"
+    assert "a\ufffdb" in json.dumps(run.checkpoints.get().data, ensure_ascii=False)
+    assert all("\x00" not in p["field"] for p in body["problems"])
+
+
+@pytest.mark.parametrize("text", UNSTORABLE.values(), ids=list(UNSTORABLE))
+def test_unstorable_text_nested_anywhere_is_named_by_its_path(
+    client: Client, key: str, text: str
+) -> None:
+    raw = dumps({**make_event(), "extra": {"list": ["fine", {"inner": text}]}})
+
+    assert_refused_and_kept(post(client, raw, key), raw, 422, "extra.list.1.inner")
+
+
+def test_an_unstorable_event_id_is_kept_on_the_invalid_run_in_a_storable_spelling(
+    client: Client, key: str
+) -> None:
+    raw = dumps(make_event(event_id="evt-\x00-1", subject="a\ud800b"))
+
+    assert_refused_and_kept(post(client, raw, key), raw, 422, "subject")
+
+    assert Run.objects.get().event_id == "evt-\ufffd-1"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(dumps(make_event(subject="x")).replace(b'"x"', b'"a\x00b"'), id="nul-byte"),
+        pytest.param(b'{"subject": "\xff\xfe\x00\xed\xa0\x80"}', id="not-utf-8"),
+    ],
+)
+def test_raw_bytes_json_cannot_carry_are_kept_exactly_and_answered_400(
+    client: Client, key: str, raw: bytes
+) -> None:
+    assert_refused_and_kept(post(client, raw, key), raw, 400, "body")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(
+            dumps(make_event())[:-1] + b', "n": ' + b"7" * 4301 + b"}", id="in-an-extra-key"
+        ),
+        pytest.param(dumps(make_event(event_id="x")).replace(b'"x"', b"1" * 5000), id="as-a-value"),
+        pytest.param(b"-" + b"9" * 20_000, id="the-whole-body"),
+    ],
+)
+def test_a_number_too_long_to_read_answers_400(client: Client, key: str, raw: bytes) -> None:
+    body = assert_refused_and_kept(post(client, raw, key), raw, 400, "body")
+
+    assert "digits" in body["problems"][0]["message"]
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH, 990, 30_000])
+def test_nesting_past_the_limit_answers_400_and_states_the_limit(
+    client: Client, key: str, depth: int
+) -> None:
+    # The object is the first level: `depth` arrays in it nest one level past the limit.
+    raw = dumps(make_event())[:-1] + b', "deep": ' + b"[" * depth + b"]" * depth + b"}"
+
+    body = assert_refused_and_kept(post(client, raw, key), raw, 400, "body")
+
+    assert f"{MAX_JSON_DEPTH} levels" in body["problems"][0]["message"]
+
+
+def test_nesting_within_the_limit_is_an_ordinary_invalid_event(client: Client, key: str) -> None:
+    depth = MAX_JSON_DEPTH - 1
+    raw = dumps(make_event())[:-1] + b', "deep": ' + b"[" * depth + b"]" * depth + b"}"
+
+    assert_refused_and_kept(post(client, raw, key), raw, 422, "deep")
+
+
+def test_a_field_name_longer_than_its_column_is_named_clipped(client: Client, key: str) -> None:
+    raw = dumps({**make_event(), "k" * 5000: "x"})
+
+    body = assert_refused_and_kept(post(client, raw, key), raw, 422, "k" * 200)
+
+    assert Run.objects.get().failure_field == "k" * 200
+    assert body["problems"][0]["message"] == "is not part of the contract"
+
+
+def test_a_subject_longer_than_the_records_it_makes_answers_422(client: Client, key: str) -> None:
+    raw = dumps(make_event(subject="s" * 501))
+
+    body = assert_refused_and_kept(post(client, raw, key), raw, 422, "subject")
+
+    assert "500 characters" in body["problems"][0]["message"]
+
+
+def test_hostile_requests_sent_again_each_get_their_own_invalid_run(
+    client: Client, key: str
+) -> None:
+    raw = dumps(make_event(subject="a\x00b"))
+
+    statuses = [post(client, raw, key).status_code for _ in range(3)]
+
+    assert statuses == [422, 422, 422]
+    assert IntakeRecord.objects.count() == 3
+    assert not IntakeRecord.objects.filter(runs__isnull=True).exists()

@@ -6,6 +6,7 @@ import csv
 import hashlib
 import io
 import mailbox
+import os
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -748,3 +749,116 @@ def test_with_no_active_policy_intake_mail_refuses_in_one_line_and_reads_nothing
         intake_mail(mail_pipeline, str(MAIL))
 
     assert not IntakeRecord.objects.exists()
+
+
+# --- hostile messages: a clear 422 naming the field, the bytes kept with a run ---------------
+
+
+def hostile_mail(
+    *,
+    subject: bytes = b"Call me back",
+    sender: bytes = b"Ana <ana@example.com>",
+    message_id: bytes = b"<m-1@example.com>",
+    in_reply_to: bytes = b"",
+    body: bytes = b"Please call me back.",
+    charset: bytes = b"utf-8",
+    attachment: bytes | None = None,
+) -> bytes:
+    head = [
+        b"From: " + sender,
+        b"To: support@example.com",
+        b"Subject: " + subject,
+        b"Message-ID: " + message_id,
+        b"Date: Mon, 30 Nov 2026 09:00:00 +0000",
+        b"MIME-Version: 1.0",
+        *([b"In-Reply-To: " + in_reply_to] if in_reply_to else []),
+    ]
+    text = [b"Content-Type: text/plain; charset=" + charset, b"", body]
+    if attachment is None:
+        return b"\r\n".join([*head, *text, b""])
+    notes = [
+        b"Content-Type: text/plain; charset=utf-8",
+        b'Content-Disposition: attachment; filename="notes.txt"',
+        b"",
+        attachment,
+    ]
+    multipart = b'Content-Type: multipart/mixed; boundary="b-1"'
+    return b"\r\n".join([*head, multipart, b"", b"--b-1", *text, b"--b-1", *notes, b"--b-1--", b""])
+
+
+HOSTILE_MAIL = {
+    "nul-in-subject": ({"subject": b"Call\x00me"}, "subject"),
+    "nul-in-body": ({"body": b"Please\x00call"}, "body"),
+    "nul-in-from": ({"sender": b"Ana <a\x00na@example.com>"}, "sender"),
+    "nul-in-from-name": ({"sender": b"A\x00na <ana@example.com>"}, "sender_name"),
+    "nul-in-message-id": ({"message_id": b"<m\x00-1@example.com>"}, "event_id"),
+    "nul-in-in-reply-to": ({"in_reply_to": b"<prev\x00@example.com>"}, "thread.0"),
+    "nul-in-attachment-text": ({"attachment": b"notes \x00 here"}, "attachments.0.text"),
+    # UTF-7 spells lone surrogates: in a body, and in an encoded word of a header.
+    "surrogate-in-body": ({"charset": b"utf-7", "body": b"Please +2AA- call"}, "body"),
+    "surrogate-in-from": ({"sender": b"=?utf-7?q?A+2AA-na?= <ana@example.com>"}, "sender"),
+}
+
+
+@pytest.mark.parametrize(("parts", "field"), HOSTILE_MAIL.values(), ids=list(HOSTILE_MAIL))
+def test_text_the_database_cannot_store_in_a_message_answers_422_naming_the_field(
+    mail_pipeline: Pipeline, mail_token: str, parts: dict[str, bytes], field: str
+) -> None:
+    raw = hostile_mail(**parts)
+
+    with mail_pipeline.capture():
+        response = post_mail(Client(), mail_token, raw)
+
+    assert response.status_code == 422, response.content
+    assert field in [p["field"] for p in response.json()["problems"]]
+    run = Run.objects.get()
+    assert (run.state, run.outcome) == (State.FAILED, Outcome.INVALID_EVENT)
+    assert bytes(run.intake.raw) == raw
+    assert IntakeRecord.objects.get() == run.intake
+
+
+def test_a_message_sent_with_a_clean_copy_of_the_same_fields_is_accepted(
+    mail_pipeline: Pipeline, mail_token: str
+) -> None:
+    with mail_pipeline.capture():
+        response = post_mail(Client(), mail_token, hostile_mail(attachment=b"notes here"))
+
+    assert response.status_code == 202, response.content
+
+
+def test_intake_mail_takes_hostile_files_and_names_the_same_way(
+    mail_pipeline: Pipeline, tmp_path: Path
+) -> None:
+    (tmp_path / "nul.eml").write_bytes(hostile_mail(subject=b"Call\x00me"))
+    # A file name that is not UTF-8, and a path longer than the record's source column.
+    odd = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9.eml"))
+    odd.write_bytes(sample("01-quote-request-northwind.eml"))
+    deep = tmp_path.joinpath(*["a-rather-long-directory-name"] * 8)
+    deep.mkdir(parents=True)
+    (deep / "deep.eml").write_bytes(sample("17-suspicious-signins-northwind.eml"))
+
+    out, _ = intake_mail(mail_pipeline, str(tmp_path))
+
+    assert out.splitlines()[-1] == (
+        "read 3: 2 new runs, 0 replays, 0 conflicts, 1 invalid, 0 unreadable"
+    )
+    assert "nul.eml: subject " in out
+    assert not IntakeRecord.objects.filter(runs__isnull=True).exists()
+    sources = list(IntakeRecord.objects.values_list("source", flat=True))
+    assert all(len(source) <= 200 for source in sources)
+    assert any(source.endswith("caf\ufffd.eml") for source in sources)
+    assert any(source.endswith("/deep.eml") for source in sources)
+
+
+def test_a_long_subject_is_clipped_to_the_records_limit_and_delivered(
+    mail_pipeline: Pipeline, mail_token: str
+) -> None:
+    with mail_pipeline.capture():
+        response = post_mail(Client(), mail_token, hostile_mail(subject=b"Call me " * 100))
+    mail_pipeline.drain()
+
+    assert response.status_code == 202, response.content
+    run = Run.objects.get()
+    assert run.normalized is not None
+    assert len(run.normalized["subject"]) == 500
+    assert run.state != State.EXECUTING

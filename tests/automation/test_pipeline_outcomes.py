@@ -489,3 +489,77 @@ def test_state_conflict_refuses_an_unreachable_target_and_leaves_the_run_unchang
     assert refused.data["outcome"] == Outcome.STATE_CONFLICT
     assert refused.data["requested"] == "move to executing"
     assert refused.data["reason"] == "skip ahead"
+
+
+# --- effect_unavailable: a local record that cannot be written --------------------------------
+
+
+def test_a_subject_as_long_as_the_records_column_is_delivered(pipeline: Pipeline) -> None:
+    event = make_event(subject="s" * 500)
+
+    run = pipeline.run(pipeline.submit(event, [decision_for(event)]))
+
+    assert (run.state, run.outcome) == (State.COMPLETED, Outcome.COMPLETED)
+    assert FollowUp.objects.get(run=run).subject == "s" * 500
+
+
+def stored_under_a_looser_contract(run: Run, **event: Any) -> None:
+    """What intake stored for a run, rewritten as a run taken in before the contract's limits
+    agreed with the columns (a subject of 20,000 characters was accepted then)."""
+    assert run.normalized is not None
+    Run.objects.filter(pk=run.pk).update(normalized={**run.normalized, **event})
+
+
+def assert_held_unwritable(run: Run, attempts: int) -> None:
+    """Held for a person with the database's reason, and nothing left for the sweep."""
+    run.refresh_from_db()
+    assert (run.state, run.outcome, run.queue) == (
+        State.NEEDS_REVIEW,
+        Outcome.EFFECT_UNAVAILABLE,
+        Outcome.EFFECT_UNAVAILABLE,
+    )
+    assert run.failure_field == "create_follow_up"
+    assert "could not be written" in run.failure_detail
+    assert "DataError" in run.failure_detail and "(500)" in run.failure_detail
+    effect = Effect.objects.get(run=run)
+    assert (effect.status, effect.next_attempt_at, effect.attempts) == (
+        EffectStatus.RETRY_WAIT,
+        None,
+        attempts,
+    )
+    assert effect.attempt_rows.order_by("attempt").last().error_class == "DataError"  # type: ignore[union-attr]
+    assert not FollowUp.objects.exists()
+    later = timezone.now() + timedelta(hours=6)
+    with inline() as queue:
+        swept = services.sweep_due(now=later)
+    assert (swept["runs"], swept["effects"], len(queue)) == (0, 0, 0)
+
+
+def test_a_record_that_cannot_be_written_holds_the_run_and_the_sweep_leaves_it(
+    pipeline: Pipeline,
+) -> None:
+    event = make_event()
+    run = pipeline.run(pipeline.submit(event, [decision_for(event)], drain=False))
+    stored_under_a_looser_contract(run, subject="s" * 501)
+
+    pipeline.drain()
+
+    assert_held_unwritable(run, attempts=1)
+    held = StageRecord.objects.filter(run=run, stage="execute").last()
+    assert held is not None and held.outcome == "unwritable"
+
+
+def test_retrying_a_record_that_still_cannot_be_written_holds_the_run_again(
+    pipeline: Pipeline, recoverer: User
+) -> None:
+    event = make_event()
+    run = pipeline.run(pipeline.submit(event, [decision_for(event)], drain=False))
+    stored_under_a_looser_contract(run, subject="s" * 501)
+    pipeline.drain()
+
+    # An ops lead retries before the cause is fixed: the worker's delivery fails the same way.
+    with pipeline.capture():
+        assert services.effect_retry(run_id=run.pk, user=recoverer, reason="try again")
+    pipeline.drain()
+
+    assert_held_unwritable(run, attempts=2)
