@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('automation', '0013_open_run_indexes'),
+        ('automation', '0014_run_identity_scope'),
     ]
 
     operations = [
