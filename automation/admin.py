@@ -32,7 +32,7 @@ from automation.models import (
     Run,
     StageRecord,
 )
-from config.admin_base import ReadOnlyAdminMixin, ReadOnlyInline
+from config.admin_base import ReadOnlyAdminMixin, ReadOnlyInline, without_approval_rows
 
 
 def _pretty(value: Any) -> str:
@@ -78,6 +78,9 @@ class AuditInline(ReadOnlyInline):
     fk_name = "run"
     fields = ["created_at", "actor_label", "action", "from_state", "to_state", "data"]
     verbose_name_plural = "History"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AuditEvent]:
+        return without_approval_rows(request, super().get_queryset(request))
 
 
 @admin.register(Run)
