@@ -162,7 +162,7 @@ def pending_for(user: User) -> QuerySet[ApprovalRequest]:
 
 
 def inbox(*, user: User, scope: str, overdue_only: bool, now: datetime) -> list[InboxRow]:
-    """Pending requests, oldest first. Four queries whatever the number of rows."""
+    """Pending requests, oldest first. A fixed number of queries whatever the number of rows."""
     requests = pending_for(user)
     if scope in ("mine", "groups") and sees_everything(user) and not user.is_superuser:
         groups = user_groups(user)
