@@ -2,19 +2,39 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
+from django.http import HttpRequest
 
 from approvals.models import ApprovalDecision, ApprovalRequest
-from config.admin_base import ReadOnlyAdminMixin, ReadOnlyInline
+from config.admin_base import ReadOnlyAdminMixin, ReadOnlyInline, sees_all_approvals
 
 
 class DecisionInline(ReadOnlyInline):
     model = ApprovalDecision
     fields = ["created_at", "user", "approve", "counted", "refusal", "comment"]
 
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return sees_all_approvals(request) and super().has_view_permission(request, obj)
+
+
+class ApprovalRecordAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+    """Read-only, and only for those who read every group's requests.
+
+    Approvers hold the view permissions the console needs, but the admin cannot limit them to
+    the requests routed to their groups: it shows them nothing, the console is their place.
+    """
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return sees_all_approvals(request) and super().has_module_permission(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return sees_all_approvals(request) and super().has_view_permission(request, obj)
+
 
 @admin.register(ApprovalRequest)
-class ApprovalRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class ApprovalRequestAdmin(ApprovalRecordAdmin):
     list_display = [
         "id",
         "run",
@@ -34,7 +54,7 @@ class ApprovalRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignor
 
 
 @admin.register(ApprovalDecision)
-class ApprovalDecisionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class ApprovalDecisionAdmin(ApprovalRecordAdmin):
     list_display = ["id", "request", "user", "approve", "counted", "refusal", "created_at"]
     list_filter = ["approve", "counted", "refusal"]
     search_fields = ["=request__run__event_id", "user__username"]

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.apps import apps
 from django.contrib.auth.models import AnonymousUser, User
+from django.db import connection
 from django.db.models import Q, QuerySet
 
 from approvals.models import ApprovalRequest, ApprovalStatus
+from audit.models import AuditEvent
 
 INBOX_LIMIT = 200
 SCOPES = ("mine", "groups", "all")
@@ -41,11 +45,89 @@ def sla_state(request: ApprovalRequest, now: datetime) -> str:
     return "overdue" if now >= request.escalate_at else "due"
 
 
-def can_decide(user: User, request: ApprovalRequest) -> bool:
-    """Whether the decide buttons make sense for this user (the service has the last word)."""
+# --- separation of duties -----------------------------------------------------------------
+#
+# Whoever acted on a run by hand (corrected, retried, resumed, replayed, re-decided, resolved,
+# nudged it, imported its checkpoint), or on any run it was replayed from, never counts as its
+# approver. Derived at decision time from the audit trail, where every such action is recorded
+# with its actor: a replay, a late correction or an action on an ancestor is always seen, not
+# only what was known when the request opened. Claiming or assigning a queue item only says who
+# looks at a run (as in the reports) and leaves no audit row.
+
+# Deciding an approval is not acting on the run: an approver of an earlier request may decide.
+DECISION_ACTIONS = "approval."
+
+
+def run_lineages(run_ids: Iterable[int]) -> dict[int, set[int]]:
+    """Each run with every run it was replayed from (the whole replay_of chain), in one query.
+
+    A recursive query, so a long chain of replays costs no more round trips than a short one.
+    UNION (not UNION ALL) drops repeated rows, so even a corrupt cycle ends.
+    """
+    wanted = sorted(set(run_ids))
+    if not wanted:
+        return {}
+    run = apps.get_model("automation", "Run")  # by name: approvals does not import automation
+    quote = connection.ops.quote_name
+    table, pk = quote(run._meta.db_table), quote(run._meta.pk.column)
+    parent = quote(run._meta.get_field("replay_of").column)
+    placeholders = ", ".join(["%s"] * len(wanted))
+    sql = (
+        f"WITH RECURSIVE lineage (start_id, run_id, parent_id) AS ("  # noqa: S608 - names only
+        f" SELECT {pk}, {pk}, {parent} FROM {table} WHERE {pk} IN ({placeholders})"
+        f" UNION SELECT lineage.start_id, r.{pk}, r.{parent} FROM {table} r"
+        f" JOIN lineage ON r.{pk} = lineage.parent_id"
+        f") SELECT start_id, run_id FROM lineage"
+    )
+    lineages: dict[int, set[int]] = {run_id: {run_id} for run_id in wanted}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, wanted)
+        for start_id, run_id in cursor.fetchall():
+            lineages[start_id].add(run_id)
+    return lineages
+
+
+def _hand_actions(run_ids: Collection[int]) -> QuerySet[AuditEvent]:
+    """Audit rows of people acting on these runs, decisions on their approvals aside."""
+    return AuditEvent.objects.filter(run_id__in=run_ids, actor__isnull=False).exclude(
+        action__startswith=DECISION_ACTIONS
+    )
+
+
+def run_conflicted_user_ids(run_id: int) -> set[int]:
+    """Everyone who acted by hand on this run or on any run it was replayed from."""
+    lineage = run_lineages([run_id])[run_id]
+    return set(_hand_actions(lineage).values_list("actor_id", flat=True).distinct())
+
+
+def conflicted_user_ids(request: ApprovalRequest) -> set[int]:
+    """Who may not approve this request: the recorded actors, and those named when it opened."""
+    named = {int(pk) for pk in request.evidence.get("conflicted_user_ids", [])}
+    return run_conflicted_user_ids(request.run_id) | named
+
+
+def conflicted_request_ids(user: User, requests: Collection[ApprovalRequest]) -> set[int]:
+    """Which of these requests the user may not approve, in two queries for any number."""
+    lineages = run_lineages(r.run_id for r in requests)
+    runs = set().union(*lineages.values()) if lineages else set()
+    acted = set(_hand_actions(runs).filter(actor=user).values_list("run_id", flat=True))
+    return {
+        r.pk
+        for r in requests
+        if lineages[r.run_id] & acted or user.pk in r.evidence.get("conflicted_user_ids", [])
+    }
+
+
+def can_decide(user: User, request: ApprovalRequest, *, conflicted: bool | None = None) -> bool:
+    """Whether the decide buttons make sense for this user (the service has the last word).
+
+    `conflicted` is passed by callers that worked it out for many requests at once.
+    """
     if not request.is_pending or not user.has_perm("approvals.decide_approvalrequest"):
         return False
-    if user.pk in request.evidence.get("conflicted_user_ids", []):
+    if conflicted is None:
+        conflicted = bool(conflicted_request_ids(user, [request]))
+    if conflicted:
         return False
     if any(d.user_id == user.pk and d.counted for d in request.decisions.all()):
         return False
@@ -80,7 +162,7 @@ def pending_for(user: User) -> QuerySet[ApprovalRequest]:
 
 
 def inbox(*, user: User, scope: str, overdue_only: bool, now: datetime) -> list[InboxRow]:
-    """Pending requests, oldest first. Two queries whatever the number of rows."""
+    """Pending requests, oldest first. A fixed number of queries whatever the number of rows."""
     requests = pending_for(user)
     if scope in ("mine", "groups") and sees_everything(user) and not user.is_superuser:
         groups = user_groups(user)
@@ -90,18 +172,20 @@ def inbox(*, user: User, scope: str, overdue_only: bool, now: datetime) -> list[
     if overdue_only:
         requests = requests.filter(escalate_at__lte=now)
     requests = requests.select_related("run").prefetch_related("decisions")
-    rows = [_row(user, request, now) for request in requests.order_by("created_at")[:INBOX_LIMIT]]
+    shown = list(requests.order_by("created_at")[:INBOX_LIMIT])
+    conflicted = conflicted_request_ids(user, shown)
+    rows = [_row(user, request, now, request.pk in conflicted) for request in shown]
     if scope == "mine":
         rows = [row for row in rows if row.can_decide]
     return rows
 
 
-def _row(user: User, request: ApprovalRequest, now: datetime) -> InboxRow:
+def _row(user: User, request: ApprovalRequest, now: datetime, conflicted: bool) -> InboxRow:
     return InboxRow(
         request=request,
         age=now - request.created_at,
         sla=sla_state(request, now),
-        can_decide=can_decide(user, request),
+        can_decide=can_decide(user, request, conflicted=conflicted),
         reason=_one_line_reason(request),
         amount=_amount(request),
         approvals_given=sum(1 for d in request.decisions.all() if d.counted and d.approve),

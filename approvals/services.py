@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
+from approvals.selectors import conflicted_user_ids
 from audit.services import audit_record
 from config.dispatch import Priority, enqueue_after_commit
 from policy.schemas import ApprovalRule
@@ -86,13 +87,19 @@ def _may_decide(user: User | AnonymousUser, request: ApprovalRequest) -> bool:
     return bool(user.groups.filter(name__in=request.visible_groups()).exists())
 
 
-def _check_decidable(*, request: ApprovalRequest, user: User, approve: bool, comment: str) -> None:
+SEPARATION_OF_DUTIES = (
+    "you acted on this run, or on a run it replays (corrected, retried, resumed, replayed "
+    "or re-decided it), so someone else must decide it"
+)
+
+
+def _check_decidable(
+    *, request: ApprovalRequest, user: User, approve: bool, comment: str, conflicted: set[int]
+) -> None:
     if not _may_decide(user, request):
         raise ApprovalError("forbidden", f"you are not in the {request.group} group")
-    if user.pk in request.evidence.get("conflicted_user_ids", []):
-        raise ApprovalError(
-            "separation_of_duties", "whoever submitted or corrected a run cannot approve it"
-        )
+    if user.pk in conflicted:
+        raise ApprovalError("separation_of_duties", SEPARATION_OF_DUTIES)
     if request.status in (ApprovalStatus.STALE, ApprovalStatus.EXPIRED):
         raise ApprovalError(
             f"approval_{request.status}",
@@ -126,7 +133,12 @@ def approval_decide(
     # Row lock: two approvers clicking at once decide one after the other, never both on
     # a request that the first one already completed.
     request = ApprovalRequest.objects.select_for_update().get(pk=request_id)
-    _check_decidable(request=request, user=user, approve=approve, comment=comment)
+    # Read from the audit trail now, not when the request opened: an action taken since (on
+    # this run or on one it replays) disqualifies its actor all the same.
+    conflicted = conflicted_user_ids(request)
+    _check_decidable(
+        request=request, user=user, approve=approve, comment=comment, conflicted=conflicted
+    )
     refusal = binding_refusal(request=request, binding={**request.binding(), **seen}, now=now)
     decision = ApprovalDecision.objects.create(
         request=request,
@@ -146,7 +158,7 @@ def approval_decide(
         enqueue_after_commit(ADVANCE_RUN_TASK, request.run_id, priority=Priority.URGENT)
         code = refusal
     else:
-        code = _tally(request, approve, now)
+        code = _tally(request, approve, now, conflicted)
     audit_record(
         action="approval.approve" if approve else "approval.reject",
         actor=user,
@@ -168,12 +180,12 @@ def decision_seen(decision: ApprovalDecision) -> dict[str, str]:
     }
 
 
-def _tally(request: ApprovalRequest, approve: bool, now: datetime) -> str:
+def _tally(request: ApprovalRequest, approve: bool, now: datetime, conflicted: set[int]) -> str:
+    # An approval given before its approver acted on the run no longer counts towards it.
+    approvals = request.decisions.filter(counted=True, approve=True).exclude(user_id__in=conflicted)
     if not approve:
         _close(request, ApprovalStatus.REJECTED, "rejected", now)
-    elif request.decisions.filter(counted=True, approve=True).count() >= (
-        request.required_approvals
-    ):
+    elif approvals.count() >= request.required_approvals:
         _close(request, ApprovalStatus.APPROVED, "approved", now)
     else:
         return "recorded"

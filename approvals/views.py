@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -74,12 +75,15 @@ def evidence(request: HttpRequest, request_id: int) -> HttpResponse:
 def _render_evidence(
     request: HttpRequest, approval: ApprovalRequest, form: DecisionForm, status: int = 200
 ) -> HttpResponse:
+    user: User = request.user  # type: ignore[assignment]
+    conflicted = bool(selectors.conflicted_request_ids(user, [approval]))
     context = {
         "approval": approval,
         "run": approval.run,
         "form": form,
         "sla": selectors.sla_state(approval, timezone.now()),
-        "can_decide": selectors.can_decide(request.user, approval),  # type: ignore[arg-type]
+        "can_decide": selectors.can_decide(user, approval, conflicted=conflicted),
+        "conflicted": conflicted,
         **selectors.evidence(approval),
     }
     return render(request, "approvals/evidence.html", context, status=status)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from audit.models import AuditEvent
-from config.admin_base import ReadOnlyAdminMixin
+from config.admin_base import ReadOnlyAdminMixin, without_approval_rows
 
 
 @admin.register(AuditEvent)
@@ -24,3 +26,6 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[typ
     list_select_related = ["run", "approval"]
     date_hierarchy = "created_at"
     show_full_result_count = False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AuditEvent]:
+        return without_approval_rows(request, super().get_queryset(request))

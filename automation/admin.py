@@ -32,7 +32,7 @@ from automation.models import (
     Run,
     StageRecord,
 )
-from config.admin_base import ReadOnlyAdminMixin, ReadOnlyInline
+from config.admin_base import ReadOnlyAdminMixin, ReadOnlyInline, without_approval_rows
 
 
 def _pretty(value: Any) -> str:
@@ -78,6 +78,9 @@ class AuditInline(ReadOnlyInline):
     fk_name = "run"
     fields = ["created_at", "actor_label", "action", "from_state", "to_state", "data"]
     verbose_name_plural = "History"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AuditEvent]:
+        return without_approval_rows(request, super().get_queryset(request))
 
 
 @admin.register(Run)
@@ -231,19 +234,27 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
         return super().change_view(request, object_id, form_url, context)
 
     def operation_view(self, request: HttpRequest, run_id: int, name: str) -> HttpResponse:
-        """Start an operation through its service; only transitions offered on the page."""
+        """Start an operation through its service; only transitions offered on the page.
+
+        The operation's permission is checked first: a staff user who may not start it gets a
+        403 that says nothing about the run, and nothing is written on the run's record.
+        """
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
         operation = services.OPERATIONS.get(name)
-        reason = request.POST.get("reason", "").strip()
         if operation is None:
             raise Http404("no such operation")
+        if not (self.has_view_permission(request) and request.user.has_perm(operation.permission)):
+            raise PermissionDenied(f"you need the {operation.permission} permission")
+        if not Run.objects.filter(pk=run_id).exists():
+            raise Http404("no such run")
+        reason = request.POST.get("reason", "").strip()
         if not reason:
             self.message_user(
                 request, "Give a reason: it goes on the run's record.", messages.ERROR
             )
         else:
-            result = operation(run_id=run_id, user=request.user, reason=reason)  # type: ignore[arg-type]
+            result = operation.service(run_id=run_id, user=request.user, reason=reason)  # type: ignore[arg-type]
             level = messages.ERROR if result == Outcome.STATE_CONFLICT else messages.SUCCESS
             self.message_user(request, f"{name}: {result}", level)
         return redirect("admin:automation_run_change", run_id)

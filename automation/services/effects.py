@@ -420,6 +420,7 @@ def _delivered(
 
 def effect_retry(*, run_id: int, user: User, reason: str, now: datetime | None = None) -> str:
     """Deliver a held run's effect again: same key, a fresh attempt budget and deadline."""
+    _may_recover(user)  # before the run is read: a refusal records nothing on it
     now = now or timezone.now()
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
@@ -461,6 +462,7 @@ def effects_retry_held(
     *, since: datetime, until: datetime, user: User, reason: str, outcome: str = ""
 ) -> BatchResult:
     """Retry every run held for its effect between two times (after an outage, say)."""
+    _may_recover(user)
     runs = Run.objects.filter(
         state=State.NEEDS_REVIEW,
         outcome=outcome or Outcome.EFFECT_UNAVAILABLE,
@@ -472,6 +474,11 @@ def effects_retry_held(
         effect_retry(run_id=run_id, user=user, reason=reason) == State.EXECUTING for run_id in ids
     )
     return BatchResult(selected=len(ids), retried=retried, refused=len(ids) - retried)
+
+
+def _may_recover(user: User) -> None:
+    if not user.has_perm("automation.recover_run"):
+        raise PermissionDenied("you may not retry effects")
 
 
 def _may_control(user: User) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -113,8 +114,15 @@ def run_resume(*, run_id: int, actor_label: str, actor: User | None = None) -> s
         return run.state
 
 
+RECOVER_RUN = "automation.recover_run"
+
+
 def run_reconsider(*, run_id: int, user: User, reason: str) -> str:
     """Decide a waiting run again under the policy active now; its approval goes stale."""
+    # Before the run is read: whoever may not re-decide learns nothing about it and leaves
+    # nothing on its record (not even a refused transition).
+    if not user.has_perm(RECOVER_RUN):
+        raise PermissionDenied("you may not re-decide runs")
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
         if not any(t.name == "reconsider" for t in run.get_available_state_transitions()):
@@ -136,8 +144,20 @@ class Operation(Protocol):
     def __call__(self, *, run_id: int, user: User, reason: str) -> str: ...
 
 
+@dataclass(frozen=True)
+class RunOperation:
+    """An operation started from the run's admin page, and the permission it needs: the one
+    its transition declares, checked before anything about the run is read or recorded."""
+
+    service: Operation
+    permission: str
+
+
 # Operations a person can start from the run's admin page, by transition name.
-OPERATIONS: dict[str, Operation] = {"reconsider": run_reconsider, "retry_effect": effect_retry}
+OPERATIONS: dict[str, RunOperation] = {
+    "reconsider": RunOperation(run_reconsider, RECOVER_RUN),
+    "retry_effect": RunOperation(effect_retry, RECOVER_RUN),
+}
 
 
 def run_operations_for(*, run: Run, user: User) -> list[dict[str, str]]:

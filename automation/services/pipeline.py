@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from approvals import services as approvals
 from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.selectors import run_conflicted_user_ids
 from automation.classifiers import (
     ClassifierInput,
     ClassifierTimeout,
@@ -465,14 +466,9 @@ def _open_approval(run: Run, now: datetime) -> ApprovalRequest:
         "confidence": run.confidence,
         "rules": [r for r in run.rules if r["rule_id"].startswith("approval.")],
         "versions": versions_of(run),
-        # Whoever acted on this run by hand (resumed, corrected, re-decided) may not approve it.
-        "conflicted_user_ids": sorted(
-            set(
-                run.audit_events.filter(actor__isnull=False)
-                .exclude(action__startswith="approval.")  # deciding is not correcting
-                .values_list("actor_id", flat=True)
-            )
-        ),
+        # Whoever acted on this run, or a run it replays, by hand may not approve it: shown
+        # with the request; the decision reads the trail again (approvals.selectors).
+        "conflicted_user_ids": sorted(run_conflicted_user_ids(run.pk)),
     }
     return approvals.approval_request_open(
         run_id=run.pk,

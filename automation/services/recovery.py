@@ -35,7 +35,7 @@ from automation.models import (
 from automation.schemas import ClassifierDecision, FieldProblem, validation_problems
 from automation.services.effects import effect_retry
 from automation.services.intake import intake_replay
-from automation.services.records import Stage, add_checkpoint, move, run_send
+from automation.services.records import Stage, add_checkpoint, move, record_audit, run_send
 from config import dispatch
 from config.dispatch import Priority, enqueue_after_commit
 
@@ -254,6 +254,10 @@ def run_replay(*, run_id: int, user: User, reason: str, batch: RecoveryBatch | N
         replay = intake_replay(original=original)
         if original.queue:
             move(original, "close_exception", actor=user, note={"replayed_as": replay.pk})
+        # On the trail of both runs, with who did it: whoever replays a run has acted on the
+        # replay and may not approve it (approvals.selectors reads these rows).
+        record_audit(original, "run.replayed", actor=user, replayed_as=replay.pk, reason=reason)
+        record_audit(replay, "run.replay_started", actor=user, replay_of=original.pk, reason=reason)
         _record(
             original,
             "replay",

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import socket
+from typing import Any
+
 import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
 from approvals.models import ApprovalRequest
-from automation.models import AuditEvent, Effect, IntakeChannel, IntakeRecord, Run
+from automation import services
+from automation.models import (
+    AuditEvent,
+    Effect,
+    EffectStatus,
+    IntakeChannel,
+    IntakeRecord,
+    Outcome,
+    Run,
+    State,
+)
 from automation.roles import roles_ensure
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
@@ -112,3 +125,162 @@ def test_decide_again_is_offered_only_where_allowed_and_runs_the_service(
         "outcome": "",
         "reason": "policy changed",
     }
+
+
+# --- operations on a run: permission before anything is read or recorded --------------------
+
+
+def held_for_its_effect(pipeline: Pipeline, settings: Any) -> Run:
+    """A notification to a receiver nobody listens on, one attempt allowed: held."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings.GATEHOUSE = {
+        **settings.GATEHOUSE,
+        "HTTP_EFFECTS": {
+            "send_internal_notification": {
+                "url": f"http://127.0.0.1:{port}/effects",
+                "secret": "s" * 32,
+                "read_timeout": 0.3,
+                "connect_timeout": 0.3,
+                "max_attempts": 1,
+                "deadline_seconds": 3600,
+                "honours_idempotency_keys": True,
+            }
+        },
+    }
+    event = make_event(
+        event_id="evt-held",
+        request_type="billing",
+        requested_action="send_internal_notification",
+    )
+    run = pipeline.run(pipeline.submit(event, [decision_for(event)]))
+    assert (run.state, run.outcome) == (State.NEEDS_REVIEW, Outcome.EFFECT_UNAVAILABLE)
+    return run
+
+
+def awaiting_approval(pipeline: Pipeline) -> Run:
+    review = make_event(
+        event_id="evt-op", request_type="security", requested_action="queue_account_review"
+    )
+    run = pipeline.run(pipeline.submit(review, [decision_for(review)]))
+    assert run.state == State.APPROVAL_REQUIRED
+    return run
+
+
+OPERATIONS = ["reconsider", "retry_effect"]
+NOT_ALLOWED = {"approver": ("security-approvers",), "no group": (), "auditor": ("auditors",)}
+
+
+@pytest.mark.parametrize("name", OPERATIONS)
+@pytest.mark.parametrize("who", NOT_ALLOWED.keys())
+def test_an_operation_is_refused_before_the_run_is_read_or_recorded(
+    pipeline: Pipeline, settings: Any, name: str, who: str
+) -> None:
+    runs = [awaiting_approval(pipeline), held_for_its_effect(pipeline, settings)]
+    client = _staff_client("someone", *NOT_ALLOWED[who])
+    trail = AuditEvent.objects.count()
+
+    for run in runs:  # one where the operation applies, one where it does not
+        url = reverse("admin:automation_run_operation", args=[run.pk, name])
+        with pipeline.capture():
+            answer = client.post(url, {"reason": "let me in"}, follow=True)
+        assert answer.status_code == 403
+        for state in State.values:
+            assert state.encode() not in answer.content
+        assert Run.objects.get(pk=run.pk).version == run.version
+    unknown_run = reverse("admin:automation_run_operation", args=[999999, name])
+    assert client.post(unknown_run, {"reason": "x"}).status_code == 403
+
+    assert AuditEvent.objects.count() == trail
+    assert not pipeline.queue
+
+
+def test_an_operation_needs_a_staff_login(pipeline: Pipeline) -> None:
+    run = awaiting_approval(pipeline)
+    roles_ensure()
+    user = User.objects.create_user("ana")
+    user.groups.add(Group.objects.get(name="recovery-staff"))
+    client = Client()
+    client.force_login(user)  # recovery staff, but not admin staff
+
+    answer = client.post(
+        reverse("admin:automation_run_operation", args=[run.pk, "reconsider"]), {"reason": "x"}
+    )
+
+    assert answer.status_code == 302 and "/login/" in answer["Location"]
+    assert Run.objects.get(pk=run.pk).state == State.APPROVAL_REQUIRED
+    assert not AuditEvent.objects.filter(run=run, actor=user).exists()
+
+
+def test_recovery_staff_retry_a_held_effect_from_the_admin(
+    pipeline: Pipeline, settings: Any
+) -> None:
+    run = held_for_its_effect(pipeline, settings)
+    staff = _staff_client("sam", "recovery-staff")
+
+    with pipeline.capture():
+        answer = staff.post(
+            reverse("admin:automation_run_operation", args=[run.pk, "retry_effect"]),
+            {"reason": "receiver is back"},
+        )
+    pipeline.queue.clear()  # nobody listens yet: the delivery itself is another test's
+
+    assert answer.status_code == 302
+    assert Run.objects.get(pk=run.pk).state == State.EXECUTING
+    assert Effect.objects.get(run=run).status == EffectStatus.RETRY_WAIT
+    assert AuditEvent.objects.filter(
+        run=run, action="run.retry_effect", actor__username="sam", data__reason="receiver is back"
+    ).exists()
+
+
+@pytest.mark.parametrize("name", OPERATIONS)
+def test_recovery_staff_get_a_state_conflict_where_an_operation_does_not_apply(
+    pipeline: Pipeline, name: str
+) -> None:
+    done = make_event(event_id="evt-done")
+    finished = pipeline.run(pipeline.submit(done, [decision_for(done)]))
+    staff = _staff_client("sam", "recovery-staff")
+
+    answer = staff.post(
+        reverse("admin:automation_run_operation", args=[finished.pk, name]),
+        {"reason": "try"},
+        follow=True,
+    )
+
+    assert answer.status_code == 200
+    assert [str(m) for m in answer.context["messages"]] == [f"{name}: {Outcome.STATE_CONFLICT}"]
+    assert AuditEvent.objects.filter(run=finished, action="transition.refused").count() == 1
+    assert Run.objects.get(pk=finished.pk).state == State.COMPLETED
+
+
+@pytest.mark.parametrize("name", OPERATIONS)
+def test_an_unknown_run_is_a_404_for_recovery_staff(pipeline: Pipeline, name: str) -> None:
+    staff = _staff_client("sam", "recovery-staff")
+    url = reverse("admin:automation_run_operation", args=[999999, name])
+    assert staff.post(url, {"reason": "x"}).status_code == 404
+    assert staff.get(url).status_code == 405
+
+
+@pytest.mark.parametrize("action", ["retry_selected", "replay_selected"])
+@pytest.mark.parametrize("who", NOT_ALLOWED.keys())
+def test_the_run_list_actions_are_refused_too(pipeline: Pipeline, action: str, who: str) -> None:
+    done = make_event(event_id="evt-done")
+    finished = pipeline.run(pipeline.submit(done, [decision_for(done)]))
+    client = _staff_client("someone", *NOT_ALLOWED[who])
+    trail = AuditEvent.objects.count()
+
+    answer = client.post(
+        reverse("admin:automation_run_changelist"),
+        {"action": action, "_selected_action": [finished.pk], "reason": "let me in"},
+    )
+
+    assert answer.status_code == 403
+    assert AuditEvent.objects.count() == trail
+    assert not Run.objects.filter(replay_of=finished).exists()
+
+
+def test_each_operation_checks_the_permission_its_transition_declares() -> None:
+    for name, operation in services.OPERATIONS.items():
+        declared = {t.permission for t in getattr(Run, name)._django_fsm.transitions.values()}
+        assert declared == {operation.permission}, name

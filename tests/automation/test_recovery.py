@@ -280,6 +280,23 @@ def test_replaying_a_completed_run_delivers_no_second_effect(pipeline: Pipeline)
     }
 
 
+@pytest.mark.parametrize(
+    "operation", [services.run_reconsider, services.effect_retry], ids=lambda f: f.__name__
+)
+@pytest.mark.parametrize("groups", [("security-approvers",), ()], ids=["approver", "no group"])
+def test_an_operation_without_its_permission_records_nothing_on_the_run(
+    pipeline: Pipeline, operation: Callable[..., str], groups: tuple[str, ...]
+) -> None:
+    run = completed(pipeline)  # neither operation applies: once, this was recorded as refused
+    user = person("ana", *groups)
+
+    with pytest.raises(PermissionDenied):
+        operation(run_id=run.pk, user=user, reason="let me")
+
+    assert not AuditEvent.objects.filter(actor=user).exists()
+    assert refreshed(run).version == run.version
+
+
 def test_a_run_still_in_flight_is_not_replayed(pipeline: Pipeline) -> None:
     run = exhausted(pipeline)
     with pytest.raises(services.RecoveryError, match="only a finished run"):

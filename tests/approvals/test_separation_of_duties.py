@@ -1,0 +1,339 @@
+"""Separation of duties: whoever acted on a run, or on a run it replays, never approves it.
+
+Built with the real services: a security event asking for an account review stops for an
+approval; people correct, retry, resume, re-decide and replay runs through the recovery
+services, and the approval is decided through the same service (and pages) as in production.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import time_machine
+import yaml
+from django.contrib.auth.models import Group, User
+from django.test import Client
+from django.urls import reverse
+
+from approvals import selectors
+from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
+from approvals.services import ApprovalError, approval_decide
+from automation import services
+from automation.models import Effect, EffectStatus, Outcome, Run, State
+from automation.roles import roles_ensure
+from policy.schemas import PolicyDocument
+from policy.services import DEFAULTS_DIR, policy_version_activate, policy_version_create
+from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
+
+EVENT_ID = "evt-sod"
+SECURITY = make_event(
+    event_id=EVENT_ID, request_type="security", requested_action="queue_account_review"
+)
+READING = {
+    "category": "security",
+    "recommended_route": "security_review",
+    "requested_effect": "queue_account_review",
+    "reason_code": "security_sensitive",
+}
+
+
+@pytest.fixture(autouse=True)
+def _roles(db: None, settings: Any) -> None:
+    roles_ensure()
+    # Logins need passwords; the default hasher costs ~0.3 s each.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def member(username: str, *groups: str) -> User:
+    user = User.objects.create_user(username=username, password="pw-" + username)
+    user.groups.add(*[Group.objects.get(name=name) for name in groups])
+    return user
+
+
+def refreshed(run: Run) -> Run:
+    return Run.objects.get(pk=run.pk)
+
+
+def pending_of(run: Run) -> ApprovalRequest:
+    return ApprovalRequest.objects.get(run=run, status=ApprovalStatus.PENDING)
+
+
+def decide(
+    pipeline: Pipeline, run: Run, user: User, *, approve: bool = True, comment: str = ""
+) -> str:
+    request = pending_of(run)
+    with pipeline.capture():
+        result = approval_decide(
+            request_id=request.pk,
+            user=user,
+            approve=approve,
+            comment=comment,
+            seen=request.binding(),
+        )
+    pipeline.drain()
+    return result.code
+
+
+def refusal(pipeline: Pipeline, run: Run, user: User, **kwargs: Any) -> str:
+    with pytest.raises(ApprovalError) as refused:
+        decide(pipeline, run, user, **kwargs)
+    return refused.value.code
+
+
+def awaiting_approval(pipeline: Pipeline) -> Run:
+    run = pipeline.run(pipeline.submit(SECURITY, [decision_for(SECURITY)]))
+    assert run.state == State.APPROVAL_REQUIRED
+    return run
+
+
+def rejected(pipeline: Pipeline, run: Run) -> Run:
+    """A security approver rejects the run's request: it fails, ready to be replayed."""
+    rita = User.objects.filter(username="rita").first() or member("rita", "security-approvers")
+    assert decide(pipeline, run, rita, approve=False, comment="no") == "rejected"
+    run = refreshed(run)
+    assert (run.state, run.outcome) == (State.FAILED, Outcome.APPROVAL_REJECTED)
+    return run
+
+
+def replayed(pipeline: Pipeline, run: Run, user: User) -> Run:
+    """Replay a finished run; the classifier reads the replay as before, so it waits again."""
+    pipeline.record(EVENT_ID, [decision_for(SECURITY)])
+    with pipeline.capture():
+        replay = services.run_replay(run_id=run.pk, user=user, reason="customer asked again")
+    pipeline.drain()
+    replay = refreshed(replay)
+    assert replay.state == State.APPROVAL_REQUIRED
+    return replay
+
+
+def escalate(pipeline: Pipeline, run: Run) -> None:
+    """Let the replay's request pass its SLA: the sweep sends it to ops-leads too."""
+    due = pending_of(run).escalate_at + timedelta(minutes=1)
+    with time_machine.travel(due, tick=False), pipeline.capture():
+        assert services.sweep_due(now=due)["escalated"] == 1
+    pipeline.queue.clear()
+
+
+def assert_nothing_delivered(run: Run) -> None:
+    assert refreshed(run).state == State.APPROVAL_REQUIRED
+    assert not Effect.objects.filter(run=run).exists()
+    assert not ApprovalDecision.objects.filter(request__run=run).exists()
+
+
+# --- the replay itself ----------------------------------------------------------------------
+
+
+def test_an_ops_lead_who_replayed_a_run_cannot_approve_its_escalated_request(
+    pipeline: Pipeline,
+) -> None:
+    lead = member("lee", "ops-leads")
+    replay = replayed(pipeline, rejected(pipeline, awaiting_approval(pipeline)), lead)
+    escalate(pipeline, replay)
+    assert "ops-leads" in pending_of(replay).visible_groups()
+
+    assert refusal(pipeline, replay, lead) == "separation_of_duties"
+    assert refusal(pipeline, replay, lead, approve=False, comment="no") == ("separation_of_duties")
+
+    assert_nothing_delivered(replay)
+    assert pending_of(replay).status == ApprovalStatus.PENDING
+
+
+def test_another_ops_lead_may_approve_the_replay_and_its_effect_is_delivered(
+    pipeline: Pipeline,
+) -> None:
+    lead = member("lee", "ops-leads")
+    replay = replayed(pipeline, rejected(pipeline, awaiting_approval(pipeline)), lead)
+    escalate(pipeline, replay)
+
+    assert decide(pipeline, replay, member("kim", "ops-leads")) == "approved"
+
+    replay = refreshed(replay)
+    assert replay.state == State.COMPLETED
+    assert Effect.objects.get(run=replay).status == EffectStatus.DELIVERED
+
+
+def test_a_replayer_in_the_approving_group_too_cannot_approve(pipeline: Pipeline) -> None:
+    both = member("kim", "ops-leads", "security-approvers")
+    replay = replayed(pipeline, rejected(pipeline, awaiting_approval(pipeline)), both)
+
+    assert refusal(pipeline, replay, both) == "separation_of_duties"
+
+    assert_nothing_delivered(replay)
+    assert decide(pipeline, replay, member("ana", "security-approvers")) == "approved"
+    assert refreshed(replay).state == State.COMPLETED
+
+
+def test_the_replay_is_on_the_trail_of_both_runs_with_who_did_it(pipeline: Pipeline) -> None:
+    lead = member("lee", "ops-leads")
+    original = rejected(pipeline, awaiting_approval(pipeline))
+    replay = replayed(pipeline, original, lead)
+
+    assert original.audit_events.filter(action="run.replayed", actor=lead).get().data == {
+        "replayed_as": replay.pk,
+        "reason": "customer asked again",
+    }
+    assert replay.audit_events.filter(action="run.replay_started", actor=lead).get().data == {
+        "replay_of": original.pk,
+        "reason": "customer asked again",
+    }
+    assert lead.pk in pending_of(replay).evidence["conflicted_user_ids"]
+
+
+# --- actions on the run the replay came from ------------------------------------------------
+
+
+def corrected(pipeline: Pipeline, actor: User) -> Run:
+    run = pipeline.run(pipeline.submit(SECURITY, [TIMEOUT, TIMEOUT]))
+    with pipeline.capture():
+        services.run_correct(run_id=run.pk, user=actor, corrected=READING, reason="read it")
+    pipeline.drain()
+    return run
+
+
+def retried(pipeline: Pipeline, actor: User) -> Run:
+    run = pipeline.run(pipeline.submit(SECURITY, [TIMEOUT, TIMEOUT]))
+    pipeline.record(EVENT_ID, [TIMEOUT, TIMEOUT, decision_for(SECURITY)])
+    with pipeline.capture():
+        services.run_retry(run_id=run.pk, user=actor, reason="classifier back")
+    pipeline.drain()
+    return run
+
+
+def resumed(pipeline: Pipeline, actor: User) -> Run:
+    bad = decision_for(SECURITY, requested_effect="delete_record")
+    run = pipeline.run(pipeline.submit(SECURITY, [bad]))
+    services.checkpoint_import(run_id=run.pk, classification=READING, actor_label="import")
+    with pipeline.capture():
+        services.run_resume_from_checkpoint(run_id=run.pk, user=actor, reason="read by hand")
+    pipeline.drain()
+    return run
+
+
+def redecided(pipeline: Pipeline, actor: User) -> Run:
+    run = awaiting_approval(pipeline)
+    with pipeline.capture():
+        services.run_reconsider(run_id=run.pk, user=actor, reason="policy changed")
+    pipeline.drain()
+    return run
+
+
+ACTIONS: dict[str, Callable[[Pipeline, User], Run]] = {
+    "correct": corrected,
+    "retry": retried,
+    "resume": resumed,
+    "re-decide": redecided,
+}
+
+
+@pytest.mark.parametrize("act", ACTIONS.values(), ids=ACTIONS.keys())
+def test_whoever_acted_on_the_original_cannot_approve_its_replay(
+    pipeline: Pipeline, act: Callable[[Pipeline, User], Run]
+) -> None:
+    actor = member("lee", "ops-leads", "security-approvers")
+    original = act(pipeline, actor)
+    assert refreshed(original).state == State.APPROVAL_REQUIRED
+    assert refusal(pipeline, original, actor) == "separation_of_duties"
+    replay = replayed(pipeline, rejected(pipeline, original), member("sam", "recovery-staff"))
+
+    assert refusal(pipeline, replay, actor) == "separation_of_duties"
+
+    assert_nothing_delivered(replay)
+    assert not selectors.can_decide(actor, pending_of(replay))
+    assert decide(pipeline, replay, member("ana", "security-approvers")) == "approved"
+    assert refreshed(replay).state == State.COMPLETED
+
+
+def test_an_action_on_any_run_up_the_replay_chain_counts(pipeline: Pipeline) -> None:
+    actor = member("lee", "ops-leads", "security-approvers")
+    staff = member("sam", "recovery-staff")
+    first = rejected(pipeline, corrected(pipeline, actor))
+    second = rejected(pipeline, replayed(pipeline, first, staff))
+    third = replayed(pipeline, second, staff)
+
+    assert third.replay_of == second and second.replay_of == first
+    assert refusal(pipeline, third, actor) == "separation_of_duties"
+    assert_nothing_delivered(third)
+
+
+# --- when the action comes after the request opened -----------------------------------------
+
+
+@pytest.fixture
+def two_approver_policy(pipeline: Pipeline) -> None:
+    data = yaml.safe_load((DEFAULTS_DIR / "policy-1.yaml").read_text(encoding="utf-8"))
+    data["version"] = "policy-2"
+    data["approvals"]["queue_account_review"]["approvers"] = 2
+    policy_version_create(document=PolicyDocument.model_validate(data))
+    policy_version_activate(name="policy-2")
+
+
+def test_an_approval_given_before_acting_on_the_run_stops_counting(
+    pipeline: Pipeline, two_approver_policy: None
+) -> None:
+    lead = member("lee", "ops-leads", "security-approvers")
+    run = awaiting_approval(pipeline)
+    assert decide(pipeline, run, lead) == "recorded"
+    services.run_move(
+        run_id=run.pk,
+        target=State.APPROVAL_REQUIRED,
+        reason="nudge",
+        actor_label=lead.get_username(),
+        actor=lead,
+    )
+    pipeline.queue.clear()
+
+    assert decide(pipeline, run, member("ana", "security-approvers")) == "recorded"
+    assert not Effect.objects.filter(run=run).exists()
+    assert decide(pipeline, run, member("bob", "security-approvers")) == "approved"
+    assert refreshed(run).state == State.COMPLETED
+
+
+# --- the inbox and the pages ----------------------------------------------------------------
+
+
+def test_the_inbox_does_not_offer_the_replayer_the_request(pipeline: Pipeline) -> None:
+    lead, other = member("lee", "ops-leads"), member("kim", "ops-leads")
+    replay = replayed(pipeline, rejected(pipeline, awaiting_approval(pipeline)), lead)
+    escalate(pipeline, replay)
+    request = pending_of(replay)
+    now = request.created_at
+
+    mine = selectors.inbox(user=lead, scope="mine", overdue_only=False, now=now)
+    everything = selectors.inbox(user=lead, scope="all", overdue_only=False, now=now)
+    theirs = selectors.inbox(user=other, scope="mine", overdue_only=False, now=now)
+
+    assert [row.request.pk for row in mine] == []
+    assert [(row.request.pk, row.can_decide) for row in everything] == [(request.pk, False)]
+    assert [row.request.pk for row in theirs] == [request.pk]
+    assert selectors.inbox_count(lead, now) == 0
+
+
+def test_the_evidence_page_says_why_and_the_decision_is_refused(pipeline: Pipeline) -> None:
+    lead = member("lee", "ops-leads")
+    replay = replayed(pipeline, rejected(pipeline, awaiting_approval(pipeline)), lead)
+    escalate(pipeline, replay)
+    request = pending_of(replay)
+    client = Client()
+    client.force_login(lead)
+
+    page = client.get(reverse("approvals:evidence", args=[request.pk])).content.decode()
+    assert 'data-testid="cannot-decide"' in page
+    assert "you acted on this run, or on a run it replays" in page
+    assert 'name="decision" value="approve"' not in page
+    form = {
+        "decision": "approve",
+        "comment": "",
+        "seen_fingerprint": request.fingerprint,
+        "seen_workflow_version": request.workflow_version,
+        "seen_policy_version": request.policy_version,
+        "seen_effect": request.effect,
+    }
+    with pipeline.capture():
+        answer = client.post(reverse("approvals:decide", args=[request.pk]), form, follow=True)
+    pipeline.drain()
+
+    assert "You acted on this run, or on a run it replays" in answer.content.decode()
+    assert_nothing_delivered(replay)
