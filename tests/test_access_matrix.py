@@ -413,7 +413,6 @@ VARIANTS: dict[str, dict[str, Kwargs]] = {
             "object_id": w.runs["held"].pk,
         }
     },
-    "admin:autocomplete": {"": lambda w: {}},
     "admin:auth_user_password_change": {"": lambda w: {"id": w.users[NO_GROUP].pk}},
     "admin:automation_run_operation": {
         "reconsider": _run("security", name="reconsider"),
