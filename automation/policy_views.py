@@ -129,6 +129,9 @@ def policy_simulate(request: HttpRequest, name: str) -> HttpResponse:
 
 @require_POST
 @login_required
+# Checked before the version is looked up (the service checks again): someone who may not
+# activate learns nothing about which version names exist.
+@permission_required("policy.activate_policyversion", raise_exception=True)
 def policy_activate(request: HttpRequest, name: str) -> HttpResponse:
     get_object_or_404(PolicyVersion, name=name)
     policy_version_activate(name=name, user=request.user)  # type: ignore[arg-type]

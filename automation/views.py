@@ -224,6 +224,9 @@ def correct(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @require_POST
 @login_required
+# Checked here as well as in the services: before the assignee is looked up, so that a
+# person who may not work the queues cannot learn which usernames exist.
+@permission_required("automation.work_queue", raise_exception=True)
 def queue_action(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
     user = _user(request)
     try:

@@ -52,3 +52,25 @@ def test_login_is_throttled_after_repeated_failures() -> None:
     cache.clear()
     ok = client.post("/accounts/login/", {"username": "ana", "password": "right-password-123"})
     assert ok.status_code == 302
+
+
+@pytest.mark.django_db
+def test_admin_login_shares_the_limit_of_the_console_login() -> None:
+    """The admin's login page is no way around the throttle."""
+    cache.clear()
+    User.objects.create_user("ana", password="right-password-123", is_staff=True)
+    client = Client()
+    for _ in range(3):
+        client.post("/accounts/login/", {"username": "ana", "password": "no"})
+    for _ in range(2):
+        failed = client.post("/admin/login/", {"username": "ana", "password": "no"})
+        assert failed.status_code == 200
+
+    blocked = client.post("/admin/login/", {"username": "ana", "password": "right-password-123"})
+
+    assert b"Too many failed attempts" in blocked.content
+    assert "_auth_user_id" not in client.session
+    assert client.get("/admin/").status_code == 302  # still sent to the login page
+    cache.clear()
+    ok = client.post("/admin/login/", {"username": "ana", "password": "right-password-123"})
+    assert ok.status_code == 302 and "_auth_user_id" in client.session

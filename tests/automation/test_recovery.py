@@ -125,6 +125,21 @@ def test_claiming_needs_the_queue_permission(pipeline: Pipeline) -> None:
     assert refreshed(run).owner is None
 
 
+def test_queue_actions_refuse_a_person_without_the_permission_before_reading_anything(
+    pipeline: Pipeline,
+) -> None:
+    """Whether a username exists is nobody's business who may not work the queues."""
+    run = exhausted(pipeline)
+    client = Client()
+    client.force_login(person("aud", "auditors"))
+    url = reverse("automation:queue_action", args=[run.pk, "assign"])
+
+    for assignee in ("aud", "no-such-person"):
+        assert client.post(url, {"assignee": assignee}).status_code == 403
+    assert client.post(reverse("automation:queue_action", args=[run.pk, "nap"])).status_code == 403
+    assert refreshed(run).owner is None
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_two_people_claiming_at_once_one_wins(pipeline: Pipeline) -> None:

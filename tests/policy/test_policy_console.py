@@ -110,6 +110,21 @@ def test_activation_needs_the_permission_and_is_recorded(policy: None) -> None:
     assert (event.actor, event.data) == (person, {"version": "policy-2", "previous": "policy-1"})
 
 
+@pytest.mark.django_db
+def test_activation_page_refuses_a_person_without_the_permission_whatever_the_name(
+    policy: None,
+) -> None:
+    """Which version names exist is not told to someone who may not activate any."""
+    save(version="policy-2")
+    client = Client()
+    client.force_login(User.objects.create_user("nobody"))
+
+    for name in ("policy-2", "no-such-version"):
+        response = client.post(reverse("automation:policy_activate", args=[name]))
+        assert response.status_code == 403
+    assert PolicyVersion.objects.get(is_active=True).name == "policy-1"
+
+
 def test_every_run_records_the_version_that_decided_it(pipeline: Pipeline) -> None:
     first = make_event(event_id="evt-1")
     before = pipeline.run(pipeline.submit(first, [decision_for(first)]))
