@@ -368,14 +368,20 @@ class IntakeChannelAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    """Tokens are issued with `manage.py issue_token`; here they can only be revoked."""
+    """Tokens are issued with `manage.py issue_token`; here they can only be revoked.
+
+    Never switched back on (a revoked key may have leaked: the partner gets a new token)
+    and never deleted (runs name the token they came through)."""
 
     list_display = ["name", "channel", "is_active", "created_at"]
     fields = ["name", "channel", "is_active", "created_at"]
-    readonly_fields = ["name", "channel", "created_at"]
+    readonly_fields = fields
     actions = ["revoke"]
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
     @admin.action(description="Revoke selected tokens", permissions=["change"])

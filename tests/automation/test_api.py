@@ -355,6 +355,31 @@ def test_auditors_and_recovery_staff_cannot_revoke_a_token(channel: IntakeChanne
     assert post(Client(), dumps(make_event()), key).status_code == 202
 
 
+@pytest.mark.django_db
+def test_a_revoked_token_cannot_be_switched_on_again_or_deleted(channel: IntakeChannel) -> None:
+    roles_ensure()
+    token, key = services.api_token_create(name="partner", channel=channel)
+    lead = User.objects.create_user("lead", is_staff=True)
+    lead.groups.add(Group.objects.get(name="ops-leads"))
+    root = User.objects.create_user("root", is_staff=True, is_superuser=True)
+    services.api_tokens_revoke(token_ids=[token.pk], user=lead)
+    change = f"/admin/automation/apitoken/{token.pk}/change/"
+
+    for person in (lead, root):
+        client = Client()
+        client.force_login(person)
+        client.post(change, {"name": "partner", "channel": channel.pk, "is_active": "on"})
+        client.post(f"/admin/automation/apitoken/{token.pk}/delete/", {"post": "yes"})
+        client.post(
+            "/admin/automation/apitoken/",
+            {"action": "delete_selected", "_selected_action": [token.pk], "post": "yes"},
+        )
+
+    token.refresh_from_db()
+    assert not token.is_active
+    assert post(Client(), dumps(make_event()), key).status_code == 401
+
+
 # --- hostile input: a clear 4xx, the bytes kept with a run, never a 500 ----------------------
 
 # Text PostgreSQL cannot hold in text or jsonb columns: a NUL, and a lone surrogate (valid
