@@ -356,6 +356,7 @@ admin.site.register(InternalNotification, LocalEffectAdmin)
 class IntakeChannelAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ["name", "classifier", "workflow_version", "prompt_version", "policy_version"]
     search_fields = ["name"]
+    ordering = ["name"]  # pages of a list must not shift between requests
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         # Both decide a request's identity scope (Run.identity_scope): changed later, a request
