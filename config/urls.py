@@ -3,7 +3,6 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
-from config.auth_views import ThrottledLoginView
 from reports.metrics import metrics_view
 
 admin.site.site_header = "Gatehouse"
@@ -12,7 +11,6 @@ admin.site.index_title = "Runs, approvals and policy"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("approvals/", include("approvals.urls")),
     path("demo/", include("receiver.urls")),
