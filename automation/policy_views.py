@@ -12,6 +12,7 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -19,6 +20,7 @@ from automation.models import Simulation
 from automation.services.simulation import SIMULATE, simulation_start
 from automation.views import _when
 from policy.models import PolicyVersion
+from policy.schemas import VERSION_NAME_MAX_LENGTH, version_name_problem
 from policy.services import (
     PolicyError,
     parse_policy_text,
@@ -39,15 +41,27 @@ def as_yaml(policy: PolicyVersion | None, **changes: str) -> str:
 
 
 def next_name(name: str) -> str:
-    """policy-1 -> policy-2 (or the next free one)."""
+    """policy-1 -> policy-2 (or the next free one); always a usable name, even after one that
+    was stored before names were checked."""
     match = re.match(r"^(.*?)(\d+)$", name)
     stem, number = (match.group(1), int(match.group(2))) if match else (f"{name}-", 1)
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).lstrip("._-")[: VERSION_NAME_MAX_LENGTH - 12]
+    stem = stem or "policy-"
+    number = min(number, 10**10)  # a suggestion, not arithmetic on whatever digits were there
     taken = set(PolicyVersion.objects.values_list("name", flat=True))
     candidate = f"{stem}{number + 1}"
     while candidate in taken:
         number += 1
         candidate = f"{stem}{number + 1}"
     return candidate
+
+
+def policy_url(name: str) -> str | None:
+    """The console address of a version; None for a name stored before names were checked
+    that no address can carry (`a/b`, `..`): such a version is listed, never linked."""
+    if version_name_problem(name) is not None:
+        return None
+    return reverse("automation:policy", kwargs={"name": name})
 
 
 def _active() -> PolicyVersion | None:
@@ -58,8 +72,9 @@ def _active() -> PolicyVersion | None:
 @login_required
 @permission_required(VIEW, raise_exception=True)
 def policy_list(request: HttpRequest) -> HttpResponse:
+    versions = PolicyVersion.objects.select_related("author", "parent")[:100]
     context = {
-        "versions": PolicyVersion.objects.select_related("author", "parent")[:100],
+        "versions": [(version, policy_url(version.name)) for version in versions],
         "impacts": policy_impacts(now=timezone.now()),
     }
     return render(request, "policy/list.html", context)
@@ -145,5 +160,10 @@ def simulation(request: HttpRequest, simulation_id: int) -> HttpResponse:
     for change in item.changes:
         key = f"{change['old']} → {change['new']}"
         moves[key] = moves.get(key, 0) + 1
-    context = {"simulation": item, "moves": sorted(moves.items()), "changes": item.changes[:200]}
+    context = {
+        "simulation": item,
+        "policy_url": policy_url(item.policy_version),
+        "moves": sorted(moves.items()),
+        "changes": item.changes[:200],
+    }
     return render(request, "policy/simulation.html", context)

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from audit.services import audit_record
 from policy.models import PolicyVersion
-from policy.schemas import PolicyDocument
+from policy.schemas import NEW_VERSION, PolicyDocument, version_name_problem
 
 DEFAULTS_DIR = Path(__file__).resolve().parent / "defaults"
 
@@ -38,7 +38,7 @@ def parse_policy_text(text: str) -> PolicyDocument:
     if not isinstance(data, dict):
         raise PolicyError("a policy document is a mapping of keys to values")
     try:
-        return PolicyDocument.model_validate(data)
+        return PolicyDocument.model_validate(data, context=NEW_VERSION)
     except ValidationError as exc:
         raise PolicyError(describe_validation_error(exc)) from exc
 
@@ -47,7 +47,8 @@ def parse_policy_text(text: str) -> PolicyDocument:
 def policy_version_create(
     *, document: PolicyDocument, author: User | None = None
 ) -> tuple[PolicyVersion, bool]:
-    """Store a version. Loading the same document again is a no-op; a different one is refused."""
+    """Store a version. Loading the same document again is a no-op; a different one is refused.
+    A new version's name must be usable in addresses (whoever built the document)."""
     existing = PolicyVersion.objects.filter(name=document.version).first()
     if existing is not None:
         if existing.checksum != document.checksum():
@@ -56,6 +57,9 @@ def policy_version_create(
                 "policy versions are immutable, give the new one a new version name"
             )
         return existing, False
+    problem = version_name_problem(document.version)
+    if problem is not None:
+        raise PolicyError(f"version: {problem}")
     version = PolicyVersion.objects.create(
         name=document.version,
         document=document.model_dump(mode="json"),
