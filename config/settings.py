@@ -289,5 +289,7 @@ LOGGING = {
     "loggers": {
         "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
         "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # django-axes says INFO on every login and logout; failures and lockouts are WARNING.
+        "axes": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }
