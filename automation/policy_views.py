@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import re
 from datetime import timedelta
+from typing import Any
 
 import yaml
 from django.contrib import messages
@@ -16,9 +17,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from automation.forms import SimulationForm
 from automation.models import Simulation
 from automation.services.simulation import SIMULATE, simulation_start
-from automation.views import _when
 from policy.models import PolicyVersion
 from policy.schemas import VERSION_NAME_MAX_LENGTH, version_name_problem
 from policy.services import (
@@ -102,11 +103,7 @@ def policy_new(request: HttpRequest) -> HttpResponse:
     return render(request, "policy/edit.html", context, status=400 if error else 200)
 
 
-@require_GET
-@login_required
-@permission_required(VIEW, raise_exception=True)
-def policy_detail(request: HttpRequest, name: str) -> HttpResponse:
-    version = get_object_or_404(PolicyVersion.objects.select_related("author", "parent"), name=name)
+def _detail_context(version: PolicyVersion, simulation_form: SimulationForm) -> dict[str, Any]:
     active = _active()
     diff = list(
         difflib.unified_diff(
@@ -118,25 +115,39 @@ def policy_detail(request: HttpRequest, name: str) -> HttpResponse:
         )
     )
     now = timezone.now()
-    context = {
+    return {
         "version": version,
         "active": active,
         "text": as_yaml(version),
         "diff": diff,
-        "simulations": Simulation.objects.filter(policy_version=name).order_by("-created_at")[:5],
+        "simulations": Simulation.objects.filter(policy_version=version.name).order_by(
+            "-created_at"
+        )[:5],
+        "simulation_form": simulation_form,
         "since": now - timedelta(days=30),
         "until": now + timedelta(minutes=1),
     }
-    return render(request, "policy/detail.html", context)
+
+
+@require_GET
+@login_required
+@permission_required(VIEW, raise_exception=True)
+def policy_detail(request: HttpRequest, name: str) -> HttpResponse:
+    version = get_object_or_404(PolicyVersion.objects.select_related("author", "parent"), name=name)
+    return render(request, "policy/detail.html", _detail_context(version, SimulationForm()))
 
 
 @require_POST
 @login_required
 @permission_required(SIMULATE, raise_exception=True)
 def policy_simulate(request: HttpRequest, name: str) -> HttpResponse:
-    version = get_object_or_404(PolicyVersion, name=name)
-    since = _when(request.POST.get("since")) or timezone.now() - timedelta(days=30)
-    until = _when(request.POST.get("until")) or timezone.now()
+    version = get_object_or_404(PolicyVersion.objects.select_related("author", "parent"), name=name)
+    form = SimulationForm(request.POST)
+    if not form.is_valid():  # the page again, the window's problems shown at the form
+        context = _detail_context(version, form)
+        return render(request, "policy/detail.html", context, status=400)
+    since = form.cleaned_data["since"] or timezone.now() - timedelta(days=30)
+    until = form.cleaned_data["until"] or timezone.now()
     user: User = request.user  # type: ignore[assignment]
     simulation = simulation_start(version=version.name, since=since, until=until, user=user)
     return redirect("automation:simulation", simulation_id=simulation.pk)
