@@ -11,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from django.contrib.auth.models import Group, User
 from django.test import Client
 
+from automation.effects.http import MAX_RETRY_AFTER, _retry_after, sign, verify
 from automation.models import EffectControl
 from automation.roles import roles_ensure
 from policy.services import DEFAULTS_DIR
@@ -273,3 +275,31 @@ def test_names_longer_than_their_column_name_nothing(ops_lead_client: Client) ->
     batch = {"action": "retry", "since": "2026-03-01T00:00", "until": "2026-03-02T00:00"}
     response = ops_lead_client.post(f"/ops/queues/{long_name}/batch", {**batch, "reason": "r"})
     assert response.status_code == 404
+
+
+# --- the same mistake in effect delivery: numbers from a receiver, read without bounds ------
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("120", 120.0),
+        (SUPERSCRIPT_TWO, None),
+        ("9" * 40, MAX_RETRY_AFTER),
+        ("Fri, 31 Dec 9999 23:59:59 GMT", MAX_RETRY_AFTER),
+        ("Thu, 01 Jan 1970 00:00:00 GMT", 0.0),
+        ("soon", None),
+    ],
+)
+def test_a_receivers_retry_after_is_read_within_bounds(header: str, expected: float | None) -> None:
+    response = httpx.Response(503, headers={"Retry-After": header.encode("latin-1")})
+    assert _retry_after(response) == expected
+
+
+@pytest.mark.parametrize("timestamp", ["9" * 400, SUPERSCRIPT_TWO, "-" + "9" * 400, "x"])
+def test_a_signature_with_an_absurd_timestamp_is_simply_invalid(timestamp: str) -> None:
+    body = b"{}"
+    good = sign("s" * 32, 1_700_000_000, body)
+    header = good.replace("t=1700000000", f"t={timestamp}")
+    assert not verify("s" * 32, header, body, now=1_700_000_000.0)
+    assert verify("s" * 32, good, body, now=1_700_000_000.0)
