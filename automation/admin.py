@@ -376,7 +376,7 @@ class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     list_display = ["name", "channel", "is_active", "created_at"]
     fields = ["name", "channel", "is_active", "created_at"]
-    readonly_fields = fields
+    readonly_fields = ["name", "channel", "is_active", "created_at"]
     actions = ["revoke"]
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:

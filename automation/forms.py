@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.core.exceptions import NON_FIELD_ERRORS
 
 from automation.schemas import EffectName, FieldProblem, RequestType, Route
+from config.inputs import BoundedDateTimeField, check_window
 
 FIELD_PREFIX = "field_"
 
@@ -79,6 +81,75 @@ class RecoveryForm(forms.Form):
 
 class BatchForm(forms.Form):
     action = forms.ChoiceField(choices=[("retry", "Retry"), ("replay", "Replay")])
-    since = forms.DateTimeField()
-    until = forms.DateTimeField()
+    since = BoundedDateTimeField()
+    until = BoundedDateTimeField()
     reason = forms.CharField(max_length=2000)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        check_window(self, "since", "until")
+        return data
+
+
+# Longest look-back a queue filter takes: a century, far beyond any run, well inside dates.
+MAX_AGE_HOURS = 24 * 366 * 100
+
+
+class QueueFilterForm(forms.Form):
+    """A queue's filters, from the query string. A filter whose value is unusable is left out
+    (the page says which and why), so a bad link still shows the queue."""
+
+    q = forms.CharField(required=False, max_length=200, label="Event id")
+    route = forms.CharField(required=False, max_length=100, label="Route")
+    owner = forms.CharField(required=False, max_length=150, label="Owner")
+    older_than_hours = forms.IntegerField(
+        required=False, min_value=0, max_value=MAX_AGE_HOURS, label="Older than (hours)"
+    )
+    since = BoundedDateTimeField(required=False, label="From")
+    until = BoundedDateTimeField(required=False, label="To")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        check_window(self, "since", "until")
+        return data
+
+    def value(self, name: str) -> Any:
+        """The field's cleaned value, or None when it was missing or unusable."""
+        if name in self.errors:
+            return None
+        return self.cleaned_data.get(name)
+
+
+# Highest delivery rate an operator can set: beyond it a cap means nothing.
+MAX_RATE_PER_MINUTE = 100_000
+
+
+class EffectResumeForm(forms.Form):
+    """Resume deliveries, at most `rate` per minute (empty: no cap)."""
+
+    rate = forms.IntegerField(
+        required=False, min_value=1, max_value=MAX_RATE_PER_MINUTE, label="Rate per minute"
+    )
+
+
+class SimulationForm(forms.Form):
+    """The window of past runs a simulation judges (each end defaults on the page)."""
+
+    since = BoundedDateTimeField(required=False, label="From")
+    until = BoundedDateTimeField(required=False, label="To")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        check_window(self, "since", "until")
+        return data
+
+
+def form_problems(form: forms.Form) -> str:
+    """A form's errors as one line for a message: `Label: what is wrong.` per field."""
+    parts = []
+    for name, errors in form.errors.items():
+        field = form.fields.get(name)
+        label = (field.label if field is not None else None) or name.replace("_", " ").capitalize()
+        prefix = "" if name == NON_FIELD_ERRORS else f"{label}: "
+        parts.append(prefix + " ".join(str(error) for error in errors))
+    return " ".join(parts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import re
 from datetime import timedelta
+from typing import Any
 
 import yaml
 from django.contrib import messages
@@ -12,13 +13,15 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from automation.forms import SimulationForm
 from automation.models import Simulation
 from automation.services.simulation import SIMULATE, simulation_start
-from automation.views import _when
 from policy.models import PolicyVersion
+from policy.schemas import VERSION_NAME_MAX_LENGTH, version_name_problem
 from policy.services import (
     PolicyError,
     parse_policy_text,
@@ -39,15 +42,27 @@ def as_yaml(policy: PolicyVersion | None, **changes: str) -> str:
 
 
 def next_name(name: str) -> str:
-    """policy-1 -> policy-2 (or the next free one)."""
+    """policy-1 -> policy-2 (or the next free one); always a usable name, even after one that
+    was stored before names were checked."""
     match = re.match(r"^(.*?)(\d+)$", name)
     stem, number = (match.group(1), int(match.group(2))) if match else (f"{name}-", 1)
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).lstrip("._-")[: VERSION_NAME_MAX_LENGTH - 12]
+    stem = stem or "policy-"
+    number = min(number, 10**10)  # a suggestion, not arithmetic on whatever digits were there
     taken = set(PolicyVersion.objects.values_list("name", flat=True))
     candidate = f"{stem}{number + 1}"
     while candidate in taken:
         number += 1
         candidate = f"{stem}{number + 1}"
     return candidate
+
+
+def policy_url(name: str) -> str | None:
+    """The console address of a version; None for a name stored before names were checked
+    that no address can carry (`a/b`, `..`): such a version is listed, never linked."""
+    if version_name_problem(name) is not None:
+        return None
+    return reverse("automation:policy", kwargs={"name": name})
 
 
 def _active() -> PolicyVersion | None:
@@ -58,8 +73,9 @@ def _active() -> PolicyVersion | None:
 @login_required
 @permission_required(VIEW, raise_exception=True)
 def policy_list(request: HttpRequest) -> HttpResponse:
+    versions = PolicyVersion.objects.select_related("author", "parent")[:100]
     context = {
-        "versions": PolicyVersion.objects.select_related("author", "parent")[:100],
+        "versions": [(version, policy_url(version.name)) for version in versions],
         "impacts": policy_impacts(now=timezone.now()),
     }
     return render(request, "policy/list.html", context)
@@ -87,11 +103,7 @@ def policy_new(request: HttpRequest) -> HttpResponse:
     return render(request, "policy/edit.html", context, status=400 if error else 200)
 
 
-@require_GET
-@login_required
-@permission_required(VIEW, raise_exception=True)
-def policy_detail(request: HttpRequest, name: str) -> HttpResponse:
-    version = get_object_or_404(PolicyVersion.objects.select_related("author", "parent"), name=name)
+def _detail_context(version: PolicyVersion, simulation_form: SimulationForm) -> dict[str, Any]:
     active = _active()
     diff = list(
         difflib.unified_diff(
@@ -103,25 +115,39 @@ def policy_detail(request: HttpRequest, name: str) -> HttpResponse:
         )
     )
     now = timezone.now()
-    context = {
+    return {
         "version": version,
         "active": active,
         "text": as_yaml(version),
         "diff": diff,
-        "simulations": Simulation.objects.filter(policy_version=name).order_by("-created_at")[:5],
+        "simulations": Simulation.objects.filter(policy_version=version.name).order_by(
+            "-created_at"
+        )[:5],
+        "simulation_form": simulation_form,
         "since": now - timedelta(days=30),
         "until": now + timedelta(minutes=1),
     }
-    return render(request, "policy/detail.html", context)
+
+
+@require_GET
+@login_required
+@permission_required(VIEW, raise_exception=True)
+def policy_detail(request: HttpRequest, name: str) -> HttpResponse:
+    version = get_object_or_404(PolicyVersion.objects.select_related("author", "parent"), name=name)
+    return render(request, "policy/detail.html", _detail_context(version, SimulationForm()))
 
 
 @require_POST
 @login_required
 @permission_required(SIMULATE, raise_exception=True)
 def policy_simulate(request: HttpRequest, name: str) -> HttpResponse:
-    version = get_object_or_404(PolicyVersion, name=name)
-    since = _when(request.POST.get("since")) or timezone.now() - timedelta(days=30)
-    until = _when(request.POST.get("until")) or timezone.now()
+    version = get_object_or_404(PolicyVersion.objects.select_related("author", "parent"), name=name)
+    form = SimulationForm(request.POST)
+    if not form.is_valid():  # the page again, the window's problems shown at the form
+        context = _detail_context(version, form)
+        return render(request, "policy/detail.html", context, status=400)
+    since = form.cleaned_data["since"] or timezone.now() - timedelta(days=30)
+    until = form.cleaned_data["until"] or timezone.now()
     user: User = request.user  # type: ignore[assignment]
     simulation = simulation_start(version=version.name, since=since, until=until, user=user)
     return redirect("automation:simulation", simulation_id=simulation.pk)
@@ -148,5 +174,10 @@ def simulation(request: HttpRequest, simulation_id: int) -> HttpResponse:
     for change in item.changes:
         key = f"{change['old']} → {change['new']}"
         moves[key] = moves.get(key, 0) + 1
-    context = {"simulation": item, "moves": sorted(moves.items()), "changes": item.changes[:200]}
+    context = {
+        "simulation": item,
+        "policy_url": policy_url(item.policy_version),
+        "moves": sorted(moves.items()),
+        "changes": item.changes[:200],
+    }
     return render(request, "policy/simulation.html", context)

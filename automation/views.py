@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django.contrib import messages
@@ -12,13 +12,20 @@ from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from automation import selectors, services
-from automation.forms import FIELD_PREFIX, BatchForm, CorrectionForm, RecoveryForm
-from automation.models import ClassificationAttempt, RecoveryBatch, Run
+from automation.forms import (
+    FIELD_PREFIX,
+    BatchForm,
+    CorrectionForm,
+    EffectResumeForm,
+    QueueFilterForm,
+    RecoveryForm,
+    form_problems,
+)
+from automation.models import ClassificationAttempt, EffectControl, RecoveryBatch, Run
 from automation.services.recovery import CORRECTABLE
 from policy.models import PolicyVersion
 
@@ -56,42 +63,43 @@ def queues(request: HttpRequest) -> HttpResponse:
     return render(request, "automation/queues.html", context)
 
 
+def _fits(model: Any, field: str, value: str) -> bool:
+    """Whether a name from the address fits the column it is stored in: a longer one names
+    nothing that exists, and must not reach the database."""
+    return len(value) <= model._meta.get_field(field).max_length
+
+
 @require_POST
 @login_required
 @permission_required("automation.change_effectcontrol", raise_exception=True)
 def effect_control(request: HttpRequest, name: str, action: str) -> HttpResponse:
+    if action not in {"pause", "resume"} or not _fits(EffectControl, "name", name):
+        raise Http404("no such effect control")
     user = _user(request)
     if action == "pause":
         services.effect_pause(name=name, user=user)
         messages.success(request, f"{name} paused: deliveries wait without using attempts.")
-    elif action == "resume":
-        rate = request.POST.get("rate", "")
-        per_minute = int(rate) if rate.isdigit() and int(rate) > 0 else None
-        services.effect_resume(name=name, user=user, rate_per_minute=per_minute)
-        messages.success(
-            request, f"{name} resumed" + (f" at {per_minute}/min." if per_minute else ".")
-        )
-    else:
-        raise Http404("no such effect control")
+        return redirect("automation:queues")
+    form = EffectResumeForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"{name} not resumed: {form_problems(form)}")
+        return redirect("automation:queues")
+    per_minute = form.cleaned_data["rate"]
+    services.effect_resume(name=name, user=user, rate_per_minute=per_minute)
+    messages.success(request, f"{name} resumed" + (f" at {per_minute}/min." if per_minute else "."))
     return redirect("automation:queues")
 
 
-def _when(value: str | None) -> datetime | None:
-    parsed = parse_datetime(value) if value else None
-    if parsed is not None and timezone.is_naive(parsed):
-        parsed = timezone.make_aware(parsed)
-    return parsed
-
-
-def _filters(request: HttpRequest) -> selectors.QueueFilters:
-    older = request.GET.get("older_than_hours", "")
+def _filters(form: QueueFilterForm) -> selectors.QueueFilters:
+    """The usable filters; the form's errors say which were left out."""
+    form.is_valid()
     return selectors.QueueFilters(
-        route=request.GET.get("route", ""),
-        owner=request.GET.get("owner", ""),
-        older_than_hours=int(older) if older.isdigit() else None,
-        since=_when(request.GET.get("since")),
-        until=_when(request.GET.get("until")),
-        search=request.GET.get("q", ""),
+        route=form.value("route") or "",
+        owner=form.value("owner") or "",
+        older_than_hours=form.value("older_than_hours"),
+        since=form.value("since"),
+        until=form.value("until"),
+        search=form.value("q") or "",
     )
 
 
@@ -100,7 +108,8 @@ def _filters(request: HttpRequest) -> selectors.QueueFilters:
 @permission_required(VIEW_RUNS, raise_exception=True)
 def queue(request: HttpRequest, name: str) -> HttpResponse:
     now = timezone.now()
-    filters = _filters(request)
+    filter_form = QueueFilterForm(request.GET)
+    filters = _filters(filter_form)
     items = selectors.queue_items(queue=name, filters=filters, now=now)
     oldest = items[0].queued_at if items and items[0].queued_at else now
     # The window ends a minute ahead so what was held in the current second is inside it.
@@ -110,6 +119,7 @@ def queue(request: HttpRequest, name: str) -> HttpResponse:
         "name": name,
         "items": items,
         "filters": filters,
+        "filter_form": filter_form,
         "now": now,
         "batch_form": batch_form,
         "people": User.objects.filter(
@@ -119,7 +129,8 @@ def queue(request: HttpRequest, name: str) -> HttpResponse:
         .order_by("username"),
         "page_size": selectors.QUEUE_PAGE_SIZE,
     }
-    return render(request, "automation/queue.html", context)
+    status = 400 if filter_form.errors else 200
+    return render(request, "automation/queue.html", context, status=status)
 
 
 @require_GET
@@ -314,9 +325,14 @@ def recover(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
 @login_required
 @permission_required("automation.recover_run", raise_exception=True)
 def batch_new(request: HttpRequest, queue_name: str) -> HttpResponse:
+    if not _fits(RecoveryBatch, "queue", queue_name):
+        raise Http404("no such queue")
     form = BatchForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "A batch needs an action, a time window and a reason.")
+        messages.error(
+            request,
+            f"A batch needs an action, a time window and a reason. {form_problems(form)}",
+        )
         return redirect("automation:queue", name=queue_name)
     data = form.cleaned_data
     batch = services.batch_create(

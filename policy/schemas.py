@@ -4,13 +4,37 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from decimal import Decimal
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 NonEmpty = Annotated[str, Field(min_length=1, max_length=100)]
 Share = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+# A version's name goes into addresses (/policy/<name>/) and onto every run it decides: a
+# slug-like word that is one path segment, never `.` or `..`, and fits PolicyVersion.name.
+VERSION_NAME_MAX_LENGTH = 100
+VERSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# Validation context of a document about to become a new version (see PolicyDocument).
+NEW_VERSION = {"new_version": True}
+
+
+def version_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a new policy version, or None when it can."""
+    if not name:
+        return "give the version a name"
+    if len(name) > VERSION_NAME_MAX_LENGTH:
+        return f"a version name is at most {VERSION_NAME_MAX_LENGTH} characters"
+    if not VERSION_NAME.fullmatch(name):
+        return (
+            f"{name!r} is not a usable version name: use letters, digits, dots, dashes and "
+            "underscores, starting with a letter or a digit (for example policy-2)"
+        )
+    return None
 
 
 class Strict(BaseModel):
@@ -65,6 +89,17 @@ class PolicyDocument(Strict):
     # Who approves an amount over its tier's approval limit (when the effect itself needs none).
     amount_approval: ApprovalRule | None = None
     queue_owners: dict[NonEmpty, NonEmpty] = Field(default_factory=dict)
+
+    @field_validator("version")
+    @classmethod
+    def _usable_version_name(cls, name: str, info: ValidationInfo) -> str:
+        # Only a document about to be stored is held to the naming rule: a version stored
+        # before the rule existed must still be readable, or the runs it decides would fail.
+        if isinstance(info.context, dict) and info.context.get("new_version"):
+            problem = version_name_problem(name)
+            if problem is not None:
+                raise PydanticCustomError("version_name", problem)
+        return name
 
     @model_validator(mode="after")
     def _approvals_name_allowed_effects(self) -> PolicyDocument:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -13,7 +14,7 @@ from pydantic import ValidationError
 
 from audit.services import audit_record
 from policy.models import PolicyVersion
-from policy.schemas import PolicyDocument
+from policy.schemas import NEW_VERSION, PolicyDocument, version_name_problem
 
 DEFAULTS_DIR = Path(__file__).resolve().parent / "defaults"
 
@@ -30,15 +31,69 @@ def describe_validation_error(error: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def parse_policy_text(text: str) -> PolicyDocument:
+# Limits on a policy document's text, checked before it is turned into values: the shipped
+# policy is 1 kB, nests 3 levels deep and has numbers of a few digits.
+MAX_POLICY_CHARS = 100_000
+MAX_DEPTH = 10
+MAX_NUMBER_CHARS = 30
+NUMBER_TAGS = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float"}
+_RESOLVER = yaml.resolver.Resolver()
+# Text PostgreSQL (and UTF-8) cannot hold, reachable through YAML's escapes ("\0", "\ud800").
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _yaml_problem(event: yaml.Event, depth: int) -> str | None:
+    """What makes one parser event unacceptable: deep nesting (the loader recurses, and
+    validation walks it), aliases (a few lines can expand to millions of values), a NUL
+    (PostgreSQL cannot store it), a number too long to mean anything (4,300 digits is
+    more than Python converts at all)."""
+    if depth > MAX_DEPTH:
+        return f"nested more than {MAX_DEPTH} levels deep"
+    if isinstance(event, yaml.AliasEvent):
+        return "aliases (*name) are not allowed: write each value out"
+    if not isinstance(event, yaml.ScalarEvent):
+        return None
+    if UNSTORABLE.search(event.value):
+        return "a NUL character or a lone surrogate escape (\\ud800) cannot be stored"
+    if event.implicit[0] and len(event.value) > MAX_NUMBER_CHARS:  # plain: no quotes
+        tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, (True, False))
+        if tag in NUMBER_TAGS:
+            return f"a number has at most {MAX_NUMBER_CHARS} characters"
+    return None
+
+
+def _check_yaml_shape(text: str) -> None:
+    """Walk the parser's events (iteratively: no recursion, no values built yet)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+        problem = _yaml_problem(event, depth)
+        if problem is not None:
+            where = f"line {event.start_mark.line + 1}: " if event.start_mark else ""
+            raise PolicyError(where + problem)
+
+
+def _load_yaml(text: str) -> object:
+    if len(text) > MAX_POLICY_CHARS:
+        raise PolicyError(f"a policy document is at most {MAX_POLICY_CHARS:,} characters")
     try:
-        data = yaml.safe_load(text)
+        _check_yaml_shape(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise PolicyError(f"not valid YAML: {exc}") from exc
+    except (ValueError, OverflowError) as exc:  # e.g. a date such as 2026-02-30
+        raise PolicyError(f"a value cannot be read: {exc}") from exc
+
+
+def parse_policy_text(text: str) -> PolicyDocument:
+    data = _load_yaml(text)
     if not isinstance(data, dict):
         raise PolicyError("a policy document is a mapping of keys to values")
     try:
-        return PolicyDocument.model_validate(data)
+        return PolicyDocument.model_validate(data, context=NEW_VERSION)
     except ValidationError as exc:
         raise PolicyError(describe_validation_error(exc)) from exc
 
@@ -47,7 +102,8 @@ def parse_policy_text(text: str) -> PolicyDocument:
 def policy_version_create(
     *, document: PolicyDocument, author: User | None = None
 ) -> tuple[PolicyVersion, bool]:
-    """Store a version. Loading the same document again is a no-op; a different one is refused."""
+    """Store a version. Loading the same document again is a no-op; a different one is refused.
+    A new version's name must be usable in addresses (whoever built the document)."""
     existing = PolicyVersion.objects.filter(name=document.version).first()
     if existing is not None:
         if existing.checksum != document.checksum():
@@ -56,6 +112,9 @@ def policy_version_create(
                 "policy versions are immutable, give the new one a new version name"
             )
         return existing, False
+    problem = version_name_problem(document.version)
+    if problem is not None:
+        raise PolicyError(f"version: {problem}")
     version = PolicyVersion.objects.create(
         name=document.version,
         document=document.model_dump(mode="json"),

@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 from django.utils import timezone
 
+from config.inputs import BoundedDateField
 from reports.selectors import Period
 
 PRESETS = {"7d": 7, "30d": 30, "90d": 90}
@@ -29,8 +30,9 @@ class PeriodForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # `from` is a Python keyword, so these two fields cannot be class attributes.
-        self.fields["from"] = forms.DateField(required=False, label="From")
-        self.fields["to"] = forms.DateField(required=False, label="To")
+        # Bounded: the period's end (the day after `to`) and the period before it are computed.
+        self.fields["from"] = BoundedDateField(required=False, label="From")
+        self.fields["to"] = BoundedDateField(required=False, label="To")
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth.models import Group, User
@@ -263,6 +264,7 @@ EXPECTED: dict[str, Row] = {
     "admin/(?P<url>.*)$": {"GET": same(DENY), "POST": same(DENY)},
     "admin:app_list[auth]": admin_view(SU),
     "admin:app_list[django_q]": admin_view(SU),
+    "admin:app_list[axes]": admin_view(SU),
     "admin:app_list[receiver]": admin_view(SU),
     "admin:app_list[audit]": admin_view(READERS),
     "admin:app_list[policy]": admin_view(READERS),
@@ -287,6 +289,10 @@ EXPECTED: dict[str, Row] = {
     **admin_model("django_q.success", view=SU, change=SU, delete=SU, actions={"resubmit_task": SU}),
     **admin_model("django_q.failure", view=SU, change=SU, delete=SU, actions={"resubmit_task": SU}),
     **admin_model("django_q.ormq", view=SU, change=SU, delete=SU),
+    # Failed logins and lockouts (django-axes): deleting an attempt unlocks an account.
+    **admin_model("axes.accessattempt", view=SU, change=SU, delete=SU),
+    **admin_model("axes.accesslog", view=SU, change=SU, delete=SU),
+    **admin_model("axes.accessfailurelog", view=SU, change=SU, delete=SU),
     **admin_model("receiver.receipt", view=SU),
     **admin_model("receiver.delivery", view=SU),
     # --- admin: records, read-only for everyone -------------------------------------------
@@ -617,6 +623,11 @@ def build_admin_rows(users: dict[str, User]) -> None:
     package = {"id": "c" * 32, "name": "queued", "func": "math.floor", "args": (), "kwargs": {}}
     OrmQ.objects.create(key="matrix", payload=SignedPackage.dumps(package), lock=now)
     Receipt.objects.create(idempotency_key="k" * 64, effect="send_internal_notification", body={})
+    seen = {"user_agent": "matrix", "ip_address": "192.0.2.1", "username": "ana"}
+    seen |= {"http_accept": "*/*", "path_info": "/accounts/login/"}
+    AccessAttempt.objects.create(**seen, get_data="", post_data="", failures_since_start=1)
+    AccessLog.objects.create(**seen)
+    AccessFailureLog.objects.create(**seen)
     Delivery.objects.create(idempotency_key="k" * 64, signature="s", status=200)
     services.effect_pause(name="create_follow_up", user=users[OPS])
     services.effect_resume(name="create_follow_up", user=users[OPS], rate_per_minute=None)

@@ -7,11 +7,17 @@ import secrets
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import time_machine
 from django.contrib.auth.models import User
-from django.core.cache import cache
-from django.test import Client
+from django.core.cache import caches
+from django.db import connection
+from django.http import HttpResponse
+from django.test import Client, RequestFactory
+
+from config.client_address import client_address
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,41 +42,142 @@ def test_check_deploy_is_clean_with_production_settings() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+LOGIN = "/accounts/login/"
+PASSWORD = "right-password-123"
+
+
+@pytest.fixture
+def fast_hashing(settings: Any) -> None:
+    """Real password checks through the real form, without PBKDF2's half second per try."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def _login(client: Client, username: str, password: str, **headers: str) -> HttpResponse:
+    return client.post(LOGIN, {"username": username, "password": password}, **headers)  # type: ignore[return-value]
+
+
+def _fail(client: Client, username: str, times: int, **headers: str) -> None:
+    for _ in range(times):
+        response = _login(client, username, "wrong", **headers)
+        assert response.status_code in {200, 429}
+
+
 @pytest.mark.django_db
-def test_login_is_throttled_after_repeated_failures() -> None:
-    cache.clear()
-    User.objects.create_user("ana", password="right-password-123")
+def test_failures_against_other_accounts_never_lock_a_correct_login(fast_hashing: None) -> None:
+    User.objects.create_user("ana", password=PASSWORD)
+    attacker = Client()
+    for _ in range(12):
+        _login(attacker, f"nobody-{secrets.token_hex(4)}", "guess")
+    # Same address (the test client's), another account: its correct password works.
+    assert _login(Client(), "ana", PASSWORD).status_code == 302
+
+
+@pytest.mark.django_db
+def test_repeated_failures_throttle_that_account_from_that_address(fast_hashing: None) -> None:
+    User.objects.create_user("ana", password=PASSWORD)
+    User.objects.create_user("bea", password=PASSWORD)
     client = Client()
-    for _ in range(5):
-        assert (
-            client.post("/accounts/login/", {"username": "ana", "password": "no"}).status_code
-            == 200
-        )
-    blocked = client.post("/accounts/login/", {"username": "ana", "password": "right-password-123"})
+    for _ in range(4):
+        assert _login(client, "ana", "wrong").status_code == 200
+    locked = _login(client, "ana", "wrong")  # the fifth failure starts the pause
+    assert locked.status_code == 429
+    blocked = _login(client, "ANA ", PASSWORD)  # case and spaces make no other account
     assert blocked.status_code == 429
     assert b"Too many failed attempts" in blocked.content
-    cache.clear()
-    ok = client.post("/accounts/login/", {"username": "ana", "password": "right-password-123"})
-    assert ok.status_code == 302
+    assert b"Try again in 15 minutes" in blocked.content
+    assert 14 * 60 <= int(blocked["Retry-After"]) <= 15 * 60
+    # Another account from the same address, the same account from elsewhere: unaffected.
+    assert _login(Client(), "bea", PASSWORD).status_code == 302
+    assert _login(Client(REMOTE_ADDR="192.0.2.7"), "ana", PASSWORD).status_code == 302
 
 
 @pytest.mark.django_db
-def test_admin_login_shares_the_limit_of_the_console_login() -> None:
-    """The admin's login page is no way around the throttle."""
-    cache.clear()
-    User.objects.create_user("ana", password="right-password-123", is_staff=True)
+def test_the_pause_ends_after_the_cool_off(fast_hashing: None) -> None:
+    User.objects.create_user("ana", password=PASSWORD)
+    with time_machine.travel("2026-03-02 09:00:00+00:00", tick=False):
+        _fail(Client(), "ana", 5)
+        blocked = _login(Client(), "ana", PASSWORD)
+        assert b"after 09:15 UTC" in blocked.content
+    with time_machine.travel("2026-03-02 09:14:00+00:00", tick=False):
+        assert _login(Client(), "ana", PASSWORD).status_code == 429  # does not extend it
+    with time_machine.travel("2026-03-02 09:16:00+00:00", tick=False):
+        assert _login(Client(), "ana", PASSWORD).status_code == 302
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_failure_count_is_shared_between_processes(fast_hashing: None) -> None:
+    """Failures made in another process (another web worker) count here too."""
+    User.objects.create_user("ana", password=PASSWORD)
+    script = (
+        "import django; django.setup()\n"
+        "from django.test.utils import setup_test_environment; setup_test_environment()\n"
+        "from django.test import Client\n"
+        "for _ in range(5):\n"
+        "    Client().post('/accounts/login/', {'username': 'ana', 'password': 'wrong'})\n"
+    )
+    database = connection.settings_dict
+    url = f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}"
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "config.settings"}
+    subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, check=True)  # noqa: S603
+    for cache in caches.all():
+        cache.clear()  # nothing this process keeps in memory may matter
+    assert _login(Client(), "ana", PASSWORD).status_code == 429
+
+
+@pytest.mark.django_db
+def test_forwarded_for_is_ignored_unless_proxies_are_trusted(fast_hashing: None) -> None:
+    User.objects.create_user("ana", password=PASSWORD)
+    for hop in range(5):  # a client cannot escape its count by inventing addresses
+        _login(Client(), "ana", "wrong", HTTP_X_FORWARDED_FOR=f"198.51.100.{hop}")
+    assert _login(Client(), "ana", PASSWORD, HTTP_X_FORWARDED_FOR="203.0.113.9").status_code == 429
+
+
+@pytest.mark.django_db
+def test_a_trusted_proxy_forwards_each_clients_own_address(
+    fast_hashing: None, settings: Any
+) -> None:
+    settings.TRUSTED_PROXIES = 1
+    User.objects.create_user("ana", password=PASSWORD)
+    proxy = Client(REMOTE_ADDR="10.0.0.1")  # every request comes through it
+    # The attacker also writes a header of its own: only the proxy's entry counts.
+    spoofed = "192.0.2.50, 198.51.100.1"
+    _fail(proxy, "ana", 5, HTTP_X_FORWARDED_FOR=spoofed)
+    assert _login(proxy, "ana", PASSWORD, HTTP_X_FORWARDED_FOR="198.51.100.1").status_code == 429
+    # Ana at her own desk, through the same proxy, is not the attacker.
+    assert _login(proxy, "ana", PASSWORD, HTTP_X_FORWARDED_FOR="203.0.113.9").status_code == 302
+
+
+@pytest.mark.parametrize(
+    ("proxies", "forwarded", "expected"),
+    [
+        (0, "203.0.113.9", "10.0.0.1"),
+        (1, "203.0.113.9", "203.0.113.9"),
+        (1, "192.0.2.1, 203.0.113.9", "203.0.113.9"),
+        (2, "192.0.2.1, 203.0.113.9, 10.0.0.2", "203.0.113.9"),
+        (2, "203.0.113.9", "10.0.0.1"),  # fewer hops than proxies: the connection's address
+        (1, "not-an-address", "10.0.0.1"),
+        (1, "", "10.0.0.1"),
+        (1, "2001:DB8::1", "2001:db8::1"),
+    ],
+)
+def test_client_address(proxies: int, forwarded: str, expected: str, settings: Any) -> None:
+    settings.TRUSTED_PROXIES = proxies
+    request = RequestFactory().get("/", REMOTE_ADDR="10.0.0.1", HTTP_X_FORWARDED_FOR=forwarded)
+    assert client_address(request) == expected
+
+
+@pytest.mark.django_db
+def test_admin_login_shares_the_limit_of_the_console_login(fast_hashing: None) -> None:
+    """The admin's login page is no way around the throttle: both count the same failures."""
+    User.objects.create_user("ana", password=PASSWORD, is_staff=True)
     client = Client()
-    for _ in range(3):
-        client.post("/accounts/login/", {"username": "ana", "password": "no"})
+    _fail(client, "ana", 3)
     for _ in range(2):
-        failed = client.post("/admin/login/", {"username": "ana", "password": "no"})
-        assert failed.status_code == 200
+        client.post("/admin/login/", {"username": "ana", "password": "wrong"})
 
-    blocked = client.post("/admin/login/", {"username": "ana", "password": "right-password-123"})
+    blocked = client.post("/admin/login/", {"username": "ana", "password": PASSWORD})
 
-    assert b"Too many failed attempts" in blocked.content
+    assert blocked.status_code == 429
     assert "_auth_user_id" not in client.session
     assert client.get("/admin/").status_code == 302  # still sent to the login page
-    cache.clear()
-    ok = client.post("/admin/login/", {"username": "ana", "password": "right-password-123"})
-    assert ok.status_code == 302 and "_auth_user_id" in client.session

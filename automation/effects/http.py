@@ -26,6 +26,9 @@ from policy.schemas import canonical_json
 SIGNATURE_HEADER = "X-Gatehouse-Signature"
 RETRYABLE_STATUS = frozenset({408, 429})
 BODY_KEPT = 2000
+# A Retry-After longer than any delivery deadline (at most 7 days) means the same as one just
+# past it; the cap keeps an absurd value (a 40-digit number) out of date arithmetic.
+MAX_RETRY_AFTER = 8 * 24 * 3600.0
 
 
 class HttpEffectConfig(BaseModel):
@@ -54,23 +57,26 @@ def verify(secret: str, header: str, body: bytes, *, now: float, tolerance: floa
     parts = dict(item.split("=", 1) for item in header.split(",") if "=" in item)
     try:
         timestamp = int(parts["t"])
-    except (KeyError, ValueError):
+        stale = abs(now - timestamp) > tolerance
+    except (KeyError, ValueError, OverflowError):  # OverflowError: more digits than a float
         return False
-    if abs(now - timestamp) > tolerance:
+    if stale:
         return False
     return hmac.compare_digest(sign(secret, timestamp, body), f"t={timestamp},v1={parts.get('v1')}")
 
 
 def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("Retry-After")
+    """Seconds the receiver asks us to wait: delay-seconds or an HTTP date; None if unreadable."""
+    value = (response.headers.get("Retry-After") or "").strip()
     if not value:
         return None
-    if value.strip().isdigit():
-        return float(value)
+    if value.isascii() and value.isdigit():  # not isdigit() alone: '²' passes it
+        return min(float(value), MAX_RETRY_AFTER)
     try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
+        wait = parsedate_to_datetime(value).timestamp() - time.time()
+    except (TypeError, ValueError, OverflowError):
         return None
+    return min(max(0.0, wait), MAX_RETRY_AFTER)
 
 
 class HttpAdapter:

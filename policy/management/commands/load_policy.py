@@ -20,7 +20,7 @@ class Command(BaseCommand):
         for path in files:
             try:
                 version, created = policy_load_file(path=path, activate=options["activate"])
-            except (PolicyError, OSError) as exc:
+            except (PolicyError, OSError, UnicodeDecodeError) as exc:
                 raise CommandError(f"{path}: {exc}") from exc
             state = "stored" if created else "already stored"
             active = " (active)" if version.is_active else ""
