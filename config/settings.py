@@ -245,6 +245,8 @@ GATEHOUSE: dict[str, Any] = {
     "OPENAI_BASE_URL": os.environ.get("GATEHOUSE_OPENAI_BASE_URL", "http://127.0.0.1:11434/v1"),
     "OPENAI_MODEL": os.environ.get("GATEHOUSE_OPENAI_MODEL", "llama3.1"),
     "OPENAI_API_KEY": os.environ.get("GATEHOUSE_OPENAI_API_KEY", ""),
+    # How structured output is asked for: json_schema, json_object (llama.cpp) or text.
+    "OPENAI_OUTPUT": os.environ.get("GATEHOUSE_OPENAI_OUTPUT", "json_schema"),
     # The system prompt; its first line names its version (stamped on every run).
     "PROMPT_FILE": os.environ.get(
         "GATEHOUSE_PROMPT_FILE", str(BASE_DIR / "automation" / "prompts" / "classify-1.md")

@@ -12,6 +12,16 @@ next behaviour from a script, or the default when the script is empty:
 - ("body", raw_bytes): answer 200 with exactly these bytes as an application/json body.
 - ("status", code, extra_headers): answer with that error status and an OpenAI-style error
   body, e.g. ("status", 429, {"Retry-After": "0"}) or ("status", 500, {}).
+- ("reader",): read the event the way the offline heuristic classifier does and answer with
+  its reading: JSON when the request asked for structured output, else prose around a
+  fenced JSON block, as chat models write.
+
+With `dialect`, the server speaks one structured-output dialect only, as real ones do, and
+refuses a request that asks for another before any behaviour is taken:
+- "json_schema": OpenAI's `response_format: {"type": "json_schema"}`; anything else is 400;
+- "json_object": JSON mode (`{"type": "json_object", "schema": ...}`); a json_schema request
+  gets 500 naming `response_format`, as llama-cpp-python's server answers;
+- "text": no `response_format` at all; any is 400.
 
 Every request is kept with its path, headers (names in lower case) and body.
 """
@@ -70,6 +80,7 @@ class ChatServer(Scripted[Behaviour]):
     release: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     server: ThreadingHTTPServer | None = None
+    dialect: str | None = None
 
     @property
     def base_url(self) -> str:
@@ -88,7 +99,14 @@ class ChatServer(Scripted[Behaviour]):
         if handler.path != COMPLETIONS_PATH:
             self._answer(handler, 404, {}, _error(f"no route {handler.path}", "not_found"))
             return
+        refusal = self._refusal(json.loads(body or b"{}"))
+        if refusal is not None:
+            self._answer(handler, refusal[0], {}, _error(refusal[1], "invalid_request_error"))
+            return
         kind = behaviour[0]
+        if kind == "reader":
+            behaviour = ("content", _reading(json.loads(body)))
+            kind = "content"
         if kind == "slow":
             self.release.wait(behaviour[1])
             with contextlib.suppress(OSError):  # the client gave up long ago
@@ -102,6 +120,15 @@ class ChatServer(Scripted[Behaviour]):
         else:
             code, extra = behaviour[1], behaviour[2] if len(behaviour) > 2 else {}
             self._answer(handler, code, extra, _error(f"scripted {code}", "server_error"))
+
+    def _refusal(self, payload: dict[str, Any]) -> tuple[int, str] | None:
+        """The dialect check: (status, message) for a request this server cannot take."""
+        asked = (payload.get("response_format") or {}).get("type")
+        if self.dialect is None or asked == self.dialect or (self.dialect == "text" and not asked):
+            return None
+        if self.dialect == "json_object" and asked == "json_schema":
+            return 500, "response_format type json_schema is not supported"
+        return 400, f"response_format {asked!r} is not supported by this server"
 
     def _completion(self, text: str | None, refusal: str | None) -> dict[str, Any]:
         return {
@@ -151,3 +178,19 @@ def running_chat_server(**options: Any) -> Iterator[ChatServer]:
     """Serve a ChatServer on 127.0.0.1 for the duration of the block."""
     with serving(ChatServer(**options), "chat") as chat:
         yield chat
+
+
+def _reading(payload: dict[str, Any]) -> str:
+    """The heuristic classifier's reading of the event in the request, as a model writes it."""
+    from automation.classifiers import ClassifierInput
+    from automation.classifiers.heuristic import HeuristicClassifier
+
+    user = next(m["content"] for m in payload["messages"] if m["role"] == "user")
+    event = json.loads(user)
+    reading = HeuristicClassifier().classify(
+        ClassifierInput("chat", str(event.get("event_id", "")), event), 1, deadline=5
+    )
+    text = json.dumps(reading, indent=2)
+    if payload.get("response_format"):
+        return text
+    return f"Here is my reading of the request.\n\n```json\n{text}\n```\n\nHope this helps!"

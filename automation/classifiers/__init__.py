@@ -21,6 +21,11 @@ class ClassifierUnavailable(Exception):
     """The classifier could not be reached or has nothing to say. Retryable."""
 
 
+class ClassifierRefused(ClassifierUnavailable):
+    """The classifier's server refused the request itself (malformed for it): the same
+    request cannot succeed later, so it is not retried; a person fixes the configuration."""
+
+
 @dataclass(frozen=True)
 class ClassifierInput:
     channel: str

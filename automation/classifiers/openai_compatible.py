@@ -1,9 +1,16 @@
-"""Any chat-completions server (hosted, vLLM, Ollama, LM Studio) reached through a base URL.
+"""Any chat-completions server (hosted, vLLM, Ollama, LM Studio, llama.cpp) reached through a
+base URL.
 
 It asks for structured output shaped by ClassifierDecision and hands back what the model
 wrote, parsed when it is JSON and raw when it is not: the pipeline validates it, so invalid
 output is held for a person with the raw text kept. The SDK never retries: the workflow owns
 retries (its attempt counter, backoff and hold), and a hidden retry would spend its deadline.
+
+Servers speak different structured-output dialects; GATEHOUSE_OPENAI_OUTPUT names the one
+to use (`OUTPUTS`), and the classifier version records it. A server that refuses the
+request itself (400 or 422, or an error that names `response_format`) raises
+ClassifierRefused: the same request cannot succeed later, so the run is held at once, with
+a reason that names the setting, instead of being retried.
 """
 
 from __future__ import annotations
@@ -18,7 +25,12 @@ from typing import Any
 import openai
 from openai.types.shared_params import ResponseFormatJSONSchema
 
-from automation.classifiers import ClassifierInput, ClassifierTimeout, ClassifierUnavailable
+from automation.classifiers import (
+    ClassifierInput,
+    ClassifierRefused,
+    ClassifierTimeout,
+    ClassifierUnavailable,
+)
 from automation.conf import setting
 from automation.schemas import ClassifierDecision
 from policy.schemas import canonical_json
@@ -48,16 +60,44 @@ def load_prompt() -> Prompt:
     return _read_prompt(str(setting("PROMPT_FILE")))
 
 
-def response_format() -> ResponseFormatJSONSchema:
+# How the answer's shape is asked for, by what servers actually accept:
+# - json_schema: OpenAI's structured outputs (OpenAI, vLLM, Ollama, LM Studio);
+# - json_object: JSON mode with the schema beside it (llama.cpp's and llama-cpp-python's
+#   servers, which refuse json_schema);
+# - text: no response_format at all; the schema is in the prompt and the first JSON object
+#   in the answer is taken (any server, any model).
+OUTPUTS = ("json_schema", "json_object", "text")
+DEFAULT_OUTPUT = "json_schema"
+
+
+def output_dialect() -> str:
+    dialect = str(setting("OPENAI_OUTPUT") or DEFAULT_OUTPUT)
+    if dialect not in OUTPUTS:
+        raise ValueError(f"GATEHOUSE_OPENAI_OUTPUT must be one of {', '.join(OUTPUTS)}")
+    return dialect
+
+
+def response_format(dialect: str = DEFAULT_OUTPUT) -> dict[str, Any] | None:
+    schema = ClassifierDecision.model_json_schema()
+    if dialect == "json_object":
+        return {"type": "json_object", "schema": schema}
+    if dialect == "text":
+        return None
     # Not strict: strict mode cannot express the open `fields` dict. The pipeline validates.
-    return {
+    json_schema: ResponseFormatJSONSchema = {
         "type": "json_schema",
-        "json_schema": {
-            "name": "classifier_decision",
-            "schema": ClassifierDecision.model_json_schema(),
-            "strict": False,
-        },
+        "json_schema": {"name": "classifier_decision", "schema": schema, "strict": False},
     }
+    return dict(json_schema)
+
+
+def system_prompt(dialect: str = DEFAULT_OUTPUT) -> str:
+    """The prompt file's text; without json_schema, the schema the answer must follow too."""
+    text = load_prompt().text
+    if dialect == "json_schema":
+        return text
+    schema = json.dumps(ClassifierDecision.model_json_schema(), sort_keys=True)
+    return f"{text}\n\nAnswer with one JSON object that follows this JSON Schema:\n{schema}"
 
 
 def event_message(event: ClassifierInput) -> str:
@@ -71,12 +111,33 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")  # NaN and Infinity cannot be stored as JSON
 
 
-def parse_output(content: str) -> Any:
-    """The parsed JSON when the model wrote JSON, else its text unchanged."""
+def parse_output(content: str, *, embedded: bool = False) -> Any:
+    """The parsed JSON when the model wrote JSON, else its text unchanged. With `embedded`
+    (the text dialect), the first JSON object in the text, e.g. inside a ```json fence."""
     try:
         return json.loads(content, parse_constant=_reject_constant)
     except ValueError:
-        return content
+        pass
+    if embedded:
+        found = _first_object(content)
+        if found is not None:
+            return found
+    return content
+
+
+def _first_object(text: str) -> dict[str, Any] | None:
+    decoder = json.JSONDecoder(parse_constant=_reject_constant)
+    start = text.find("{")
+    while start != -1:
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except ValueError:
+            start = text.find("{", start + 1)
+            continue
+        if isinstance(value, dict):
+            return value
+        start = text.find("{", start + 1)
+    return None
 
 
 class OpenAICompatibleClassifier:
@@ -88,12 +149,16 @@ class OpenAICompatibleClassifier:
 
     @property
     def version(self) -> str:
-        """`openai-compatible:<model>`; a model name too long for the version columns (100)
-        is cut and ends in a hash of the whole name, so two long names never share one."""
+        """`openai-compatible:<model>`, then ` (<dialect>)` unless json_schema; a model name
+        too long for the version columns (100) is cut and ends in a hash of the whole name,
+        so two long names never share one."""
+        dialect = output_dialect()
+        suffix = "" if dialect == DEFAULT_OUTPUT else f" ({dialect})"
         version = f"{self.name}:{self.model}"
-        if len(version) > 100:
-            version = f"{version[:87]}#{hashlib.sha256(self.model.encode()).hexdigest()[:12]}"
-        return version
+        if len(version) + len(suffix) > 100:
+            digest = hashlib.sha256(self.model.encode()).hexdigest()[:12]
+            version = f"{version[: 87 - len(suffix)]}#{digest}"
+        return version + suffix
 
     @property
     def prompt_version(self) -> str:
@@ -101,6 +166,8 @@ class OpenAICompatibleClassifier:
 
     def classify(self, event: ClassifierInput, attempt: int, *, deadline: float) -> Any:
         api_key = setting("OPENAI_API_KEY") or PLACEHOLDER_API_KEY
+        dialect = output_dialect()
+        shape = response_format(dialect)
         # max_retries=0: one HTTP request per attempt; the workflow's backoff does the rest.
         with openai.OpenAI(
             base_url=self.base_url, api_key=api_key, timeout=deadline, max_retries=0
@@ -109,23 +176,34 @@ class OpenAICompatibleClassifier:
                 completion = client.chat.completions.create(
                     model=self.model,
                     messages=[
-                        {"role": "system", "content": load_prompt().text},
+                        {"role": "system", "content": system_prompt(dialect)},
                         {"role": "user", "content": event_message(event)},
                     ],
-                    response_format=response_format(),
                     temperature=0,
+                    # As sent, untyped: the SDK's types know no `schema` beside json_object.
+                    extra_body={"response_format": shape} if shape else None,
                 )
             except openai.APITimeoutError as exc:  # before its parent, APIConnectionError
                 raise ClassifierTimeout(
                     f"no answer from {self.base_url} within {deadline:g}s"
                 ) from exc
             except openai.APIStatusError as exc:
+                if _refused_as_malformed(exc):
+                    raise ClassifierRefused(self._refusal_message(exc, dialect)) from exc
                 raise ClassifierUnavailable(self._status_message(exc)) from exc
             except openai.APIConnectionError as exc:
                 raise ClassifierUnavailable(f"cannot reach {self.base_url}: {exc}") from exc
             except (openai.OpenAIError, ValueError) as exc:  # e.g. a 200 whose body is not JSON
                 raise ClassifierUnavailable(f"unusable answer from {self.base_url}: {exc}") from exc
-        return self._output(completion)
+        return self._output(completion, embedded=dialect == "text")
+
+    def _refusal_message(self, exc: openai.APIStatusError, dialect: str) -> str:
+        others = ", ".join(d for d in OUTPUTS if d != dialect)
+        return (
+            f"{self.base_url} refused the request with {exc.status_code}, so it was not "
+            f"retried: {str(exc.message)[:200]}. If the server does not accept "
+            f"{dialect} output, set GATEHOUSE_OPENAI_OUTPUT to one of: {others}"
+        )
 
     def _status_message(self, exc: openai.APIStatusError) -> str:
         status, detail = exc.status_code, str(exc.message)[:200]
@@ -136,7 +214,7 @@ class OpenAICompatibleClassifier:
             f"{self.base_url} refused the request with {status} (check model, key, URL): {detail}"
         )
 
-    def _output(self, completion: Any) -> Any:
+    def _output(self, completion: Any, *, embedded: bool = False) -> Any:
         """What the model wrote; refusals and empty answers go on to be held as invalid."""
         choices = getattr(completion, "choices", None)
         if not choices:  # the server answered, but not with a completion: not the model's fault
@@ -144,8 +222,17 @@ class OpenAICompatibleClassifier:
         message = getattr(choices[0], "message", None)
         content = getattr(message, "content", None)
         if isinstance(content, str) and content:
-            return parse_output(content)
+            return parse_output(content, embedded=embedded)
         refusal = getattr(message, "refusal", None)
         if refusal:
             return {"refusal": refusal}
         return content or ""  # not text (a lenient server): kept as it came
+
+
+def _refused_as_malformed(exc: openai.APIStatusError) -> bool:
+    """The server says the request itself is wrong for it: 400 or 422, or an error of any
+    status that names the part it cannot take (llama-cpp-python answers 500 to a
+    json_schema response_format)."""
+    if exc.status_code in (400, 422):
+        return True
+    return "response_format" in str(exc.message)

@@ -30,6 +30,7 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import run_conflicted_user_ids
 from automation.classifiers import (
     ClassifierInput,
+    ClassifierRefused,
     ClassifierTimeout,
     ClassifierUnavailable,
     get_classifier,
@@ -317,7 +318,9 @@ def _judge_output(
 
 def _classifier_failed(run: Run, stage: Stage, error: Exception, now: datetime) -> None:
     error_class = type(error).__name__
-    if run.classify_attempts - run.classify_attempts_spent >= run.channel.max_classifier_attempts:
+    spent = run.classify_attempts - run.classify_attempts_spent
+    # A refused request would be refused again: held now, not after every attempt.
+    if isinstance(error, ClassifierRefused) or spent >= run.channel.max_classifier_attempts:
         stage.record(run, Outcome.RETRY_EXHAUSTED, error_class)
         move(
             run,

@@ -12,6 +12,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.utils import timezone
 
+from automation import services
 from automation.classifiers import (
     VERSIONS,
     ClassifierInput,
@@ -35,6 +36,7 @@ from automation.models import (
     State,
 )
 from automation.schemas import ClassifierDecision
+from automation.services.intake import MAIL_TYPE
 from tests.chatserver import ChatServer, content, running_chat_server, slow, status
 from tests.conftest import Pipeline, assert_retry_scheduled, decision_for, make_event
 
@@ -428,3 +430,103 @@ def test_a_long_model_name_still_fits_the_version_columns(settings: Any) -> None
     assert len(version_a) == len(version_b) == 100
     assert version_a != version_b
     assert version_a.startswith("openai-compatible:mmm")
+
+
+# --- structured-output dialects -------------------------------------------------------------
+
+MAIL = Path(django_settings.BASE_DIR) / "tests" / "data" / "mail"
+DIALECTS = ["json_schema", "json_object", "text"]
+
+
+def dialect_channel(dialect: str) -> Pipeline:
+    classifier_version, prompt_version = classifier_versions("openai-compatible")
+    channel = IntakeChannel.objects.create(
+        name=f"llm-{dialect}",
+        classifier="openai-compatible",
+        classifier_version=classifier_version,
+        workflow_version="workflow-1",
+        prompt_version=prompt_version,
+        max_classifier_attempts=3,
+    )
+    return Pipeline(channel)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_the_sample_set_completes_against_a_server_that_speaks_only_one_dialect(
+    policy: None, llm: SettingsWrapper, chat: ChatServer, dialect: str
+) -> None:
+    """Every sample message is read in one request per message, and no run is held for
+    want of a classifier: each dialect gets its answers through."""
+    configure(llm, OPENAI_OUTPUT=dialect)
+    chat.dialect = dialect
+    chat.default = ("reader",)
+    pipeline = dialect_channel(dialect)
+
+    for path in sorted(MAIL.glob("*.eml")):
+        with pipeline.capture():
+            services.intake_submit(
+                channel=pipeline.channel,
+                raw=path.read_bytes(),
+                content_type=MAIL_TYPE,
+                source=f"file:{path.name}",
+            )
+        pipeline.drain()
+
+    read = ClassificationAttempt.objects.filter(run__channel=pipeline.channel)
+    assert read.count() == chat.count() > 30  # every message once; nothing refused, retried
+    assert set(read.values_list("outcome", flat=True)) <= {"valid", "invalid"}
+    assert read.filter(outcome="valid").count() >= read.count() - 2
+    runs = Run.objects.filter(channel=pipeline.channel)
+    assert not runs.filter(outcome=Outcome.RETRY_EXHAUSTED).exists()
+    assert set(runs.values_list("classifier_version", flat=True)) == {
+        classifier_versions("openai-compatible")[0]
+    }
+    sent = chat.requests[0].payload
+    if dialect == "text":
+        assert "response_format" not in sent
+        assert "JSON Schema" in sent["messages"][0]["content"]
+    else:
+        assert sent["response_format"]["type"] == dialect
+
+
+def test_the_version_records_the_dialect(llm: SettingsWrapper) -> None:
+    assert classifier_versions("openai-compatible")[0] == "openai-compatible:test-model"
+    configure(llm, OPENAI_OUTPUT="json_object")
+    assert classifier_versions("openai-compatible")[0] == (
+        "openai-compatible:test-model (json_object)"
+    )
+    configure(llm, OPENAI_OUTPUT="xml")
+    with pytest.raises(ValueError, match="GATEHOUSE_OPENAI_OUTPUT"):
+        classifier_versions("openai-compatible")
+
+
+@pytest.mark.parametrize(
+    ("server", "refusal"),
+    [
+        pytest.param("json_object", "500", id="llama-cpp-500-naming-response_format"),
+        pytest.param("text", "400", id="400"),
+    ],
+)
+def test_a_request_the_server_refuses_is_held_at_once_not_retried(
+    pipeline: Pipeline, chat: ChatServer, server: str, refusal: str
+) -> None:
+    chat.dialect = server  # the classifier asks for json_schema, the default
+    chat.default = ("reader",)
+
+    run = pipeline.run(pipeline.submit(EVENT))
+
+    assert (run.state, run.outcome) == (State.NEEDS_REVIEW, Outcome.RETRY_EXHAUSTED)
+    assert chat.count() == 1  # refused once: the same request is not sent again
+    assert attempts(run) == [(1, "unavailable")]
+    assert classify_stages(run) == [(1, Outcome.RETRY_EXHAUSTED, "ClassifierRefused")]
+    assert f"refused the request with {refusal}, so it was not retried" in run.failure_detail
+    assert "GATEHOUSE_OPENAI_OUTPUT" in run.failure_detail
+
+
+def test_a_reading_written_inside_prose_is_found_in_the_text_dialect(
+    llm: SettingsWrapper, chat: ChatServer
+) -> None:
+    configure(llm, OPENAI_OUTPUT="text")
+    chat.then(content(f"Sure! {{not json}} Here it is:\n```json\n{json.dumps(GOOD)}\n```"))
+
+    assert classify_once() == GOOD
