@@ -24,6 +24,9 @@ from policy.services import policy_ensure_defaults, policy_get
 # The pipeline stops here for an evaluation: the decision is made, nothing is delivered.
 WORKING = {State.RECEIVED, State.VALIDATED, State.NORMALIZED, State.ENRICHED, State.CLASSIFIED}
 LABEL_COLUMNS = {"file", "category", "effect", "expected_intake"}
+SECURITY = "security"
+# Confidence bands of the reliability table; the last includes 1.0.
+BANDS = [(0.0, 0.2), (0.2, 0.4), (0.4, 0.6), (0.6, 0.8), (0.8, 1.0)]
 
 
 class LabelsInvalid(ValueError):
@@ -41,6 +44,16 @@ class Reading:
     state: str
     outcome: str
     failure_field: str
+    confidence: float | None = None
+
+    @property
+    def right(self) -> bool:
+        """Read right: the category and the effect a careful person would say."""
+        return (self.category, self.effect) == (self.label_category, self.label_effect)
+
+    @property
+    def straight_through(self) -> bool:
+        return self.destination == "straight_through"
 
     @property
     def to_people(self) -> bool:
@@ -98,8 +111,65 @@ class EvaluationReport:
             if r.category != r.label_category
         )
 
+    @property
+    def per_category(self) -> dict[str, dict[str, float | int]]:
+        """Precision and recall of each category, labelled or read."""
+        seen = {r.label_category for r in self.readings} | {r.category for r in self.readings}
+        names = sorted(seen - {""})
+        table: dict[str, dict[str, float | int]] = {}
+        for name in names:
+            labelled = sum(r.label_category == name for r in self.readings)
+            read = sum(r.category == name for r in self.readings)
+            both = sum(r.label_category == name == r.category for r in self.readings)
+            table[name] = {
+                "labelled": labelled,
+                "read": read,
+                "precision": round(both / read, 4) if read else 0.0,
+                "recall": round(both / labelled, 4) if labelled else 0.0,
+            }
+        return table
+
+    @property
+    def security_recall(self) -> tuple[int, int]:
+        """Security messages read as security: the miss that costs most."""
+        labelled = [r for r in self.readings if r.label_category == SECURITY]
+        return sum(r.category == SECURITY for r in labelled), len(labelled)
+
+    @property
+    def wrong_straight_through(self) -> tuple[int, int, int]:
+        """(read wrong and run straight through, run straight through, read wrong): the number
+        that matters is the first over the second, what nobody looked at and was wrong."""
+        through = [r for r in self.readings if r.straight_through]
+        wrong = sum(not r.right for r in self.readings)
+        return sum(not r.right for r in through), len(through), wrong
+
+    @property
+    def reliability(self) -> list[dict[str, Any]]:
+        """How often readings in each confidence band were right: a classifier is honest when
+        each band's accuracy is at least its confidence."""
+        bands = []
+        for low, high in BANDS:
+            inside = [
+                r
+                for r in self.readings
+                if r.confidence is not None
+                and low <= r.confidence < high + (1e-9 if high == 1.0 else 0)
+            ]
+            right = sum(r.right for r in inside)
+            bands.append(
+                {
+                    "band": f"{low:.1f}-{high:.1f}",
+                    "readings": len(inside),
+                    "right": right,
+                    "accuracy": round(right / len(inside), 4) if inside else None,
+                }
+            )
+        return bands
+
     def as_json(self) -> dict[str, Any]:
         caught, labelled = self.problems_caught
+        security, security_labelled = self.security_recall
+        wrong_through, through, wrong = self.wrong_straight_through
         return {
             "classifier": self.classifier,
             "classifier_version": self.classifier_version,
@@ -111,6 +181,11 @@ class EvaluationReport:
             "routed_to_people": round(self._share(self.to_people), 4),
             "destinations": dict(self.destinations),
             "extraction_problems_caught": [caught, labelled],
+            "per_category": self.per_category,
+            "security_recall": [security, security_labelled],
+            "wrong_among_straight_through": [wrong_through, through],
+            "wrong_readings_straight_through": [wrong_through, wrong],
+            "reliability": self.reliability,
             "readings": [r.__dict__ for r in self.readings],
         }
 
@@ -129,6 +204,25 @@ class EvaluationReport:
             "where runs went: "
             + ", ".join(f"{name} {count}" for name, count in self.destinations.most_common()),
         ]
+        security, security_labelled = self.security_recall
+        wrong_through, through, wrong = self.wrong_straight_through
+        out += [
+            f"security recall: {security}/{security_labelled}",
+            f"read wrong among those run straight through: {wrong_through}/{through}"
+            + (f" = {wrong_through / through:.1%}" if through else ""),
+            f"wrong readings that ran straight through: {wrong_through}/{wrong}",
+            "per category (precision, recall): "
+            + ", ".join(
+                f"{name} {row['precision']:.0%} {row['recall']:.0%}"
+                for name, row in self.per_category.items()
+            ),
+            "reliability (confidence band: right/readings):",
+        ]
+        for band in self.reliability:
+            if band["readings"]:
+                out.append(
+                    f"  {band['band']}: {band['right']}/{band['readings']} = {band['accuracy']:.0%}"
+                )
         for (label, read), count in self.confusions.most_common():
             out.append(f"  labelled {label}, read as {read}: {count}")
         return out
@@ -202,9 +296,15 @@ def _evaluate(
                 state=run.state,
                 outcome=run.outcome,
                 failure_field=run.failure_field,
+                confidence=_confidence(reading),
             )
         )
     return report
+
+
+def _confidence(reading: dict[str, Any]) -> float | None:
+    value = reading.get("confidence")
+    return float(value) if isinstance(value, int | float) and 0 <= value <= 1 else None
 
 
 def _decided(run_id: int) -> Run:

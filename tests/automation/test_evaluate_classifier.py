@@ -84,6 +84,44 @@ def test_accuracy_and_the_share_sent_to_people_are_counted(tmp_path: Path) -> No
     assert "routed to people: 2/4 = 50.0%" in text
     assert "labelled billing, read as support: 1" in text
 
+    # The figures that say whether the reading can be trusted.
+    assert report["security_recall"] == [1, 1]
+    assert report["wrong_among_straight_through"] == [1, 2]  # 15 ran through, read wrong
+    assert report["wrong_readings_straight_through"] == [1, 1]
+    assert report["per_category"]["billing"] == {
+        "labelled": 2,
+        "read": 1,
+        "precision": 1.0,
+        "recall": 0.5,
+    }
+    assert report["per_category"]["support"]["precision"] == 0.0  # its one reading was wrong
+    bands = report["reliability"]
+    assert sum(band["readings"] for band in bands) == 4  # every reading has its confidence
+    assert sum(band["right"] for band in bands) == 3  # all but 15: category and effect
+    assert "security recall: 1/1" in text
+    assert "read wrong among those run straight through: 1/2 = 50.0%" in text
+
+
+@pytest.mark.django_db
+def test_two_classifiers_are_compared_on_the_same_set(tmp_path: Path) -> None:
+    labels = labelled_set(
+        tmp_path,
+        [
+            "01-quote-request-northwind.eml,sales,create_follow_up,CUST-10001,,new,,",
+            "17-suspicious-signins-northwind.eml,security,queue_account_review,,,new,,",
+        ],
+    )
+
+    figures = json.loads(evaluate(labels, "--compare", "heuristic", "recorded", "--json"))
+
+    assert figures["heuristic"]["security recall"] == "1/1 = 100.0%"
+    assert figures["heuristic"]["category accuracy"] == "2/2 = 100.0%"
+    # Nothing recorded for these messages: the recorded classifier reads nothing.
+    assert figures["recorded"]["category accuracy"] == "0/2 = 0.0%"
+    table = evaluate(labels, "--compare", "heuristic", "recorded")
+    assert "heuristic-1" in table and "recorded-classifier-1" in table
+    assert Run.objects.count() == 0  # both evaluations left nothing behind
+
 
 @pytest.mark.django_db
 def test_an_evaluation_leaves_nothing_behind(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from automation.classifiers import ClassifierUnavailable
-from automation.services.evaluation import LabelsInvalid, classifier_evaluate
+from automation.services.evaluation import EvaluationReport, LabelsInvalid, classifier_evaluate
 from policy.models import PolicyVersion
 
 
@@ -23,14 +23,18 @@ class Command(BaseCommand):
         parser.add_argument("--classifier", default="heuristic")
         parser.add_argument("--policy", help="policy version to decide under (default: active)")
         parser.add_argument("--json", action="store_true", help="print one JSON object")
+        parser.add_argument(
+            "--compare",
+            nargs=2,
+            metavar=("A", "B"),
+            help="two classifiers on the same set, figures side by side",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            report = classifier_evaluate(
-                labels=options["labels"], classifier=options["classifier"], policy=options["policy"]
-            )
-        except (OSError, LabelsInvalid, ClassifierUnavailable, PolicyVersion.DoesNotExist) as exc:
-            raise CommandError(str(exc)) from exc
+        if options["compare"]:
+            self._compare(options)
+            return
+        report = self._evaluate(options, options["classifier"])
         if options["json"]:
             self.stdout.write(json.dumps(report.as_json(), indent=2))
             return
@@ -45,3 +49,41 @@ class Command(BaseCommand):
                     f"{mark}{r.file}: {r.category}/{r.effect} (labelled {r.label_category}/"
                     f"{r.label_effect}) -> {r.destination}"
                 )
+
+    def _evaluate(self, options: dict[str, Any], classifier: str) -> EvaluationReport:
+        try:
+            return classifier_evaluate(
+                labels=options["labels"], classifier=classifier, policy=options["policy"]
+            )
+        except (OSError, LabelsInvalid, ClassifierUnavailable, PolicyVersion.DoesNotExist) as exc:
+            raise CommandError(str(exc)) from exc
+
+    def _compare(self, options: dict[str, Any]) -> None:
+        reports = [self._evaluate(options, name) for name in options["compare"]]
+        figures = [_figures(report) for report in reports]
+        if options["json"]:
+            self.stdout.write(json.dumps(dict(zip(options["compare"], figures, strict=True))))
+            return
+        a, b = reports
+        self.stdout.write(f"{'':42} {a.classifier_version:>24} {b.classifier_version:>24}")
+        for name in figures[0]:
+            self.stdout.write(f"{name:42} {figures[0][name]:>24} {figures[1][name]:>24}")
+
+
+def _figures(report: EvaluationReport) -> dict[str, str]:
+    """The figures that say whether a classifier may be trusted, as comparable text."""
+    n = len(report.readings)
+    security, labelled = report.security_recall
+    wrong_through, through, _ = report.wrong_straight_through
+
+    def share(part: int, whole: int) -> str:
+        return f"{part}/{whole} = {part / whole:.1%}" if whole else f"{part}/{whole}"
+
+    return {
+        "messages": str(n),
+        "category accuracy": share(report.category_correct, n),
+        "effect accuracy": share(report.effect_correct, n),
+        "security recall": share(security, labelled),
+        "routed to people": share(report.to_people, n),
+        "read wrong among straight through": share(wrong_through, through),
+    }
