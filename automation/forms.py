@@ -95,7 +95,19 @@ class BatchForm(forms.Form):
 MAX_AGE_HOURS = 24 * 366 * 100
 
 
-class QueueFilterForm(forms.Form):
+class WindowForm(forms.Form):
+    """A window of time, either end open; an end before its start is refused."""
+
+    since = BoundedDateTimeField(required=False, label="From")
+    until = BoundedDateTimeField(required=False, label="To")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        check_window(self, "since", "until")
+        return data
+
+
+class QueueFilterForm(WindowForm):
     """A queue's filters, from the query string. A filter whose value is unusable is left out
     (the page says which and why), so a bad link still shows the queue."""
 
@@ -105,13 +117,7 @@ class QueueFilterForm(forms.Form):
     older_than_hours = forms.IntegerField(
         required=False, min_value=0, max_value=MAX_AGE_HOURS, label="Older than (hours)"
     )
-    since = BoundedDateTimeField(required=False, label="From")
-    until = BoundedDateTimeField(required=False, label="To")
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        check_window(self, "since", "until")
-        return data
+    field_order = ["q", "route", "owner", "older_than_hours", "since", "until"]  # as shown
 
     def value(self, name: str) -> Any:
         """The field's cleaned value, or None when it was missing or unusable."""
@@ -132,16 +138,8 @@ class EffectResumeForm(forms.Form):
     )
 
 
-class SimulationForm(forms.Form):
+class SimulationForm(WindowForm):
     """The window of past runs a simulation judges (each end defaults on the page)."""
-
-    since = BoundedDateTimeField(required=False, label="From")
-    until = BoundedDateTimeField(required=False, label="To")
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        check_window(self, "since", "until")
-        return data
 
 
 def form_problems(form: forms.Form) -> str:

@@ -173,14 +173,11 @@ def _hold_unwritable(effect: Effect, run: Run, error: Exception, now: datetime) 
     effect.lease_expires_at = None
     effect.last_error = reason
     effect.save()
-    move(
+    _hold_unavailable(
+        effect,
         run,
-        "hold",
-        stage=Stage("execute", effect.attempts),
-        stage_outcome="unwritable",
-        outcome=Outcome.EFFECT_UNAVAILABLE,
-        field=effect.name,
-        detail=f"the {effect.name} record could not be written ({reason}); retrying fails "
+        "unwritable",
+        f"the {effect.name} record could not be written ({reason}); retrying fails "
         "the same way until the value or the column is fixed",
         save=False,
     )
@@ -377,15 +374,23 @@ def _retry_or_hold(effect: Effect, run: Run, delivery: Delivery, now: datetime) 
         return
     reason = "attempt limit reached" if spent else "deadline passed"
     tries = f"{effect.attempts} attempt{'' if effect.attempts == 1 else 's'}"
+    last = delivery.error_class or f"HTTP {delivery.status_code}"
+    _hold_unavailable(effect, run, "unavailable", f"{reason} after {tries}; last: {last}")
+
+
+def _hold_unavailable(
+    effect: Effect, run: Run, stage_outcome: str, detail: str, *, save: bool = True
+) -> None:
+    """Hold the run for a person: the effect cannot be delivered as things stand."""
     move(
         run,
         "hold",
         stage=Stage("execute", effect.attempts),
-        stage_outcome="unavailable",
+        stage_outcome=stage_outcome,
         outcome=Outcome.EFFECT_UNAVAILABLE,
         field=effect.name,
-        detail=f"{reason} after {tries}; last: "
-        f"{delivery.error_class or f'HTTP {delivery.status_code}'}",
+        detail=detail,
+        save=save,
     )
 
 
