@@ -168,6 +168,16 @@ def fingerprint(normalized: dict[str, Any]) -> str:
 Confidence = Annotated[float, Field(ge=0.0, le=1.0, strict=True)]
 
 
+class MessagePart(StrEnum):
+    SUBJECT = "subject"
+    OWN = "own"
+    QUOTED = "quoted"
+    FORWARDED = "forwarded"
+    SIGNATURE = "signature"
+    DISCLAIMER = "disclaimer"
+    ATTACHMENT = "attachment"
+
+
 class ExtractedField(BaseModel):
     """One fact read from the request, with how sure the reader is and where it read it."""
 
@@ -177,6 +187,9 @@ class ExtractedField(BaseModel):
     confidence: Confidence
     # The exact words of the request the value came from, shown highlighted to approvers.
     source: Annotated[str, Field(min_length=1, max_length=2000)] | None = None
+    # Which part of an e-mail the words are in: the sender's own text, or what the message
+    # carries along (a quoted reply, a forwarded message, an attachment), which is evidence.
+    part: MessagePart | None = None
 
 
 class ClassifierDecision(BaseModel):

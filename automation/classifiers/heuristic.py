@@ -14,9 +14,10 @@ from typing import Any
 from automation.classifiers import ClassifierInput
 from automation.customers import references_in
 from automation.extraction import CURRENCIES, parse_date
-from automation.schemas import EffectName, RequestType, Route, event_text, is_mail
+from automation.mailtext import MessageParts, split_text
+from automation.schemas import EffectName, MessagePart, RequestType, Route, event_text, is_mail
 
-VERSION = "heuristic-1"
+VERSION = "heuristic-2"
 KEYWORDS: dict[str, tuple[str, ...]] = {
     RequestType.SUPPORT: (
         "access",
@@ -209,13 +210,54 @@ MAIL_EFFECTS = {
 
 
 def read(normalized: dict[str, Any]) -> dict[str, Any]:
-    """The proposal for one event; pure, so tests and replays get the same answer."""
+    """The proposal for one event; pure, so tests and replays get the same answer.
+
+    An e-mail's intent is read from its subject and the sender's own words; what it carries
+    along (quotes, forwards, attachments) is read only when those say nothing, and then at
+    half the confidence. Facts are taken from the sender's words first, and each says which
+    part of the message it came from."""
     mail = is_mail(normalized)
+    subject = str(normalized.get("subject", ""))
     if mail:
+        parts = split_text(str(normalized.get("body", "")))
+        intent = f"{subject}.\n\n{parts.own}"
         original = event_text(normalized)
     else:
-        original = f"{normalized.get('subject', '')}. {normalized.get('body', '')}"
-    text = original.lower()
+        intent = original = f"{subject}. {normalized.get('body', '')}"
+    category, best, confidence = _intent(intent.lower(), normalized)
+    carried = mail and best == 0
+    if carried:  # nothing in the sender's own words: what they sent along is all there is
+        category, best, confidence = _intent(original.lower(), normalized)
+        confidence /= 2
+    text = (original if carried else intent).lower()
+    cues = {effect: _hits(text, words) for effect, words in EFFECT_CUES.items()}
+    effect = max(cues, key=lambda name: cues[name]) if any(cues.values()) else None
+    if effect is None:
+        requested = normalized.get("requested_action", "")
+        known = {member.value for member in EffectName}
+        if mail:
+            effect = MAIL_EFFECTS[RequestType(category)]
+        else:
+            effect = requested if requested in known else EffectName.CREATE_FOLLOW_UP
+        confidence *= 0.9
+    fields = {**extract(original), **extract(intent)}  # the sender's own words win
+    if mail:
+        _mark_parts(fields, subject, parts, normalized)
+        if normalized.get("sender_name"):
+            fields["sender_name"] = {"value": normalized["sender_name"][:500], "confidence": 0.95}
+    reason = f"{category}_keywords" if best else "no_clear_signal"
+    return {
+        "category": str(category),
+        "recommended_route": str(ROUTES[RequestType(category)]),
+        "requested_effect": str(effect),
+        "reason_code": f"{reason}.carried" if carried and best else reason,
+        "confidence": round(confidence, 2),
+        "fields": fields,
+    }
+
+
+def _intent(text: str, normalized: dict[str, Any]) -> tuple[str, int, float]:
+    """(category, its keyword hits, confidence) read from `text`, lower-cased."""
     scores = {category: _hits(text, words) for category, words in KEYWORDS.items()}
     ranked = sorted(
         scores.items(), key=lambda item: (-item[1], item[0] != normalized.get("request_type"))
@@ -228,27 +270,27 @@ def read(normalized: dict[str, Any]) -> dict[str, Any]:
         # Keywords are never certain: even a clear, unopposed signal stays below 0.9.
         strength = min(0.9, 0.55 + 0.15 * best)
         confidence = strength * best / (best + second)
-    cues = {effect: _hits(text, words) for effect, words in EFFECT_CUES.items()}
-    effect = max(cues, key=lambda name: cues[name]) if any(cues.values()) else None
-    if effect is None:
-        requested = normalized.get("requested_action", "")
-        known = {member.value for member in EffectName}
-        if mail:
-            effect = MAIL_EFFECTS[RequestType(category)]
+    return str(category), best, confidence
+
+
+def _mark_parts(
+    fields: dict[str, dict[str, Any]],
+    subject: str,
+    parts: MessageParts,
+    normalized: dict[str, Any],
+) -> None:
+    """Say which part of the message each fact was read from."""
+    attachments = [str(a.get("text") or "") for a in normalized.get("attachments") or []]
+    for found in fields.values():
+        source = str(found.get("source") or found.get("value") or "")
+        if source and source in subject:
+            found["part"] = MessagePart.SUBJECT.value
+        elif any(source and source in text for text in attachments) and not any(
+            source in text for _, text in parts.pieces
+        ):
+            found["part"] = MessagePart.ATTACHMENT.value
         else:
-            effect = requested if requested in known else EffectName.CREATE_FOLLOW_UP
-        confidence *= 0.9
-    fields = extract(original)
-    if mail and normalized.get("sender_name"):
-        fields["sender_name"] = {"value": normalized["sender_name"][:500], "confidence": 0.95}
-    return {
-        "category": str(category),
-        "recommended_route": str(ROUTES[RequestType(category)]),
-        "requested_effect": str(effect),
-        "reason_code": f"{category}_keywords" if best else "no_clear_signal",
-        "confidence": round(confidence, 2),
-        "fields": fields,
-    }
+            found["part"] = parts.kind_of(source)
 
 
 class HeuristicClassifier:

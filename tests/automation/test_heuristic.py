@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+from django.urls import reverse
 
 from automation import services
 from automation.classifiers.heuristic import read
 from automation.models import State
+from automation.roles import roles_ensure
 from automation.schemas import ClassifierDecision
+from automation.services.intake import MAIL_TYPE
 from tests.conftest import Pipeline, make_event
 
 
@@ -77,7 +82,7 @@ def test_text_cannot_talk_the_classifier_into_authority() -> None:
 @pytest.mark.django_db
 def test_the_api_channel_reads_requests_with_the_heuristic_classifier(policy: None) -> None:
     channel = services.channel_get_or_create(name="api")
-    assert (channel.classifier, channel.classifier_version) == ("heuristic", "heuristic-1")
+    assert (channel.classifier, channel.classifier_version) == ("heuristic", "heuristic-2")
     pipeline = Pipeline(channel)
     event = make_event(subject="Cannot log in", body="Locked out after a reset. Please follow up.")
 
@@ -86,5 +91,111 @@ def test_the_api_channel_reads_requests_with_the_heuristic_classifier(policy: No
     assert (run.state, run.reason_code, run.classifier_version) == (
         State.COMPLETED,
         "support_keywords",
-        "heuristic-1",
+        "heuristic-2",
     )
+
+
+# --- the sender's own words ------------------------------------------------------------------
+
+
+def mail_event(body: str, subject: str = "Fwd: Overdue invoice") -> dict[str, object]:
+    return {
+        "event_id": "m-1",
+        "source": "email",
+        "subject": subject,
+        "body": body,
+        "sender": "it@example.com",
+        "sender_name": "",
+        "attachments": [],
+    }
+
+
+def test_a_forwarded_invoice_is_evidence_not_the_request() -> None:
+    body = (
+        "Our staff got this phishing mail; one entered her password on the fake login page.\n"
+        "Please review her account.\n\n"
+        "---------- Forwarded message ---------\nFrom: billing@examp1e-payments.com\n"
+        "Subject: Overdue invoice\n\n"
+        "Your invoice INV-2026-0042 of 4,250.00 EUR is overdue. Pay the invoice today to "
+        "avoid a late payment fee.\n"
+    )
+
+    reading = read(mail_event(body))
+
+    # The sender reports a phishing mail: the invoice it carries asks them for nothing.
+    assert reading["category"] != "billing"
+    # The invoice's amount is still read, but as what the message carried along.
+    assert reading["fields"]["amount"]["part"] == "forwarded"
+
+
+def test_a_quoted_request_does_not_speak_for_the_reply() -> None:
+    body = (
+        "Thanks, all sorted now, the sign-in works again.\n\n"
+        "On Tue, 3 Mar 2026 at 10:02, Billing <billing@example.com> wrote:\n"
+        "> Your invoice of 980.00 EUR is due; please confirm the payment.\n"
+    )
+
+    reading = read(mail_event(body, subject="Re: sign-in"))
+
+    assert reading["category"] != "billing"
+    assert reading["fields"]["amount"]["part"] == "quoted"
+
+
+def test_facts_in_the_senders_own_words_win_over_carried_ones() -> None:
+    body = (
+        "Please refund 120.00 EUR, we were charged twice.\n\n"
+        "-----Original Message-----\nFrom: Billing\nSent: Monday\nSubject: Receipt\n\n"
+        "Total: 9,999.00 EUR\n"
+    )
+
+    amount = read(mail_event(body, subject="Refund"))["fields"]["amount"]
+
+    assert (amount["value"], amount["part"]) == ("120.00 EUR", "own")
+
+
+def test_with_nothing_in_the_senders_words_the_carried_text_is_read_at_half_confidence() -> None:
+    body = (
+        "FYI\n\n---------- Forwarded message ---------\nFrom: ana@example.com\n\n"
+        "Someone changed the password of our admin account; suspicious sign-in from abroad.\n"
+    )
+
+    reading = read(mail_event(body, subject="Fwd:"))
+
+    assert reading["category"] == "security"
+    assert reading["reason_code"] == "security_keywords.carried"
+    assert reading["confidence"] <= 0.45
+
+
+@pytest.mark.django_db
+def test_the_run_page_says_a_fact_came_from_a_forwarded_message(policy: None) -> None:
+    channel = services.channel_get_or_create(name="mail-heuristic", classifier="heuristic")
+    pipeline = Pipeline(channel)
+    raw = (
+        b"From: Ana <ana@example.com>\r\nTo: requests@example.com\r\n"
+        b"Subject: Fwd: Overdue invoice\r\nMessage-ID: <fwd-1@example.com>\r\n"
+        b"Content-Type: text/plain; charset=utf-8\r\n\r\n"
+        b"Is this invoice real? Please check before anyone pays.\r\n\r\n"
+        b"---------- Forwarded message ---------\r\nFrom: billing@examp1e.com\r\n\r\n"
+        b"Your invoice of 4,250.00 EUR is overdue.\r\n"
+    )
+    with pipeline.capture():
+        result = services.intake_submit(
+            channel=channel, raw=raw, content_type=MAIL_TYPE, source="test"
+        )
+    pipeline.drain()
+    run = pipeline.run(result)
+    assert run.classification["fields"]["amount"]["part"] == "forwarded"
+    lead = Client()
+    lead.force_login(_lead())
+
+    page = lead.get(reverse("automation:run", args=[run.pk])).content.decode()
+
+    assert "4,250.00 EUR" in page
+    assert "in a forwarded message" in page
+
+
+def _lead() -> User:
+    roles_ensure()
+    user = User.objects.create_user("lead-fwd", is_staff=True)
+    user.groups.add(Group.objects.get(name="ops-leads"))
+    return user
