@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install lint format test demo migrate clean bench
+.PHONY: install lint format test demo migrate clean bench bench-pages
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,12 @@ BENCH_ARGS ?=
 bench: install
 	-$(MAKE) --no-print-directory $(DBOS_VENV)/.installed
 	$(BIN)/python -m bench.throughput $(BENCH_ARGS)
+
+# Page times over a large history (default 1,000,000 runs); not part of `make test`.
+# BENCH_PAGES_ARGS, e.g. "--runs 20000" or "--reuse" to keep an already generated database.
+BENCH_PAGES_ARGS ?=
+bench-pages: install
+	$(BIN)/python -m bench.pages $(BENCH_PAGES_ARGS)
 
 clean:
 	rm -rf $(VENV) $(DBOS_VENV) .pytest_cache .mypy_cache .ruff_cache
