@@ -69,12 +69,50 @@ def _plain_number(number: str) -> str:
     raise ValueError("has two decimal separators")
 
 
+# Month names as requests write them, in English, German, French, Spanish, Dutch and Italian
+# (full names and the usual abbreviations), lower case.
+MONTH_NAMES: dict[str, int] = {
+    name: number
+    for number, names in enumerate(
+        [
+            "january jan januar jänner janvier janv enero ene januari gennaio genn gen",
+            "february feb februar février févr fevrier febrero februari febbraio febbr",
+            "march mar märz maerz mars marzo maart",
+            "april apr avril avr abril abr aprile",
+            "may mai mayo mei maggio magg",
+            "june jun juni juin junio giugno giu",
+            "july jul juli juillet juil julio luglio lug",
+            "august aug août aout agosto ago augustus",
+            "september sep sept septembre septiembre settembre sett set",
+            "october oct oktober octobre octubre okt ottobre ott",
+            "november nov novembre noviembre",
+            "december dec dez dezember décembre decembre diciembre dic dicembre",
+        ],
+        start=1,
+    )
+    for name in names.split()
+}
+MONTH_PATTERN = "|".join(sorted(MONTH_NAMES, key=len, reverse=True))
+# "3 febbraio 2027", "3. März 2027", "3 de marzo de 2027", "March 3, 2027".
+_WRITTEN_DATE = re.compile(
+    rf"^(?:(?P<d1>\d{{1,2}})\.?\s+(?:de\s+)?(?P<m1>{MONTH_PATTERN})\.?\s+(?:de\s+)?(?P<y1>\d{{4}})"
+    rf"|(?P<m2>{MONTH_PATTERN})\.?\s+(?P<d2>\d{{1,2}}),?\s+(?P<y2>\d{{4}}))$",
+    re.IGNORECASE,
+)
+
+
 def parse_date(text: str) -> date:
     for fmt in DATE_FORMATS:
         try:
             return datetime.strptime(text.strip(), fmt).date()  # noqa: DTZ007 - a calendar date
         except ValueError:
             continue
+    written = _WRITTEN_DATE.match(text.strip())
+    if written is not None:
+        day = written.group("d1") or written.group("d2")
+        month = MONTH_NAMES[(written.group("m1") or written.group("m2")).lower()]
+        year = written.group("y1") or written.group("y2")
+        return date(int(year), month, int(day))  # ValueError for a day the month lacks
     raise ValueError("is not a date (use 2026-11-29 or 29 November 2026)")
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from automation.classifiers import ClassifierInput
 from automation.customers import references_in
-from automation.extraction import CURRENCIES, parse_date
+from automation.extraction import CURRENCIES, MONTH_PATTERN, parse_date
 from automation.mailtext import MessageParts, split_text
 from automation.schemas import EffectName, MessagePart, RequestType, Route, event_text, is_mail
 
@@ -41,6 +41,25 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
         "connexion",
         "contraseña",
         "no funciona",
+        "kennwort",
+        "funktioniert nicht",
+        "störung",
+        "erreur",
+        "ne fonctionne pas",
+        "ne marche pas",
+        "acceso",
+        "iniciar sesión",
+        # nl, it
+        "wachtwoord",
+        "inloggen",
+        "werkt niet",
+        "storing",
+        "foutmelding",
+        "accesso",
+        "accedere",
+        "errore",
+        "non funziona",
+        "assistenza",
     ),
     RequestType.BILLING: (
         "invoice",
@@ -62,6 +81,20 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
         "remboursement",
         "factura",
         "reembolso",
+        "zahlung",
+        "gutschrift",
+        "paiement",
+        "pago",
+        "cobro",
+        # nl, it
+        "factuur",
+        "terugbetaling",
+        "betaling",
+        "creditnota",
+        "fattura",
+        "rimborso",
+        "pagamento",
+        "nota di credito",
     ),
     RequestType.SALES: (
         "quote",
@@ -81,6 +114,21 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
         "tarif",
         "presupuesto",
         "precio",
+        "bestellung",
+        "commande",
+        "licencia",
+        "cotización",
+        # nl, it
+        "offerte",
+        "prijs",
+        "prijsopgave",
+        "licentie",
+        "bestelling",
+        "preventivo",
+        "prezzo",
+        "licenza",
+        "offerta",
+        "ordine",
     ),
     RequestType.SECURITY: (
         "suspicious",
@@ -100,6 +148,21 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
         "suspecte",
         "compromis",
         "sospechoso",
+        "gehackt",
+        "unbefugt",
+        "piratage",
+        "piraté",
+        "hackeado",
+        "no autorizado",
+        # nl, it
+        "verdacht",
+        "verdachte",
+        "onbevoegd",
+        "sospetto",
+        "sospetta",
+        "compromesso",
+        "non autorizzato",
+        "violato",
     ),
 }
 ROUTES = {
@@ -121,13 +184,27 @@ AMOUNT = re.compile(
     # A three-letter code after a number with decimals is read as a currency, known or not:
     # an unknown one is then held for a person instead of being dropped.
     r"|(?:(?P<d>\d[\d.,' ]*[.,]\d{2})\s?(?P<other>[A-Z]{3})\b)"
+    # The symbol after the number, as most of Europe writes it: "1 250,00 €".
+    # Thousands in groups of three (a space, a dot, a comma or an apostrophe), so a number
+    # written before it ("invoice 4411 1 250,00 €") is not read into the amount.
+    "|(?:(?P<e>\\d{1,3}(?:[ \u00a0\u202f.,']\\d{3})+(?:[.,]\\d{2})?|\\d+(?:[.,]\\d{1,2})?)"
+    "[\u00a0\u202f ]?(?P<post>[€$£]))"
 )
-TOTAL = re.compile(r"\b(total|amount due|grand total|gesamt|montant|importe)\b", re.IGNORECASE)
-MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
+# The amount a message is about: a total, an amount due or in dispute, not a unit price.
+TOTAL = re.compile(
+    r"\b(total|amount due|grand total|balance due|disputed|charged twice|"
+    r"gesamt\w*|summe|betrag|strittig|montant|à payer|contest\w+|importe|total a pagar|"
+    r"en disputa|totaal|te betalen|betwist\w*|totale|importo|da pagare|contestat\w+)\b",
+    re.IGNORECASE,
+)
 DATE = re.compile(
-    rf"\b(\d{{4}}-\d{{2}}-\d{{2}}|\d{{1,2}} (?:{MONTHS}) \d{{4}}|(?:{MONTHS}) \d{{1,2}}, \d{{4}})\b"
+    rf"\b(\d{{4}}-\d{{2}}-\d{{2}}"
+    rf"|\d{{1,2}}\.?\s(?:de\s)?(?:{MONTH_PATTERN})\.?\s(?:de\s)?\d{{4}}"
+    rf"|(?:{MONTH_PATTERN})\.?\s\d{{1,2}},?\s\d{{4}})\b",
+    re.IGNORECASE,
 )
-REFERENCE = re.compile(r"\b(?!CUST-)[A-Z]{2,4}-\d{3,8}\b")
+# INV-4411, PO-2027-0088: letters, then one to three groups of digits.
+REFERENCE = re.compile(r"\b(?!CUST-)[A-Z]{2,4}(?:-\d{2,8}){1,3}\b")
 SYMBOLS = {"€": "EUR", "$": "USD", "£": "GBP"}
 
 
@@ -148,8 +225,8 @@ def extract(text: str) -> dict[str, dict[str, Any]]:
     sentences = _sentences(text)
     fields: dict[str, dict[str, Any]] = {}
     if match := _amount(text):
-        number = match.group("a") or match.group("b") or match.group("c") or match.group("d")
-        currency = SYMBOLS.get(match.group("symbol") or "") or (
+        number = next(match.group(g) for g in "abcde" if match.group(g))
+        currency = SYMBOLS.get(match.group("symbol") or match.group("post") or "") or (
             match.group("code") or match.group("pre") or match.group("other") or ""
         )
         value = f"{number.strip()} {currency}".strip()

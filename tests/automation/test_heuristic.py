@@ -8,7 +8,8 @@ from django.test import Client
 from django.urls import reverse
 
 from automation import services
-from automation.classifiers.heuristic import read
+from automation.classifiers.heuristic import extract, read
+from automation.extraction import parse_date
 from automation.models import State
 from automation.roles import roles_ensure
 from automation.schemas import ClassifierDecision
@@ -199,3 +200,88 @@ def _lead() -> User:
     user = User.objects.create_user("lead-fwd", is_staff=True)
     user.groups.add(Group.objects.get(name="ops-leads"))
     return user
+
+
+# --- six languages -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "amount", "date", "iso"),
+    [
+        (
+            "Bitte bis zum 3. März 2027 zahlen, Gesamtbetrag 1 250,00 €.",
+            "1 250,00 EUR",
+            "3. März 2027",
+            "2027-03-03",
+        ),
+        (
+            "Pagamento entro il 3 febbraio 2027, importo 980,50 €.",
+            "980,50 EUR",
+            "3 febbraio 2027",
+            "2027-02-03",
+        ),
+        (
+            "Graag betalen op 12 maart 2027, totaal 45,00 €.",
+            "45,00 EUR",
+            "12 maart 2027",
+            "2027-03-12",
+        ),
+        (
+            "El 3 de marzo de 2027 vence: total a pagar 1.250,00 EUR.",
+            "1.250,00 EUR",
+            "3 de marzo de 2027",
+            "2027-03-03",
+        ),
+        (
+            "Prix unitaire 12,00 €, montant total 480,00 € au 5 avril 2027.",
+            "480,00 EUR",
+            "5 avril 2027",
+            "2027-04-05",
+        ),
+        (
+            "Unit price $12.00, amount due $480.00 by April 5, 2027.",
+            "480.00 USD",
+            "April 5, 2027",
+            "2027-04-05",
+        ),
+    ],
+)
+def test_amounts_and_dates_are_read_as_each_language_writes_them(
+    text: str, amount: str, date: str, iso: str
+) -> None:
+    fields = extract(text)
+
+    assert fields["amount"]["value"] == amount  # the total, not a unit price
+    assert fields["date"]["value"] == date
+    assert parse_date(date).isoformat() == iso
+
+
+def test_a_number_before_an_amount_is_not_read_into_it() -> None:
+    assert extract("Rechnung 4411 1 250,00 € offen")["amount"]["value"] == "1 250,00 EUR"
+
+
+def test_references_with_several_groups_of_digits_are_read_whole() -> None:
+    assert extract("Bestellung PO-2027-0088 bitte prüfen")["reference"]["value"] == "PO-2027-0088"
+
+
+@pytest.mark.parametrize("text", ["31 febbraio 2027", "30. Februar 2027", "31 de abril de 2027"])
+def test_a_written_date_that_does_not_exist_is_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_date(text)
+
+
+@pytest.mark.parametrize(
+    ("subject", "body", "category"),
+    [
+        ("Accesso non autorizzato", "Il nostro account è stato violato ieri sera.", "security"),
+        ("Verdachte aanmelding", "Iemand heeft onbevoegd ingelogd op ons account.", "security"),
+        ("Offerte", "Graag een offerte en de prijs voor 40 gebruikers.", "sales"),
+        ("Preventivo", "Vorremmo un preventivo con il prezzo per 40 utenti.", "sales"),
+        ("Factuur", "De factuur is dubbel betaald, graag een terugbetaling.", "billing"),
+        ("Rimborso", "Chiediamo il rimborso della fattura pagata due volte.", "billing"),
+        ("Inloggen", "Inloggen werkt niet, ik krijg een foutmelding.", "support"),
+        ("Errore", "Non riesco ad accedere, errore alla pagina di accesso.", "support"),
+    ],
+)
+def test_dutch_and_italian_requests_are_read(subject: str, body: str, category: str) -> None:
+    assert read(mail_event(body, subject=subject))["category"] == category
