@@ -19,7 +19,7 @@ from django.http import QueryDict
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # At most 18 digits each: the id fits a bigint and the time a datetime (checked below).
-CURSOR_PATTERN = re.compile(r"\A(-?\d{1,18})\.(\d{1,18})\Z")
+CURSOR_PATTERN = re.compile(r"\A(-?[0-9]{1,18})\.([0-9]{1,18})\Z")  # ASCII digits only
 
 M = TypeVar("M", bound=Model)
 
