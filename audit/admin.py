@@ -44,15 +44,21 @@ class AuditEventAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
     list_filter = [known_values_filter("action", "action", _actions)]
     search_fields = ["action"]  # shows the search box; get_search_results searches
     search_help_text = (
-        "Exact match on a username (what that person did), a run number, or an event id, "
-        "Message-ID, fingerprint or customer reference of a run. Index lookups only."
+        "Exact match on a username (what that person did) or, when no one has that name, on "
+        "a run number or a run's event id, Message-ID, fingerprint or customer reference. "
+        "Index lookups only; no partial words."
     )
     list_select_related = ["run", "approval"]
     sortable_by = []  # newest first by id; no other order has an index
 
     def search_condition(self, term: str) -> Q:
-        people = get_user_model().objects.filter(username=term).values("pk")
-        return Q(run_id__in=_named_runs(term)) | Q(actor_id__in=people)
+        # One indexed condition, never an OR of two subqueries: PostgreSQL answers that OR
+        # by reading the whole trail. A username names a person; anything else, runs.
+        person = get_user_model().objects.filter(username=term).values_list("pk", flat=True)
+        found = list(person[:1])
+        if found:
+            return Q(actor_id=found[0])
+        return Q(run_id__in=_named_runs(term))
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AuditEvent]:
         return without_approval_rows(request, super().get_queryset(request))

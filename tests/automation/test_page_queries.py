@@ -352,3 +352,22 @@ def test_search_by_identifier_is_an_index_lookup(pipeline: Pipeline) -> None:
     assert "Seq Scan" not in found
     for index in ("run_event_id_idx", "run_fingerprint_idx", "run_customer_ref_idx"):
         assert index in found
+
+
+def test_admin_audit_search_finds_a_persons_actions_or_a_runs_rows(
+    pipeline: Pipeline, people: dict[str, User]
+) -> None:
+    run, other = held(pipeline, 1), held(pipeline, 2)
+    with pipeline.capture():
+        services.run_retry(run_id=run.pk, user=people["lead"], reason="again")
+    pipeline.drain()
+    client = client_for(people["root"])
+    url = reverse("admin:audit_auditevent_changelist")
+
+    by_run = client.get(url, {"q": run.event_id}).content.decode()
+    by_person = client.get(url, {"q": "lee"}).content.decode()
+    by_other = client.get(url, {"q": other.event_id}).content.decode()
+
+    assert f"run #{run.pk} " in by_run and f"run #{other.pk} " not in by_run
+    assert f"run #{other.pk} " in by_other
+    assert "lee" in by_person and f"run #{other.pk} " not in by_person
