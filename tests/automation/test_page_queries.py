@@ -287,7 +287,9 @@ def test_a_large_unfiltered_list_is_counted_from_the_planners_estimate(
         cursor.execute("ANALYZE automation_run")
     monkeypatch.setattr(admin_base, "COUNT_BOUND", 10)
     everything = admin_base.EstimatedCountPaginator(Run.objects.order_by("-pk"), 5)
-    filtered = admin_base.EstimatedCountPaginator(Run.objects.filter(state="completed"), 5)
+    filtered = admin_base.EstimatedCountPaginator(
+        Run.objects.filter(state="completed").order_by("-pk"), 5
+    )
 
     with CaptureQueriesContext(connection) as captured:
         estimate = everything.count
