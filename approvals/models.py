@@ -58,6 +58,13 @@ class ApprovalRequest(models.Model):
         indexes = [
             # The inbox: WHERE status = pending AND group IN (...) ORDER BY created_at
             models.Index(fields=["status", "group", "created_at"], name="approval_inbox_idx"),
+            # The inbox's pages and count: WHERE status = pending ... ORDER BY created_at, id
+            # LIMIT n, walked in order (the page joins its runs for the rows it shows only).
+            models.Index(
+                fields=["created_at", "id"],
+                condition=models.Q(status="pending"),
+                name="approval_pending_idx",
+            ),
             # Approval waits on the reports: WHERE decided_at >= ... AND decided_at < ...
             models.Index(fields=["decided_at"], name="approval_decided_idx"),
         ]

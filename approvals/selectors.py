@@ -11,12 +11,15 @@ from typing import Any
 from django.apps import apps
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models.expressions import RawSQL
 
-from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from audit.models import AuditEvent
+from config.keyset import Cursor, keyset_page
 
-INBOX_LIMIT = 200
+# Rows on one inbox page (keyset pages follow): enough to work through, quick to draw.
+INBOX_LIMIT = 50
 SCOPES = ("mine", "groups", "all")
 
 
@@ -33,10 +36,7 @@ def visible_requests(user: User) -> QuerySet[ApprovalRequest]:
     requests = ApprovalRequest.objects.all()
     if sees_everything(user):
         return requests
-    groups = user_groups(user)
-    return requests.filter(
-        Q(group__in=groups) | Q(escalate_to__in=groups, escalated_at__isnull=False)
-    )
+    return requests.filter(_routed_to(_group_names(user)))
 
 
 def sla_state(request: ApprovalRequest, now: datetime) -> str:
@@ -118,10 +118,69 @@ def conflicted_request_ids(user: User, requests: Collection[ApprovalRequest]) ->
     }
 
 
-def can_decide(user: User, request: ApprovalRequest, *, conflicted: bool | None = None) -> bool:
+def acted_runs_sql(user: User) -> RawSQL:
+    """The ids of the runs this user acted on by hand, and of every replay descended from
+    them: the runs whose requests the user may not approve (the rule of run_lineages seen
+    from the other end, so it can sit in a WHERE clause).
+
+    Reads the user's own audit rows (the actor_id index), and walks up from the replays only
+    (replay_of_id IS NOT NULL: a few runs, through its index) to find those descended from an
+    acted run. Walking down from the acted runs instead would make PostgreSQL join every run
+    to find their replays. UNION drops repeated rows, so even a corrupt cycle ends."""
+    run = apps.get_model("automation", "Run")
+    quote = connection.ops.quote_name
+    runs, audit = quote(run._meta.db_table), quote(AuditEvent._meta.db_table)
+    sql = (
+        f"WITH RECURSIVE acted (id) AS ("  # noqa: S608 - names only, values are parameters
+        f" SELECT run_id FROM {audit} WHERE actor_id = %s AND run_id IS NOT NULL"
+        f" AND action NOT LIKE %s"
+        f"), chain (id, ancestor) AS ("
+        f" SELECT id, replay_of_id FROM {runs} WHERE replay_of_id IS NOT NULL"
+        f" UNION SELECT chain.id, r.replay_of_id FROM chain"
+        f" JOIN {runs} r ON r.id = chain.ancestor WHERE r.replay_of_id IS NOT NULL"
+        f") SELECT id FROM acted"
+        f" UNION SELECT id FROM chain WHERE ancestor IN (SELECT id FROM acted)"
+    )
+    return RawSQL(sql, (user.pk, DECISION_ACTIONS + "%"))  # noqa: S611 - values are parameters
+
+
+def decidable_by(user: User, requests: QuerySet[ApprovalRequest]) -> QuerySet[ApprovalRequest]:
+    """The requests can_decide allows this user, as a filter the database applies: what the
+    default inbox and its count in the navigation show, without reading a row per request."""
+    if not user.has_perm("approvals.decide_approvalrequest"):
+        return requests.none()
+    already = ApprovalDecision.objects.filter(request=OuterRef("pk"), user=user, counted=True)
+    requests = (
+        requests.filter(status=ApprovalStatus.PENDING)
+        .exclude(Exists(already))
+        .exclude(evidence__contains={"conflicted_user_ids": [user.pk]})
+        .exclude(run_id__in=acted_runs_sql(user))
+    )
+    if user.is_superuser:
+        return requests
+    return requests.filter(_routed_to(_group_names(user)))
+
+
+def _group_names(user: User) -> QuerySet[Any]:
+    """The user's group names as a subquery: filters on it cost no query of their own."""
+    return user.groups.values("name")
+
+
+def _routed_to(groups: Collection[str] | QuerySet[Any]) -> Q:
+    return Q(group__in=groups) | Q(escalate_to__in=groups, escalated_at__isnull=False)
+
+
+def can_decide(
+    user: User,
+    request: ApprovalRequest,
+    *,
+    conflicted: bool | None = None,
+    groups: Collection[str] | None = None,
+) -> bool:
     """Whether the decide buttons make sense for this user (the service has the last word).
 
-    `conflicted` is passed by callers that worked it out for many requests at once.
+    `conflicted` and `groups` are passed by callers that worked them out for many requests at
+    once (the groups are one query: asked once per page, not once per row).
     """
     if not request.is_pending or not user.has_perm("approvals.decide_approvalrequest"):
         return False
@@ -131,7 +190,10 @@ def can_decide(user: User, request: ApprovalRequest, *, conflicted: bool | None 
         return False
     if any(d.user_id == user.pk and d.counted for d in request.decisions.all()):
         return False
-    return user.is_superuser or bool(user_groups(user) & set(request.visible_groups()))
+    if user.is_superuser:
+        return True
+    groups = user_groups(user) if groups is None else groups
+    return bool(set(groups) & set(request.visible_groups()))
 
 
 @dataclass(frozen=True)
@@ -161,31 +223,62 @@ def pending_for(user: User) -> QuerySet[ApprovalRequest]:
     return visible_requests(user).filter(status=ApprovalStatus.PENDING)
 
 
-def inbox(*, user: User, scope: str, overdue_only: bool, now: datetime) -> list[InboxRow]:
-    """Pending requests, oldest first. A fixed number of queries whatever the number of rows."""
+@dataclass(frozen=True)
+class InboxPage:
+    rows: list[InboxRow]
+    next: Cursor | None
+    previous: Cursor | None
+
+
+def inbox_requests(
+    *, user: User, scope: str, overdue_only: bool, now: datetime
+) -> QuerySet[ApprovalRequest]:
+    """The pending requests an inbox scope shows, as one filter (approval_inbox_idx)."""
     requests = pending_for(user)
     if scope in ("mine", "groups") and sees_everything(user) and not user.is_superuser:
-        groups = user_groups(user)
-        requests = requests.filter(
-            Q(group__in=groups) | Q(escalate_to__in=groups, escalated_at__isnull=False)
-        )
+        requests = requests.filter(_routed_to(_group_names(user)))
+    if scope == "mine":
+        requests = decidable_by(user, requests)
     if overdue_only:
         requests = requests.filter(escalate_at__lte=now)
+    return requests
+
+
+def inbox_page(
+    *,
+    user: User,
+    scope: str,
+    overdue_only: bool,
+    now: datetime,
+    after: Cursor | None = None,
+    before: Cursor | None = None,
+) -> InboxPage:
+    """One page of pending requests, oldest first, by keyset on (created_at, id). A fixed
+    number of queries whatever the number of rows."""
+    requests = inbox_requests(user=user, scope=scope, overdue_only=overdue_only, now=now)
     requests = requests.select_related("run").prefetch_related("decisions")
-    shown = list(requests.order_by("created_at")[:INBOX_LIMIT])
-    conflicted = conflicted_request_ids(user, shown)
-    rows = [_row(user, request, now, request.pk in conflicted) for request in shown]
-    if scope == "mine":
-        rows = [row for row in rows if row.can_decide]
-    return rows
+    page = keyset_page(
+        requests, time_field="created_at", size=INBOX_LIMIT, after=after, before=before
+    )
+    conflicted = conflicted_request_ids(user, page.items)
+    groups = user_groups(user)
+    rows = [_row(user, r, now, r.pk in conflicted, groups) for r in page.items]
+    return InboxPage(rows=rows, next=page.next, previous=page.previous)
 
 
-def _row(user: User, request: ApprovalRequest, now: datetime, conflicted: bool) -> InboxRow:
+def inbox(*, user: User, scope: str, overdue_only: bool, now: datetime) -> list[InboxRow]:
+    """The first page of the inbox."""
+    return inbox_page(user=user, scope=scope, overdue_only=overdue_only, now=now).rows
+
+
+def _row(
+    user: User, request: ApprovalRequest, now: datetime, conflicted: bool, groups: set[str]
+) -> InboxRow:
     return InboxRow(
         request=request,
         age=now - request.created_at,
         sla=sla_state(request, now),
-        can_decide=can_decide(user, request, conflicted=conflicted),
+        can_decide=can_decide(user, request, conflicted=conflicted, groups=groups),
         reason=_one_line_reason(request),
         amount=_amount(request),
         approvals_given=sum(1 for d in request.decisions.all() if d.counted and d.approve),
@@ -198,8 +291,10 @@ def default_scope(user: User) -> str:
 
 
 def inbox_count(user: User, now: datetime) -> int:
-    """What the default inbox shows, so the navigation and the page never disagree."""
-    return len(inbox(user=user, scope=default_scope(user), overdue_only=False, now=now))
+    """How many requests the default inbox holds (all its pages): the same filter as the
+    page, counted by the database in one query, so the navigation and the page agree."""
+    scope = default_scope(user)
+    return inbox_requests(user=user, scope=scope, overdue_only=False, now=now).count()
 
 
 def request_for(user: User, request_id: int) -> ApprovalRequest | None:

@@ -15,6 +15,7 @@ from approvals import selectors
 from approvals.forms import DecisionForm
 from approvals.models import ApprovalRequest
 from approvals.services import ApprovalError, approval_decide
+from config.keyset import BadCursor, Cursor, page_link, parse_cursor
 
 RESULT_MESSAGES = {
     "approved": "Approved. The run continues with exactly the effect you saw.",
@@ -45,14 +46,34 @@ def inbox(request: HttpRequest) -> HttpResponse:
     scope = request.GET.get("scope", default)
     scope = scope if scope in selectors.SCOPES else default
     overdue = request.GET.get("overdue") == "1"
-    rows = selectors.inbox(
+    try:
+        after, before = _cursor(request, "after"), _cursor(request, "before")
+        bad_cursor = False
+    except BadCursor:  # a hand-made or damaged link: the first page, and a 400 that says so
+        after, before, bad_cursor = None, None, True
+    page = selectors.inbox_page(
         user=request.user,  # type: ignore[arg-type]
         scope=scope,
         overdue_only=overdue,
         now=timezone.now(),
+        after=after,
+        before=before,
     )
-    context = {"rows": rows, "scope": scope, "overdue": overdue, "scopes": selectors.SCOPES}
-    return render(request, "approvals/inbox.html", context)
+    context = {
+        "rows": page.rows,
+        "scope": scope,
+        "overdue": overdue,
+        "scopes": selectors.SCOPES,
+        "next_link": page_link(request.GET, "after", page.next),
+        "previous_link": page_link(request.GET, "before", page.previous),
+        "bad_cursor": bad_cursor,
+    }
+    return render(request, "approvals/inbox.html", context, status=400 if bad_cursor else 200)
+
+
+def _cursor(request: HttpRequest, key: str) -> Cursor | None:
+    text = request.GET.get(key, "")
+    return parse_cursor(text) if text else None
 
 
 @require_GET

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -32,7 +32,16 @@ from automation.models import (
     Run,
     StageRecord,
 )
-from config.admin_base import ReadOnlyAdminMixin, ReadOnlyInline, without_approval_rows
+from automation.schemas import EffectName, Route
+from automation.selectors import identifier_match
+from config.admin_base import (
+    LargeTableAdmin,
+    ReadOnlyAdminMixin,
+    ReadOnlyInline,
+    known_values_filter,
+    without_approval_rows,
+)
+from policy.models import PolicyVersion
 
 
 def _pretty(value: Any) -> str:
@@ -83,8 +92,26 @@ class AuditInline(ReadOnlyInline):
         return without_approval_rows(request, super().get_queryset(request))
 
 
+def _policy_versions(request: HttpRequest) -> list[str]:
+    return list(PolicyVersion.objects.order_by("name").values_list("name", flat=True))
+
+
+def _run_ids(term: str) -> QuerySet[Run]:
+    """The runs a search term names (selectors.identifier_match), as ids for a subquery."""
+    match = identifier_match(term)
+    if term.isdigit() and len(term) <= 18:  # a run's number; longer fits no id
+        match |= Q(pk=int(term))
+    return Run.objects.filter(match).values("pk")
+
+
+RUN_SEARCH_HELP = (
+    "Exact match on a run number, event id (an e-mail's Message-ID, with or without <>), "
+    "input fingerprint or customer reference. Each is an index lookup; no partial words."
+)
+
+
 @admin.register(Run)
-class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
     list_display = [
         "id",
         "event_id",
@@ -97,11 +124,22 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
         "created_at",
         "total_ms",
     ]
-    list_filter = ["state", "outcome", "route", "effect_name", "channel", "policy_version"]
-    search_fields = ["=event_id", "=fingerprint"]
+    # Choices from known lists (never SELECT DISTINCT over every run). The date hierarchy
+    # filters on a range of created_at (run_created_idx) and is drawn from its MIN and MAX
+    # (templates/admin/automation/run/change_list.html), not by reading every run.
     date_hierarchy = "created_at"
+    list_filter = [
+        "state",
+        "outcome",
+        known_values_filter("route", "route", lambda request: [r.value for r in Route]),
+        known_values_filter("effect_name", "effect", lambda request: [e.value for e in EffectName]),
+        "channel",
+        known_values_filter("policy_version", "policy version", _policy_versions),
+    ]
+    search_fields = ["event_id"]  # shows the search box; get_search_results does the work
+    search_help_text = RUN_SEARCH_HELP
+    sortable_by = ["id", "event_id", "created_at"]  # each one an index
     list_select_related = ["channel"]
-    show_full_result_count = False
     list_per_page = 50
     readonly_fields = [
         "normalized_pretty",
@@ -210,6 +248,9 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
         self.message_user(request, f"{action}: {done} of {queryset.count()} run(s)")
         return None
 
+    def search_condition(self, term: str) -> Q:
+        return Q(pk__in=_run_ids(term))
+
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Run._meta.fields] + list(self.readonly_fields)
 
@@ -317,11 +358,9 @@ INTAKE_FIELDS = (
 
 
 @admin.register(IntakeRecord)
-class IntakeRecordAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class IntakeRecordAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
     list_display = ["id", "channel", "content_type", "source", "received_at"]
-    list_filter = ["channel", "content_type"]
-    date_hierarchy = "received_at"
-    show_full_result_count = False
+    list_filter = ["channel"]
     fields = INTAKE_FIELDS
     readonly_fields = INTAKE_FIELDS
 
@@ -331,20 +370,32 @@ class IntakeRecordAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[t
 
 
 @admin.register(Effect)
-class EffectAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class EffectAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
     list_display = ["id", "name", "status", "attempts", "run", "created_at", "delivered_at"]
-    list_filter = ["status", "name"]
+    list_filter = [
+        "status",
+        known_values_filter("name", "effect", lambda request: [e.value for e in EffectName]),
+    ]
     inlines = [EffectAttemptInline]
-    search_fields = ["=idempotency_key", "=run__event_id"]
+    search_fields = ["idempotency_key"]  # shows the search box; get_search_results searches
+    search_help_text = (
+        "Exact match on an idempotency key, or on anything that names its run (see the runs' "
+        "search). Index lookups only; no partial words."
+    )
     list_select_related = ["run"]
-    date_hierarchy = "created_at"
-    show_full_result_count = False
+
+    def search_condition(self, term: str) -> Q:
+        return Q(idempotency_key=term) | Q(run_id__in=_run_ids(term))
 
 
-class LocalEffectAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class LocalEffectAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
     list_display = ["id", "__str__", "run", "created_at"]
-    search_fields = ["=idempotency_key", "=run__event_id"]
+    search_fields = ["idempotency_key"]  # shows the search box; get_search_results searches
+    search_help_text = "Exact match on an idempotency key or on anything that names its run."
     list_select_related = ["run"]
+
+    def search_condition(self, term: str) -> Q:
+        return Q(idempotency_key=term) | Q(run_id__in=_run_ids(term))
 
 
 admin.site.register(FollowUp, LocalEffectAdmin)

@@ -9,6 +9,7 @@ from django.core.exceptions import NON_FIELD_ERRORS
 
 from automation.schemas import EffectName, FieldProblem, RequestType, Route
 from config.inputs import BoundedDateTimeField, check_window
+from config.keyset import BadCursor, Cursor, parse_cursor
 
 FIELD_PREFIX = "field_"
 
@@ -91,6 +92,24 @@ class BatchForm(forms.Form):
         return data
 
 
+class CursorField(forms.CharField):
+    """A keyset page position from a next or previous link (config.keyset)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(max_length=40, **kwargs)
+
+    def clean(self, value: Any) -> Cursor | None:
+        text = super().clean(value)
+        if not text:
+            return None
+        try:
+            return parse_cursor(text)
+        except BadCursor as exc:
+            raise forms.ValidationError(
+                "Not a page position from this page's links: the first page is shown."
+            ) from exc
+
+
 # Longest look-back a queue filter takes: a century, far beyond any run, well inside dates.
 MAX_AGE_HOURS = 24 * 366 * 100
 
@@ -111,12 +130,19 @@ class QueueFilterForm(WindowForm):
     """A queue's filters, from the query string. A filter whose value is unusable is left out
     (the page says which and why), so a bad link still shows the queue."""
 
-    q = forms.CharField(required=False, max_length=200, label="Event id")
+    q = forms.CharField(
+        required=False,
+        max_length=200,
+        label="Search",
+        help_text="an exact event id, Message-ID, fingerprint or customer reference",
+    )
     route = forms.CharField(required=False, max_length=100, label="Route")
     owner = forms.CharField(required=False, max_length=150, label="Owner")
     older_than_hours = forms.IntegerField(
         required=False, min_value=0, max_value=MAX_AGE_HOURS, label="Older than (hours)"
     )
+    after = CursorField(required=False, label="Page")
+    before = CursorField(required=False, label="Page")
     field_order = ["q", "route", "owner", "older_than_hours", "since", "until"]  # as shown
 
     def value(self, name: str) -> Any:

@@ -257,6 +257,23 @@ class Run(ConcurrentTransitionMixin, models.Model):
             models.Index(fields=["outcome", "state", "updated_at"], name="run_queue_idx"),
             # Search by business key.
             models.Index(fields=["event_id"], name="run_event_id_idx"),
+            # Held runs only (a small part of all runs): the queues overview, WHERE queue <> ''
+            # GROUP BY queue (count, oldest, claimed: read from the index alone), and one
+            # queue's page, WHERE queue = ... ORDER BY queued_at, id (keyset pages).
+            models.Index(
+                fields=["queue", "queued_at", "id"],
+                include=["owner"],
+                condition=~models.Q(queue=""),
+                name="run_held_queue_idx",
+            ),
+            # Search by the input's fingerprint: WHERE fingerprint = ... (admin, queue search).
+            models.Index(fields=["fingerprint"], name="run_fingerprint_idx"),
+            # Search by customer reference over every run, finished or not (the open-run index
+            # below serves only the enrichment of open runs).
+            models.Index(
+                KeyTransform("reference", KeyTransform("customer", "enrichment")),
+                name="run_customer_ref_idx",
+            ),
             # Reports: WHERE created_at >= ... AND created_at < ... (runs received per week,
             # rates before and after a policy activation).
             models.Index(fields=["created_at"], name="run_created_idx"),

@@ -6,10 +6,21 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Min, Q
+from django.contrib.auth import get_user_model
+from django.db.models import Count, Min, Q, QuerySet
 
-from automation.models import Effect, EffectControl, IntakeChannel, Run
+from approvals.models import ApprovalDecision
+from automation.models import (
+    Effect,
+    EffectAttempt,
+    EffectControl,
+    IntakeChannel,
+    RecoveryAction,
+    Run,
+)
 from automation.schemas import EffectName, is_mail
+from config.keyset import Cursor, Page, keyset_page
+from config.round_trip import read_lists
 
 # What an integrator's token may read: the runs taken in through its own channel, and no
 # other. E-mail identity is wider than that on purpose (one Message-ID, one request, on every
@@ -86,10 +97,12 @@ class QueueSummary:
 
 def queue_summaries(*, owners: dict[str, str]) -> list[QueueSummary]:
     """Every non-empty exception queue: one grouped query."""
+    # Every column read here is in run_held_queue_idx (queue, queued_at, owner): the held
+    # runs are counted from that index, never by reading the runs table.
     rows = (
         Run.objects.exclude(queue="")
         .values("queue")
-        .annotate(count=Count("pk"), oldest=Min("queued_at"), claimed=Count("owner"))
+        .annotate(count=Count("*"), oldest=Min("queued_at"), claimed=Count("owner"))
         .order_by("-count", "queue")
     )
     return [
@@ -112,11 +125,27 @@ class QueueFilters:
     since: datetime | None = None
     until: datetime | None = None
     search: str = ""
+    after: Cursor | None = None  # the page after this position in the queue
+    before: Cursor | None = None  # the page before it
 
 
-def queue_items(*, queue: str, filters: QueueFilters, now: datetime) -> list[Run]:
-    """A queue's runs, oldest first, bounded; one query with owner and channel joined."""
-    runs = Run.objects.filter(queue=queue).select_related("owner", "channel")
+def identifier_match(term: str) -> Q:
+    """Runs a person names by an identifier: event id (a mail's Message-ID), fingerprint or
+    customer reference. Exact matches only, each on an indexed column (run_event_id_idx,
+    run_fingerprint_idx, run_customer_ref_idx), so a search reads what it finds."""
+    term = term.strip()
+    match = Q(event_id=term) | Q(fingerprint=term) | Q(enrichment__customer__reference=term)
+    if term.startswith("<") and term.endswith(">"):  # a Message-ID as a header writes it;
+        match |= Q(event_id=term[1:-1])  # the run keeps it without the brackets
+    return match
+
+
+def queue_items(*, queue: str, filters: QueueFilters, now: datetime) -> Page[Run]:
+    """A page of a queue's runs, oldest first; one query with owner and channel joined.
+
+    Keyset pages over run_held_queue_idx (queue, queued_at, id): the thousandth page costs
+    what the first does."""
+    runs = Run.objects.filter(queue=queue).exclude(queue="").select_related("owner", "channel")
     if filters.route:
         runs = runs.filter(route=filters.route)
     if filters.owner == "none":
@@ -129,31 +158,69 @@ def queue_items(*, queue: str, filters: QueueFilters, now: datetime) -> list[Run
         runs = runs.filter(queued_at__gte=filters.since)
     if filters.until is not None:
         runs = runs.filter(queued_at__lte=filters.until)
-    if filters.search:
-        runs = runs.filter(event_id=filters.search.strip())
-    return list(runs.order_by("queued_at", "pk")[:QUEUE_PAGE_SIZE])
+    if filters.search.strip():
+        runs = runs.filter(identifier_match(filters.search))
+    return keyset_page(
+        runs,
+        time_field="queued_at",
+        size=QUEUE_PAGE_SIZE,
+        after=filters.after,
+        before=filters.before,
+    )
 
 
 def run_page(run: Run) -> dict[str, Any]:
-    """Everything that answers how this run's decision was reached: a bounded set of queries."""
-    effects = list(run.effects.prefetch_related("attempt_rows"))
-    stages = list(run.stages.all())
+    """Everything that answers how this run's decision was reached, read in one round trip
+    (config.round_trip) whatever the run's age or the number of its rows: each list is read
+    by its run_id index."""
+    lists = read_lists(
+        {
+            "stages": run.stages.all(),
+            "checkpoints": run.checkpoints.all(),
+            "classifications": run.classifications.all(),
+            "approvals": run.approvals.all(),
+            "decisions": ApprovalDecision.objects.filter(request__run=run),
+            "effects": run.effects.order_by("pk"),
+            "attempts": EffectAttempt.objects.filter(effect__run=run),
+            "recovery": run.recovery_actions.all(),
+            "history": run.audit_events.all(),
+            "related": Run.objects.filter(Q(replay_of=run) | Q(thread_parent=run)).order_by(
+                "created_at", "pk"
+            ),
+            "people": _people_of(run),
+        }
+    )
+    people = {person.pk: person for person in lists["people"]}
+    for decision in lists["decisions"]:
+        decision.user = people[decision.user_id]
+    for action in lists["recovery"]:
+        action.actor = people[action.actor_id]
+    for approval in lists["approvals"]:
+        approval.decision_rows = [d for d in lists["decisions"] if d.request_id == approval.pk]
+    for effect in lists["effects"]:
+        effect.attempt_list = [a for a in lists["attempts"] if a.effect_id == effect.pk]
+    stages = lists["stages"]
     return {
         "intake": run.intake,
         "stages": stages,
-        "checkpoints": list(run.checkpoints.all()),
-        "classifications": list(run.classifications.all()),
-        "approvals": list(run.approvals.prefetch_related("decisions__user")),
-        "effects": effects,
-        "recovery": list(run.recovery_actions.select_related("actor", "batch")),
-        "history": list(run.audit_events.select_related("actor")),
-        "replays": list(run.replays.only("pk", "state", "outcome", "created_at")),
-        "thread_replies": list(
-            run.thread_replies.only("pk", "state", "event_id", "normalized", "created_at")
-        ),
+        "checkpoints": lists["checkpoints"],
+        "classifications": lists["classifications"],
+        "approvals": lists["approvals"],
+        "effects": lists["effects"],
+        "recovery": lists["recovery"],
+        "history": lists["history"],
+        "replays": [r for r in lists["related"] if r.replay_of_id == run.pk],
+        "thread_replies": [r for r in lists["related"] if r.thread_parent_id == run.pk],
         "mail": run.normalized if is_mail(run.normalized) else None,
         "total_ms": sum(stage.duration_ms for stage in stages),
     }
+
+
+def _people_of(run: Run) -> QuerySet[Any]:
+    """Who decided on the run's approvals or recovered it: the names its page shows."""
+    deciders = ApprovalDecision.objects.filter(request__run=run).values("user_id")
+    recoverers = RecoveryAction.objects.filter(run=run).values("actor_id")
+    return get_user_model().objects.filter(Q(pk__in=deciders) | Q(pk__in=recoverers))
 
 
 @dataclass(frozen=True)

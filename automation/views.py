@@ -27,6 +27,7 @@ from automation.forms import (
 )
 from automation.models import ClassificationAttempt, EffectControl, RecoveryBatch, Run
 from automation.services.recovery import CORRECTABLE
+from config.keyset import page_link
 from policy.models import PolicyVersion
 
 VIEW_RUNS = "automation.view_run"
@@ -100,6 +101,8 @@ def _filters(form: QueueFilterForm) -> selectors.QueueFilters:
         since=form.value("since"),
         until=form.value("until"),
         search=form.value("q") or "",
+        after=form.value("after"),
+        before=form.value("before"),
     )
 
 
@@ -110,7 +113,8 @@ def queue(request: HttpRequest, name: str) -> HttpResponse:
     now = timezone.now()
     filter_form = QueueFilterForm(request.GET)
     filters = _filters(filter_form)
-    items = selectors.queue_items(queue=name, filters=filters, now=now)
+    page = selectors.queue_items(queue=name, filters=filters, now=now)
+    items = page.items
     oldest = items[0].queued_at if items and items[0].queued_at else now
     # The window ends a minute ahead so what was held in the current second is inside it.
     until = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
@@ -118,6 +122,8 @@ def queue(request: HttpRequest, name: str) -> HttpResponse:
     context = {
         "name": name,
         "items": items,
+        "next_link": page_link(request.GET, "after", page.next),
+        "previous_link": page_link(request.GET, "before", page.previous),
         "filters": filters,
         "filter_form": filter_form,
         "now": now,
