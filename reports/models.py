@@ -80,3 +80,21 @@ class DeliveryTotal(models.Model):
 
     def __str__(self) -> str:
         return f"{self.outcome}: {self.attempts}"
+
+
+class RunTotal(models.Model):
+    """Runs of all time by state and outcome: the sum of the `RunHour` rows, kept with them
+    by the same job so that /metrics reads a few dozen rows, not every hour of the history."""
+
+    state = models.CharField(max_length=40)
+    outcome = models.CharField(max_length=40, blank=True)
+    runs = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["state", "outcome"], name="run_total_unique")
+        ]
+        default_permissions = ()
+
+    def __str__(self) -> str:
+        return f"{self.state} {self.outcome or '-'}: {self.runs}"

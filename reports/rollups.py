@@ -59,7 +59,7 @@ from django.utils import timezone
 from approvals.models import ApprovalRequest
 from audit.models import AuditEvent
 from automation.models import EffectAttempt, RecoveryAction, Run
-from reports.models import DeliveryTotal, RollupMark, RunHour
+from reports.models import DeliveryTotal, RollupMark, RunHour, RunTotal
 
 HOUR = timedelta(hours=1)
 LAG = timedelta(minutes=5)
@@ -275,22 +275,23 @@ def _in_span(span: Span, bounds: list[datetime], found: list[tuple[int, Cell]]) 
 
 
 def totals() -> dict[tuple[str, str], int]:
-    """Runs of all time by state and outcome (/metrics): two queries, neither reading the
-    runs outside the changed hours."""
-    dirty = sorted(changed_hours())
+    """Runs of all time by state and outcome (/metrics): two queries. The running totals, less
+    the rollup rows of the changed hours, plus those hours counted from the runs."""
+    dirty = _merge((h, h + HOUR) for h in changed_hours())
+    # The totals and rollup rows hold only with the mark they were counted up to.
+    marked = Exists(RollupMark.objects.all())
     parts: list[QuerySet[Any]] = [
-        RunHour.objects.exclude(hour__in=dirty)
-        .values_list("state", "outcome")
-        .annotate(n=Sum("runs"))
-        .order_by()
+        RunTotal.objects.filter(marked).values_list("state", "outcome", "runs").order_by()
     ]
     if dirty:
-        raw = Run.objects.filter(_within(_merge((h, h + HOUR) for h in dirty)))
-        parts.append(raw.values_list("state", "outcome").annotate(n=Count("pk")).order_by())
+        stale = RunHour.objects.filter(marked, _within(dirty, "hour"))
+        parts.append(stale.values_list("state", "outcome").annotate(n=-Sum("runs")).order_by())
+        raw = Run.objects.filter(_within(dirty)).values_list("state", "outcome")
+        parts.append(raw.annotate(n=Count("pk")).order_by())
     found: dict[tuple[str, str], int] = defaultdict(int)
     for state, outcome, n in parts[0].union(*parts[1:], all=True):
         found[(state, outcome)] += int(n)
-    return dict(found)
+    return {key: n for key, n in found.items() if n}
 
 
 # --- writing: the job and the rebuild -------------------------------------------------------
@@ -308,10 +309,23 @@ def _recompute(spans: list[Span]) -> None:
         start = since
         while start < until:
             end = min(start + REBUILD_CHUNK, until)
-            RunHour.objects.filter(hour__gte=start, hour__lt=end).delete()
+            old = RunHour.objects.filter(hour__gte=start, hour__lt=end)
+            _shift_totals(old, sign=-1)
+            old.delete()
             runs = Run.objects.filter(created_at__gte=start, created_at__lt=end)
             RunHour.objects.bulk_create(_rows(raw_hours(runs)), batch_size=2000)
+            _shift_totals(RunHour.objects.filter(hour__gte=start, hour__lt=end), sign=1)
             start = end
+
+
+def _shift_totals(rows: QuerySet[RunHour], *, sign: int) -> None:
+    """Add (sign 1) or take away (sign -1) the rollup rows `rows` from the running totals."""
+    sums = rows.values_list("state", "outcome").annotate(n=Sum("runs")).order_by()
+    for state, outcome, n in sums:
+        total, _ = RunTotal.objects.get_or_create(
+            state=state, outcome=outcome, defaults={"runs": 0}
+        )
+        RunTotal.objects.filter(pk=total.pk).update(runs=F("runs") + sign * n)
 
 
 def _rows(found: Iterable[tuple[datetime, Cell]]) -> Iterator[RunHour]:
@@ -417,6 +431,7 @@ def rollups_rebuild(*, since: datetime | None = None, now: datetime | None = Non
         end = _floor_hour(max(now, newest or now)) + HOUR
         if since is None:
             RunHour.objects.all().delete()
+            RunTotal.objects.all().delete()
         DeliveryTotal.objects.all().delete()
         _add_deliveries(above=0, upto=fresh.attempt_id)
         spans = _merge([(start, end), *((h, h + HOUR) for h in before if h < start)])

@@ -53,4 +53,17 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(fields=('hour', 'route', 'state', 'outcome', 'touched', 'asked_approval'), name='run_hour_unique')],
             },
         ),
+        migrations.CreateModel(
+            name='RunTotal',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('state', models.CharField(max_length=40)),
+                ('outcome', models.CharField(blank=True, max_length=40)),
+                ('runs', models.BigIntegerField()),
+            ],
+            options={
+                'default_permissions': (),
+                'constraints': [models.UniqueConstraint(fields=('state', 'outcome'), name='run_total_unique')],
+            },
+        ),
     ]
