@@ -243,6 +243,8 @@ def counts(spans: list[Span]) -> list[list[Cell]]:
     if raw:
         runs = _flagged(Run.objects.filter(_within(raw)))
         parts.append(_by_segment(runs, "created_at", bounds, Count("pk")))
+    if not parts:  # only empty spans
+        return [[] for _ in spans]
     rows = parts[0].union(*parts[1:], all=True)
     found = [
         (int(segment), Cell(route, state, outcome, bool(touched), bool(asked), int(n)))
@@ -422,7 +424,8 @@ def rollups_rebuild(*, since: datetime | None = None, now: datetime | None = Non
         if mark is None and since is not None:
             raise ValueError("there are no rollups yet: rebuild all of history first")
         before = changed_hours() if mark is not None else set()
-        fresh = mark or RollupMark()
+        # One mark row: two first rebuilds at once collide on its primary key, one rolls back.
+        fresh = mark or RollupMark(pk=1)
         _advance(fresh, now)
         oldest = Run.objects.order_by("created_at").values_list("created_at", flat=True).first()
         newest = Run.objects.order_by("-created_at").values_list("created_at", flat=True).first()
