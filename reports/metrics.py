@@ -32,6 +32,7 @@ from automation.models import (
     State,
 )
 from reports import rollups
+from reports.models import RollupMark
 
 # The exception queues a run can be held or failed into (the queue is named by the outcome),
 # exported at zero when empty so that a graph or an alert never meets a missing series.
@@ -60,16 +61,17 @@ class GatehouseCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         now = timezone.now()
-        yield from run_metrics(now)
+        mark = rollups.current_mark()
+        yield from run_metrics(now, mark)
         yield from approval_metrics(now)
-        yield from effect_metrics()
+        yield from effect_metrics(mark)
 
 
 def _age(now: datetime, since: datetime | None) -> float:
     return max((now - since).total_seconds(), 0.0) if since is not None else 0.0
 
 
-def run_metrics(now: datetime) -> Iterator[Metric]:
+def run_metrics(now: datetime, mark: RollupMark | None) -> Iterator[Metric]:
     """Runs by state and outcome from the rollups; queues and holds from open runs only."""
     runs = GaugeMetricFamily(
         "gatehouse_runs",
@@ -77,7 +79,7 @@ def run_metrics(now: datetime) -> Iterator[Metric]:
         labels=["state", "outcome"],
     )
     by_state: dict[tuple[str, str], int] = defaultdict(int)
-    for (state, outcome), count in rollups.totals().items():
+    for (state, outcome), count in rollups.totals(mark).items():
         by_state[(state, outcome or "none")] += count
     for (state, outcome), count in sorted(by_state.items()):
         runs.add_metric([state, outcome], count)
@@ -165,7 +167,7 @@ def _text(value: str) -> Value:
     return Value(value, output_field=CharField())
 
 
-def _effect_rows() -> list[tuple[str, str, str, int]]:
+def _effect_rows(mark: RollupMark | None) -> list[tuple[str, str, str, int]]:
     """Attempts by result (rolled up), the outbox backlog and paused effects: one UNION ALL
     of (kind, name, status, count)."""
     outbox = (
@@ -182,12 +184,12 @@ def _effect_rows() -> list[tuple[str, str, str, int]]:
         .values_list("kind", "a", "b", "n")
         .order_by()
     )
-    rows = rollups.delivery_rows().union(outbox, paused, all=True)
+    rows = rollups.delivery_rows(mark).union(outbox, paused, all=True)
     return [(kind, a, b, int(n)) for kind, a, b, n in rows]
 
 
-def effect_metrics() -> Iterator[Metric]:
-    rows = _effect_rows()
+def effect_metrics(mark: RollupMark | None) -> Iterator[Metric]:
+    rows = _effect_rows(mark)
     attempts: dict[str, int] = dict.fromkeys(DELIVERY_RESULTS, 0)
     for _, result, _, count in (r for r in rows if r[0] == "delivery"):
         attempts[result] = attempts.get(result, 0) + count

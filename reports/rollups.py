@@ -35,7 +35,6 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import (
-    BigIntegerField,
     BooleanField,
     Case,
     CharField,
@@ -48,12 +47,11 @@ from django.db.models import (
     OuterRef,
     Q,
     QuerySet,
-    Subquery,
     Sum,
     Value,
     When,
 )
-from django.db.models.functions import Coalesce, TruncHour
+from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
@@ -149,22 +147,22 @@ def _within(spans: Iterable[Span], field: str = "created_at") -> Q:
 # --- which hours the rollup cannot answer yet -----------------------------------------------
 
 
-def _mark(field: str) -> Coalesce:
-    # No mark row yet: every id is above zero, so every hour counts as changed (read raw).
-    mark = RollupMark.objects.values(field)[:1]
-    return Coalesce(Subquery(mark), Value(0), output_field=BigIntegerField())
+def current_mark() -> RollupMark | None:
+    """The marks, read first so that the queries below carry them as literals: the planner
+    then knows an `id > mark` range holds a handful of rows and walks the primary key index
+    (with a subquery it assumes a third of the table and scans it)."""
+    return RollupMark.objects.order_by("pk").first()
 
 
-def changed_hours() -> set[datetime]:
-    """Hours holding a run named by a row above the marks: one UNION of primary-key ranges
-    (the marks are read inside it)."""
+def changed_hours(mark: RollupMark) -> set[datetime]:
+    """Hours holding a run named by a row above the marks: one UNION of primary-key ranges."""
     named = [
-        AuditEvent.objects.filter(pk__gt=_mark("audit_id"), run__isnull=False).values("run_id"),
-        ApprovalRequest.objects.filter(pk__gt=_mark("approval_id")).values("run_id"),
-        RecoveryAction.objects.filter(pk__gt=_mark("recovery_id")).values("run_id"),
+        AuditEvent.objects.filter(pk__gt=mark.audit_id, run__isnull=False).values("run_id"),
+        ApprovalRequest.objects.filter(pk__gt=mark.approval_id).values("run_id"),
+        RecoveryAction.objects.filter(pk__gt=mark.recovery_id).values("run_id"),
     ]
     hour = TruncHour("created_at", tzinfo=UTC)
-    new = Run.objects.filter(pk__gt=_mark("run_id"))
+    new = Run.objects.filter(pk__gt=mark.run_id)
     parts = [Run.objects.filter(pk__in=ids) for ids in named]
     hours = [q.annotate(hour=hour).values_list("hour", flat=True).order_by() for q in parts]
     found = new.annotate(hour=hour).values_list("hour", flat=True).order_by().union(*hours)
@@ -234,7 +232,8 @@ def counts(spans: list[Span]) -> list[list[Cell]]:
         return []
     bounds = sorted({moment for span in spans for moment in span})
     covered = _merge(spans)
-    clean = _clean_hours(covered, bounds, changed_hours())
+    mark = current_mark()
+    clean = [] if mark is None else _clean_hours(covered, bounds, changed_hours(mark))
     raw = _minus(covered, clean)
     parts: list[QuerySet[Any]] = []
     if clean:
@@ -276,17 +275,19 @@ def _in_span(span: Span, bounds: list[datetime], found: list[tuple[int, Cell]]) 
     return [cell for segment, cell in found if first <= segment < last]
 
 
-def totals() -> dict[tuple[str, str], int]:
+def totals(mark: RollupMark | None) -> dict[tuple[str, str], int]:
     """Runs of all time by state and outcome (/metrics): two queries. The running totals, less
-    the rollup rows of the changed hours, plus those hours counted from the runs."""
-    dirty = _merge((h, h + HOUR) for h in changed_hours())
-    # The totals and rollup rows hold only with the mark they were counted up to.
-    marked = Exists(RollupMark.objects.all())
+    the rollup rows of the changed hours, plus those hours counted from the runs. With no
+    mark yet (before the first rebuild), every run is counted."""
+    if mark is None:
+        rows = Run.objects.values_list("state", "outcome").annotate(n=Count("pk")).order_by()
+        return {(state, outcome): n for state, outcome, n in rows}
+    dirty = _merge((h, h + HOUR) for h in changed_hours(mark))
     parts: list[QuerySet[Any]] = [
-        RunTotal.objects.filter(marked).values_list("state", "outcome", "runs").order_by()
+        RunTotal.objects.values_list("state", "outcome", "runs").order_by()
     ]
     if dirty:
-        stale = RunHour.objects.filter(marked, _within(dirty, "hour"))
+        stale = RunHour.objects.filter(_within(dirty, "hour"))
         parts.append(stale.values_list("state", "outcome").annotate(n=-Sum("runs")).order_by())
         raw = Run.objects.filter(_within(dirty)).values_list("state", "outcome")
         parts.append(raw.annotate(n=Count("pk")).order_by())
@@ -371,20 +372,22 @@ def _text(value: str) -> Value:
     return Value(value, output_field=CharField())
 
 
-def delivery_rows() -> QuerySet[Any]:
+def delivery_rows(mark: RollupMark | None) -> QuerySet[Any]:
     """Effect delivery attempts of all time by result, as ("delivery", result, "", count) rows:
     the totals up to the mark plus the attempts above it (a primary-key range)."""
     live = (
-        EffectAttempt.objects.filter(pk__gt=_mark("attempt_id"))
+        EffectAttempt.objects.filter(pk__gt=mark.attempt_id if mark else 0)
         .annotate(kind=_text("delivery"), a=F("outcome"), b=_text(""))
         .values_list("kind", "a", "b")
         .annotate(n=Count("pk"))
         .order_by()
     )
-    # The totals hold only with the mark they were counted up to.
+    if mark is None:  # the totals hold only with the mark they were counted up to
+        return live
     done = (
-        DeliveryTotal.objects.filter(Exists(RollupMark.objects.all()))
-        .annotate(kind=_text("delivery"), a=F("outcome"), b=_text(""), n=F("attempts"))
+        DeliveryTotal.objects.annotate(
+            kind=_text("delivery"), a=F("outcome"), b=_text(""), n=F("attempts")
+        )
         .values_list("kind", "a", "b", "n")
         .order_by()
     )
@@ -402,7 +405,7 @@ def rollups_refresh(*, now: datetime | None = None) -> int:
         mark = RollupMark.objects.select_for_update().first()
         if mark is None:
             return rollups_rebuild(now=now)
-        dirty = changed_hours()
+        dirty = changed_hours(mark)
         counted = mark.attempt_id
         # Every row at or below the new marks was committed before `dirty` was read, so it
         # is in the hours recomputed below; a row above them stays a pending change.
@@ -423,7 +426,7 @@ def rollups_rebuild(*, since: datetime | None = None, now: datetime | None = Non
         mark = RollupMark.objects.select_for_update().first()
         if mark is None and since is not None:
             raise ValueError("there are no rollups yet: rebuild all of history first")
-        before = changed_hours() if mark is not None else set()
+        before = changed_hours(mark) if mark is not None else set()
         # One mark row: two first rebuilds at once collide on its primary key, one rolls back.
         fresh = mark or RollupMark(pk=1)
         _advance(fresh, now)
