@@ -1,4 +1,4 @@
-"""Prometheus metrics, read from the run records at scrape time, and their endpoint.
+"""Prometheus metrics, read from the rollups and the open runs at scrape time, and their endpoint.
 
 Nothing is counted in process memory: web processes and workers come and go, the database
 is the truth. A scrape runs a fixed handful of grouped queries, whatever the number of runs.
@@ -11,7 +11,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 
-from django.db.models import Count, Min
+from django.db.models import CharField, Count, F, IntegerField, Min, Q, Value
+from django.db.models.functions import Cast
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -24,13 +25,14 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from automation.conf import setting
 from automation.models import (
     Effect,
-    EffectAttempt,
     EffectControl,
     EffectStatus,
     Outcome,
     Run,
     State,
 )
+from reports import rollups
+from reports.models import RollupMark
 
 # The exception queues a run can be held or failed into (the queue is named by the outcome),
 # exported at zero when empty so that a graph or an alert never meets a missing series.
@@ -59,45 +61,52 @@ class GatehouseCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         now = timezone.now()
-        yield from run_metrics(now)
+        mark = rollups.current_mark()
+        yield from run_metrics(now, mark)
         yield from approval_metrics(now)
-        yield from effect_metrics()
+        yield from effect_metrics(mark)
 
 
 def _age(now: datetime, since: datetime | None) -> float:
     return max((now - since).total_seconds(), 0.0) if since is not None else 0.0
 
 
-def run_metrics(now: datetime) -> Iterator[Metric]:
-    """One grouped query over runs: by state and outcome, by queue, and the oldest holds."""
-    rows = (
-        Run.objects.values("state", "outcome", "queue")
-        .annotate(count=Count("pk"), oldest=Min("queued_at"))
-        .order_by()
-    )
+def run_metrics(now: datetime, mark: RollupMark | None) -> Iterator[Metric]:
+    """Runs by state and outcome from the rollups; queues and holds from open runs only."""
     runs = GaugeMetricFamily(
         "gatehouse_runs",
         "Runs by state and outcome (outcome 'none' while a run has none).",
         labels=["state", "outcome"],
     )
     by_state: dict[tuple[str, str], int] = defaultdict(int)
-    depth: dict[str, int] = dict.fromkeys(EXCEPTION_QUEUES, 0)
-    oldest_queued: dict[str, datetime] = {}
-    oldest_held: datetime | None = None
-    for row in rows:
-        by_state[(row["state"], row["outcome"] or "none")] += row["count"]
-        if row["queue"]:
-            queue = row["queue"]
-            depth[queue] = depth.get(queue, 0) + row["count"]
-            if row["oldest"] is not None and (
-                queue not in oldest_queued or row["oldest"] < oldest_queued[queue]
-            ):
-                oldest_queued[queue] = row["oldest"]
-        if row["state"] == State.NEEDS_REVIEW and row["oldest"] is not None:
-            oldest_held = min(oldest_held or row["oldest"], row["oldest"])
+    for (state, outcome), count in rollups.totals(mark).items():
+        by_state[(state, outcome or "none")] += count
     for (state, outcome), count in sorted(by_state.items()):
         runs.add_metric([state, outcome], count)
     yield runs
+    # Only runs in an exception queue, the same filter as the queues page, which a partial
+    # index on queue (WHERE queue <> '') serves without reading the finished history. A held
+    # run (needs_review) always sits in the queue its outcome names.
+    queued = (
+        Run.objects.exclude(queue="")
+        .values("queue")
+        .annotate(
+            count=Count("pk"),
+            oldest=Min("queued_at"),
+            oldest_held=Min("queued_at", filter=Q(state=State.NEEDS_REVIEW)),
+        )
+        .order_by()
+    )
+    depth: dict[str, int] = dict.fromkeys(EXCEPTION_QUEUES, 0)
+    oldest_queued: dict[str, datetime] = {}
+    held: list[datetime] = []
+    for row in queued:
+        depth[row["queue"]] = row["count"]
+        if row["oldest"] is not None:
+            oldest_queued[row["queue"]] = row["oldest"]
+        if row["oldest_held"] is not None:
+            held.append(row["oldest_held"])
+    oldest_held = min(held, default=None)
     yield _queue_depth(depth)
     yield _queue_age(now, depth, oldest_queued)
     yield GaugeMetricFamily(
@@ -154,48 +163,60 @@ def approval_metrics(now: datetime) -> Iterator[Metric]:
     )
 
 
-def effect_metrics() -> Iterator[Metric]:
-    """Three small queries: attempts by result, the outbox backlog, paused effects."""
-    attempts = dict(
-        EffectAttempt.objects.values("outcome")
-        .annotate(count=Count("pk"))
+def _text(value: str) -> Value:
+    return Value(value, output_field=CharField())
+
+
+def _effect_rows(mark: RollupMark | None) -> list[tuple[str, str, str, int]]:
+    """Attempts by result (rolled up), the outbox backlog and paused effects: one UNION ALL
+    of (kind, name, status, count)."""
+    outbox = (
+        Effect.objects.filter(status__in=OUTBOX_STATUSES)
+        .annotate(kind=_text("outbox"), a=F("name"), b=F("status"))
+        .values_list("kind", "a", "b")
+        .annotate(n=Count("pk"))
         .order_by()
-        .values_list("outcome", "count")
     )
+    paused = (
+        EffectControl.objects.annotate(
+            kind=_text("paused"), a=F("name"), b=_text(""), n=Cast("paused", IntegerField())
+        )
+        .values_list("kind", "a", "b", "n")
+        .order_by()
+    )
+    rows = rollups.delivery_rows(mark).union(outbox, paused, all=True)
+    return [(kind, a, b, int(n)) for kind, a, b, n in rows]
+
+
+def effect_metrics(mark: RollupMark | None) -> Iterator[Metric]:
+    rows = _effect_rows(mark)
+    attempts: dict[str, int] = dict.fromkeys(DELIVERY_RESULTS, 0)
+    for _, result, _, count in (r for r in rows if r[0] == "delivery"):
+        attempts[result] = attempts.get(result, 0) + count
     deliveries = CounterMetricFamily(
         "gatehouse_effect_deliveries",
         "Effect delivery attempts by result (attempt rows are never deleted).",
         labels=["result"],
     )
-    for result, count in sorted({**dict.fromkeys(DELIVERY_RESULTS, 0), **attempts}.items()):
+    for result, count in sorted(attempts.items()):
         deliveries.add_metric([result], count)
     yield deliveries
-    yield _outbox()
+    outbox = GaugeMetricFamily(
+        "gatehouse_effect_outbox",
+        "Effects not yet delivered, by effect and status (pending, retry_wait).",
+        labels=["effect", "status"],
+    )
+    for _, name, status, count in sorted(r for r in rows if r[0] == "outbox"):
+        outbox.add_metric([name, status], count)
+    yield outbox
     paused = GaugeMetricFamily(
         "gatehouse_effect_paused",
         "1 while an operator has paused an effect's deliveries, else 0.",
         labels=["effect"],
     )
-    for name, is_paused in EffectControl.objects.order_by("name").values_list("name", "paused"):
+    for _, name, _, is_paused in sorted(r for r in rows if r[0] == "paused"):
         paused.add_metric([name], int(is_paused))
     yield paused
-
-
-def _outbox() -> Metric:
-    rows = (
-        Effect.objects.filter(status__in=OUTBOX_STATUSES)
-        .values_list("name", "status")
-        .annotate(count=Count("pk"))
-        .order_by("name", "status")
-    )
-    family = GaugeMetricFamily(
-        "gatehouse_effect_outbox",
-        "Effects not yet delivered, by effect and status (pending, retry_wait).",
-        labels=["effect", "status"],
-    )
-    for name, status, count in rows:
-        family.add_metric([name, status], count)
-    return family
 
 
 REGISTRY = CollectorRegistry()

@@ -15,3 +15,86 @@ class ReportAccess(models.Model):
 
     def __str__(self) -> str:
         return "reports access"
+
+
+class RunHour(models.Model):
+    """How many runs received in one hour stand in each (route, state, outcome) and whether a
+    person had a hand in them: the rows the dashboard and /metrics sum instead of the runs.
+
+    Written only by `reports.rollups` (rebuilt from the runs, never edited by hand).
+    """
+
+    hour = models.DateTimeField()
+    route = models.CharField(max_length=50, blank=True)
+    state = models.CharField(max_length=40)
+    outcome = models.CharField(max_length=40, blank=True)
+    # An approval request, a touching recovery action or a person's move on the audit trail.
+    touched = models.BooleanField()
+    asked_approval = models.BooleanField()
+    runs = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["hour", "route", "state", "outcome", "touched", "asked_approval"],
+                name="run_hour_unique",
+            )
+        ]
+        # The panels: WHERE hour >= ... AND hour < ... (served by the unique index's prefix).
+        default_permissions = ()
+
+    def __str__(self) -> str:
+        return f"{self.hour:%Y-%m-%d %H}:00 {self.route or '-'} {self.state}: {self.runs}"
+
+
+class RollupMark(models.Model):
+    """How far the rollups have read each table that can change a run's figures (by id).
+
+    One row. A row with an id above a mark may not be folded in yet: the readers recompute
+    the hours of the runs it concerns from the raw rows, so the figures are never stale.
+    """
+
+    run_id = models.BigIntegerField(default=0)
+    audit_id = models.BigIntegerField(default=0)
+    approval_id = models.BigIntegerField(default=0)
+    recovery_id = models.BigIntegerField(default=0)
+    attempt_id = models.BigIntegerField(default=0)
+    built_at = models.DateTimeField()
+
+    class Meta:
+        default_permissions = ()
+
+    def __str__(self) -> str:
+        return f"rollups as of {self.built_at:%Y-%m-%d %H:%M}"
+
+
+class DeliveryTotal(models.Model):
+    """Effect delivery attempts by result, up to `RollupMark.attempt_id` (attempt rows are
+    written once with their result and never change, so a running total is exact)."""
+
+    outcome = models.CharField(max_length=20, unique=True)
+    attempts = models.PositiveBigIntegerField()
+
+    class Meta:
+        default_permissions = ()
+
+    def __str__(self) -> str:
+        return f"{self.outcome}: {self.attempts}"
+
+
+class RunTotal(models.Model):
+    """Runs of all time by state and outcome: the sum of the `RunHour` rows, kept with them
+    by the same job so that /metrics reads a few dozen rows, not every hour of the history."""
+
+    state = models.CharField(max_length=40)
+    outcome = models.CharField(max_length=40, blank=True)
+    runs = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["state", "outcome"], name="run_total_unique")
+        ]
+        default_permissions = ()
+
+    def __str__(self) -> str:
+        return f"{self.state} {self.outcome or '-'}: {self.runs}"

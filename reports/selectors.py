@@ -15,39 +15,24 @@ from typing import Any
 
 from django.db.models import (
     Count,
-    Exists,
     Max,
-    OuterRef,
     Q,
 )
-from django.db.models.functions import TruncWeek
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from audit.models import AuditEvent
-from automation.models import RecoveryAction, Run, StageRecord, State
+from automation.models import StageRecord, State
 from reports.aggregates import Percentile, Seconds
+from reports.rollups import (
+    Cell,
+    counts,
+)
 
 WEEKS = 12
 IMPACT_WINDOW = timedelta(days=7)
 MAX_ACTIVATIONS = 20
 PENDING_LIMIT = 20
 
-# Recovery actions that change what happens to a run. Claiming, assigning and releasing a
-# queue item only say who looks at it: a run that was merely claimed can still go straight
-# through.
-TOUCHING_RECOVERY = ("correct", "retry", "resume", "replay", "resolve", "abandon")
-# Transitions a person makes, named on the audit trail with their actor: a correction or a
-# resume (classify), a retry, a re-decision, a resolution by hand, a replay closing the
-# original. Retrying a held effect from the admin or the command line leaves only this trace.
-PERSON_MOVES = (
-    "run.classify",
-    "run.retry_stage",
-    "run.retry_effect",
-    "run.reconsider",
-    "run.resolve_by_hand",
-    "run.abandon",
-    "run.close_exception",
-)
 # Where a run goes to a person: (stage, stage outcome) -> the reason shown.
 HANDOFFS = {
     ("decide", "approval_required"): "approval",
@@ -87,23 +72,6 @@ class Period:
     @property
     def previous(self) -> Period:
         return Period(self.since - self.length, self.since)
-
-
-def untouched() -> Q:
-    """Runs no person had a hand in: no approval request, correction or recovery.
-
-    Used as a WHERE condition (never inside an aggregate's FILTER), so PostgreSQL plans it as
-    anti-joins, each run once, instead of a subquery per row and per counted column.
-    """
-    run = OuterRef("pk")
-    approval = ApprovalRequest.objects.filter(run=run)
-    recovery = RecoveryAction.objects.filter(run=run, action__in=TOUCHING_RECOVERY)
-    moved = AuditEvent.objects.filter(run=run, action__in=PERSON_MOVES, actor__isnull=False)
-    return ~Q(Exists(approval)) & ~Q(Exists(recovery)) & ~Q(Exists(moved))
-
-
-def asked_for_approval() -> Q:
-    return Q(Exists(ApprovalRequest.objects.filter(run=OuterRef("pk"))))
 
 
 def _share(part: int, whole: int) -> float | None:
@@ -205,28 +173,14 @@ def straight_through(*, period: Period, weeks: int = WEEKS) -> StraightThrough:
     The weeks are the `weeks` ISO weeks ending with the one that holds the period's end.
     """
     first = week_start(period.until - timedelta(microseconds=1)) - timedelta(weeks=weeks - 1)
-    runs = Run.objects.filter(created_at__gte=first, created_at__lt=period.until).annotate(
-        week=TruncWeek("created_at")
-    )
-    totals = (
-        runs.values("week", "route")
-        .annotate(runs=Count("pk"), completed=Count("pk", filter=Q(state=State.COMPLETED)))
-        .order_by()
-    )
-    straight = dict(
-        ((row["week"], row["route"]), row["n"])
-        for row in runs.filter(untouched(), state=State.COMPLETED)
-        .values("week", "route")
-        .annotate(n=Count("pk"))
-        .order_by()
-    )
-    cells = {
-        (row["week"], row["route"]): Share(
-            row["runs"], row["completed"], straight.get((row["week"], row["route"]), 0)
-        )
-        for row in totals
-    }
     starts = [first + timedelta(weeks=i) for i in range(weeks)]
+    # The last week stops at the period's end: runs received after it are not counted yet.
+    found = counts([(start, min(start + timedelta(weeks=1), period.until)) for start in starts])
+    cells = {
+        (start, route): share
+        for start, week in zip(starts, found, strict=True)
+        for route, share in _shares(week).items()
+    }
     routes = sorted({route for _, route in cells if route})
     table = [_week(start, cells) for start in starts]
     return StraightThrough(
@@ -236,6 +190,16 @@ def straight_through(*, period: Period, weeks: int = WEEKS) -> StraightThrough:
         route_trends={r: trend([w.route(r).rate for w in table]) for r in routes},
         activations=activations(since=first, until=period.until),
     )
+
+
+def _shares(cells: list[Cell]) -> dict[str, Share]:
+    """Runs, completed and straight-through runs by route."""
+    shares: dict[str, Share] = {}
+    for c in cells:
+        completed = c.runs if c.state == State.COMPLETED else 0
+        straight = completed if not c.touched else 0
+        shares[c.route] = shares.get(c.route, Share()) + Share(c.runs, completed, straight)
+    return shares
 
 
 def _week(start: datetime, cells: dict[tuple[datetime, str], Share]) -> Week:
@@ -418,36 +382,20 @@ class RuleChange:
     after: Rates
 
 
-def _counts(name: str, windows: list[Q], condition: Q | None = None) -> dict[str, Count]:
-    return {
-        f"{name}_{i}": Count("pk", filter=within & condition if condition else within)
-        for i, within in enumerate(windows)
-    }
-
-
 def rates_in_windows(windows: list[tuple[datetime, datetime]]) -> list[Rates]:
-    """The run rates of each [since, until) window: three aggregate queries for all of them."""
-    if not windows:
-        return []
-    spans = [Q(created_at__gte=since, created_at__lt=until) for since, until in windows]
-    runs = Run.objects.filter(reduce(or_, spans))
-    row = runs.aggregate(
-        **_counts("runs", spans),
-        **_counts("completed", spans, Q(state=State.COMPLETED)),
-        **_counts("blocked", spans, Q(state=State.BLOCKED)),
+    """The run rates of each [since, until) window, from the rollups (at most four queries)."""
+    return [_rates(cells) for cells in counts(windows)]
+
+
+def _rates(cells: list[Cell]) -> Rates:
+    completed = [c for c in cells if c.state == State.COMPLETED]
+    return Rates(
+        runs=sum(c.runs for c in cells),
+        completed=sum(c.runs for c in completed),
+        straight_through=sum(c.runs for c in completed if not c.touched),
+        approval=sum(c.runs for c in cells if c.asked_approval),
+        blocked=sum(c.runs for c in cells if c.state == State.BLOCKED),
     )
-    row |= runs.filter(untouched(), state=State.COMPLETED).aggregate(**_counts("straight", spans))
-    row |= runs.filter(asked_for_approval()).aggregate(**_counts("approval", spans))
-    return [
-        Rates(
-            runs=row[f"runs_{i}"],
-            completed=row[f"completed_{i}"],
-            straight_through=row[f"straight_{i}"],
-            approval=row[f"approval_{i}"],
-            blocked=row[f"blocked_{i}"],
-        )
-        for i in range(len(windows))
-    ]
 
 
 def impacts(

@@ -1,0 +1,445 @@
+"""Run rollups: how many runs each hour received, by route, state and outcome, and whether a
+person had a hand in them. The straight-through panel, the rule-change rates and /metrics sum
+these rows instead of counting runs, so their cost follows the hours asked for, not the history.
+
+How they are kept: an incremental job, not a write in the run engine's transaction.
+- A run's figures change long after it finishes: an approval is asked or decided later, a
+  person corrects, retries, replays or re-decides it. A transactional hook would have to sit
+  in every service that writes any of those; the job reads one change feed instead.
+- The engine is the hot path: an upsert per finished run is one more statement per run, and
+  every run finishing in the same hour and route updates the same rollup row, a lock that
+  would serialise the workers. The job pays once a minute, off the engine's path.
+- The change feed is the ids of the four tables that can change a run's figures: runs, the
+  audit trail (every transition of a run writes one, conventions 2 and 3), approval requests
+  and recovery actions. `RollupMark` keeps the highest id folded in for each. The job
+  recomputes whole hours from the raw rows (delete, then insert), so running it twice, or
+  after a day of downtime, gives the same rows.
+- Readers are never stale: the hours of runs named by a row above a mark are counted from the
+  raw rows at read time (an index range on the primary keys finds them), every other hour
+  from the rollup. With no mark yet, everything is counted raw.
+- Ids are handed out before commit, so a row with a lower id can commit after one with a
+  higher id. The job therefore moves a mark only up to the newest row written more than LAG
+  ago: a transaction that lasts longer than LAG could be missed (ours last milliseconds).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from functools import reduce
+from operator import or_
+from typing import Any
+
+from django.db import transaction
+from django.db.models import (
+    BooleanField,
+    Case,
+    CharField,
+    Count,
+    Exists,
+    ExpressionWrapper,
+    F,
+    IntegerField,
+    Model,
+    OuterRef,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+    When,
+)
+from django.db.models.functions import TruncHour
+from django.utils import timezone
+
+from approvals.models import ApprovalRequest
+from audit.models import AuditEvent
+from automation.models import EffectAttempt, RecoveryAction, Run
+from reports.models import DeliveryTotal, RollupMark, RunHour, RunTotal
+
+HOUR = timedelta(hours=1)
+LAG = timedelta(minutes=5)
+# Rebuilds insert a week of hours at a time: memory stays bounded whatever the history.
+REBUILD_CHUNK = timedelta(days=7)
+
+# Recovery actions that change what happens to a run. Claiming, assigning and releasing a
+# queue item only say who looks at it: a run that was merely claimed can still go straight
+# through.
+TOUCHING_RECOVERY = ("correct", "retry", "resume", "replay", "resolve", "abandon")
+# Transitions a person makes, named on the audit trail with their actor: a correction or a
+# resume (classify), a retry, a re-decision, a resolution by hand, a replay closing the
+# original. Retrying a held effect from the admin or the command line leaves only this trace.
+PERSON_MOVES = (
+    "run.classify",
+    "run.retry_stage",
+    "run.retry_effect",
+    "run.reconsider",
+    "run.resolve_by_hand",
+    "run.abandon",
+    "run.close_exception",
+)
+
+Span = tuple[datetime, datetime]
+
+
+def untouched() -> Q:
+    """Runs no person had a hand in: no approval request, correction or recovery."""
+    run = OuterRef("pk")
+    approval = ApprovalRequest.objects.filter(run=run)
+    recovery = RecoveryAction.objects.filter(run=run, action__in=TOUCHING_RECOVERY)
+    moved = AuditEvent.objects.filter(run=run, action__in=PERSON_MOVES, actor__isnull=False)
+    return ~Q(Exists(approval)) & ~Q(Exists(recovery)) & ~Q(Exists(moved))
+
+
+def asked_for_approval() -> Q:
+    return Q(Exists(ApprovalRequest.objects.filter(run=OuterRef("pk"))))
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Runs of one kind: the unit both the rollup and the raw count are summed in."""
+
+    route: str
+    state: str
+    outcome: str
+    touched: bool
+    asked_approval: bool
+    runs: int
+
+
+# --- counting from the raw rows -------------------------------------------------------------
+
+
+def _flagged(runs: QuerySet[Run]) -> QuerySet[Run]:
+    return runs.annotate(
+        touched=ExpressionWrapper(~untouched(), output_field=BooleanField()),
+        asked_approval=ExpressionWrapper(asked_for_approval(), output_field=BooleanField()),
+    )
+
+
+KIND = ("route", "state", "outcome", "touched", "asked_approval")
+
+
+def _cell(row: dict[str, Any]) -> Cell:
+    return Cell(
+        row["route"], row["state"], row["outcome"], row["touched"], row["asked_approval"], row["n"]
+    )
+
+
+def raw_hours(runs: QuerySet[Run]) -> Iterator[tuple[datetime, Cell]]:
+    """The runs counted per hour received and kind: what a rollup row holds."""
+    rows = (
+        _flagged(runs.annotate(hour=TruncHour("created_at", tzinfo=UTC)))
+        .values("hour", *KIND)
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    for row in rows:
+        yield row["hour"], _cell(row)
+
+
+def _within(spans: Iterable[Span], field: str = "created_at") -> Q:
+    return reduce(or_, (Q(**{f"{field}__gte": a, f"{field}__lt": b}) for a, b in spans))
+
+
+# --- which hours the rollup cannot answer yet -----------------------------------------------
+
+
+def current_mark() -> RollupMark | None:
+    """The marks, read first so that the queries below carry them as literals: the planner
+    then knows an `id > mark` range holds a handful of rows and walks the primary key index
+    (with a subquery it assumes a third of the table and scans it)."""
+    return RollupMark.objects.order_by("pk").first()
+
+
+def changed_hours(mark: RollupMark) -> set[datetime]:
+    """Hours holding a run named by a row above the marks: one UNION of primary-key ranges."""
+    named = [
+        AuditEvent.objects.filter(pk__gt=mark.audit_id, run__isnull=False).values("run_id"),
+        ApprovalRequest.objects.filter(pk__gt=mark.approval_id).values("run_id"),
+        RecoveryAction.objects.filter(pk__gt=mark.recovery_id).values("run_id"),
+    ]
+    hour = TruncHour("created_at", tzinfo=UTC)
+    new = Run.objects.filter(pk__gt=mark.run_id)
+    parts = [Run.objects.filter(pk__in=ids) for ids in named]
+    hours = [q.annotate(hour=hour).values_list("hour", flat=True).order_by() for q in parts]
+    found = new.annotate(hour=hour).values_list("hour", flat=True).order_by().union(*hours)
+    return set(found)
+
+
+def _merge(spans: Iterable[Span]) -> list[Span]:
+    merged: list[Span] = []
+    for since, until in sorted(s for s in spans if s[0] < s[1]):
+        if merged and since <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], until))
+        else:
+            merged.append((since, until))
+    return merged
+
+
+def _ceil_hour(moment: datetime) -> datetime:
+    floor = _floor_hour(moment)
+    return floor if floor == moment else floor + HOUR
+
+
+def _floor_hour(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def _clean_hours(covered: list[Span], bounds: list[datetime], dirty: set[datetime]) -> list[Span]:
+    """Whole hours inside the spans that no bound cuts and no change touched, as ranges."""
+    clean: list[Span] = []
+    for since, until in covered:
+        hour = _ceil_hour(since)
+        while hour + HOUR <= until:
+            cut = bisect.bisect_right(bounds, hour) < bisect.bisect_left(bounds, hour + HOUR)
+            if hour not in dirty and not cut:
+                clean.append((hour, hour + HOUR))
+            hour += HOUR
+    return _merge(clean)
+
+
+def _minus(covered: list[Span], holes: list[Span]) -> list[Span]:
+    """The parts of `covered` outside `holes` (both sorted, disjoint)."""
+    left: list[Span] = []
+    for since, until in covered:
+        start = since
+        for a, b in holes:
+            if b <= start or a >= until:
+                continue
+            if a > start:
+                left.append((start, a))
+            start = max(start, b)
+        if start < until:
+            left.append((start, until))
+    return left
+
+
+# --- reading: rollup where it holds, raw rows elsewhere ------------------------------------
+
+
+def counts(spans: list[Span]) -> list[list[Cell]]:
+    """The runs received in each [since, until) span, by kind: two queries for all of them.
+
+    Spans may overlap and need not fall on the hour. Whole hours that no span bound cuts and
+    no pending change touched come from the rollup; the rest (the partial hours at the edges,
+    the changed hours, everything while no rollup exists) is counted from the runs. Both are
+    summed per segment between two consecutive bounds, in one UNION ALL.
+    """
+    if not spans:
+        return []
+    bounds = sorted({moment for span in spans for moment in span})
+    covered = _merge(spans)
+    mark = current_mark()
+    clean = [] if mark is None else _clean_hours(covered, bounds, changed_hours(mark))
+    raw = _minus(covered, clean)
+    parts: list[QuerySet[Any]] = []
+    if clean:
+        rollup = RunHour.objects.filter(_within(clean, "hour"))
+        parts.append(_by_segment(rollup, "hour", bounds, Sum("runs")))
+    if raw:
+        runs = _flagged(Run.objects.filter(_within(raw)))
+        parts.append(_by_segment(runs, "created_at", bounds, Count("pk")))
+    if not parts:  # only empty spans
+        return [[] for _ in spans]
+    rows = parts[0].union(*parts[1:], all=True)
+    found = [
+        (int(segment), Cell(route, state, outcome, bool(touched), bool(asked), int(n)))
+        for segment, route, state, outcome, touched, asked, n in rows
+    ]
+    return [_in_span(span, bounds, found) for span in spans]
+
+
+def _by_segment(
+    rows: QuerySet[Any], field: str, bounds: list[datetime], total: Sum | Count
+) -> QuerySet[Any]:
+    # Segment i is [bounds[i], bounds[i + 1]): a row's segment decides which spans hold it.
+    segment = Case(
+        *(When(**{f"{field}__lt": b}, then=Value(i)) for i, b in enumerate(bounds[1:])),
+        default=Value(len(bounds) - 1),
+        output_field=IntegerField(),
+    )
+    return (
+        rows.annotate(segment=segment)
+        .values_list("segment", "route", "state", "outcome", "touched", "asked_approval")
+        .annotate(n=total)
+        .order_by()
+    )
+
+
+def _in_span(span: Span, bounds: list[datetime], found: list[tuple[int, Cell]]) -> list[Cell]:
+    first = bounds.index(span[0])
+    last = bounds.index(span[1])
+    return [cell for segment, cell in found if first <= segment < last]
+
+
+def totals(mark: RollupMark | None) -> dict[tuple[str, str], int]:
+    """Runs of all time by state and outcome (/metrics): two queries. The running totals, less
+    the rollup rows of the changed hours, plus those hours counted from the runs. With no
+    mark yet (before the first rebuild), every run is counted."""
+    if mark is None:
+        rows = Run.objects.values_list("state", "outcome").annotate(n=Count("pk")).order_by()
+        return {(state, outcome): n for state, outcome, n in rows}
+    dirty = _merge((h, h + HOUR) for h in changed_hours(mark))
+    parts: list[QuerySet[Any]] = [
+        RunTotal.objects.values_list("state", "outcome", "runs").order_by()
+    ]
+    if dirty:
+        stale = RunHour.objects.filter(_within(dirty, "hour"))
+        parts.append(stale.values_list("state", "outcome").annotate(n=-Sum("runs")).order_by())
+        raw = Run.objects.filter(_within(dirty)).values_list("state", "outcome")
+        parts.append(raw.annotate(n=Count("pk")).order_by())
+    found: dict[tuple[str, str], int] = defaultdict(int)
+    for state, outcome, n in parts[0].union(*parts[1:], all=True):
+        found[(state, outcome)] += int(n)
+    return {key: n for key, n in found.items() if n}
+
+
+# --- writing: the job and the rebuild -------------------------------------------------------
+
+
+def _newest_before(model: type[Model], cutoff: datetime, field: str = "created_at") -> int:
+    # Walks the primary key index backwards to the first row older than the cutoff.
+    rows = model._default_manager.filter(**{f"{field}__lt": cutoff}).order_by("-pk")
+    return int(rows.values_list("pk", flat=True).first() or 0)
+
+
+def _recompute(spans: list[Span]) -> None:
+    """Replace the rollup rows of the hours in `spans` (whole hours) by fresh counts."""
+    for since, until in spans:
+        start = since
+        while start < until:
+            end = min(start + REBUILD_CHUNK, until)
+            old = RunHour.objects.filter(hour__gte=start, hour__lt=end)
+            _shift_totals(old, sign=-1)
+            old.delete()
+            runs = Run.objects.filter(created_at__gte=start, created_at__lt=end)
+            RunHour.objects.bulk_create(_rows(raw_hours(runs)), batch_size=2000)
+            _shift_totals(RunHour.objects.filter(hour__gte=start, hour__lt=end), sign=1)
+            start = end
+
+
+def _shift_totals(rows: QuerySet[RunHour], *, sign: int) -> None:
+    """Add (sign 1) or take away (sign -1) the rollup rows `rows` from the running totals."""
+    sums = rows.values_list("state", "outcome").annotate(n=Sum("runs")).order_by()
+    for state, outcome, n in sums:
+        total, _ = RunTotal.objects.get_or_create(
+            state=state, outcome=outcome, defaults={"runs": 0}
+        )
+        RunTotal.objects.filter(pk=total.pk).update(runs=F("runs") + sign * n)
+
+
+def _rows(found: Iterable[tuple[datetime, Cell]]) -> Iterator[RunHour]:
+    for hour, c in found:
+        yield RunHour(
+            hour=hour,
+            route=c.route,
+            state=c.state,
+            outcome=c.outcome,
+            touched=c.touched,
+            asked_approval=c.asked_approval,
+            runs=c.runs,
+        )
+
+
+def _advance(mark: RollupMark, now: datetime) -> None:
+    cutoff = now - LAG
+    mark.run_id = max(mark.run_id, _newest_before(Run, cutoff))
+    mark.audit_id = max(mark.audit_id, _newest_before(AuditEvent, cutoff))
+    mark.approval_id = max(mark.approval_id, _newest_before(ApprovalRequest, cutoff))
+    mark.recovery_id = max(mark.recovery_id, _newest_before(RecoveryAction, cutoff))
+    mark.attempt_id = max(mark.attempt_id, _newest_before(EffectAttempt, cutoff, "started_at"))
+    mark.built_at = now
+    mark.save()
+
+
+def _add_deliveries(*, above: int, upto: int) -> None:
+    """Add the attempts with ids in (above, upto] to the totals by result."""
+    rows = (
+        EffectAttempt.objects.filter(pk__gt=above, pk__lte=upto)
+        .values_list("outcome")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    for outcome, n in rows:
+        total, _ = DeliveryTotal.objects.get_or_create(outcome=outcome, defaults={"attempts": 0})
+        DeliveryTotal.objects.filter(pk=total.pk).update(attempts=F("attempts") + n)
+
+
+def _text(value: str) -> Value:
+    return Value(value, output_field=CharField())
+
+
+def delivery_rows(mark: RollupMark | None) -> QuerySet[Any]:
+    """Effect delivery attempts of all time by result, as ("delivery", result, "", count) rows:
+    the totals up to the mark plus the attempts above it (a primary-key range)."""
+    live = (
+        EffectAttempt.objects.filter(pk__gt=mark.attempt_id if mark else 0)
+        .annotate(kind=_text("delivery"), a=F("outcome"), b=_text(""))
+        .values_list("kind", "a", "b")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    if mark is None:  # the totals hold only with the mark they were counted up to
+        return live
+    done = (
+        DeliveryTotal.objects.annotate(
+            kind=_text("delivery"), a=F("outcome"), b=_text(""), n=F("attempts")
+        )
+        .values_list("kind", "a", "b", "n")
+        .order_by()
+    )
+    return done.union(live, all=True)
+
+
+def rollups_refresh(*, now: datetime | None = None) -> int:
+    """Fold the changes since the marks into the rollup; returns the hours recomputed.
+
+    Idempotent: the hours are recomputed whole from the raw rows. The mark row is locked so two
+    workers never fold the same changes at once.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        mark = RollupMark.objects.select_for_update().first()
+        if mark is None:
+            return rollups_rebuild(now=now)
+        dirty = changed_hours(mark)
+        counted = mark.attempt_id
+        # Every row at or below the new marks was committed before `dirty` was read, so it
+        # is in the hours recomputed below; a row above them stays a pending change.
+        _advance(mark, now)
+        _recompute(_merge((hour, hour + HOUR) for hour in dirty))
+        _add_deliveries(above=counted, upto=mark.attempt_id)
+        return len(dirty)
+
+
+def rollups_rebuild(*, since: datetime | None = None, now: datetime | None = None) -> int:
+    """Recount every hour from `since` (all of history without it) from the raw rows.
+
+    Returns the hours recomputed. Hours before `since` are kept but still brought up to date
+    with the changes above the marks, so the result equals a full rebuild.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        mark = RollupMark.objects.select_for_update().first()
+        if mark is None and since is not None:
+            raise ValueError("there are no rollups yet: rebuild all of history first")
+        before = changed_hours(mark) if mark is not None else set()
+        # One mark row: two first rebuilds at once collide on its primary key, one rolls back.
+        fresh = mark or RollupMark(pk=1)
+        _advance(fresh, now)
+        oldest = Run.objects.order_by("created_at").values_list("created_at", flat=True).first()
+        newest = Run.objects.order_by("-created_at").values_list("created_at", flat=True).first()
+        start = _floor_hour(since or oldest or now)
+        # Runs stamped ahead of the clock (skew) are counted too.
+        end = _floor_hour(max(now, newest or now)) + HOUR
+        if since is None:
+            RunHour.objects.all().delete()
+            RunTotal.objects.all().delete()
+        DeliveryTotal.objects.all().delete()
+        _add_deliveries(above=0, upto=fresh.attempt_id)
+        spans = _merge([(start, end), *((h, h + HOUR) for h in before if h < start)])
+        _recompute(spans)
+        return sum(int((b - a) / HOUR) for a, b in spans)
