@@ -258,11 +258,12 @@ class Run(ConcurrentTransitionMixin, models.Model):
             # Search by business key.
             models.Index(fields=["event_id"], name="run_event_id_idx"),
             # Held runs only (a small part of all runs): the queues overview, WHERE queue <> ''
-            # GROUP BY queue (count, oldest, claimed: read from the index alone), and one
-            # queue's page, WHERE queue = ... ORDER BY queued_at, id (keyset pages).
+            # GROUP BY queue (count, oldest, claimed, oldest still held: read from the index
+            # alone), and one queue's page, WHERE queue = ... ORDER BY queued_at, id (keyset
+            # pages).
             models.Index(
                 fields=["queue", "queued_at", "id"],
-                include=["owner"],
+                include=["owner", "state"],
                 condition=~models.Q(queue=""),
                 name="run_held_queue_idx",
             ),
