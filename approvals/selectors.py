@@ -290,11 +290,13 @@ def default_scope(user: User) -> str:
     return "mine" if user.has_perm("approvals.decide_approvalrequest") else "all"
 
 
-def inbox_count(user: User, now: datetime) -> int:
+def inbox_count(user: User, now: datetime, *, limit: int | None = None) -> int:
     """How many requests the default inbox holds (all its pages): the same filter as the
-    page, counted by the database in one query, so the navigation and the page agree."""
+    page, counted by the database in one query, so the navigation and the page agree. With
+    `limit`, the count stops there (the database stops reading at that many rows)."""
     scope = default_scope(user)
-    return inbox_requests(user=user, scope=scope, overdue_only=False, now=now).count()
+    requests = inbox_requests(user=user, scope=scope, overdue_only=False, now=now)
+    return (requests[:limit] if limit is not None else requests).count()
 
 
 def request_for(user: User, request_id: int) -> ApprovalRequest | None:

@@ -19,6 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from approvals import context_processors
 from approvals import selectors as approval_selectors
 from approvals.models import ApprovalRequest
 from automation import selectors, services
@@ -161,6 +162,18 @@ def test_the_navigation_count_agrees_with_the_inbox_in_one_count(
     assert approval_selectors.inbox_count(approver, _now()) == len(rows) == 3
     counting = [q for q in sql if "approvals_approvalrequest" in q and "COUNT(*)" in q]
     assert len(counting) == 1
+    assert "LIMIT 100" in counting[0]  # every page pays for it: it reads at most 100 rows
+
+
+def test_the_navigation_says_99_plus_past_a_hundred_waiting(
+    pipeline: Pipeline, people: dict[str, User], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(context_processors, "NAV_COUNT_LIMIT", 3)
+    add_runs(pipeline, 3, start=0)
+    page = client_for(people["approver"]).get(reverse("approvals:inbox")).content.decode()
+
+    assert 'data-testid="nav-inbox-count">2+</span>' in page
+    assert approval_selectors.inbox_count(people["approver"], _now(), limit=2) == 2
 
 
 def _now() -> Any:
