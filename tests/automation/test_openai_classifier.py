@@ -69,18 +69,23 @@ def llm(settings: SettingsWrapper, chat: ChatServer) -> SettingsWrapper:
     return settings
 
 
-@pytest.fixture
-def pipeline(policy: None, llm: SettingsWrapper) -> Pipeline:
+def llm_pipeline(name: str, attempts: int) -> Pipeline:
+    """A channel read by the openai-compatible classifier, as configured now."""
     classifier_version, prompt_version = classifier_versions("openai-compatible")
     channel = IntakeChannel.objects.create(
-        name="llm",
+        name=name,
         classifier="openai-compatible",
         classifier_version=classifier_version,
         workflow_version="workflow-1",
         prompt_version=prompt_version,
-        max_classifier_attempts=2,
+        max_classifier_attempts=attempts,
     )
     return Pipeline(channel)
+
+
+@pytest.fixture
+def pipeline(policy: None, llm: SettingsWrapper) -> Pipeline:
+    return llm_pipeline("llm", attempts=2)
 
 
 def attempts(run: Run) -> list[tuple[int, str]]:
@@ -438,19 +443,6 @@ MAIL = Path(django_settings.BASE_DIR) / "tests" / "data" / "mail"
 DIALECTS = ["json_schema", "json_object", "text"]
 
 
-def dialect_channel(dialect: str) -> Pipeline:
-    classifier_version, prompt_version = classifier_versions("openai-compatible")
-    channel = IntakeChannel.objects.create(
-        name=f"llm-{dialect}",
-        classifier="openai-compatible",
-        classifier_version=classifier_version,
-        workflow_version="workflow-1",
-        prompt_version=prompt_version,
-        max_classifier_attempts=3,
-    )
-    return Pipeline(channel)
-
-
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_the_sample_set_completes_against_a_server_that_speaks_only_one_dialect(
     policy: None, llm: SettingsWrapper, chat: ChatServer, dialect: str
@@ -460,7 +452,7 @@ def test_the_sample_set_completes_against_a_server_that_speaks_only_one_dialect(
     configure(llm, OPENAI_OUTPUT=dialect)
     chat.dialect = dialect
     chat.default = ("reader",)
-    pipeline = dialect_channel(dialect)
+    pipeline = llm_pipeline(f"llm-{dialect}", attempts=3)
 
     for path in sorted(MAIL.glob("*.eml")):
         with pipeline.capture():
