@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 import time_machine
-import yaml
 from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
 
@@ -25,8 +24,6 @@ from approvals.services import (
 )
 from automation.models import Effect, Run, State
 from config.dispatch import Message, inline
-from policy.schemas import PolicyDocument
-from policy.services import DEFAULTS_DIR, policy_version_activate, policy_version_create
 from tests.conftest import Pipeline, decision_for, make_event
 
 SECURITY_EVENT = make_event(
@@ -94,16 +91,6 @@ def _fast_passwords(settings: Any) -> None:
 @pytest.fixture
 def pending(pipeline: Pipeline) -> ApprovalRequest:
     return open_request(pipeline)
-
-
-@pytest.fixture
-def two_approver_policy(pipeline: Pipeline) -> None:
-    """policy-2: policy-1 asking two distinct security approvers; active before any submit."""
-    data = yaml.safe_load((DEFAULTS_DIR / "policy-1.yaml").read_text(encoding="utf-8"))
-    data["version"] = "policy-2"
-    data["approvals"]["queue_account_review"]["approvers"] = 2
-    policy_version_create(document=PolicyDocument.model_validate(data))
-    policy_version_activate(name="policy-2")
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 import time_machine
-import yaml
 from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
@@ -24,8 +23,6 @@ from approvals.services import ApprovalError, approval_decide
 from automation import services
 from automation.models import Effect, EffectStatus, Outcome, Run, State
 from automation.roles import roles_ensure
-from policy.schemas import PolicyDocument
-from policy.services import DEFAULTS_DIR, policy_version_activate, policy_version_create
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
 EVENT_ID = "evt-sod"
@@ -259,15 +256,6 @@ def test_an_action_on_any_run_up_the_replay_chain_counts(pipeline: Pipeline) -> 
 
 
 # --- when the action comes after the request opened -----------------------------------------
-
-
-@pytest.fixture
-def two_approver_policy(pipeline: Pipeline) -> None:
-    data = yaml.safe_load((DEFAULTS_DIR / "policy-1.yaml").read_text(encoding="utf-8"))
-    data["version"] = "policy-2"
-    data["approvals"]["queue_account_review"]["approvers"] = 2
-    policy_version_create(document=PolicyDocument.model_validate(data))
-    policy_version_activate(name="policy-2")
 
 
 def test_an_approval_given_before_acting_on_the_run_stops_counting(
