@@ -123,7 +123,8 @@ def acted_runs_sql(user: User) -> RawSQL:
     them: the runs whose requests the user may not approve (the rule of run_lineages seen
     from the other end, so it can sit in a WHERE clause).
 
-    Reads the user's own audit rows (the actor_id index), and walks up from the replays only
+    Reads the user's own hand actions from audit_hand_action_idx, whose condition the WHERE
+    clause repeats (actor and run set, not a decision), and walks up from the replays only
     (replay_of_id IS NOT NULL: a few runs, through its index) to find those descended from an
     acted run. Walking down from the acted runs instead would make PostgreSQL join every run
     to find their replays. UNION drops repeated rows, so even a corrupt cycle ends."""
@@ -132,8 +133,8 @@ def acted_runs_sql(user: User) -> RawSQL:
     runs, audit = quote(run._meta.db_table), quote(AuditEvent._meta.db_table)
     sql = (
         f"WITH RECURSIVE acted (id) AS ("  # noqa: S608 - names only, values are parameters
-        f" SELECT run_id FROM {audit} WHERE actor_id = %s AND run_id IS NOT NULL"
-        f" AND action NOT LIKE %s"
+        f" SELECT run_id FROM {audit} WHERE actor_id = %s AND actor_id IS NOT NULL"
+        f" AND run_id IS NOT NULL AND NOT (action LIKE %s)"
         f"), chain (id, ancestor) AS ("
         f" SELECT id, replay_of_id FROM {runs} WHERE replay_of_id IS NOT NULL"
         f" UNION SELECT chain.id, r.replay_of_id FROM chain"

@@ -42,7 +42,16 @@ class AuditEvent(models.Model):
         ordering = ["created_at", "pk"]
         indexes = [
             # Reports and the run page: WHERE action = ... / WHERE run_id = ... ORDER BY created_at
-            models.Index(fields=["action", "created_at"], name="audit_action_idx")
+            models.Index(fields=["action", "created_at"], name="audit_action_idx"),
+            # Separation of duties: the runs a person acted on by hand (every action but a
+            # decision on an approval, approvals.selectors.DECISION_ACTIONS). An approver's
+            # own decisions can be most of their rows; this index holds only the rest.
+            models.Index(
+                fields=["actor", "run"],
+                condition=models.Q(actor__isnull=False, run__isnull=False)
+                & ~models.Q(action__startswith="approval."),
+                name="audit_hand_action_idx",
+            ),
         ]
 
     def __str__(self) -> str:

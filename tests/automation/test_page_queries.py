@@ -386,3 +386,37 @@ def test_admin_audit_search_finds_a_persons_actions_or_a_runs_rows(
     assert f"run #{run.pk} " in by_run and f"run #{other.pk} " not in by_run
     assert f"run #{other.pk} " in by_other
     assert "lee" in by_person and f"run #{other.pk} " not in by_person
+
+
+def test_the_inbox_reads_an_approvers_hand_actions_not_their_decisions(
+    pipeline: Pipeline, people: dict[str, User]
+) -> None:
+    """A busy approver's audit rows are mostly their own decisions: separation of duties reads
+    only the rest, from audit_hand_action_idx, not every row the approver ever wrote."""
+    approver = people["approver"]
+    mine = waiting(pipeline, 1)
+    others = waiting(pipeline, 2)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO audit_auditevent (run_id, actor_id, actor_label, action, from_state,"
+            " to_state, data, created_at) SELECT %s, %s, 'ana', 'approval.approved', '', '',"
+            " '{}', now() FROM generate_series(1, 5000)",
+            [others.pk, approver.pk],
+        )
+        cursor.execute(
+            "INSERT INTO audit_auditevent (run_id, actor_id, actor_label, action, from_state,"
+            " to_state, data, created_at) VALUES (%s, %s, 'ana', 'run.classify', '', '',"
+            " '{}', now())",
+            [mine.pk, approver.pk],
+        )
+        cursor.execute("ANALYZE audit_auditevent")
+    now = timezone.now()
+    requests = approval_selectors.inbox_requests(
+        user=approver, scope="mine", overdue_only=False, now=now
+    )
+
+    with CaptureQueriesContext(connection) as captured:
+        found = list(requests.values_list("run_id", flat=True))
+
+    assert found == [others.pk]
+    assert "audit_hand_action_idx" in plan(captured.captured_queries[0]["sql"])
