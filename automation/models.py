@@ -660,8 +660,14 @@ class Effect(models.Model):
 
     class Meta:
         indexes = [
-            # The sweep: WHERE status IN (pending, retry_wait) AND next_attempt_at <= now.
-            models.Index(fields=["status", "next_attempt_at"], name="effect_due_idx")
+            # The sweep: WHERE status IN (pending, retry_wait) AND next_attempt_at <= now. It
+            # carries the name and attempts too, so the outbox figures of the queues page and
+            # /metrics (by name, waiting or held) are an index-only scan.
+            models.Index(
+                fields=["status", "next_attempt_at"],
+                include=["name", "attempts"],
+                name="effect_due_idx",
+            )
         ]
 
     def __str__(self) -> str:
