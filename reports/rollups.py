@@ -24,32 +24,26 @@ How they are kept: an incremental job, not a write in the run engine's transacti
 
 from __future__ import annotations
 
-import bisect
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import reduce
-from operator import or_
 from typing import Any
 
 from django.db import transaction
 from django.db.models import (
     BooleanField,
-    Case,
     CharField,
     Count,
     Exists,
     ExpressionWrapper,
     F,
-    IntegerField,
     Model,
     OuterRef,
     Q,
     QuerySet,
     Sum,
     Value,
-    When,
 )
 from django.db.models.functions import TruncHour
 from django.utils import timezone
@@ -58,8 +52,18 @@ from approvals.models import ApprovalRequest
 from audit.models import AuditEvent
 from automation.models import EffectAttempt, RecoveryAction, Run
 from reports.models import DeliveryTotal, RollupMark, RunHour, RunTotal
+from reports.spans import (
+    HOUR,
+    Span,
+    clean_hours,
+    floor_hour,
+    merge,
+    minus,
+    segment,
+    segments_of,
+    within,
+)
 
-HOUR = timedelta(hours=1)
 LAG = timedelta(minutes=5)
 # Rebuilds insert a week of hours at a time: memory stays bounded whatever the history.
 REBUILD_CHUNK = timedelta(days=7)
@@ -80,8 +84,6 @@ PERSON_MOVES = (
     "run.abandon",
     "run.close_exception",
 )
-
-Span = tuple[datetime, datetime]
 
 
 def untouched() -> Q:
@@ -140,10 +142,6 @@ def raw_hours(runs: QuerySet[Run]) -> Iterator[tuple[datetime, Cell]]:
         yield row["hour"], _cell(row)
 
 
-def _within(spans: Iterable[Span], field: str = "created_at") -> Q:
-    return reduce(or_, (Q(**{f"{field}__gte": a, f"{field}__lt": b}) for a, b in spans))
-
-
 # --- which hours the rollup cannot answer yet -----------------------------------------------
 
 
@@ -169,54 +167,6 @@ def changed_hours(mark: RollupMark) -> set[datetime]:
     return set(found)
 
 
-def _merge(spans: Iterable[Span]) -> list[Span]:
-    merged: list[Span] = []
-    for since, until in sorted(s for s in spans if s[0] < s[1]):
-        if merged and since <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], until))
-        else:
-            merged.append((since, until))
-    return merged
-
-
-def _ceil_hour(moment: datetime) -> datetime:
-    floor = _floor_hour(moment)
-    return floor if floor == moment else floor + HOUR
-
-
-def _floor_hour(moment: datetime) -> datetime:
-    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-
-
-def _clean_hours(covered: list[Span], bounds: list[datetime], dirty: set[datetime]) -> list[Span]:
-    """Whole hours inside the spans that no bound cuts and no change touched, as ranges."""
-    clean: list[Span] = []
-    for since, until in covered:
-        hour = _ceil_hour(since)
-        while hour + HOUR <= until:
-            cut = bisect.bisect_right(bounds, hour) < bisect.bisect_left(bounds, hour + HOUR)
-            if hour not in dirty and not cut:
-                clean.append((hour, hour + HOUR))
-            hour += HOUR
-    return _merge(clean)
-
-
-def _minus(covered: list[Span], holes: list[Span]) -> list[Span]:
-    """The parts of `covered` outside `holes` (both sorted, disjoint)."""
-    left: list[Span] = []
-    for since, until in covered:
-        start = since
-        for a, b in holes:
-            if b <= start or a >= until:
-                continue
-            if a > start:
-                left.append((start, a))
-            start = max(start, b)
-        if start < until:
-            left.append((start, until))
-    return left
-
-
 # --- reading: rollup where it holds, raw rows elsewhere ------------------------------------
 
 
@@ -231,16 +181,16 @@ def counts(spans: list[Span]) -> list[list[Cell]]:
     if not spans:
         return []
     bounds = sorted({moment for span in spans for moment in span})
-    covered = _merge(spans)
+    covered = merge(spans)
     mark = current_mark()
-    clean = [] if mark is None else _clean_hours(covered, bounds, changed_hours(mark))
-    raw = _minus(covered, clean)
+    clean = [] if mark is None else clean_hours(covered, bounds, changed_hours(mark))
+    raw = minus(covered, clean)
     parts: list[QuerySet[Any]] = []
     if clean:
-        rollup = RunHour.objects.filter(_within(clean, "hour"))
+        rollup = RunHour.objects.filter(within(clean, "hour"))
         parts.append(_by_segment(rollup, "hour", bounds, Sum("runs")))
     if raw:
-        runs = _flagged(Run.objects.filter(_within(raw)))
+        runs = _flagged(Run.objects.filter(within(raw, "created_at")))
         parts.append(_by_segment(runs, "created_at", bounds, Count("pk")))
     if not parts:  # only empty spans
         return [[] for _ in spans]
@@ -255,14 +205,8 @@ def counts(spans: list[Span]) -> list[list[Cell]]:
 def _by_segment(
     rows: QuerySet[Any], field: str, bounds: list[datetime], total: Sum | Count
 ) -> QuerySet[Any]:
-    # Segment i is [bounds[i], bounds[i + 1]): a row's segment decides which spans hold it.
-    segment = Case(
-        *(When(**{f"{field}__lt": b}, then=Value(i)) for i, b in enumerate(bounds[1:])),
-        default=Value(len(bounds) - 1),
-        output_field=IntegerField(),
-    )
     return (
-        rows.annotate(segment=segment)
+        rows.annotate(segment=segment(field, bounds))
         .values_list("segment", "route", "state", "outcome", "touched", "asked_approval")
         .annotate(n=total)
         .order_by()
@@ -270,9 +214,8 @@ def _by_segment(
 
 
 def _in_span(span: Span, bounds: list[datetime], found: list[tuple[int, Cell]]) -> list[Cell]:
-    first = bounds.index(span[0])
-    last = bounds.index(span[1])
-    return [cell for segment, cell in found if first <= segment < last]
+    inside = segments_of(span, bounds)
+    return [cell for number, cell in found if number in inside]
 
 
 def totals(mark: RollupMark | None) -> dict[tuple[str, str], int]:
@@ -282,14 +225,14 @@ def totals(mark: RollupMark | None) -> dict[tuple[str, str], int]:
     if mark is None:
         rows = Run.objects.values_list("state", "outcome").annotate(n=Count("pk")).order_by()
         return {(state, outcome): n for state, outcome, n in rows}
-    dirty = _merge((h, h + HOUR) for h in changed_hours(mark))
+    dirty = merge((h, h + HOUR) for h in changed_hours(mark))
     parts: list[QuerySet[Any]] = [
         RunTotal.objects.values_list("state", "outcome", "runs").order_by()
     ]
     if dirty:
-        stale = RunHour.objects.filter(_within(dirty, "hour"))
+        stale = RunHour.objects.filter(within(dirty, "hour"))
         parts.append(stale.values_list("state", "outcome").annotate(n=-Sum("runs")).order_by())
-        raw = Run.objects.filter(_within(dirty)).values_list("state", "outcome")
+        raw = Run.objects.filter(within(dirty, "created_at")).values_list("state", "outcome")
         parts.append(raw.annotate(n=Count("pk")).order_by())
     found: dict[tuple[str, str], int] = defaultdict(int)
     for state, outcome, n in parts[0].union(*parts[1:], all=True):
@@ -410,7 +353,7 @@ def rollups_refresh(*, now: datetime | None = None) -> int:
         # Every row at or below the new marks was committed before `dirty` was read, so it
         # is in the hours recomputed below; a row above them stays a pending change.
         _advance(mark, now)
-        _recompute(_merge((hour, hour + HOUR) for hour in dirty))
+        _recompute(merge((hour, hour + HOUR) for hour in dirty))
         _add_deliveries(above=counted, upto=mark.attempt_id)
         return len(dirty)
 
@@ -432,14 +375,14 @@ def rollups_rebuild(*, since: datetime | None = None, now: datetime | None = Non
         _advance(fresh, now)
         oldest = Run.objects.order_by("created_at").values_list("created_at", flat=True).first()
         newest = Run.objects.order_by("-created_at").values_list("created_at", flat=True).first()
-        start = _floor_hour(since or oldest or now)
+        start = floor_hour(since or oldest or now)
         # Runs stamped ahead of the clock (skew) are counted too.
-        end = _floor_hour(max(now, newest or now)) + HOUR
+        end = floor_hour(max(now, newest or now)) + HOUR
         if since is None:
             RunHour.objects.all().delete()
             RunTotal.objects.all().delete()
         DeliveryTotal.objects.all().delete()
         _add_deliveries(above=0, upto=fresh.attempt_id)
-        spans = _merge([(start, end), *((h, h + HOUR) for h in before if h < start)])
+        spans = merge([(start, end), *((h, h + HOUR) for h in before if h < start)])
         _recompute(spans)
         return sum(int((b - a) / HOUR) for a, b in spans)

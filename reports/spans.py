@@ -1,0 +1,110 @@
+"""Time spans for the rollups: which whole hours (and days) of a period a rollup can answer,
+and which parts must be counted from the raw rows.
+
+A span is [since, until). Readers merge the spans they are asked for, take the whole hours no
+span bound cuts and no pending change touched from a rollup, and count the rest raw. Rows are
+summed per segment, the stretch between two consecutive bounds, so each asked span gets
+exactly the segments inside it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from functools import reduce
+from operator import or_
+
+from django.db.models import Case, IntegerField, Q, Value, When
+
+HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
+
+Span = tuple[datetime, datetime]
+
+
+def within(spans: Iterable[Span], field: str) -> Q:
+    return reduce(or_, (Q(**{f"{field}__gte": a, f"{field}__lt": b}) for a, b in spans))
+
+
+def merge(spans: Iterable[Span]) -> list[Span]:
+    merged: list[Span] = []
+    for since, until in sorted(s for s in spans if s[0] < s[1]):
+        if merged and since <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], until))
+        else:
+            merged.append((since, until))
+    return merged
+
+
+def floor_hour(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def ceil_hour(moment: datetime) -> datetime:
+    floor = floor_hour(moment)
+    return floor if floor == moment else floor + HOUR
+
+
+def floor_day(moment: datetime) -> datetime:
+    return floor_hour(moment).replace(hour=0)
+
+
+def _cut(bounds: list[datetime], since: datetime, until: datetime) -> bool:
+    """Whether a bound lies strictly inside (since, until)."""
+    return bisect.bisect_right(bounds, since) < bisect.bisect_left(bounds, until)
+
+
+def clean_hours(covered: list[Span], bounds: list[datetime], dirty: set[datetime]) -> list[Span]:
+    """Whole hours inside the spans that no bound cuts and no change touched, as ranges."""
+    clean: list[Span] = []
+    for since, until in covered:
+        hour = ceil_hour(since)
+        while hour + HOUR <= until:
+            if hour not in dirty and not _cut(bounds, hour, hour + HOUR):
+                clean.append((hour, hour + HOUR))
+            hour += HOUR
+    return merge(clean)
+
+
+def whole_days(clean: list[Span], bounds: list[datetime]) -> list[Span]:
+    """The UTC days lying wholly inside the clean ranges that no bound cuts, as ranges."""
+    days: list[Span] = []
+    for since, until in clean:
+        day = floor_day(since)
+        day = day if day == since else day + DAY
+        while day + DAY <= until:
+            if not _cut(bounds, day, day + DAY):
+                days.append((day, day + DAY))
+            day += DAY
+    return merge(days)
+
+
+def minus(covered: list[Span], holes: list[Span]) -> list[Span]:
+    """The parts of `covered` outside `holes` (both sorted, disjoint)."""
+    left: list[Span] = []
+    for since, until in covered:
+        start = since
+        for a, b in holes:
+            if b <= start or a >= until:
+                continue
+            if a > start:
+                left.append((start, a))
+            start = max(start, b)
+        if start < until:
+            left.append((start, until))
+    return left
+
+
+def segment(field: str, bounds: list[datetime]) -> Case:
+    """Segment i is [bounds[i], bounds[i + 1]): a row's segment decides which spans hold it."""
+    return Case(
+        *(When(**{f"{field}__lt": b}, then=Value(i)) for i, b in enumerate(bounds[1:])),
+        default=Value(len(bounds) - 1),
+        output_field=IntegerField(),
+    )
+
+
+def segments_of(span: Span, bounds: list[datetime]) -> range:
+    """The segments inside an asked span."""
+    return range(bounds.index(span[0]), bounds.index(span[1]))
