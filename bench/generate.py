@@ -193,14 +193,18 @@ STAGE_COUNT = """CASE r.kind WHEN 'completed' THEN 8 WHEN 'effect_unavailable' T
     WHEN 'effect_uncertain' THEN 7 WHEN 'classification_invalid' THEN 5
     WHEN 'extraction_invalid' THEN 5 WHEN 'retry_exhausted' THEN 5 ELSE 6 END"""
 
+# Stage durations spread as in production: the classifier's call takes 0.3-6 s, an effect's
+# delivery 50 ms-2 s, the in-process stages a few milliseconds.
+DURATION = """(CASE s.stage WHEN 'classify' THEN 300 + mod(r.n * 7919, 5700)
+    WHEN 'execute' THEN 50 + mod(r.n * 104729, 1950) ELSE mod(r.n * s.ord, 40) END)"""
+
 STAGES = f"""
 INSERT INTO automation_stagerecord
     (run_id, stage, attempt, started_at, finished_at, duration_ms, outcome, error_class)
 SELECT r.rid, s.stage, 1,
        r.created + s.ord * interval '200 milliseconds',
-       r.created + s.ord * interval '200 milliseconds'
-           + mod(r.n * s.ord, 40) * interval '1 millisecond',
-       mod(r.n * s.ord, 40),
+       r.created + s.ord * interval '200 milliseconds' + {DURATION} * interval '1 millisecond',
+       {DURATION},
        CASE WHEN s.ord < {STAGE_COUNT} THEN s.ok
             WHEN r.kind = 'completed' THEN s.ok
             WHEN r.kind IN ('approval', 'rejected') THEN 'approval_required'

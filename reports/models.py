@@ -59,6 +59,9 @@ class RollupMark(models.Model):
     approval_id = models.BigIntegerField(default=0)
     recovery_id = models.BigIntegerField(default=0)
     attempt_id = models.BigIntegerField(default=0)
+    # The histograms' marks: null until they are first built (everything is then read raw).
+    stage_id = models.BigIntegerField(null=True, blank=True)
+    decision_id = models.BigIntegerField(null=True, blank=True)
     built_at = models.DateTimeField()
 
     class Meta:
@@ -98,3 +101,73 @@ class RunTotal(models.Model):
 
     def __str__(self) -> str:
         return f"{self.state} {self.outcome or '-'}: {self.runs}"
+
+
+# --- histograms: stage durations and hand-offs, approval waits --------------------------------
+#
+# Written only by `reports.histograms` (rebuilt from the raw rows, never edited by hand). Each
+# row counts the rows of one kind whose value rounds down to `bucket` (three significant
+# digits, so a bucket is within 1% of every value in it). Hour rows answer the edges of a
+# period, day rows (the sums of their hours) the whole days in between.
+
+
+class StageRollup(models.Model):
+    """Stage attempts that started in one hour or day, by stage, stage outcome and duration."""
+
+    start = models.DateTimeField()
+    stage = models.CharField(max_length=40)
+    outcome = models.CharField(max_length=40)
+    bucket = models.PositiveIntegerField(help_text="duration in ms, to three digits")
+    total = models.PositiveIntegerField(help_text="attempts")
+
+    class Meta:
+        abstract = True
+        constraints = [
+            models.UniqueConstraint(
+                fields=["start", "stage", "outcome", "bucket"], name="%(class)s_unique"
+            )
+        ]
+        default_permissions = ()
+
+    def __str__(self) -> str:
+        kind = f"{self.stage} {self.outcome}"
+        return f"{self.start:%Y-%m-%d %H}:00 {kind} ~{self.bucket} ms: {self.total}"
+
+
+class StageHour(StageRollup):
+    class Meta(StageRollup.Meta):
+        pass
+
+
+class StageDay(StageRollup):
+    class Meta(StageRollup.Meta):
+        pass
+
+
+class WaitRollup(models.Model):
+    """Approval requests a person decided in one hour or day, by group and time waited."""
+
+    start = models.DateTimeField()
+    group = models.CharField(max_length=100)
+    bucket = models.PositiveIntegerField(help_text="seconds waited, to three digits")
+    total = models.PositiveIntegerField(help_text="requests decided")
+
+    class Meta:
+        abstract = True
+        constraints = [
+            models.UniqueConstraint(fields=["start", "group", "bucket"], name="%(class)s_unique")
+        ]
+        default_permissions = ()
+
+    def __str__(self) -> str:
+        return f"{self.start:%Y-%m-%d %H}:00 {self.group} ~{self.bucket} s: {self.total}"
+
+
+class WaitHour(WaitRollup):
+    class Meta(WaitRollup.Meta):
+        pass
+
+
+class WaitDay(WaitRollup):
+    class Meta(WaitRollup.Meta):
+        pass

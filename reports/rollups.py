@@ -51,6 +51,7 @@ from django.utils import timezone
 from approvals.models import ApprovalRequest
 from audit.models import AuditEvent
 from automation.models import EffectAttempt, RecoveryAction, Run
+from reports import histograms
 from reports.models import DeliveryTotal, RollupMark, RunHour, RunTotal
 from reports.spans import (
     HOUR,
@@ -294,6 +295,7 @@ def _advance(mark: RollupMark, now: datetime) -> None:
     mark.approval_id = max(mark.approval_id, _newest_before(ApprovalRequest, cutoff))
     mark.recovery_id = max(mark.recovery_id, _newest_before(RecoveryAction, cutoff))
     mark.attempt_id = max(mark.attempt_id, _newest_before(EffectAttempt, cutoff, "started_at"))
+    histograms.advance(mark, cutoff, _newest_before)
     mark.built_at = now
     mark.save()
 
@@ -349,13 +351,14 @@ def rollups_refresh(*, now: datetime | None = None) -> int:
         if mark is None:
             return rollups_rebuild(now=now)
         dirty = changed_hours(mark)
+        stale = histograms.changed_hours(mark) if histograms.built(mark) else None
         counted = mark.attempt_id
         # Every row at or below the new marks was committed before `dirty` was read, so it
         # is in the hours recomputed below; a row above them stays a pending change.
         _advance(mark, now)
         _recompute(merge((hour, hour + HOUR) for hour in dirty))
         _add_deliveries(above=counted, upto=mark.attempt_id)
-        return len(dirty)
+        return len(dirty) + histograms.refresh(stale, now=now)
 
 
 def rollups_rebuild(*, since: datetime | None = None, now: datetime | None = None) -> int:
@@ -370,6 +373,7 @@ def rollups_rebuild(*, since: datetime | None = None, now: datetime | None = Non
         if mark is None and since is not None:
             raise ValueError("there are no rollups yet: rebuild all of history first")
         before = changed_hours(mark) if mark is not None else set()
+        stale = histograms.changed_hours(mark) if histograms.built(mark) else None
         # One mark row: two first rebuilds at once collide on its primary key, one rolls back.
         fresh = mark or RollupMark(pk=1)
         _advance(fresh, now)
@@ -385,4 +389,8 @@ def rollups_rebuild(*, since: datetime | None = None, now: datetime | None = Non
         _add_deliveries(above=0, upto=fresh.attempt_id)
         spans = merge([(start, end), *((h, h + HOUR) for h in before if h < start)])
         _recompute(spans)
+        # The histograms likewise: from `since` if they were built before, else all of them.
+        histograms.rebuild(since=since if stale is not None else None, now=now)
+        for fact, hours in (stale or {}).items():
+            histograms.recompute(fact, [(h, h + HOUR) for h in hours if since and h < since])
         return sum(int((b - a) / HOUR) for a, b in spans)

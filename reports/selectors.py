@@ -10,23 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import reduce
-from operator import or_
 from typing import Any
-
-from django.db.models import (
-    Count,
-    Max,
-    Q,
-)
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from audit.models import AuditEvent
-from automation.models import StageRecord, State
-from reports.aggregates import Percentile, Seconds
-from reports.rollups import (
-    Cell,
-    counts,
-)
+from automation.models import State
+from reports import histograms
+from reports.histograms import Histogram, Key
+from reports.models import RollupMark
+from reports.rollups import Cell, counts, current_mark
 
 WEEKS = 12
 IMPACT_WINDOW = timedelta(days=7)
@@ -225,22 +217,45 @@ class Handoff:
         return self.runs - self.previous
 
 
-def handoffs(*, period: Period) -> list[Handoff]:
-    """Runs each stage sent to a person, by reason: this period and the one before, most first."""
-    before = period.previous
-    sent = reduce(or_, (Q(stage=stage, outcome=outcome) for stage, outcome in HANDOFFS))
-    rows = (
-        StageRecord.objects.filter(sent, started_at__gte=before.since, started_at__lt=period.until)
-        .values("stage", "outcome")
-        .annotate(
-            runs=Count("run", distinct=True, filter=Q(started_at__gte=period.since)),
-            previous=Count("run", distinct=True, filter=Q(started_at__lt=period.since)),
-        )
-        .order_by()
+@dataclass(frozen=True)
+class Rolled:
+    """What the histogram rollups say of a period: stage attempts in it and in the period
+    before (hand-offs, stage durations), and approval waits in it. Two queries after the
+    marks: the changed hours, then one UNION ALL per kind."""
+
+    stages: dict[Key, Histogram]
+    stages_before: dict[Key, Histogram]
+    waits: dict[Key, Histogram]
+
+
+def rolled(*, period: Period, mark: RollupMark | None = None) -> Rolled:
+    mark = mark or current_mark()
+    changed = histograms.changed_hours(mark)
+    spans = [(period.previous.since, period.previous.until), (period.since, period.until)]
+    before, now = histograms.histograms(
+        histograms.STAGES, spans, mark=mark, dirty=changed[histograms.STAGES]
     )
-    counts = {(row["stage"], row["outcome"]): (row["runs"], row["previous"]) for row in rows}
+    (waits,) = histograms.histograms(
+        histograms.WAITS, spans[1:], mark=mark, dirty=changed[histograms.WAITS]
+    )
+    return Rolled(stages=now, stages_before=before, waits=waits)
+
+
+def handoffs(*, period: Period, figures: Rolled | None = None) -> list[Handoff]:
+    """Times each stage sent a run to a person, by reason: this period and the one before,
+    most first. A run sent to people twice for the same reason counts twice: each was work."""
+    figures = figures or rolled(period=period)
+
+    def sent(found: dict[Key, Histogram], key: tuple[str, str]) -> int:
+        return sum(found.get(key, {}).values())
+
     found = [
-        Handoff(stage, outcome, reason, *counts.get((stage, outcome), (0, 0)))
+        Handoff(
+            stage,
+            outcome,
+            reason,
+            *(sent(f, (stage, outcome)) for f in (figures.stages, figures.stages_before)),
+        )
         for (stage, outcome), reason in HANDOFFS.items()
     ]
     # Stable: equal counts keep the pipeline's order.
@@ -289,36 +304,27 @@ def _seconds(value: float | None) -> float | None:
     return None if value is None else float(round(value))
 
 
-def _wait_stats(group: str, row: dict[str, Any]) -> Waits:
+def _wait_stats(group: str, waited: Histogram) -> Waits:
     return Waits(
         group=group,
-        decided=row["decided"],
-        median=_seconds(row["median"]),
-        p90=_seconds(row["p90"]),
-        longest=_seconds(row["longest"]),
+        decided=sum(waited.values()),
+        median=_seconds(histograms.percentile(waited, 0.5)),
+        p90=_seconds(histograms.percentile(waited, 0.9)),
+        longest=_seconds(max(waited, default=None)),
     )
 
 
-def approval_waits(*, period: Period, now: datetime, limit: int = PENDING_LIMIT) -> ApprovalWaiting:
+def approval_waits(
+    *, period: Period, now: datetime, limit: int = PENDING_LIMIT, figures: Rolled | None = None
+) -> ApprovalWaiting:
     """Waits of the approvals a person decided in the period; the pending ones, oldest first."""
-    decided = ApprovalRequest.objects.filter(
-        status__in=DECIDED_BY_A_PERSON,
-        decided_at__gte=period.since,
-        decided_at__lt=period.until,
-    ).annotate(wait=Seconds("decided_at", "created_at"))
-    stats = {
-        "decided": Count("pk"),
-        "median": Percentile("wait", fraction=0.5),
-        "p90": Percentile("wait", fraction=0.9),
-        "longest": Max("wait"),
-    }
-    overall = _wait_stats("", decided.aggregate(**stats))
-    groups = decided.values("group").annotate(**stats).order_by("group")
+    figures = figures or rolled(period=period)
+    groups = sorted((group, histogram) for (group,), histogram in figures.waits.items())
     pending = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING)
     oldest = pending.select_related("run", "run__owner").order_by("created_at", "pk")[:limit]
     return ApprovalWaiting(
-        overall=overall,
-        groups=[_wait_stats(row["group"], row) for row in groups],
+        overall=_wait_stats("", histograms.combined(h for _, h in groups)),
+        groups=[_wait_stats(group, histogram) for group, histogram in groups],
         pending=[_pending(request, now) for request in oldest],
         pending_total=pending.count(),
     )
@@ -444,21 +450,17 @@ class StageDuration:
     p95_ms: float
 
 
-def stage_durations(*, period: Period) -> list[StageDuration]:
+def stage_durations(*, period: Period, figures: Rolled | None = None) -> list[StageDuration]:
     """Median and 95th percentile of each stage's attempts that started in the period."""
-    rows = (
-        StageRecord.objects.filter(started_at__gte=period.since, started_at__lt=period.until)
-        .values("stage")
-        .annotate(
-            attempts=Count("pk"),
-            median=Percentile("duration_ms", fraction=0.5),
-            p95=Percentile("duration_ms", fraction=0.95),
-        )
-        .order_by()
-    )
-    found = [
-        StageDuration(row["stage"], row["attempts"], row["median"], row["p95"]) for row in rows
-    ]
+    figures = figures or rolled(period=period)
+    by_stage: dict[str, list[Histogram]] = {}
+    for (stage, _), histogram in figures.stages.items():
+        by_stage.setdefault(stage, []).append(histogram)
+    found = []
+    for stage, parts in by_stage.items():
+        took = histograms.combined(parts)
+        median, p95 = histograms.percentile(took, 0.5), histograms.percentile(took, 0.95)
+        found.append(StageDuration(stage, sum(took.values()), median or 0.0, p95 or 0.0))
     order = {stage: i for i, stage in enumerate(STAGE_ORDER)}
     return sorted(found, key=lambda s: (order.get(s.stage, len(order)), s.stage))
 
@@ -477,11 +479,12 @@ class Dashboard:
 
 
 def dashboard(*, period: Period, now: datetime) -> Dashboard:
+    figures = rolled(period=period)
     return Dashboard(
         period=period,
         straight_through=straight_through(period=period),
-        handoffs=handoffs(period=period),
-        approvals=approval_waits(period=period, now=now),
+        handoffs=handoffs(period=period, figures=figures),
+        approvals=approval_waits(period=period, now=now, figures=figures),
         rule_changes=rule_changes(period=period, now=now),
-        stages=stage_durations(period=period),
+        stages=stage_durations(period=period, figures=figures),
     )

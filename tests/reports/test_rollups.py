@@ -12,16 +12,25 @@ import time_machine
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.db.models import F
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
 from audit.services import audit_record
-from automation.models import IntakeChannel, Run, State
+from automation.models import IntakeChannel, Run, StageRecord, State
 from automation.roles import roles_ensure
-from reports import rollups, selectors
-from reports.models import DeliveryTotal, RollupMark, RunHour
+from reports import histograms, rollups, selectors
+from reports.models import (
+    DeliveryTotal,
+    RollupMark,
+    RunHour,
+    StageDay,
+    StageHour,
+    WaitDay,
+    WaitHour,
+)
 from tests.reports.test_metrics import many_runs
 
 Figures = dict[str, Any]
@@ -38,6 +47,9 @@ def figures(now: datetime) -> Figures:
         ],
         "policy": [(c.version, c.before, c.after) for c in selectors.policy_impacts(now=now)],
         "totals": rollups.totals(rollups.current_mark()),
+        "handoffs": selectors.handoffs(period=period),
+        "stages": selectors.stage_durations(period=period),
+        "waits": selectors.approval_waits(period=period, now=now, limit=0),
         "deliveries": sorted(rollups.delivery_rows(rollups.current_mark())),
     }
 
@@ -53,25 +65,33 @@ def raw_figures(now: datetime) -> Figures:
 
 
 def rollup_rows() -> list[tuple[Any, ...]]:
-    return sorted(
-        RunHour.objects.values_list(
-            "hour", "route", "state", "outcome", "touched", "asked_approval", "runs"
-        )
+    runs = RunHour.objects.values_list(
+        "hour", "route", "state", "outcome", "touched", "asked_approval", "runs"
     )
+    found: list[tuple[Any, ...]] = sorted(runs)
+    for table in (StageHour, StageDay, WaitHour, WaitDay):
+        fields = [f.name for f in table._meta.concrete_fields if not f.primary_key]
+        found += sorted((table.__name__, *row) for row in table.objects.values_list(*fields))
+    return found
 
 
 @pytest.mark.django_db(transaction=True)  # the pipeline runs on real commits
 def test_rollups_give_the_raw_numbers_on_months_of_history_and_after_late_changes() -> None:
     call_command("seed_history", weeks=16, per_day=2, stdout=StringIO())
+    # Durations that the histograms' buckets round (1,234 ms counts as 1,230) and that recur,
+    # so hour and day rows add up many attempts each.
+    StageRecord.objects.update(duration_ms=F("id") % 5 * 1234 + F("id") % 3)
     now = timezone.now()
     before = raw_figures(now)
     assert sum(w[1].runs for w in before["weeks"]) > 0 and before["rules"]
 
     call_command("rebuild_rollups", stdout=StringIO())
     assert RunHour.objects.exists() and DeliveryTotal.objects.exists()
+    assert StageDay.objects.exists() and WaitDay.objects.exists()
     # Nothing waits for the job: every hour is answered by the rollup.
     mark = rollups.current_mark()
     assert mark is not None and rollups.changed_hours(mark) == set()
+    assert histograms.changed_hours(mark) == {fact: set() for fact in histograms.FACTS}
     assert figures(now) == before
 
     # A person retries the effect of a run that went straight through weeks ago: the run no
@@ -80,9 +100,16 @@ def test_rollups_give_the_raw_numbers_on_months_of_history_and_after_late_change
     run = straight.filter(created_at__lt=now - timedelta(weeks=2)).order_by("-pk")[0]
     lead = User.objects.create_user(username="late-lead")
     audit_record(action="run.retry_effect", actor=lead, run_id=run.pk)
+    # And a stage record lands in an hour weeks old: a hand-off that started back then.
+    started = run.created_at + timedelta(minutes=1)
+    StageRecord.objects.create(
+        run=run, stage="decide", attempt=9, started_at=started, finished_at=now,
+        duration_ms=123_456, outcome="low_confidence",
+    )  # fmt: skip
     late = figures(now)
     assert late == raw_figures(now)
     assert late["weeks"] != before["weeks"]
+    assert late["handoffs"] != before["handoffs"] and late["stages"] != before["stages"]
 
     assert rollups.rollups_refresh() >= 1
     assert figures(now) == late

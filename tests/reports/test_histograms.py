@@ -1,0 +1,46 @@
+"""The histograms' buckets keep three significant digits, and a percentile read from them is
+PostgreSQL's percentile_cont over the rounded values."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from datetime import UTC, datetime
+
+import pytest
+
+from reports.aggregates import percentile_cont
+from reports.histograms import bucket, bucket_sql, percentile
+from reports.models import StageHour
+
+VALUES = [0, 7, 999, 1000, 1009, 1234, 9_999, 10_000, 123_456, 99_999_999, 2_147_483_647]
+
+
+def test_a_bucket_keeps_three_significant_digits_and_lies_within_one_percent() -> None:
+    assert [bucket(v) for v in VALUES] == [
+        0, 7, 999, 1000, 1000, 1230, 9_990, 10_000, 123_000, 99_900_000, 2_140_000_000,
+    ]  # fmt: skip
+    for value in range(1, 50_000, 7):
+        assert bucket(value) <= value < bucket(value) * 1.01 + 1
+
+
+@pytest.mark.django_db
+def test_the_database_rounds_as_python_does() -> None:
+    start = datetime(2026, 11, 30, tzinfo=UTC)
+    StageHour.objects.bulk_create(
+        StageHour(start=start, stage="classify", outcome="ok", bucket=value, total=1)
+        for value in VALUES
+    )
+    rows = StageHour.objects.annotate(rounded=bucket_sql("bucket")).values_list("bucket", "rounded")
+    assert sorted(rows) == [(value, bucket(value)) for value in VALUES]
+
+
+def test_percentiles_from_a_histogram_are_percentile_cont_over_the_buckets() -> None:
+    generator = random.Random(7)
+    for size in (1, 2, 3, 10, 101, 1000):
+        values = [bucket(int(generator.lognormvariate(6, 1.5))) for _ in range(size)]
+        histogram = dict(Counter(values))
+        for fraction in (0.0, 0.5, 0.9, 0.95, 1.0):
+            expected = percentile_cont(sorted(values), fraction)
+            assert percentile(histogram, fraction) == pytest.approx(expected)
+    assert percentile({}, 0.5) is None
