@@ -133,7 +133,7 @@ def acted_runs_sql(user: User) -> RawSQL:
     runs, audit = quote(run._meta.db_table), quote(AuditEvent._meta.db_table)
     sql = (
         f"WITH RECURSIVE acted (id) AS ("  # noqa: S608 - names only, values are parameters
-        f" SELECT run_id FROM {audit} WHERE actor_id = %s AND actor_id IS NOT NULL"
+        f" SELECT run_id FROM {audit} WHERE actor_id = %s"
         f" AND run_id IS NOT NULL AND NOT (action LIKE %s)"
         f"), chain (id, ancestor) AS ("
         f" SELECT id, replay_of_id FROM {runs} WHERE replay_of_id IS NOT NULL"

@@ -195,8 +195,8 @@ STAGE_COUNT = """CASE r.kind WHEN 'completed' THEN 8 WHEN 'effect_unavailable' T
 
 # Stage durations spread as in production: the classifier's call takes 0.3-6 s, an effect's
 # delivery 50 ms-2 s, the in-process stages a few milliseconds.
-DURATION = """(CASE s.stage WHEN 'classify' THEN 300 + mod(r.n * 7919, 5700)
-    WHEN 'execute' THEN 50 + mod(r.n * 104729, 1950) ELSE mod(r.n * s.ord, 40) END)"""
+DURATION = """(CASE s.stage WHEN 'classify' THEN 300 + mod(r.n::bigint * 7919, 5700)
+    WHEN 'execute' THEN 50 + mod(r.n::bigint * 104729, 1950) ELSE mod(r.n * s.ord, 40) END)"""
 
 STAGES = f"""
 INSERT INTO automation_stagerecord
