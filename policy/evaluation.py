@@ -11,7 +11,8 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from policy.schemas import ApprovalRule, PolicyDocument
+from policy.schemas import ApprovalRule, PolicyDocument, SignalAction
+from policy.signals import SignalHit, match_signals
 
 
 class Verdict(StrEnum):
@@ -20,6 +21,7 @@ class Verdict(StrEnum):
     BLOCK = "block"
     LOW_CONFIDENCE = "low_confidence"
     UNSUPPORTED = "unsupported"
+    RISK_SIGNAL = "risk_signal"  # a signal rule holds the run for a person
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,9 @@ class Interpretation:
     effect: str
     confidence: float | None = None
     amount: Decimal | None = None
+    # The reader found no clear signal for any category: its category is a fallback, which
+    # no threshold may let through.
+    unclear: bool = False
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,13 @@ def _match_rules(
 
 
 def _confidence_rule(policy: PolicyDocument, reading: Interpretation) -> FiredRule | None:
+    if reading.unclear:
+        return FiredRule(
+            "reading.unclear",
+            False,
+            f"the reading found no clear signal ({reading.category!r} is a fallback): "
+            "a person reads it",
+        )
     threshold = policy.confidence.threshold_for(reading.category)
     if threshold <= 0.0:
         return None
@@ -162,41 +174,92 @@ def _amount_rules(
     return rules
 
 
+def signal_rules(hits: list[SignalHit]) -> list[FiredRule]:
+    return [
+        FiredRule(
+            hit.rule_id,
+            False,
+            f"signal {hit.name} (v{hit.version}, {hit.action}): {hit.matched!r} "
+            f"in \u201c{hit.sentence}\u201d",
+        )
+        for hit in hits
+    ]
+
+
+def _signal_decision(
+    policy: PolicyDocument, reading: Interpretation, hits: list[SignalHit], rules: list[FiredRule]
+) -> Decision | None:
+    """A block or a hold by a signal decides at once, whatever the reading."""
+    route = policy.routes.get(reading.category)
+    if any(hit.action == SignalAction.BLOCK for hit in hits):
+        return Decision(Verdict.BLOCK, None, None, rules=rules)
+    if any(hit.action == SignalAction.HOLD for hit in hits):
+        return Decision(Verdict.RISK_SIGNAL, route, reading.effect, rules=rules)
+    return None
+
+
+def _with_signal_approval(
+    policy: PolicyDocument, decision: Decision, hits: list[SignalHit]
+) -> Decision:
+    """An effect about to run without a person waits for the approvers a signal names (the
+    first signal by name); one that needs approval anyway keeps its own approvers."""
+    wanted = [policy.signals[hit.name].approval for hit in hits]
+    approval = next((a for a in wanted if a is not None), None)
+    if approval is None or decision.verdict != Verdict.EXECUTE:
+        return decision
+    return Decision(Verdict.APPROVE, decision.route, decision.effect, approval, decision.rules)
+
+
 def evaluate(
     policy: PolicyDocument,
     facts: EventFacts,
     reading: Interpretation,
     enrichment: dict[str, Any] | None = None,
+    *,
+    text: str = "",
 ) -> Decision:
-    """Decide what may happen. The model's reading is a proposal checked against the request."""
+    """Decide what may happen. The model's reading is a proposal checked against the request;
+    the signals are matched on `text`, the sender's own words, whatever the reading says."""
     allow = check_request_allowed(policy, facts)
     if not allow.passed:
         return Decision(Verdict.UNSUPPORTED, None, None, rules=[allow])
+    hits = match_signals(policy, text) if text else []
+    signals = signal_rules(hits)
+    stop = _signal_decision(policy, reading, hits, [allow, *signals])
+    if stop is not None:
+        return stop
+    decision = _evaluate_reading(policy, facts, reading, [allow, *signals])
+    return _with_signal_approval(policy, decision, hits)
+
+
+def _evaluate_reading(
+    policy: PolicyDocument, facts: EventFacts, reading: Interpretation, checked: list[FiredRule]
+) -> Decision:
     rules = _match_rules(policy, facts, reading)
     if not all(r.passed for r in rules):
-        return Decision(Verdict.BLOCK, None, None, rules=[allow, *rules])
+        return Decision(Verdict.BLOCK, None, None, rules=[*checked, *rules])
     route = policy.routes[facts.request_type or reading.category]
     confidence = _confidence_rule(policy, reading)
     if confidence is not None:
         rules.append(confidence)
         if not confidence.passed:
-            return Decision(Verdict.LOW_CONFIDENCE, route, reading.effect, rules=[allow, *rules])
+            return Decision(Verdict.LOW_CONFIDENCE, route, reading.effect, rules=[*checked, *rules])
     amount = _amount_rules(policy, facts, reading)
     rules.extend(amount)
     if any(r.rule_id.endswith(".block") and not r.passed for r in amount):
-        return Decision(Verdict.BLOCK, None, None, rules=[allow, *rules])
+        return Decision(Verdict.BLOCK, None, None, rules=[*checked, *rules])
     approval = policy.approvals.get(reading.effect)
     over_limit = any(r.rule_id.endswith(".approval") and not r.passed for r in amount)
     if approval is None and over_limit and policy.amount_approval is not None:
         return Decision(
-            Verdict.APPROVE, route, reading.effect, policy.amount_approval, [allow, *rules]
+            Verdict.APPROVE, route, reading.effect, policy.amount_approval, [*checked, *rules]
         )
     if approval is None:
-        return Decision(Verdict.EXECUTE, route, reading.effect, rules=[allow, *rules])
+        return Decision(Verdict.EXECUTE, route, reading.effect, rules=[*checked, *rules])
     needs = FiredRule(
         f"approval.{reading.effect}",
         True,
         f"{reading.effect!r} needs {approval.approvers} "
         f"approval{'' if approval.approvers == 1 else 's'} from {approval.group!r}",
     )
-    return Decision(Verdict.APPROVE, route, reading.effect, approval, [allow, *rules, needs])
+    return Decision(Verdict.APPROVE, route, reading.effect, approval, [*checked, *rules, needs])

@@ -6,12 +6,14 @@ import hashlib
 import json
 import re
 from decimal import Decimal
+from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 NonEmpty = Annotated[str, Field(min_length=1, max_length=100)]
+SignalName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,59}$")]
 Share = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
@@ -76,6 +78,71 @@ class AmountLimit(Strict):
         return self
 
 
+class SignalAction(StrEnum):
+    """What a risk signal's hit does to the run, whatever the reading says."""
+
+    APPROVAL = "approval"  # the effect waits for the rule's approvers
+    HOLD = "hold"  # a person reads the run in the risk_signal queue before anything happens
+    BLOCK = "block"  # nothing happens
+
+
+# A signal's phrases and patterns are matched against every message: bounded, so that a
+# policy cannot make matching slow. Patterns are regular expressions without nested
+# quantifiers (`(a+)+` can take exponential time on a crafted message).
+PHRASE = Annotated[str, Field(min_length=2, max_length=200)]
+PATTERN = Annotated[str, Field(min_length=2, max_length=200)]
+MAX_PHRASES = 200
+LANGUAGE = re.compile(r"[a-z]{2}")
+NESTED_QUANTIFIER = re.compile(r"\([^()]*[+*}][^()]*\)\s*[+*{]")
+
+
+class SignalRule(Strict):
+    """A named risk signal: phrases per language (and patterns), matched deterministically on
+    the sender's own words. The classifier and the prompt cannot switch it off."""
+
+    version: Annotated[int, Field(ge=1)] = 1
+    description: str = ""
+    action: SignalAction
+    # Who approves, for action `approval`.
+    approval: ApprovalRule | None = None
+    phrases: dict[str, list[PHRASE]] = Field(default_factory=dict)
+    patterns: list[PATTERN] = Field(default_factory=list)
+
+    @field_validator("phrases")
+    @classmethod
+    def _languages(cls, phrases: dict[str, list[str]]) -> dict[str, list[str]]:
+        for language in phrases:
+            if not LANGUAGE.fullmatch(language):
+                raise ValueError(f"{language!r} is not a two-letter language code (en, de, ...)")
+        if sum(len(listed) for listed in phrases.values()) > MAX_PHRASES:
+            raise ValueError(f"a signal has at most {MAX_PHRASES} phrases")
+        return phrases
+
+    @field_validator("patterns")
+    @classmethod
+    def _usable_patterns(cls, patterns: list[str]) -> list[str]:
+        if len(patterns) > MAX_PHRASES:
+            raise ValueError(f"a signal has at most {MAX_PHRASES} patterns")
+        for pattern in patterns:
+            if NESTED_QUANTIFIER.search(pattern):
+                raise ValueError(f"pattern {pattern!r} repeats a repeated group: write it flat")
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {pattern!r} is not a regular expression: {exc}") from exc
+        return patterns
+
+    @model_validator(mode="after")
+    def _complete(self) -> SignalRule:
+        if not any(self.phrases.values()) and not self.patterns:
+            raise ValueError("a signal needs at least one phrase or pattern")
+        if (self.action == SignalAction.APPROVAL) != (self.approval is not None):
+            raise ValueError(
+                "a signal has `approval` (who approves) exactly when its action is approval"
+            )
+        return self
+
+
 class PolicyDocument(Strict):
     """One immutable policy version. Rule ids are derived from the keys (see evaluation)."""
 
@@ -89,6 +156,8 @@ class PolicyDocument(Strict):
     # Who approves an amount over its tier's approval limit (when the effect itself needs none).
     amount_approval: ApprovalRule | None = None
     queue_owners: dict[NonEmpty, NonEmpty] = Field(default_factory=dict)
+    # Risk signals by name (account_compromise, payment_change, ...): each a rule of its own.
+    signals: dict[SignalName, SignalRule] = Field(default_factory=dict)
 
     @field_validator("version")
     @classmethod
@@ -118,7 +187,10 @@ class PolicyDocument(Strict):
         return self
 
     def canonical_json(self) -> str:
-        return canonical_json(self.model_dump(mode="json"))
+        data = self.model_dump(mode="json")
+        if not data["signals"]:  # a version without signals keeps the checksum it always had
+            del data["signals"]
+        return canonical_json(data)
 
     def checksum(self) -> str:
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()
