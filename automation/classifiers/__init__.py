@@ -40,7 +40,7 @@ class Classifier(Protocol):
 
 
 # Versions of the classifiers that have no configuration; see classifier_versions().
-VERSIONS = {"recorded": "recorded-classifier-1", "heuristic": "heuristic-2"}
+VERSIONS = {"recorded": "recorded-classifier-1", "heuristic": "heuristic-3"}
 
 
 def _registry() -> dict[str, type[Classifier]]:

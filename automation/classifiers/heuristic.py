@@ -17,7 +17,9 @@ from automation.extraction import CURRENCIES, MONTH_PATTERN, parse_date
 from automation.mailtext import MessageParts, split_text
 from automation.schemas import EffectName, MessagePart, RequestType, Route, event_text, is_mail
 
-VERSION = "heuristic-2"
+VERSION = "heuristic-3"
+# The reason code of a reading with no clear signal (a classifier's explicit abstention).
+UNCLEAR = "unclear"
 KEYWORDS: dict[str, tuple[str, ...]] = {
     RequestType.SUPPORT: (
         "access",
@@ -301,10 +303,10 @@ def read(normalized: dict[str, Any]) -> dict[str, Any]:
         original = event_text(normalized)
     else:
         intent = original = f"{subject}. {normalized.get('body', '')}"
-    category, best, confidence = _intent(intent.lower(), normalized)
+    category, best, confidence, tied = _intent(intent.lower(), normalized)
     carried = mail and best == 0
     if carried:  # nothing in the sender's own words: what they sent along is all there is
-        category, best, confidence = _intent(original.lower(), normalized)
+        category, best, confidence, tied = _intent(original.lower(), normalized)
         confidence /= 2
     text = (original if carried else intent).lower()
     cues = {effect: _hits(text, words) for effect, words in EFFECT_CUES.items()}
@@ -322,7 +324,9 @@ def read(normalized: dict[str, Any]) -> dict[str, Any]:
         _mark_parts(fields, subject, parts, normalized)
         if normalized.get("sender_name"):
             fields["sender_name"] = {"value": normalized["sender_name"][:500], "confidence": 0.95}
-    reason = f"{category}_keywords" if best else "no_clear_signal"
+    # No signal, or two categories signalled equally with nothing stated to choose between
+    # them: the category is a fallback, and the reading says so (policy sends it to a person).
+    reason = "unclear.tie" if tied else f"{category}_keywords" if best else UNCLEAR
     return {
         "category": str(category),
         "recommended_route": str(ROUTES[RequestType(category)]),
@@ -333,13 +337,14 @@ def read(normalized: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _intent(text: str, normalized: dict[str, Any]) -> tuple[str, int, float]:
-    """(category, its keyword hits, confidence) read from `text`, lower-cased."""
+def _intent(text: str, normalized: dict[str, Any]) -> tuple[str, int, float, bool]:
+    """(category, its keyword hits, confidence, whether it is a guess between equals) read
+    from `text`, lower-cased."""
     scores = {category: _hits(text, words) for category, words in KEYWORDS.items()}
-    ranked = sorted(
-        scores.items(), key=lambda item: (-item[1], item[0] != normalized.get("request_type"))
-    )
-    (category, best), (_, second) = ranked[0], ranked[1]
+    stated = normalized.get("request_type")
+    ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0] != stated))
+    (category, best), (runner_up, second) = ranked[0], ranked[1]
+    tied = best > 0 and best == second and stated not in (category, runner_up)
     if best == 0:
         # No signal in the words: keep the stated type, and say how little this is worth.
         category, confidence = normalized.get("request_type", RequestType.SUPPORT), 0.3
@@ -347,7 +352,7 @@ def _intent(text: str, normalized: dict[str, Any]) -> tuple[str, int, float]:
         # Keywords are never certain: even a clear, unopposed signal stays below 0.9.
         strength = min(0.9, 0.55 + 0.15 * best)
         confidence = strength * best / (best + second)
-    return str(category), best, confidence
+    return str(category), best, confidence, tied
 
 
 def _mark_parts(

@@ -59,7 +59,7 @@ def test_a_channels_name_and_mail_identity_cannot_be_changed(
     url = reverse("admin:automation_intakechannel_change", args=[channel.pk])
     page = admin_client_for_runs.get(url)
     form = {"classifier": "heuristic", "workflow_version": "workflow-1"}
-    form |= {"prompt_version": "prompt-1", "classifier_version": "heuristic-2"}
+    form |= {"prompt_version": "prompt-1", "classifier_version": "heuristic-3"}
     form |= {"max_classifier_attempts": "2", "policy_version": ""}
 
     response = admin_client_for_runs.post(

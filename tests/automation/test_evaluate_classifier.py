@@ -119,7 +119,7 @@ def test_two_classifiers_are_compared_on_the_same_set(tmp_path: Path) -> None:
     # Nothing recorded for these messages: the recorded classifier reads nothing.
     assert figures["recorded"]["category accuracy"] == "0/2 = 0.0%"
     table = evaluate(labels, "--compare", "heuristic", "recorded")
-    assert "heuristic-2" in table and "recorded-classifier-1" in table
+    assert "heuristic-3" in table and "recorded-classifier-1" in table
     assert Run.objects.count() == 0  # both evaluations left nothing behind
 
 
@@ -166,7 +166,7 @@ def test_the_whole_sample_set_is_evaluated(tmp_path: Path) -> None:
 
     rows = (MAIL / "labels.csv").read_text(encoding="utf-8").splitlines()[1:]
     assert report["messages"] == sum(",new," in row for row in rows)
-    assert report["classifier_version"] == "heuristic-2"
+    assert report["classifier_version"] == "heuristic-3"
     assert 0.0 < report["category_accuracy"] <= 1.0
     assert sum(report["destinations"].values()) == report["messages"]
 

@@ -60,7 +60,7 @@ def test_confidence_drops_when_signals_conflict_or_are_missing() -> None:
     silent = reading("Hello", "Just saying hello.", request_type="sales")
     assert clear["confidence"] > mixed["confidence"]
     assert silent["confidence"] <= 0.3
-    assert (silent["category"], silent["reason_code"]) == ("sales", "no_clear_signal")
+    assert (silent["category"], silent["reason_code"]) == ("sales", "unclear")
 
 
 def test_extracts_amounts_dates_and_references_with_their_sentence() -> None:
@@ -83,7 +83,7 @@ def test_text_cannot_talk_the_classifier_into_authority() -> None:
 @pytest.mark.django_db
 def test_the_api_channel_reads_requests_with_the_heuristic_classifier(policy: None) -> None:
     channel = services.channel_get_or_create(name="api")
-    assert (channel.classifier, channel.classifier_version) == ("heuristic", "heuristic-2")
+    assert (channel.classifier, channel.classifier_version) == ("heuristic", "heuristic-3")
     pipeline = Pipeline(channel)
     event = make_event(subject="Cannot log in", body="Locked out after a reset. Please follow up.")
 
@@ -92,7 +92,7 @@ def test_the_api_channel_reads_requests_with_the_heuristic_classifier(policy: No
     assert (run.state, run.reason_code, run.classifier_version) == (
         State.COMPLETED,
         "support_keywords",
-        "heuristic-2",
+        "heuristic-3",
     )
 
 
@@ -285,3 +285,13 @@ def test_a_written_date_that_does_not_exist_is_refused(text: str) -> None:
 )
 def test_dutch_and_italian_requests_are_read(subject: str, body: str, category: str) -> None:
     assert read(mail_event(body, subject=subject))["category"] == category
+
+
+def test_a_mail_with_no_clear_signal_says_it_is_unclear() -> None:
+    def mail(body: str) -> dict:
+        return read({"source": "email", "subject": "Question", "body": body, "attachments": []})
+
+    assert mail("ok?")["reason_code"] == "unclear"
+    # One billing word and one sales word, and no stated type to choose between them.
+    assert mail("refund and quote")["reason_code"] == "unclear.tie"
+    assert mail("Please refund the invoice and send a quote.")["reason_code"] == "billing_keywords"

@@ -677,11 +677,11 @@ def test_the_classifier_of_a_channel_comes_from_settings(policy: None, settings:
     settings.GATEHOUSE = {**settings.GATEHOUSE, "CHANNEL_CLASSIFIERS": {"email": "heuristic"}}  # type: ignore[attr-defined]
     channel = channel_get_or_create(name="email")
 
-    assert (channel.classifier, channel.classifier_version) == ("heuristic", "heuristic-2")
+    assert (channel.classifier, channel.classifier_version) == ("heuristic", "heuristic-3")
     changed = AuditEvent.objects.get(action="channel.classifier_changed")
     assert (changed.data["before"], changed.data["after"]) == (
         "recorded-classifier-1",
-        "heuristic-2",
+        "heuristic-3",
     )
 
 

@@ -117,9 +117,9 @@ def test_versions_name_the_model_and_the_prompt_file(llm: SettingsWrapper) -> No
         "openai-compatible:test-model",
         "prompt-classify-1",
     )
-    assert classifier_versions("heuristic") == ("heuristic-2", "prompt-1")
+    assert classifier_versions("heuristic") == ("heuristic-3", "prompt-1")
     assert classifier_versions("recorded") == ("recorded-classifier-1", "prompt-1")
-    assert VERSIONS["heuristic"] == "heuristic-2"
+    assert VERSIONS["heuristic"] == "heuristic-3"
     assert get_classifier("openai-compatible").name == "openai-compatible"
 
 
