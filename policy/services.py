@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
+from audit.models import AuditAction
 from audit.services import audit_record
 from policy.models import PolicyVersion
 from policy.schemas import NEW_VERSION, PolicyDocument, version_name_problem
@@ -151,7 +152,9 @@ def policy_version_activate(*, name: str, user: User | None = None) -> PolicyVer
         target.activated_at = timezone.now()
         target.save(update_fields=["is_active", "activated_at"])
         # The trail every run's decision can be traced back to.
-        audit_record(action="policy.activated", actor=user, version=name, previous=previous)
+        audit_record(
+            action=AuditAction.POLICY_ACTIVATED, actor=user, version=name, previous=previous
+        )
     return target
 
 

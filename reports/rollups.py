@@ -49,7 +49,7 @@ from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
-from audit.models import AuditEvent
+from audit.models import AuditAction, AuditEvent
 from automation.models import EffectAttempt, RecoveryAction, Run
 from reports import histograms
 from reports.models import DeliveryTotal, RollupMark, RunHour, RunTotal
@@ -77,13 +77,13 @@ TOUCHING_RECOVERY = ("correct", "retry", "resume", "replay", "resolve", "abandon
 # resume (classify), a retry, a re-decision, a resolution by hand, a replay closing the
 # original. Retrying a held effect from the admin or the command line leaves only this trace.
 PERSON_MOVES = (
-    "run.classify",
-    "run.retry_stage",
-    "run.retry_effect",
-    "run.reconsider",
-    "run.resolve_by_hand",
-    "run.abandon",
-    "run.close_exception",
+    AuditAction.RUN_CLASSIFY,
+    AuditAction.RUN_RETRY_STAGE,
+    AuditAction.RUN_RETRY_EFFECT,
+    AuditAction.RUN_RECONSIDER,
+    AuditAction.RUN_RESOLVE_BY_HAND,
+    AuditAction.RUN_ABANDON,
+    AuditAction.RUN_CLOSE_EXCEPTION,
 )
 
 

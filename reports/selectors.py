@@ -13,7 +13,7 @@ from functools import reduce
 from typing import Any
 
 from approvals.models import ApprovalRequest, ApprovalStatus
-from audit.models import AuditEvent
+from audit.models import AuditAction, AuditEvent
 from automation.models import State
 from reports import histograms
 from reports.histograms import Histogram, Key
@@ -147,7 +147,7 @@ def activations(*, since: datetime, until: datetime) -> list[Activation]:
     """Policy activations from the audit trail (a version keeps only its latest activation)."""
     rows = (
         AuditEvent.objects.filter(
-            action="policy.activated", created_at__gte=since, created_at__lt=until
+            action=AuditAction.POLICY_ACTIVATED, created_at__gte=since, created_at__lt=until
         )
         .order_by("created_at", "pk")
         .values_list("created_at", "data")[:MAX_ACTIVATIONS]
@@ -432,7 +432,7 @@ def rule_changes(*, period: Period, now: datetime) -> list[RuleChange]:
 def policy_impacts(*, now: datetime) -> list[RuleChange]:
     """The latest activations of all time, newest first (the policy page)."""
     rows = (
-        AuditEvent.objects.filter(action="policy.activated")
+        AuditEvent.objects.filter(action=AuditAction.POLICY_ACTIVATED)
         .order_by("-created_at", "-pk")
         .values_list("created_at", "data")[:MAX_ACTIVATIONS]
     )

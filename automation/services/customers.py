@@ -7,6 +7,7 @@ from pathlib import Path
 
 from django.db import transaction
 
+from audit.models import AuditAction
 from automation.customers import reference_pattern
 from automation.models import Customer
 from automation.services.records import record_audit
@@ -43,5 +44,7 @@ def customers_load(*, path: Path) -> tuple[int, int]:
             )
             created += was_created
             updated += not was_created
-        record_audit(None, "customers.loaded", file=str(path), created=created, updated=updated)
+        record_audit(
+            None, AuditAction.CUSTOMERS_LOADED, file=str(path), created=created, updated=updated
+        )
     return created, updated

@@ -28,9 +28,10 @@ from django.db import (
 )
 from django.db.models import Q
 from django.utils import timezone
-from django_fsm import has_transition_perm
+from django_fsm import can_proceed, has_transition_perm
 
 from approvals.models import ApprovalRequest, ApprovalStatus
+from audit.models import AuditAction
 from audit.services import audit_record
 from automation.conf import setting
 from automation.effects import Delivery, EffectAdapter, get_adapter
@@ -51,8 +52,8 @@ from automation.services.records import (
     binding_of,
     lock_run,
     log_run,
-    move,
     record_audit,
+    record_transition,
 )
 from config.dispatch import Priority, batch, enqueue_after_commit
 from policy.models import PolicyVersion
@@ -335,9 +336,9 @@ def _apply(
         _delivered(effect, run, delivery, now)
     elif outcome == "rejected":
         _finish(effect, EffectStatus.REJECTED)
-        move(
+        record_transition(
             run,
-            "fail",
+            run.fail,
             stage=Stage("execute", effect.attempts),
             stage_outcome="rejected",
             checkpoint={"effect": effect.pk, "response_status": delivery.status_code},
@@ -348,9 +349,9 @@ def _apply(
         )
     elif outcome == "uncertain":
         _finish(effect, EffectStatus.UNCERTAIN)
-        move(
+        record_transition(
             run,
-            "hold",
+            run.hold,
             stage=Stage("execute", effect.attempts),
             stage_outcome="uncertain",
             outcome=Outcome.EFFECT_UNCERTAIN,
@@ -382,9 +383,9 @@ def _hold_unavailable(
     effect: Effect, run: Run, stage_outcome: str, detail: str, *, save: bool = True
 ) -> None:
     """Hold the run for a person: the effect cannot be delivered as things stand."""
-    move(
+    record_transition(
         run,
-        "hold",
+        run.hold,
         stage=Stage("execute", effect.attempts),
         stage_outcome=stage_outcome,
         outcome=Outcome.EFFECT_UNAVAILABLE,
@@ -410,9 +411,9 @@ def _delivered(
     effect.next_attempt_at = None
     effect.save()
     Stage("execute", effect.attempts).record(run, "delivered")
-    move(
+    record_transition(
         run,
-        "complete",
+        run.complete,
         stage=Stage("complete"),
         checkpoint={"effect": effect.pk, "response_ref": effect.response_ref},
         finished_at=now,
@@ -429,10 +430,10 @@ def effect_retry(*, run_id: int, user: User, reason: str, now: datetime | None =
     now = now or timezone.now()
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
-        if not any(t.name == "retry_effect" for t in run.get_available_state_transitions()):
+        if not can_proceed(run.retry_effect):
             record_audit(
                 run,
-                "transition.refused",
+                AuditAction.TRANSITION_REFUSED,
                 actor=user,
                 from_state=run.state,
                 outcome=Outcome.STATE_CONFLICT,
@@ -450,7 +451,9 @@ def effect_retry(*, run_id: int, user: User, reason: str, now: datetime | None =
         effect.lease_expires_at = None
         effect.dispatched_at = now
         effect.save()
-        move(run, "retry_effect", actor=user, note={"reason": reason, "effect": effect.pk})
+        record_transition(
+            run, run.retry_effect, actor=user, note={"reason": reason, "effect": effect.pk}
+        )
         # A person asked for it: ahead of any backlog.
         enqueue_after_commit(DELIVER_EFFECT_TASK, effect.pk, priority=Priority.URGENT)
         return run.state
@@ -499,7 +502,7 @@ def effect_pause(*, name: str, user: User) -> EffectControl:
     control.paused = True
     control.changed_by = user
     control.save()
-    audit_record(action="effect.paused", actor=user, effect=name)
+    audit_record(action=AuditAction.EFFECT_PAUSED, actor=user, effect=name)
     return control
 
 
@@ -523,7 +526,9 @@ def effect_resume(*, name: str, user: User, rate_per_minute: int | None) -> Effe
     with batch():
         for effect_id in effect_ids:
             enqueue_after_commit(DELIVER_EFFECT_TASK, effect_id)
-    audit_record(action="effect.resumed", actor=user, effect=name, rate_per_minute=rate_per_minute)
+    audit_record(
+        action=AuditAction.EFFECT_RESUMED, actor=user, effect=name, rate_per_minute=rate_per_minute
+    )
     return control
 
 

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
+from audit.models import AuditAction
 from automation.classifiers import classifier_versions
 from automation.conf import setting
 from automation.mail import parse_message
@@ -43,9 +44,9 @@ from automation.services.records import (
     Stage,
     facts_of,
     logs_intake,
-    move,
     policy_for,
     record_audit,
+    record_transition,
 )
 from config.dispatch import Priority, enqueue_after_commit
 from policy.evaluation import check_request_allowed
@@ -77,7 +78,7 @@ def api_tokens_revoke(*, token_ids: list[int], user: User) -> int:
         names = list(revoked.values_list("name", flat=True))
         count = revoked.update(is_active=False)
         for name in names:
-            record_audit(None, "api_token.revoked", actor=user, token=name)
+            record_audit(None, AuditAction.API_TOKEN_REVOKED, actor=user, token=name)
         return count
 
 
@@ -125,7 +126,7 @@ def _channel_follow(channel: IntakeChannel, stamp: dict[str, str]) -> None:
     channel.save(update_fields=list(stamp))
     record_audit(
         None,
-        "channel.classifier_changed",
+        AuditAction.CHANNEL_CLASSIFIER_CHANGED,
         channel=channel.name,
         before=before,
         after=channel.classifier_version,
@@ -288,9 +289,9 @@ def _create_invalid_run(intake: IntakeRecord, event_id: str, problems: list[Fiel
     run = _new_run(intake, event_id)
     run.save()
     detail = json.dumps([p.model_dump() for p in problems])
-    move(
+    record_transition(
         run,
-        "fail",
+        run.fail,
         stage=Stage("intake"),
         stage_outcome=Outcome.INVALID_EVENT,
         checkpoint={"problems": json.loads(detail)},
@@ -325,15 +326,15 @@ def _create_run(
     run.dispatched_at = timezone.now()  # its first message is sent with it, below
     run.save()
     stage.record(run, "accepted")
-    record_audit(run, "run.received", intake=intake, fingerprint=run.fingerprint)
+    record_audit(run, AuditAction.RUN_RECEIVED, intake=intake, fingerprint=run.fingerprint)
     if replay_of is None and is_mail(normalized):
         _thread_adopt(run)
     allowed = check_request_allowed(policy_for(run).parsed, facts_of(run))
     if not allowed.passed:
         run.rules = [allowed.as_dict()]
-        move(
+        record_transition(
             run,
-            "fail",
+            run.fail,
             checkpoint={"rules": run.rules},
             outcome=Outcome.UNSUPPORTED_REQUEST,
             field="requested_action",
@@ -380,7 +381,7 @@ def _thread_adopt(run: Run) -> None:
     reply_ids = list(replies.values_list("pk", flat=True))
     Run.objects.filter(pk__in=reply_ids).update(thread_parent=run)
     for reply_id in reply_ids:
-        record_audit(run, "run.thread_linked", reply=reply_id)
+        record_audit(run, AuditAction.RUN_THREAD_LINKED, reply=reply_id)
 
 
 def intake_replay(*, original: Run) -> Run:
@@ -395,9 +396,10 @@ def _answer_duplicate(intake: IntakeRecord, owner: Run, new_fingerprint: str) ->
     same = owner.fingerprint == new_fingerprint
     code = Outcome.IDEMPOTENT_REPLAY if same else Outcome.IDEMPOTENCY_CONFLICT
     # Recorded against the intake record; the existing run is not touched.
-    record_audit(
-        None, f"intake.{code}", intake=intake, existing_run=owner.pk, fingerprint=new_fingerprint
+    action = (
+        AuditAction.INTAKE_IDEMPOTENT_REPLAY if same else AuditAction.INTAKE_IDEMPOTENCY_CONFLICT
     )
+    record_audit(None, action, intake=intake, existing_run=owner.pk, fingerprint=new_fingerprint)
     problems = (
         []
         if same

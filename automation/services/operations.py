@@ -12,11 +12,12 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
-from django_fsm import has_transition_perm
+from django_fsm import can_proceed, has_transition_perm
 from pydantic import ValidationError
 
 from approvals import services as approvals
 from approvals.models import ApprovalRequest, ApprovalStatus
+from audit.models import AuditAction
 from audit.services import SYSTEM
 from automation.conf import setting
 from automation.models import (
@@ -40,8 +41,8 @@ from automation.services.records import (
     Stage,
     add_checkpoint,
     log_run,
-    move,
     record_audit,
+    record_transition,
     run_send,
 )
 from config.dispatch import batch, enqueue_after_commit, oldest_waiting
@@ -58,7 +59,7 @@ def checkpoint_import(
         checkpoint = add_checkpoint(run, {"classification": classification}, source="import")
         record_audit(
             run,
-            "checkpoint.imported",
+            AuditAction.CHECKPOINT_IMPORTED,
             actor=actor,
             actor_label=actor_label,
             from_state=run.state,
@@ -82,9 +83,9 @@ def run_resume(*, run_id: int, actor_label: str, actor: User | None = None) -> s
             problems = validation_problems(exc)
             if run.state == State.NEEDS_REVIEW:
                 return run.outcome
-            move(
+            record_transition(
                 run,
-                "hold",
+                run.hold,
                 stage=stage,
                 stage_outcome=Outcome.CLASSIFICATION_INVALID,
                 actor=actor,
@@ -93,9 +94,9 @@ def run_resume(*, run_id: int, actor_label: str, actor: User | None = None) -> s
                 detail=json.dumps([p.model_dump() for p in problems]),
             )
             return Outcome.CLASSIFICATION_INVALID
-        move(
+        record_transition(
             run,
-            "classify",
+            run.classify,
             stage=stage,
             stage_outcome="resumed",
             actor=actor,
@@ -103,7 +104,7 @@ def run_resume(*, run_id: int, actor_label: str, actor: User | None = None) -> s
         )
         record_audit(
             run,
-            "run.resumed",
+            AuditAction.RUN_RESUMED,
             actor=actor,
             actor_label=actor_label,
             from_state=State.ENRICHED,
@@ -125,7 +126,7 @@ def run_reconsider(*, run_id: int, user: User, reason: str) -> str:
         raise PermissionDenied("you may not re-decide runs")
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
-        if not any(t.name == "reconsider" for t in run.get_available_state_transitions()):
+        if not can_proceed(run.reconsider):
             return _refuse(run, "reconsider", user, SYSTEM, reason=reason)
         if not has_transition_perm(run.reconsider, user):
             raise PermissionDenied("you may not re-decide runs")
@@ -135,7 +136,7 @@ def run_reconsider(*, run_id: int, user: User, reason: str) -> str:
         )
         for request in open_requests:
             approvals.approval_invalidate(request=request, refusal=Outcome.APPROVAL_STALE, now=now)
-        move(run, "reconsider", actor=user, note={"reason": reason})
+        record_transition(run, run.reconsider, actor=user, note={"reason": reason})
         run_send(run)
         return run.state
 
@@ -194,7 +195,7 @@ def run_move(
             return _refuse(run, f"move to {target}", actor, actor_label, reason=reason)
         record_audit(
             run,
-            "run.nudged",
+            AuditAction.RUN_NUDGED,
             actor=actor,
             actor_label=actor_label,
             from_state=run.state,
@@ -209,7 +210,7 @@ def _refuse(run: Run, what: str, actor: User | None, actor_label: str, **data: A
     """Record a refused transition; the run itself is left exactly as it was."""
     record_audit(
         run,
-        "transition.refused",
+        AuditAction.TRANSITION_REFUSED,
         actor=actor,
         actor_label=actor_label,
         from_state=run.state,
@@ -297,7 +298,7 @@ def sweep_due(*, now: datetime | None = None, limit: int = 500) -> dict[str, int
             enqueue_after_commit(DELIVER_EFFECT_TASK, effect_id)
         if due_runs or decided_runs:
             AuditEvent.objects.bulk_create(
-                AuditEvent(run_id=run_id, action="sweep.nudged", actor_label=SYSTEM)
+                AuditEvent(run_id=run_id, action=AuditAction.SWEEP_NUDGED, actor_label=SYSTEM)
                 for run_id in [*due_runs, *decided_runs]
             )
     approvals_done = approvals.approvals_sweep(now=now, limit=limit)

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from approvals import services as approvals
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import run_conflicted_user_ids
+from audit.models import AuditAction
 from automation.classifiers import (
     ClassifierInput,
     ClassifierRefused,
@@ -73,9 +74,9 @@ from automation.services.records import (
     interpretation_of,
     journal,
     lock_run,
-    move,
     policy_for,
     record_audit,
+    record_transition,
     versions_of,
 )
 from config.dispatch import Priority
@@ -158,15 +159,15 @@ def _message_done(run: Run, moved: bool) -> None:
 def _step_validate(run: Run, now: datetime) -> bool:
     # Intake validated the event against its contract and stored it normalized: this step
     # records that, without reading the event again.
-    move(run, "validate", stage=Stage("validate"), event_id=run.event_id, save=False)
+    record_transition(run, run.validate, stage=Stage("validate"), event_id=run.event_id, save=False)
     return True
 
 
 def _step_normalize(run: Run, now: datetime) -> bool:
     # Intake stored the normalized event and its fingerprint; they are recorded as this step.
-    move(
+    record_transition(
         run,
-        "normalize",
+        run.normalize,
         stage=Stage("normalize"),
         normalized=run.normalized or {},
         fingerprint=run.fingerprint,
@@ -177,9 +178,9 @@ def _step_normalize(run: Run, now: datetime) -> bool:
 
 def _step_enrich(run: Run, now: datetime) -> bool:
     enrichment = _enrichment(run)
-    move(
+    record_transition(
         run,
-        "enrich",
+        run.enrich,
         stage=Stage("enrich"),
         checkpoint={"enrichment": enrichment},
         enrichment=enrichment,
@@ -322,9 +323,9 @@ def _classifier_failed(run: Run, stage: Stage, error: Exception, now: datetime) 
     # A refused request would be refused again: held now, not after every attempt.
     if isinstance(error, ClassifierRefused) or spent >= run.channel.max_classifier_attempts:
         stage.record(run, Outcome.RETRY_EXHAUSTED, error_class)
-        move(
+        record_transition(
             run,
-            "hold",
+            run.hold,
             outcome=Outcome.RETRY_EXHAUSTED,
             field="classifier",
             detail=f"{run.classify_attempts} attempts, last: {error}",
@@ -332,9 +333,9 @@ def _classifier_failed(run: Run, stage: Stage, error: Exception, now: datetime) 
         return
     stage.record(run, "retry_scheduled", error_class)
     delay = backoff_delay(run.classify_attempts - run.classify_attempts_spent)
-    move(
+    record_transition(
         run,
-        "schedule_classifier_retry",
+        run.schedule_classifier_retry,
         next_attempt_at=now + timedelta(seconds=delay),
     )
 
@@ -343,9 +344,9 @@ def _hold_with_problems(
     run: Run, stage: Stage, outcome: Outcome, problems: list[FieldProblem]
 ) -> None:
     """Hold the run for a person, naming the first offending field and listing them all."""
-    move(
+    record_transition(
         run,
-        "hold",
+        run.hold,
         stage=stage,
         stage_outcome=outcome,
         outcome=outcome,
@@ -361,9 +362,9 @@ def _accept_classification(run: Run, stage: Stage, decision: ClassifierDecision)
     if problems:
         _hold_with_problems(run, stage, Outcome.EXTRACTION_INVALID, problems)
         return
-    move(
+    record_transition(
         run,
-        "classify",
+        run.classify,
         stage=stage,
         checkpoint={"classification": payload},
         decision=payload,
@@ -396,9 +397,9 @@ def _apply_decision(
     run: Run, stage: Stage, verdict: Verdict, decided: dict[str, Any], now: datetime
 ) -> None:
     if verdict == Verdict.BLOCK:
-        move(
+        record_transition(
             run,
-            "block",
+            run.block,
             stage=stage,
             stage_outcome=Outcome.POLICY_BLOCK,
             checkpoint={"decision": decided},
@@ -408,9 +409,9 @@ def _apply_decision(
         )
     elif verdict == Verdict.UNSUPPORTED:
         run.rules = decided["rules"]
-        move(
+        record_transition(
             run,
-            "fail",
+            run.fail,
             stage=stage,
             stage_outcome=Outcome.UNSUPPORTED_REQUEST,
             checkpoint={"decision": decided},
@@ -421,9 +422,9 @@ def _apply_decision(
         )
     elif verdict == Verdict.LOW_CONFIDENCE:
         run._record_decision(decided)
-        move(
+        record_transition(
             run,
-            "hold",
+            run.hold,
             stage=stage,
             stage_outcome=Outcome.LOW_CONFIDENCE,
             outcome=Outcome.LOW_CONFIDENCE,
@@ -432,9 +433,9 @@ def _apply_decision(
             save=False,
         )
     elif verdict == Verdict.APPROVE:
-        move(
+        record_transition(
             run,
-            "require_approval",
+            run.require_approval,
             stage=stage,
             stage_outcome="approval_required",
             checkpoint={"decision": decided},
@@ -443,9 +444,9 @@ def _apply_decision(
         )
         _open_approval(run, now)
     else:
-        move(
+        record_transition(
             run,
-            "execute",
+            run.execute,
             stage=stage,
             stage_outcome="authorized",
             checkpoint={"decision": decided},
@@ -513,9 +514,9 @@ def _reach_existing_effect(
     uncertain, held): the replay takes the row over, same key, with a fresh budget.
     """
     if effect.status == EffectStatus.DELIVERED:
-        move(
+        record_transition(
             run,
-            "complete",
+            run.complete,
             stage=Stage("execute"),
             stage_outcome="already_delivered",
             checkpoint={"effect": effect.pk, "already_delivered": True},
@@ -532,7 +533,7 @@ def _reach_existing_effect(
     effect.next_attempt_at = now
     effect.lease_expires_at = None
     effect.save()
-    record_audit(run, "effect.adopted", effect=effect.pk, from_run=previous)
+    record_audit(run, AuditAction.EFFECT_ADOPTED, effect=effect.pk, from_run=previous)
     return effect
 
 
@@ -546,9 +547,9 @@ def _step_await_approval(run: Run, now: datetime) -> bool:
     if request is None or request.status == ApprovalStatus.EXPIRED:
         _reopen_approval(run, Outcome.APPROVAL_EXPIRED, now)
     elif request.status == ApprovalStatus.REJECTED:
-        move(
+        record_transition(
             run,
-            "fail",
+            run.fail,
             stage=Stage("approve"),
             stage_outcome=Outcome.APPROVAL_REJECTED,
             checkpoint={"approval_request": request.pk},
@@ -568,10 +569,12 @@ def _step_await_approval(run: Run, now: datetime) -> bool:
 
 def _resume_after_approval(run: Run, request: ApprovalRequest, now: datetime) -> None:
     checkpoint = run.checkpoints.order_by("-sequence").first()
-    move(run, "approve", stage=Stage("approve"), stage_outcome="approved", save=False)
+    record_transition(
+        run, run.approve, stage=Stage("approve"), stage_outcome="approved", save=False
+    )
     record_audit(
         run,
-        "run.resumed",
+        AuditAction.RUN_RESUMED,
         from_state=State.APPROVAL_REQUIRED,
         reason="approval",
         approval_request=request.pk,
@@ -583,7 +586,7 @@ def _note_refused_decision(run: Run, request: ApprovalRequest) -> bool:
     latest = request.decisions.order_by("-created_at", "-pk").first()
     if latest is None or latest.counted or run.outcome == latest.refusal:
         return False
-    move(run, "refuse_approval", outcome=latest.refusal, save=False)
+    record_transition(run, run.refuse_approval, outcome=latest.refusal, save=False)
     return True
 
 
@@ -591,8 +594,8 @@ def _reopen_approval(run: Run, refusal: str, now: datetime) -> None:
     request = _latest_request(run)
     if request is not None and request.status in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED):
         approvals.approval_invalidate(request=request, refusal=refusal, now=now)
-    transition = "invalidate_approval" if run.state == State.APPROVED else "refuse_approval"
-    move(run, transition, outcome=refusal, save=False)
+    transition = run.invalidate_approval if run.state == State.APPROVED else run.refuse_approval
+    record_transition(run, transition, outcome=refusal, save=False)
     _open_approval(run, now)
 
 
@@ -611,7 +614,9 @@ def _step_execute_approved(run: Run, now: datetime) -> bool:
         _reopen_approval(run, refusal, now)
         return True
     add_checkpoint(run, {"approval_request": request.pk, "binding": binding_of(run)})
-    move(run, "execute_approved", stage=Stage("execute"), stage_outcome="authorized", save=False)
+    record_transition(
+        run, run.execute_approved, stage=Stage("execute"), stage_outcome="authorized", save=False
+    )
     approvals.approval_consume(request=request, now=now)
     effect = _write_effect(
         run,

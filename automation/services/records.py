@@ -15,12 +15,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, ParamSpec, Protocol, TypeVar
+from types import MethodType
+from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.utils import timezone
+from django_fsm import FSMField
 
+from audit.models import AuditAction
 from audit.services import SYSTEM, audit_record
 from automation import extraction
 from automation.conf import setting
@@ -152,7 +155,7 @@ def add_checkpoint(run: Run, data: dict[str, Any], source: str = "pipeline") -> 
 
 def record_audit(
     run: Run | None,
-    action: str,
+    action: AuditAction,
     *,
     actor: User | None = None,
     actor_label: str = SYSTEM,
@@ -187,9 +190,17 @@ def record_audit(
     )
 
 
-def move(
+# Each transition of a run and the audit action that records it ("run." and its name). Built
+# when this module is loaded: a transition added without its audit action fails right here.
+TRANSITION_ACTIONS: dict[str, AuditAction] = {
+    transition.name: AuditAction(f"run.{transition.name}")
+    for transition in cast(FSMField, Run._meta.get_field("state")).get_all_transitions(Run)
+}
+
+
+def record_transition(
     run: Run,
-    name: str,
+    transition: MethodType,
     *,
     stage: Stage | None = None,
     stage_outcome: str = "ok",
@@ -199,23 +210,26 @@ def move(
     save: bool = True,
     **kwargs: Any,
 ) -> None:
-    """Apply one transition and write everything that commits with it.
+    """Apply one transition, a bound method of the run (`run.hold`), and write everything that
+    commits with it. Its audit action and log line are named after the method.
 
     `kwargs` go to the transition method; `note` only to the audit row (a reason, say).
     With save=False the caller saves the run once after several transitions, in the same
     transaction (the pipeline carrying a run through its steps).
     """
+    if transition.__self__ is not run:
+        raise ValueError(f"{transition.__name__} is not a transition of run {run.pk}")
+    name = transition.__name__
+    action = TRANSITION_ACTIONS[name]
     before = run.state
-    getattr(run, name)(**kwargs)
+    transition(**kwargs)
     if save:
         run.save()
     if stage is not None:
         stage.record(run, stage_outcome)
     if checkpoint is not None:
         add_checkpoint(run, checkpoint)
-    record_audit(
-        run, f"run.{name}", actor=actor, from_state=before, outcome=run.outcome, **(note or {})
-    )
+    record_audit(run, action, actor=actor, from_state=before, outcome=run.outcome, **(note or {}))
     log_run(
         run,
         f"run {run.pk} {name}: {before} -> {run.state}",

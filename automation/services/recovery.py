@@ -19,6 +19,7 @@ from django.utils import timezone
 from django_fsm import has_transition_perm
 from pydantic import ValidationError
 
+from audit.models import AuditAction
 from automation.customers import customers_known
 from automation.extraction import extraction_problems
 from automation.models import (
@@ -35,7 +36,13 @@ from automation.models import (
 from automation.schemas import ClassifierDecision, FieldProblem, validation_problems
 from automation.services.effects import effect_retry
 from automation.services.intake import intake_replay
-from automation.services.records import Stage, add_checkpoint, move, record_audit, run_send
+from automation.services.records import (
+    Stage,
+    add_checkpoint,
+    record_audit,
+    record_transition,
+    run_send,
+)
 from config import dispatch
 from config.dispatch import Priority, enqueue_after_commit
 
@@ -172,9 +179,9 @@ def run_correct(
         after = decision.model_dump(mode="json")
         changed = _diff(before, after)
         add_checkpoint(run, {"classification": after, "corrected_by": user.pk}, "correction")
-        move(
+        record_transition(
             run,
-            "classify",
+            run.classify,
             stage=Stage("classify"),
             stage_outcome="corrected",
             actor=user,
@@ -216,7 +223,7 @@ def run_retry(*, run_id: int, user: User, reason: str, batch: RecoveryBatch | No
         if run.state == State.NEEDS_REVIEW and run.outcome in EFFECT_HOLDS:
             result = effect_retry(run_id=run.pk, user=user, reason=reason)
         elif run.state == State.NEEDS_REVIEW and run.outcome in RETRYABLE_STAGE_HOLDS:
-            move(run, "retry_stage", actor=user, note={"reason": reason})
+            record_transition(run, run.retry_stage, actor=user, note={"reason": reason})
             run_send(run)
             result = run.state
         else:
@@ -253,11 +260,17 @@ def run_replay(*, run_id: int, user: User, reason: str, batch: RecoveryBatch | N
             )
         replay = intake_replay(original=original)
         if original.queue:
-            move(original, "close_exception", actor=user, note={"replayed_as": replay.pk})
+            record_transition(
+                original, original.close_exception, actor=user, note={"replayed_as": replay.pk}
+            )
         # On the trail of both runs, with who did it: whoever replays a run has acted on the
         # replay and may not approve it (approvals.selectors reads these rows).
-        record_audit(original, "run.replayed", actor=user, replayed_as=replay.pk, reason=reason)
-        record_audit(replay, "run.replay_started", actor=user, replay_of=original.pk, reason=reason)
+        record_audit(
+            original, AuditAction.RUN_REPLAYED, actor=user, replayed_as=replay.pk, reason=reason
+        )
+        record_audit(
+            replay, AuditAction.RUN_REPLAY_STARTED, actor=user, replay_of=original.pk, reason=reason
+        )
         _record(
             original,
             "replay",
@@ -281,8 +294,8 @@ def run_resolve(*, run_id: int, user: User, reason: str, evidence: str, done: bo
         run = _locked(run_id)
         if run.state != State.NEEDS_REVIEW:
             raise RecoveryError("state_conflict", f"a {run.state} run cannot be resolved")
-        name = "resolve_by_hand" if done else "abandon"
-        if not has_transition_perm(getattr(run, name), user):
+        transition = run.resolve_by_hand if done else run.abandon
+        if not has_transition_perm(transition, user):
             raise PermissionDenied("you may not resolve runs")
         effect = Effect.objects.select_for_update().filter(run=run).first()
         if done and effect is not None and effect.status != EffectStatus.DELIVERED:
@@ -290,9 +303,9 @@ def run_resolve(*, run_id: int, user: User, reason: str, evidence: str, done: bo
             effect.response_ref = f"by hand: {user.get_username()}"[:200]
             effect.delivered_at = timezone.now()
             effect.save(update_fields=["status", "response_ref", "delivered_at"])
-        move(
+        record_transition(
             run,
-            name,
+            transition,
             actor=user,
             note={"reason": reason, "evidence": evidence},
             finished_at=timezone.now(),
