@@ -449,7 +449,16 @@ class Run(ConcurrentTransitionMixin, models.Model):
         source=[State.ENRICHED, State.CLASSIFIED, State.EXECUTING],
         target=State.NEEDS_REVIEW,
     )
-    def hold(self, *, outcome: str, field: str = "", detail: str = "") -> None:
+    def hold(
+        self,
+        *,
+        outcome: str,
+        field: str = "",
+        detail: str = "",
+        decided: dict[str, Any] | None = None,
+    ) -> None:
+        if decided is not None:  # held by policy (low confidence): its decision is kept
+            self._record_decision(decided)
         self.outcome = outcome
         self.failure_field = field
         self.failure_detail = detail
@@ -458,7 +467,17 @@ class Run(ConcurrentTransitionMixin, models.Model):
         self.lease_expires_at = None
 
     @transition(field=state, source=NON_TERMINAL_STATES, target=State.FAILED)
-    def fail(self, *, outcome: str, field: str = "", detail: str = "", finished_at: Any) -> None:
+    def fail(
+        self,
+        *,
+        outcome: str,
+        field: str = "",
+        detail: str = "",
+        finished_at: Any,
+        rules: list[dict[str, Any]] | None = None,
+    ) -> None:
+        if rules is not None:  # refused by a rule (an unsupported request): the rule is kept
+            self.rules = rules
         self.outcome = outcome
         self.failure_field = field
         self.failure_detail = detail

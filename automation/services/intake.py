@@ -331,14 +331,15 @@ def _create_run(
         _thread_adopt(run)
     allowed = check_request_allowed(policy_for(run).parsed, facts_of(run))
     if not allowed.passed:
-        run.rules = [allowed.as_dict()]
+        rules = [allowed.as_dict()]
         record_transition(
             run,
             run.fail,
-            checkpoint={"rules": run.rules},
+            checkpoint={"rules": rules},
             outcome=Outcome.UNSUPPORTED_REQUEST,
             field="requested_action",
             detail=allowed.text,
+            rules=rules,
             finished_at=timezone.now(),
         )
         return run

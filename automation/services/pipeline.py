@@ -408,7 +408,6 @@ def _apply_decision(
             save=False,
         )
     elif verdict == Verdict.UNSUPPORTED:
-        run.rules = decided["rules"]
         record_transition(
             run,
             run.fail,
@@ -417,11 +416,11 @@ def _apply_decision(
             checkpoint={"decision": decided},
             outcome=Outcome.UNSUPPORTED_REQUEST,
             field="requested_action",
+            rules=decided["rules"],
             finished_at=now,
             save=False,
         )
     elif verdict == Verdict.LOW_CONFIDENCE:
-        run._record_decision(decided)
         record_transition(
             run,
             run.hold,
@@ -430,6 +429,7 @@ def _apply_decision(
             outcome=Outcome.LOW_CONFIDENCE,
             field="confidence",
             detail="; ".join(r["text"] for r in decided["rules"] if not r["passed"]),
+            decided=decided,
             save=False,
         )
     elif verdict == Verdict.APPROVE:
