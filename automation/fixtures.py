@@ -24,6 +24,7 @@ from automation import services
 from automation.models import (
     AuditEvent,
     ClassificationAttempt,
+    ClassifierResult,
     Effect,
     IntakeChannel,
     Outcome,
@@ -286,7 +287,7 @@ def _bounded_retries(channel: IntakeChannel) -> int:
         run=OuterRef("run"), attempt__gt=OuterRef("attempt")
     )
     return (
-        ClassificationAttempt.objects.filter(run__channel=channel, outcome="timeout")
+        ClassificationAttempt.objects.filter(run__channel=channel, outcome=ClassifierResult.TIMEOUT)
         .filter(Exists(later))
         .count()
     )

@@ -50,7 +50,7 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from audit.models import AuditAction, AuditEvent
-from automation.models import EffectAttempt, RecoveryAction, Run
+from automation.models import EffectAttempt, RecoveryAction, RecoveryKind, Run
 from reports import histograms
 from reports.models import DeliveryTotal, RollupMark, RunHour, RunTotal
 from reports.spans import (
@@ -72,7 +72,14 @@ REBUILD_CHUNK = timedelta(days=7)
 # Recovery actions that change what happens to a run. Claiming, assigning and releasing a
 # queue item only say who looks at it: a run that was merely claimed can still go straight
 # through.
-TOUCHING_RECOVERY = ("correct", "retry", "resume", "replay", "resolve", "abandon")
+TOUCHING_RECOVERY = (
+    RecoveryKind.CORRECT,
+    RecoveryKind.RETRY,
+    RecoveryKind.RESUME,
+    RecoveryKind.REPLAY,
+    RecoveryKind.RESOLVE,
+    RecoveryKind.ABANDON,
+)
 # Transitions a person makes, named on the audit trail with their actor: a correction or a
 # resume (classify), a retry, a re-decision, a resolution by hand, a replay closing the
 # original. Retrying a held effect from the admin or the command line leaves only this trace.

@@ -10,6 +10,7 @@ from django.db import transaction
 from audit.models import AuditAction
 from automation.customers import reference_pattern
 from automation.models import Customer
+from automation.schemas import AccountTier
 from automation.services.records import record_audit
 
 COLUMNS = ("reference", "name", "account_tier", "email_domains")
@@ -31,7 +32,7 @@ def customers_load(*, path: Path) -> tuple[int, int]:
             if not pattern.fullmatch(reference):
                 raise ValueError(f"{path}:{line}: {reference!r} is not a customer reference")
             tier = row["account_tier"].strip()
-            if tier not in {"standard", "priority"}:
+            if tier not in set(AccountTier):
                 raise ValueError(f"{path}:{line}: account_tier {tier!r} is not standard/priority")
             domains = [d.strip().lower() for d in row["email_domains"].split(";") if d.strip()]
             _, was_created = Customer.objects.update_or_create(

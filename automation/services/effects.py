@@ -36,12 +36,15 @@ from audit.services import audit_record
 from automation.conf import setting
 from automation.effects import Delivery, EffectAdapter, get_adapter
 from automation.models import (
+    DeliveryResult,
     Effect,
     EffectAttempt,
     EffectControl,
     EffectStatus,
     Outcome,
     Run,
+    StageName,
+    StageOutcome,
     State,
 )
 from automation.schemas import storable
@@ -64,6 +67,8 @@ DELIVERABLE = [EffectStatus.PENDING, EffectStatus.RETRY_WAIT]
 # as the code expects). Transient errors (OperationalError: a lost connection, a deadlock) are
 # not among them: they roll the delivery back and the sweep tries again.
 UNWRITABLE = (DataError, IntegrityError, ProgrammingError, NotSupportedError, UnicodeEncodeError)
+# Attempt results logged at INFO; any other is a WARNING.
+QUIET_RESULTS = (DeliveryResult.DELIVERED, DeliveryResult.RETRY)
 # While an effect is paused, due deliveries look again this often, without using an attempt.
 PAUSE_RECHECK = timedelta(seconds=30)
 
@@ -164,7 +169,7 @@ def _hold_unwritable(effect: Effect, run: Run, error: Exception, now: datetime) 
         attempt=effect.attempts,
         started_at=now,
         duration_ms=0,
-        outcome="rejected",
+        outcome=DeliveryResult.REJECTED,
         error_class=type(error).__name__,
         detail=reason,
     )
@@ -177,7 +182,7 @@ def _hold_unwritable(effect: Effect, run: Run, error: Exception, now: datetime) 
     _hold_unavailable(
         effect,
         run,
-        "unwritable",
+        StageOutcome.UNWRITABLE,
         f"the {effect.name} record could not be written ({reason}); retrying fails "
         "the same way until the value or the column is fixed",
         save=False,
@@ -204,14 +209,16 @@ def _claim(effect_id: int, adapter: EffectAdapter, now: datetime) -> tuple[Effec
             return None
         if _note_lost_attempt(effect, run, now) and not adapter.honours_idempotency_keys:
             # The lost attempt may have been performed and this receiver cannot tell a repeat.
-            lost = Delivery("uncertain", error_class="WorkerLost")
+            lost = Delivery(DeliveryResult.UNCERTAIN, error_class="WorkerLost")
             _apply(effect, run, adapter, lost, now)
             return None
         if effect.attempts >= effect.attempt_limit or (
             effect.deadline_at is not None and now > effect.deadline_at
         ):
             # The budget ran out while the effect waited (a pause, a lost attempt).
-            _retry_or_hold(effect, run, Delivery("retry", error_class="BudgetSpent"), now)
+            _retry_or_hold(
+                effect, run, Delivery(DeliveryResult.RETRY, error_class="BudgetSpent"), now
+            )
             return None
         wait = _held_back(effect, now)
         if wait is not None:
@@ -246,7 +253,7 @@ def _note_lost_attempt(effect: Effect, run: Run, now: datetime) -> bool:
         # The claim took the lease at the start of the attempt.
         started_at=(effect.lease_expires_at - lease) if effect.lease_expires_at else now,
         duration_ms=0,
-        outcome="lost",
+        outcome=DeliveryResult.LOST,
         error_class="WorkerLost",
         detail="the worker stopped before it recorded this attempt; its lease ran out",
     )
@@ -304,7 +311,7 @@ def _record(
         effect.response_status = delivery.status_code
         effect.response_body = delivery.body
         effect.last_error = delivery.error_class or (
-            "" if delivery.outcome == "delivered" else f"HTTP {delivery.status_code}"
+            "" if delivery.outcome == DeliveryResult.DELIVERED else f"HTTP {delivery.status_code}"
         )
         _apply(effect, run, adapter, delivery, now)
         return effect.status
@@ -315,7 +322,7 @@ def _log_attempt(run: Run, effect: Effect, attempt: EffectAttempt) -> None:
     log_run(
         run,
         f"effect {effect.name} attempt {attempt.attempt}: {attempt.outcome}",
-        level=logging.INFO if attempt.outcome in ("delivered", "retry") else logging.WARNING,
+        level=logging.INFO if attempt.outcome in QUIET_RESULTS else logging.WARNING,
         effect_id=effect.pk,
         effect=effect.name,
         attempt=attempt.attempt,
@@ -330,30 +337,30 @@ def _apply(
     effect: Effect, run: Run, adapter: EffectAdapter, delivery: Delivery, now: datetime
 ) -> None:
     outcome = delivery.outcome
-    if outcome == "uncertain" and adapter.honours_idempotency_keys:
-        outcome = "retry"  # the receiver deduplicates by key: sending again is safe
-    if outcome == "delivered":
+    if outcome == DeliveryResult.UNCERTAIN and adapter.honours_idempotency_keys:
+        outcome = DeliveryResult.RETRY  # the receiver deduplicates by key: sending again is safe
+    if outcome == DeliveryResult.DELIVERED:
         _delivered(effect, run, delivery, now)
-    elif outcome == "rejected":
+    elif outcome == DeliveryResult.REJECTED:
         _finish(effect, EffectStatus.REJECTED)
         record_transition(
             run,
             run.fail,
-            stage=Stage("execute", effect.attempts),
-            stage_outcome="rejected",
+            stage=Stage(StageName.EXECUTE, effect.attempts),
+            stage_outcome=StageOutcome.REJECTED,
             checkpoint={"effect": effect.pk, "response_status": delivery.status_code},
             outcome=Outcome.EFFECT_REJECTED,
             field=effect.name,
             detail=f"HTTP {delivery.status_code}: {delivery.body[:300]}",
             finished_at=now,
         )
-    elif outcome == "uncertain":
+    elif outcome == DeliveryResult.UNCERTAIN:
         _finish(effect, EffectStatus.UNCERTAIN)
         record_transition(
             run,
             run.hold,
-            stage=Stage("execute", effect.attempts),
-            stage_outcome="uncertain",
+            stage=Stage(StageName.EXECUTE, effect.attempts),
+            stage_outcome=StageOutcome.UNCERTAIN,
             outcome=Outcome.EFFECT_UNCERTAIN,
             field=effect.name,
             detail=f"{delivery.error_class}: sent, no answer; reconcile with the receiver",
@@ -371,22 +378,26 @@ def _retry_or_hold(effect: Effect, run: Run, delivery: Delivery, now: datetime) 
     effect.next_attempt_at = None if spent or late else next_at
     effect.save()
     if effect.next_attempt_at is not None:
-        Stage("execute", effect.attempts).record(run, "retry_scheduled", delivery.error_class)
+        Stage(StageName.EXECUTE, effect.attempts).record(
+            run, StageOutcome.RETRY_SCHEDULED, delivery.error_class
+        )
         return
     reason = "attempt limit reached" if spent else "deadline passed"
     tries = f"{effect.attempts} attempt{'' if effect.attempts == 1 else 's'}"
     last = delivery.error_class or f"HTTP {delivery.status_code}"
-    _hold_unavailable(effect, run, "unavailable", f"{reason} after {tries}; last: {last}")
+    _hold_unavailable(
+        effect, run, StageOutcome.UNAVAILABLE, f"{reason} after {tries}; last: {last}"
+    )
 
 
 def _hold_unavailable(
-    effect: Effect, run: Run, stage_outcome: str, detail: str, *, save: bool = True
+    effect: Effect, run: Run, stage_outcome: StageOutcome, detail: str, *, save: bool = True
 ) -> None:
     """Hold the run for a person: the effect cannot be delivered as things stand."""
     record_transition(
         run,
         run.hold,
-        stage=Stage("execute", effect.attempts),
+        stage=Stage(StageName.EXECUTE, effect.attempts),
         stage_outcome=stage_outcome,
         outcome=Outcome.EFFECT_UNAVAILABLE,
         field=effect.name,
@@ -410,11 +421,11 @@ def _delivered(
     effect.lease_expires_at = None
     effect.next_attempt_at = None
     effect.save()
-    Stage("execute", effect.attempts).record(run, "delivered")
+    Stage(StageName.EXECUTE, effect.attempts).record(run, StageOutcome.DELIVERED)
     record_transition(
         run,
         run.complete,
-        stage=Stage("complete"),
+        stage=Stage(StageName.COMPLETE),
         checkpoint={"effect": effect.pk, "response_ref": effect.response_ref},
         finished_at=now,
         save=save_run,

@@ -26,6 +26,8 @@ from automation.models import (
     IntakeRecord,
     Outcome,
     Run,
+    StageName,
+    StageOutcome,
     State,
 )
 from automation.schemas import (
@@ -292,8 +294,8 @@ def _create_invalid_run(intake: IntakeRecord, event_id: str, problems: list[Fiel
     record_transition(
         run,
         run.fail,
-        stage=Stage("intake"),
-        stage_outcome=Outcome.INVALID_EVENT,
+        stage=Stage(StageName.INTAKE),
+        stage_outcome=StageOutcome.INVALID_EVENT,
         checkpoint={"problems": json.loads(detail)},
         outcome=Outcome.INVALID_EVENT,
         field=problems[0].field,
@@ -313,7 +315,7 @@ def _create_run(
     the event identity (the original keeps it) but keeps its scope, so it reaches the same
     effect key.
     """
-    stage = Stage("intake")
+    stage = Stage(StageName.INTAKE)
     run = _new_run(intake, normalized["event_id"])
     run.claims_identity = replay_of is None
     run.replay_of = replay_of
@@ -325,7 +327,7 @@ def _create_run(
         _thread_link(run, normalized)
     run.dispatched_at = timezone.now()  # its first message is sent with it, below
     run.save()
-    stage.record(run, "accepted")
+    stage.record(run, StageOutcome.ACCEPTED)
     record_audit(run, AuditAction.RUN_RECEIVED, intake=intake, fingerprint=run.fingerprint)
     if replay_of is None and is_mail(normalized):
         _thread_adopt(run)

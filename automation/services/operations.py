@@ -27,6 +27,8 @@ from automation.models import (
     EffectStatus,
     Outcome,
     Run,
+    StageName,
+    StageOutcome,
     State,
 )
 from automation.schemas import (
@@ -76,7 +78,7 @@ def run_resume(*, run_id: int, actor_label: str, actor: User | None = None) -> s
         stored = (checkpoint.data if checkpoint else {}).get("classification")
         if run.state not in (State.ENRICHED, State.NEEDS_REVIEW) or stored is None:
             return _refuse(run, "resume", actor, actor_label)
-        stage = Stage("classify", attempt=run.classify_attempts)
+        stage = Stage(StageName.CLASSIFY, attempt=run.classify_attempts)
         try:
             decision = ClassifierDecision.model_validate(stored)
         except ValidationError as exc:
@@ -87,7 +89,7 @@ def run_resume(*, run_id: int, actor_label: str, actor: User | None = None) -> s
                 run,
                 run.hold,
                 stage=stage,
-                stage_outcome=Outcome.CLASSIFICATION_INVALID,
+                stage_outcome=StageOutcome.CLASSIFICATION_INVALID,
                 actor=actor,
                 outcome=Outcome.CLASSIFICATION_INVALID,
                 field=problems[0].field,
@@ -98,7 +100,7 @@ def run_resume(*, run_id: int, actor_label: str, actor: User | None = None) -> s
             run,
             run.classify,
             stage=stage,
-            stage_outcome="resumed",
+            stage_outcome=StageOutcome.RESUMED,
             actor=actor,
             decision=decision.model_dump(mode="json"),
         )

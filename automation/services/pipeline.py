@@ -41,14 +41,19 @@ from automation.customers import customer_find, customers_known
 from automation.effects import get_adapter
 from automation.extraction import extraction_problems
 from automation.models import (
+    TERMINAL_STATE_LIST,
     ClassificationAttempt,
+    ClassifierResult,
     Effect,
     EffectStatus,
     Outcome,
     Run,
+    StageName,
+    StageOutcome,
     State,
 )
 from automation.schemas import (
+    AccountTier,
     ClassifierDecision,
     FieldProblem,
     event_text,
@@ -159,7 +164,9 @@ def _message_done(run: Run, moved: bool) -> None:
 def _step_validate(run: Run, now: datetime) -> bool:
     # Intake validated the event against its contract and stored it normalized: this step
     # records that, without reading the event again.
-    record_transition(run, run.validate, stage=Stage("validate"), event_id=run.event_id, save=False)
+    record_transition(
+        run, run.validate, stage=Stage(StageName.VALIDATE), event_id=run.event_id, save=False
+    )
     return True
 
 
@@ -168,7 +175,7 @@ def _step_normalize(run: Run, now: datetime) -> bool:
     record_transition(
         run,
         run.normalize,
-        stage=Stage("normalize"),
+        stage=Stage(StageName.NORMALIZE),
         normalized=run.normalized or {},
         fingerprint=run.fingerprint,
         save=False,
@@ -181,7 +188,7 @@ def _step_enrich(run: Run, now: datetime) -> bool:
     record_transition(
         run,
         run.enrich,
-        stage=Stage("enrich"),
+        stage=Stage(StageName.ENRICH),
         checkpoint={"enrichment": enrichment},
         enrichment=enrichment,
         save=False,
@@ -193,16 +200,14 @@ def _enrichment(run: Run) -> dict[str, Any]:
     """Deterministic local evidence: the known customer, its tier, the open work beside it."""
     normalized = run.normalized or {}
     # Written as the partial indexes' condition (Run.Meta), so the counts use them.
-    unfinished = Run.objects.exclude(state__in=["completed", "blocked", "failed"]).exclude(
-        pk=run.pk
-    )
+    unfinished = Run.objects.exclude(state__in=TERMINAL_STATE_LIST).exclude(pk=run.pk)
     match = customer_find(text=event_text(normalized), sender=normalized.get("sender", ""))
     enrichment: dict[str, Any] = match.as_enrichment()
     if match.customer is not None:
         same_customer = unfinished.filter(enrichment__customer__reference=match.customer.reference)
         enrichment["open_runs_same_customer"] = same_customer[:OPEN_RUNS_COUNTED].count()
     if is_mail(normalized):
-        tier = match.customer.account_tier if match.customer is not None else "standard"
+        tier = match.customer.account_tier if match.customer is not None else AccountTier.STANDARD
         enrichment["sender"] = normalized.get("sender")
         enrichment["thread_parent"] = run.thread_parent_id
     else:
@@ -214,7 +219,7 @@ def _enrichment(run: Run) -> dict[str, Any]:
         # would read the whole backlog for every run taken from it.
         enrichment["open_runs_same_request_type"] = same_type[:OPEN_RUNS_COUNTED].count()
     enrichment["account_tier"] = tier
-    enrichment["priority_account"] = tier == "priority"
+    enrichment["priority_account"] = tier == AccountTier.PRIORITY
     return enrichment
 
 
@@ -228,7 +233,7 @@ def _claim_classifier_attempt(run: Run, now: datetime) -> ClassifierCall | None:
     run.lease_expires_at = now + timedelta(seconds=setting("STAGE_LEASE_SECONDS"))
     run.save()  # with the steps carried before it, in one statement
     return ClassifierCall(
-        run, run.classify_attempts, Stage("classify", attempt=run.classify_attempts)
+        run, run.classify_attempts, Stage(StageName.CLASSIFY, attempt=run.classify_attempts)
     )
 
 
@@ -302,19 +307,19 @@ def _record_classification(
 
 def _judge_output(
     raw: Any, error: Exception | None
-) -> tuple[str, ClassifierDecision | None, list[FieldProblem]]:
+) -> tuple[ClassifierResult, ClassifierDecision | None, list[FieldProblem]]:
     if isinstance(error, ClassifierTimeout):
-        return "timeout", None, []
+        return ClassifierResult.TIMEOUT, None, []
     if error is not None:
-        return "unavailable", None, []
+        return ClassifierResult.UNAVAILABLE, None, []
     if not isinstance(raw, dict):
         shown = raw if isinstance(raw, str) else type(raw).__name__
         problem = FieldProblem(field="output", message=f"is not a JSON object: {shown!r:.200}")
-        return "invalid", None, [problem]
+        return ClassifierResult.INVALID, None, [problem]
     try:
-        return "valid", ClassifierDecision.model_validate(raw), []
+        return ClassifierResult.VALID, ClassifierDecision.model_validate(raw), []
     except ValidationError as exc:
-        return "invalid", None, validation_problems(exc)
+        return ClassifierResult.INVALID, None, validation_problems(exc)
 
 
 def _classifier_failed(run: Run, stage: Stage, error: Exception, now: datetime) -> None:
@@ -322,7 +327,7 @@ def _classifier_failed(run: Run, stage: Stage, error: Exception, now: datetime) 
     spent = run.classify_attempts - run.classify_attempts_spent
     # A refused request would be refused again: held now, not after every attempt.
     if isinstance(error, ClassifierRefused) or spent >= run.channel.max_classifier_attempts:
-        stage.record(run, Outcome.RETRY_EXHAUSTED, error_class)
+        stage.record(run, StageOutcome.RETRY_EXHAUSTED, error_class)
         record_transition(
             run,
             run.hold,
@@ -331,7 +336,7 @@ def _classifier_failed(run: Run, stage: Stage, error: Exception, now: datetime) 
             detail=f"{run.classify_attempts} attempts, last: {error}",
         )
         return
-    stage.record(run, "retry_scheduled", error_class)
+    stage.record(run, StageOutcome.RETRY_SCHEDULED, error_class)
     delay = backoff_delay(run.classify_attempts - run.classify_attempts_spent)
     record_transition(
         run,
@@ -348,7 +353,7 @@ def _hold_with_problems(
         run,
         run.hold,
         stage=stage,
-        stage_outcome=outcome,
+        stage_outcome=StageOutcome(outcome),
         outcome=outcome,
         field=problems[0].field,
         detail=json.dumps([p.model_dump() for p in problems]),
@@ -373,7 +378,7 @@ def _accept_classification(run: Run, stage: Stage, decision: ClassifierDecision)
 
 
 def _step_decide(run: Run, now: datetime) -> bool:
-    stage = Stage("decide")
+    stage = Stage(StageName.DECIDE)
     policy = policy_for(run)
     classification = run.classification or {}
     decision = evaluate(
@@ -401,7 +406,7 @@ def _apply_decision(
             run,
             run.block,
             stage=stage,
-            stage_outcome=Outcome.POLICY_BLOCK,
+            stage_outcome=StageOutcome.POLICY_BLOCK,
             checkpoint={"decision": decided},
             decided=decided,
             finished_at=now,
@@ -412,7 +417,7 @@ def _apply_decision(
             run,
             run.fail,
             stage=stage,
-            stage_outcome=Outcome.UNSUPPORTED_REQUEST,
+            stage_outcome=StageOutcome.UNSUPPORTED_REQUEST,
             checkpoint={"decision": decided},
             outcome=Outcome.UNSUPPORTED_REQUEST,
             field="requested_action",
@@ -425,7 +430,7 @@ def _apply_decision(
             run,
             run.hold,
             stage=stage,
-            stage_outcome=Outcome.LOW_CONFIDENCE,
+            stage_outcome=StageOutcome.LOW_CONFIDENCE,
             outcome=Outcome.LOW_CONFIDENCE,
             field="confidence",
             detail="; ".join(r["text"] for r in decided["rules"] if not r["passed"]),
@@ -437,7 +442,7 @@ def _apply_decision(
             run,
             run.require_approval,
             stage=stage,
-            stage_outcome="approval_required",
+            stage_outcome=StageOutcome.APPROVAL_REQUIRED,
             checkpoint={"decision": decided},
             decided=decided,
             save=False,
@@ -448,7 +453,7 @@ def _apply_decision(
             run,
             run.execute,
             stage=stage,
-            stage_outcome="authorized",
+            stage_outcome=StageOutcome.AUTHORIZED,
             checkpoint={"decision": decided},
             decided=decided,
             save=False,
@@ -517,8 +522,8 @@ def _reach_existing_effect(
         record_transition(
             run,
             run.complete,
-            stage=Stage("execute"),
-            stage_outcome="already_delivered",
+            stage=Stage(StageName.EXECUTE),
+            stage_outcome=StageOutcome.ALREADY_DELIVERED,
             checkpoint={"effect": effect.pk, "already_delivered": True},
             finished_at=now,
             save=False,
@@ -550,8 +555,8 @@ def _step_await_approval(run: Run, now: datetime) -> bool:
         record_transition(
             run,
             run.fail,
-            stage=Stage("approve"),
-            stage_outcome=Outcome.APPROVAL_REJECTED,
+            stage=Stage(StageName.APPROVE),
+            stage_outcome=StageOutcome.APPROVAL_REJECTED,
             checkpoint={"approval_request": request.pk},
             outcome=Outcome.APPROVAL_REJECTED,
             detail=request.status_reason,
@@ -570,7 +575,11 @@ def _step_await_approval(run: Run, now: datetime) -> bool:
 def _resume_after_approval(run: Run, request: ApprovalRequest, now: datetime) -> None:
     checkpoint = run.checkpoints.order_by("-sequence").first()
     record_transition(
-        run, run.approve, stage=Stage("approve"), stage_outcome="approved", save=False
+        run,
+        run.approve,
+        stage=Stage(StageName.APPROVE),
+        stage_outcome=StageOutcome.APPROVED,
+        save=False,
     )
     record_audit(
         run,
@@ -615,7 +624,11 @@ def _step_execute_approved(run: Run, now: datetime) -> bool:
         return True
     add_checkpoint(run, {"approval_request": request.pk, "binding": binding_of(run)})
     record_transition(
-        run, run.execute_approved, stage=Stage("execute"), stage_outcome="authorized", save=False
+        run,
+        run.execute_approved,
+        stage=Stage(StageName.EXECUTE),
+        stage_outcome=StageOutcome.AUTHORIZED,
+        save=False,
     )
     approvals.approval_consume(request=request, now=now)
     effect = _write_effect(

@@ -32,9 +32,11 @@ from automation.models import (
     Checkpoint,
     IntakeRecord,
     Run,
+    StageName,
+    StageOutcome,
     StageRecord,
 )
-from automation.schemas import is_mail
+from automation.schemas import AccountTier, is_mail
 from config.dispatch import Priority, enqueue_after_commit
 from policy.evaluation import EventFacts, Interpretation
 from policy.models import PolicyVersion
@@ -53,12 +55,12 @@ RUN_LOG = logging.getLogger("gatehouse.runs")
 class Stage:
     """Times one stage attempt; written as a StageRecord in the same transaction."""
 
-    name: str
+    name: StageName
     attempt: int = 1
     started_at: datetime = field(default_factory=timezone.now)
     _clock: float = field(default_factory=time.monotonic)
 
-    def record(self, run: Run, outcome: str, error_class: str = "") -> StageRecord:
+    def record(self, run: Run, outcome: StageOutcome, error_class: str = "") -> StageRecord:
         elapsed_ms = int((time.monotonic() - self._clock) * 1000)
         row = StageRecord(
             run=run,
@@ -203,7 +205,7 @@ def record_transition(
     transition: MethodType,
     *,
     stage: Stage | None = None,
-    stage_outcome: str = "ok",
+    stage_outcome: StageOutcome = StageOutcome.OK,
     checkpoint: dict[str, Any] | None = None,
     actor: User | None = None,
     note: dict[str, Any] | None = None,
@@ -383,7 +385,7 @@ def facts_of(run: Run) -> EventFacts:
         return EventFacts(
             request_type=None,
             requested_action=None,
-            account_tier=(run.enrichment or {}).get("account_tier") or "standard",
+            account_tier=(run.enrichment or {}).get("account_tier") or AccountTier.STANDARD,
         )
     return EventFacts(
         request_type=run.normalized["request_type"],

@@ -25,12 +25,16 @@ from automation.extraction import extraction_problems
 from automation.models import (
     EFFECT_HOLDS,
     RETRYABLE_STAGE_HOLDS,
+    BatchStatus,
     Effect,
     EffectStatus,
     Outcome,
     RecoveryAction,
     RecoveryBatch,
+    RecoveryKind,
     Run,
+    StageName,
+    StageOutcome,
     State,
 )
 from automation.schemas import ClassifierDecision, FieldProblem, validation_problems
@@ -80,7 +84,7 @@ def _reason(reason: str) -> str:
 
 def _record(
     run: Run,
-    action: str,
+    action: RecoveryKind,
     user: User,
     reason: str,
     result: str,
@@ -108,7 +112,7 @@ def queue_claim(*, run_id: int, user: User) -> Run:
         raise RecoveryError("not_queued", "this run is not in an exception queue")
     if run.owner_id not in (None, user.pk):
         raise RecoveryError("claimed", f"{run.owner} already works on this run")
-    return _set_owner(run, user, user, "claim", "")
+    return _set_owner(run, user, user, RecoveryKind.CLAIM, "")
 
 
 @transaction.atomic
@@ -117,17 +121,17 @@ def queue_assign(*, run_id: int, user: User, assignee: User, reason: str = "") -
     run = _locked(run_id)
     if not run.queue:
         raise RecoveryError("not_queued", "this run is not in an exception queue")
-    return _set_owner(run, assignee, user, "assign", reason)
+    return _set_owner(run, assignee, user, RecoveryKind.ASSIGN, reason)
 
 
 @transaction.atomic
 def queue_release(*, run_id: int, user: User) -> Run:
     _require(user, "work_queue")
     run = _locked(run_id)
-    return _set_owner(run, None, user, "release", "")
+    return _set_owner(run, None, user, RecoveryKind.RELEASE, "")
 
 
-def _set_owner(run: Run, owner: User | None, user: User, action: str, reason: str) -> Run:
+def _set_owner(run: Run, owner: User | None, user: User, action: RecoveryKind, reason: str) -> Run:
     previous = run.owner.get_username() if run.owner else None
     run.owner = owner
     run.claimed_at = timezone.now() if owner else None
@@ -182,13 +186,13 @@ def run_correct(
         record_transition(
             run,
             run.classify,
-            stage=Stage("classify"),
-            stage_outcome="corrected",
+            stage=Stage(StageName.CLASSIFY),
+            stage_outcome=StageOutcome.CORRECTED,
             actor=user,
             note={"reason": reason, "changed": changed},
             decision=after,
         )
-        _record(run, "correct", user, reason, "resumed", changed=changed)
+        _record(run, RecoveryKind.CORRECT, user, reason, "resumed", changed=changed)
         run_send(run)
         return CorrectionResult(run, changed)
 
@@ -228,7 +232,7 @@ def run_retry(*, run_id: int, user: User, reason: str, batch: RecoveryBatch | No
             result = run.state
         else:
             result = Outcome.STATE_CONFLICT
-        _record(run, "retry", user, reason, result, batch, held_for=run.outcome)
+        _record(run, RecoveryKind.RETRY, user, reason, result, batch, held_for=run.outcome)
         return result
 
 
@@ -240,7 +244,7 @@ def run_resume_from_checkpoint(*, run_id: int, user: User, reason: str) -> str:
     reason = _reason(reason)
     with transaction.atomic():
         result = run_resume(run_id=run_id, actor_label=user.get_username(), actor=user)
-        _record(_locked(run_id), "resume", user, reason, result)
+        _record(_locked(run_id), RecoveryKind.RESUME, user, reason, result)
         return result
 
 
@@ -273,14 +277,14 @@ def run_replay(*, run_id: int, user: User, reason: str, batch: RecoveryBatch | N
         )
         _record(
             original,
-            "replay",
+            RecoveryKind.REPLAY,
             user,
             reason,
             f"replayed as run {replay.pk}",
             batch,
             replay=replay.pk,
         )
-        _record(replay, "replay", user, reason, "started", batch, replay_of=original.pk)
+        _record(replay, RecoveryKind.REPLAY, user, reason, "started", batch, replay_of=original.pk)
         return replay
 
 
@@ -310,13 +314,20 @@ def run_resolve(*, run_id: int, user: User, reason: str, evidence: str, done: bo
             note={"reason": reason, "evidence": evidence},
             finished_at=timezone.now(),
         )
-        _record(run, "resolve" if done else "abandon", user, reason, run.state, evidence=evidence)
+        _record(
+            run,
+            RecoveryKind.RESOLVE if done else RecoveryKind.ABANDON,
+            user,
+            reason,
+            run.state,
+            evidence=evidence,
+        )
         return run.state
 
 
 # --- batches -----------------------------------------------------------------------------
 
-BATCH_ACTIONS = ("retry", "replay")
+BATCH_ACTIONS = (RecoveryKind.RETRY, RecoveryKind.REPLAY)
 
 
 def batch_select(*, queue: str, since: datetime, until: datetime) -> list[int]:
@@ -370,8 +381,8 @@ def batch_step(*, batch_id: int) -> bool:
     with transaction.atomic(), dispatch.batch(priority=Priority.BULK):
         batch_row = RecoveryBatch.objects.select_for_update().get(pk=batch_id)
         if batch_row.done >= batch_row.total:
-            if batch_row.status != "finished":
-                batch_row.status = "finished"
+            if batch_row.status != BatchStatus.FINISHED:
+                batch_row.status = BatchStatus.FINISHED
                 batch_row.finished_at = timezone.now()
                 batch_row.save(update_fields=["status", "finished_at"])
             return False
@@ -381,7 +392,7 @@ def batch_step(*, batch_id: int) -> bool:
             batch_row.succeeded += ok
             if not ok:
                 batch_row.failures = [*batch_row.failures, {"run": run_id, "reason": why}]
-        batch_row.status = "running"
+        batch_row.status = BatchStatus.RUNNING
         batch_row.save(update_fields=["done", "succeeded", "failures", "status"])
         return True
 
@@ -389,7 +400,7 @@ def batch_step(*, batch_id: int) -> bool:
 def _batch_item(batch: RecoveryBatch, run_id: int) -> tuple[bool, str]:
     try:
         with transaction.atomic():
-            if batch.action == "replay":
+            if batch.action == RecoveryKind.REPLAY:
                 run_replay(run_id=run_id, user=batch.created_by, reason=batch.reason, batch=batch)
                 return True, ""
             result = run_retry(
