@@ -11,7 +11,7 @@ from audit.models import AuditAction
 from automation.customers import reference_pattern
 from automation.models import Customer
 from automation.schemas import AccountTier
-from automation.services.records import record_audit
+from automation.services.journal import record_audit
 
 COLUMNS = ("reference", "name", "account_tier", "email_domains")
 

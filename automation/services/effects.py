@@ -32,7 +32,6 @@ from django_fsm import can_proceed, has_transition_perm
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from audit.models import AuditAction
-from audit.services import audit_record
 from automation.conf import setting
 from automation.effects import Delivery, EffectAdapter, get_adapter
 from automation.models import (
@@ -48,16 +47,12 @@ from automation.models import (
     State,
 )
 from automation.schemas import storable
-from automation.services.records import (
-    DELIVER_EFFECT_TASK,
-    Stage,
-    backoff_delay,
-    binding_of,
-    lock_run,
-    log_run,
-    record_audit,
-    record_transition,
-)
+from automation.services.backoff import backoff_delay
+from automation.services.journal import Stage, record_audit, record_transition
+from automation.services.locking import lock_run
+from automation.services.payloads import binding_of
+from automation.services.runlog import log_run
+from automation.services.sending import DELIVER_EFFECT_TASK
 from config.dispatch import Priority, batch, enqueue_after_commit
 from policy.models import PolicyVersion
 
@@ -513,7 +508,7 @@ def effect_pause(*, name: str, user: User) -> EffectControl:
     control.paused = True
     control.changed_by = user
     control.save()
-    audit_record(action=AuditAction.EFFECT_PAUSED, actor=user, effect=name)
+    record_audit(None, AuditAction.EFFECT_PAUSED, actor=user, effect=name)
     return control
 
 
@@ -537,8 +532,8 @@ def effect_resume(*, name: str, user: User, rate_per_minute: int | None) -> Effe
     with batch():
         for effect_id in effect_ids:
             enqueue_after_commit(DELIVER_EFFECT_TASK, effect_id)
-    audit_record(
-        action=AuditAction.EFFECT_RESUMED, actor=user, effect=name, rate_per_minute=rate_per_minute
+    record_audit(
+        None, AuditAction.EFFECT_RESUMED, actor=user, effect=name, rate_per_minute=rate_per_minute
     )
     return control
 

@@ -41,15 +41,10 @@ from automation.schemas import (
     storage_problems,
     validation_problems,
 )
-from automation.services.records import (
-    ADVANCE_RUN_TASK,
-    Stage,
-    facts_of,
-    logs_intake,
-    policy_for,
-    record_audit,
-    record_transition,
-)
+from automation.services.journal import Stage, record_audit, record_transition
+from automation.services.payloads import facts_of, policy_for
+from automation.services.runlog import logs_intake
+from automation.services.sending import ADVANCE_RUN_TASK
 from config.dispatch import Priority, enqueue_after_commit
 from policy.evaluation import check_request_allowed
 from policy.models import PolicyVersion

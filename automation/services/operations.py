@@ -36,17 +36,10 @@ from automation.schemas import (
     validation_problems,
 )
 from automation.services.effects import effect_retry
+from automation.services.journal import Stage, add_checkpoint, record_audit, record_transition
 from automation.services.pipeline import STEPS
-from automation.services.records import (
-    ADVANCE_RUN_TASK,
-    DELIVER_EFFECT_TASK,
-    Stage,
-    add_checkpoint,
-    log_run,
-    record_audit,
-    record_transition,
-    run_send,
-)
+from automation.services.runlog import log_run
+from automation.services.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK, run_send
 from config.dispatch import batch, enqueue_after_commit, oldest_waiting
 
 # --- operator operations ----------------------------------------------------------------

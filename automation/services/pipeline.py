@@ -60,29 +60,31 @@ from automation.schemas import (
     is_mail,
     validation_problems,
 )
+from automation.services.backoff import backoff_delay
 from automation.services.effects import (
     DELIVERABLE,
     effect_budget,
     effect_deliver_locked,
     effect_send,
 )
-from automation.services.records import (
+from automation.services.faults import fault_kill_once
+from automation.services.journal import (
     Stage,
     add_checkpoint,
-    backoff_delay,
+    journal,
+    record_audit,
+    record_transition,
+    versions_of,
+)
+from automation.services.locking import lock_run
+from automation.services.payloads import (
     binding_of,
     decided_policy_of,
     effect_key,
     effect_payload_of,
     facts_of,
-    fault_kill_once,
     interpretation_of,
-    journal,
-    lock_run,
     policy_for,
-    record_audit,
-    record_transition,
-    versions_of,
 )
 from config.dispatch import Priority
 from policy.evaluation import Verdict, evaluate

@@ -40,13 +40,8 @@ from automation.models import (
 from automation.schemas import ClassifierDecision, FieldProblem, validation_problems
 from automation.services.effects import effect_retry
 from automation.services.intake import intake_replay
-from automation.services.records import (
-    Stage,
-    add_checkpoint,
-    record_audit,
-    record_transition,
-    run_send,
-)
+from automation.services.journal import Stage, add_checkpoint, record_audit, record_transition
+from automation.services.sending import run_send
 from config import dispatch
 from config.dispatch import Priority, enqueue_after_commit
 

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from automation.models import BatchStatus, Run, Simulation
-from automation.services.records import facts_of, interpretation_of
+from automation.services.payloads import facts_of, interpretation_of
 from config.dispatch import enqueue_after_commit
 from policy.evaluation import Decision, evaluate
 from policy.models import PolicyVersion
