@@ -115,7 +115,7 @@ def _check_decidable(
         raise ApprovalError("comment_required", "a rejection needs a comment")
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def approval_decide(
     *,
     request_id: int,
@@ -216,7 +216,7 @@ def approval_consume(*, request: ApprovalRequest, now: datetime) -> None:
 # --- expiry and escalation (the scheduled sweep) ------------------------------------------
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def approval_expire(*, request_id: int, now: datetime) -> bool:
     """Close a pending request past its expiry; the run then waits for a fresh one."""
     request = ApprovalRequest.objects.select_for_update().filter(pk=request_id).first()
@@ -233,7 +233,7 @@ def approval_expire(*, request_id: int, now: datetime) -> bool:
     return True
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def approval_escalate(*, request_id: int, now: datetime) -> bool:
     """Past its SLA, a pending request also goes to the group policy names for escalation."""
     request = ApprovalRequest.objects.select_for_update().filter(pk=request_id).first()

@@ -108,7 +108,7 @@ def _lock_deliverable(effect_id: int) -> Effect | None:
 
 
 def _deliver_local(effect_id: int, adapter: EffectAdapter, now: datetime) -> str | None:
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         effect = _lock_deliverable(effect_id)
         if effect is None:
             return None
@@ -195,7 +195,7 @@ def effect_send(*, effect: Effect, now: datetime, priority: Priority = Priority.
 
 def _claim(effect_id: int, adapter: EffectAdapter, now: datetime) -> tuple[Effect, datetime] | None:
     """Take a lease on one due effect and count the attempt; None if it is not ours to send."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         effect = _lock_deliverable(effect_id)
         if effect is None or _not_due(effect, now):
             return None
@@ -284,7 +284,7 @@ def _record(
     elapsed_ms: int,
     now: datetime,
 ) -> str | None:
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         effect = Effect.objects.select_for_update().get(pk=effect_id)
         if effect.status not in DELIVERABLE or effect.attempts != attempt:
             return None  # our lease ran out and another worker took the effect over
@@ -433,36 +433,44 @@ def _delivered(
 def effect_retry(*, run_id: int, user: User, reason: str, now: datetime | None = None) -> str:
     """Deliver a held run's effect again: same key, a fresh attempt budget and deadline."""
     _may_recover(user)  # before the run is read: a refusal records nothing on it
+    with transaction.atomic(durable=True):
+        return effect_retry_in_transaction(run_id=run_id, user=user, reason=reason, now=now)
+
+
+def effect_retry_in_transaction(
+    *, run_id: int, user: User, reason: str, now: datetime | None = None
+) -> str:
+    """effect_retry inside the caller's transaction, for a caller that has checked the
+    person's right to recover runs (retrying a held run's failed stage)."""
     now = now or timezone.now()
-    with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run_id)
-        if not can_proceed(run.retry_effect):
-            record_audit(
-                run,
-                AuditAction.TRANSITION_REFUSED,
-                actor=user,
-                from_state=run.state,
-                outcome=Outcome.STATE_CONFLICT,
-                requested="retry_effect",
-                reason=reason,
-            )
-            return Outcome.STATE_CONFLICT
-        if not has_transition_perm(run.retry_effect, user):
-            raise PermissionDenied("you may not retry effects")
-        effect = Effect.objects.select_for_update().get(run=run, name=run.effect_name)
-        attempts, effect.deadline_at = effect_budget(effect.name, now)
-        effect.status = EffectStatus.RETRY_WAIT
-        effect.attempt_limit = effect.attempts + attempts
-        effect.next_attempt_at = now
-        effect.lease_expires_at = None
-        effect.dispatched_at = now
-        effect.save()
-        record_transition(
-            run, run.retry_effect, actor=user, note={"reason": reason, "effect": effect.pk}
+    run = Run.objects.select_for_update().get(pk=run_id)
+    if not can_proceed(run.retry_effect):
+        record_audit(
+            run,
+            AuditAction.TRANSITION_REFUSED,
+            actor=user,
+            from_state=run.state,
+            outcome=Outcome.STATE_CONFLICT,
+            requested="retry_effect",
+            reason=reason,
         )
-        # A person asked for it: ahead of any backlog.
-        enqueue_after_commit(DELIVER_EFFECT_TASK, effect.pk, priority=Priority.URGENT)
-        return run.state
+        return Outcome.STATE_CONFLICT
+    if not has_transition_perm(run.retry_effect, user):
+        raise PermissionDenied("you may not retry effects")
+    effect = Effect.objects.select_for_update().get(run=run, name=run.effect_name)
+    attempts, effect.deadline_at = effect_budget(effect.name, now)
+    effect.status = EffectStatus.RETRY_WAIT
+    effect.attempt_limit = effect.attempts + attempts
+    effect.next_attempt_at = now
+    effect.lease_expires_at = None
+    effect.dispatched_at = now
+    effect.save()
+    record_transition(
+        run, run.retry_effect, actor=user, note={"reason": reason, "effect": effect.pk}
+    )
+    # A person asked for it: ahead of any backlog.
+    enqueue_after_commit(DELIVER_EFFECT_TASK, effect.pk, priority=Priority.URGENT)
+    return run.state
 
 
 @dataclass(frozen=True)
@@ -500,7 +508,7 @@ def _may_control(user: User) -> None:
         raise PermissionDenied("you may not pause or resume effects")
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def effect_pause(*, name: str, user: User) -> EffectControl:
     """Hold every delivery of this effect: due ones wait instead of using up attempts."""
     _may_control(user)
@@ -512,7 +520,7 @@ def effect_pause(*, name: str, user: User) -> EffectControl:
     return control
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def effect_resume(*, name: str, user: User, rate_per_minute: int | None) -> EffectControl:
     """Let deliveries go again, at most `rate_per_minute` so the receiver can recover."""
     _may_control(user)

@@ -70,7 +70,7 @@ def api_tokens_revoke(*, token_ids: list[int], user: User) -> int:
     partner's whole intake."""
     if not user.has_perm("automation.change_apitoken"):
         raise PermissionDenied("you may not revoke API tokens")
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         revoked = ApiToken.objects.filter(pk__in=token_ids, is_active=True)
         names = list(revoked.values_list("name", flat=True))
         count = revoked.update(is_active=False)
@@ -79,6 +79,7 @@ def api_tokens_revoke(*, token_ids: list[int], user: User) -> int:
         return count
 
 
+@transaction.atomic(durable=True)
 def channel_get_or_create(*, name: str, classifier: str = "") -> IntakeChannel:
     """A channel stamped with its configured classifier, workflow and prompt versions.
 
@@ -113,7 +114,6 @@ def _classifier_stamp(classifier: str) -> dict[str, str]:
     }
 
 
-@transaction.atomic
 def _channel_follow(channel: IntakeChannel, stamp: dict[str, str]) -> None:
     if all(getattr(channel, key) == value for key, value in stamp.items()):
         return
@@ -153,11 +153,22 @@ def intake_submit(
     """
     record = {"channel": channel, "raw": raw, "content_type": content_type, "source": source}
     try:
-        with transaction.atomic():
+        with transaction.atomic(durable=True):
             return intake_admit(intake=IntakeRecord.objects.create(**record))
     except Exception as exc:
         _keep_raw(record, exc)
         raise
+
+
+def intake_submit_in_transaction(
+    *, channel: IntakeChannel, raw: bytes, content_type: str, source: str
+) -> IntakeResult:
+    """intake_submit inside the caller's transaction: for a dry run that rolls back everything
+    it did (the classifier evaluation). A failure is the caller's to handle."""
+    record = IntakeRecord.objects.create(
+        channel=channel, raw=raw, content_type=content_type, source=source
+    )
+    return intake_admit(intake=record)
 
 
 def _keep_raw(record: dict[str, Any], error: Exception) -> None:
@@ -230,7 +241,8 @@ def _parse_mail(raw: bytes) -> tuple[MailEvent | None, Any, list[FieldProblem]]:
 
 @logs_intake
 def intake_admit(*, intake: IntakeRecord) -> IntakeResult:
-    """Validate, normalize, fingerprint and claim the event identity for one intake record."""
+    """Validate, normalize, fingerprint and claim the event identity for one intake record, in
+    the caller's transaction."""
     event, data, problems = _parse_event(bytes(intake.raw), intake.content_type)
     if event is None:
         event_id = data.get("event_id") if isinstance(data, dict) else None
@@ -281,7 +293,6 @@ def _new_run(intake: IntakeRecord, event_id: str) -> Run:
     )
 
 
-@transaction.atomic
 def _create_invalid_run(intake: IntakeRecord, event_id: str, problems: list[FieldProblem]) -> Run:
     run = _new_run(intake, event_id)
     run.save()
@@ -300,6 +311,8 @@ def _create_invalid_run(intake: IntakeRecord, event_id: str, problems: list[Fiel
     return run
 
 
+# A savepoint: when the unique index refuses the run (the event is taken), only the run is
+# rolled back and the caller's transaction goes on to answer with the duplicate.
 @transaction.atomic
 def _create_run(
     intake: IntakeRecord, normalized: dict[str, Any], replay_of: Run | None = None

@@ -49,7 +49,7 @@ def checkpoint_import(
     *, run_id: int, classification: Any, actor_label: str, actor: User | None = None
 ) -> Checkpoint:
     """Store an authored classification as a checkpoint to resume from (validated on resume)."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         run = Run.objects.select_for_update().get(pk=run_id)
         checkpoint = add_checkpoint(run, {"classification": classification}, source="import")
         record_audit(
@@ -65,49 +65,54 @@ def checkpoint_import(
 
 def run_resume(*, run_id: int, actor_label: str, actor: User | None = None) -> str:
     """Continue from the latest checkpoint, revalidating what it holds before using it."""
-    with transaction.atomic():
-        run = Run.objects.select_for_update(of=("self",)).select_related("channel").get(pk=run_id)
-        checkpoint = run.checkpoints.order_by("-sequence").first()
-        stored = (checkpoint.data if checkpoint else {}).get("classification")
-        if run.state not in (State.ENRICHED, State.NEEDS_REVIEW) or stored is None:
-            return _refuse(run, "resume", actor, actor_label)
-        stage = Stage(StageName.CLASSIFY, attempt=run.classify_attempts)
-        try:
-            decision = ClassifierDecision.model_validate(stored)
-        except ValidationError as exc:
-            problems = validation_problems(exc)
-            if run.state == State.NEEDS_REVIEW:
-                return run.outcome
-            record_transition(
-                run,
-                run.hold,
-                stage=stage,
-                stage_outcome=StageOutcome.CLASSIFICATION_INVALID,
-                actor=actor,
-                outcome=Outcome.CLASSIFICATION_INVALID,
-                field=problems[0].field,
-                detail=json.dumps([p.model_dump() for p in problems]),
-            )
-            return Outcome.CLASSIFICATION_INVALID
+    with transaction.atomic(durable=True):
+        return run_resume_in_transaction(run_id=run_id, actor_label=actor_label, actor=actor)
+
+
+def run_resume_in_transaction(*, run_id: int, actor_label: str, actor: User | None = None) -> str:
+    """run_resume inside the caller's transaction (a person's resume, which records who)."""
+    run = Run.objects.select_for_update(of=("self",)).select_related("channel").get(pk=run_id)
+    checkpoint = run.checkpoints.order_by("-sequence").first()
+    stored = (checkpoint.data if checkpoint else {}).get("classification")
+    if run.state not in (State.ENRICHED, State.NEEDS_REVIEW) or stored is None:
+        return _refuse(run, "resume", actor, actor_label)
+    stage = Stage(StageName.CLASSIFY, attempt=run.classify_attempts)
+    try:
+        decision = ClassifierDecision.model_validate(stored)
+    except ValidationError as exc:
+        problems = validation_problems(exc)
+        if run.state == State.NEEDS_REVIEW:
+            return run.outcome
         record_transition(
             run,
-            run.classify,
+            run.hold,
             stage=stage,
-            stage_outcome=StageOutcome.RESUMED,
+            stage_outcome=StageOutcome.CLASSIFICATION_INVALID,
             actor=actor,
-            decision=decision.model_dump(mode="json"),
+            outcome=Outcome.CLASSIFICATION_INVALID,
+            field=problems[0].field,
+            detail=json.dumps([p.model_dump() for p in problems]),
         )
-        record_audit(
-            run,
-            AuditAction.RUN_RESUMED,
-            actor=actor,
-            actor_label=actor_label,
-            from_state=State.ENRICHED,
-            reason="checkpoint",
-            checkpoint=checkpoint.sequence if checkpoint else None,
-        )
-        run_send(run)
-        return run.state
+        return Outcome.CLASSIFICATION_INVALID
+    record_transition(
+        run,
+        run.classify,
+        stage=stage,
+        stage_outcome=StageOutcome.RESUMED,
+        actor=actor,
+        decision=decision.model_dump(mode="json"),
+    )
+    record_audit(
+        run,
+        AuditAction.RUN_RESUMED,
+        actor=actor,
+        actor_label=actor_label,
+        from_state=State.ENRICHED,
+        reason="checkpoint",
+        checkpoint=checkpoint.sequence if checkpoint else None,
+    )
+    run_send(run)
+    return run.state
 
 
 RECOVER_RUN = "automation.recover_run"
@@ -119,7 +124,7 @@ def run_reconsider(*, run_id: int, user: User, reason: str) -> str:
     # nothing on its record (not even a refused transition).
     if not user.has_perm(RECOVER_RUN):
         raise PermissionDenied("you may not re-decide runs")
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         run = Run.objects.select_for_update().get(pk=run_id)
         if not can_proceed(run.reconsider):
             return _refuse(run, "reconsider", user, SYSTEM, reason=reason)
@@ -183,7 +188,7 @@ def run_move(
     current state is refused and recorded (`state_conflict`), the run untouched. A reachable
     one is handed to the pipeline, which makes the move with all its own checks.
     """
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         run = Run.objects.select_for_update().get(pk=run_id)
         reachable = {t.target for t in run.get_available_state_transitions()}
         if target not in reachable:
@@ -284,7 +289,7 @@ def sweep_due(*, now: datetime | None = None, limit: int = 500) -> dict[str, int
         .filter(no_message)
         .values_list("pk", flat=True)[:limit]
     )
-    with transaction.atomic(), batch():
+    with transaction.atomic(durable=True), batch():
         Run.objects.filter(pk__in=due_runs).update(dispatched_at=now)
         Effect.objects.filter(pk__in=effects).update(dispatched_at=now)
         for run_id in [*due_runs, *decided_runs]:

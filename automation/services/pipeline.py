@@ -108,13 +108,22 @@ class ClassifierCall:
 
 
 def run_advance(*, run_id: int, now: datetime | None = None) -> str | None:
-    """Carry the run through every step it can take now.
+    """Carry the run through every step it can take now, in transactions of its own.
 
     Returns the state reached, or None when the message found nothing to do (the run is
     being carried by another worker, waits for a backoff or a person, or has ended).
     """
-    now = now or timezone.now()
-    with transaction.atomic():
+    return _advance(run_id, now or timezone.now(), durable=True)
+
+
+def run_advance_in_transaction(*, run_id: int, now: datetime | None = None) -> str | None:
+    """run_advance inside the caller's transaction, each of its transactions a savepoint: for
+    a dry run that rolls back everything it did (the classifier evaluation)."""
+    return _advance(run_id, now or timezone.now(), durable=False)
+
+
+def _advance(run_id: int, now: datetime, *, durable: bool) -> str | None:
+    with transaction.atomic(durable=durable):
         run = lock_run(run_id)
         if run is None:
             return None
@@ -126,7 +135,7 @@ def run_advance(*, run_id: int, now: datetime | None = None) -> str | None:
                 call.last_checkpoint = written.last_sequence
     if call is None:
         return run.state if moved else None
-    return _classify(call, now)
+    return _classify(call, now, durable=durable)
 
 
 def _carry(run: Run, now: datetime) -> tuple[bool, ClassifierCall | None]:
@@ -239,7 +248,7 @@ def _claim_classifier_attempt(run: Run, now: datetime) -> ClassifierCall | None:
     )
 
 
-def _classify(call: ClassifierCall, now: datetime) -> str | None:
+def _classify(call: ClassifierCall, now: datetime, *, durable: bool) -> str | None:
     """Call the classifier (no transaction, no lock held), then record the answer and carry
     the run on from it."""
     run, attempt = call.run, call.attempt
@@ -255,7 +264,7 @@ def _classify(call: ClassifierCall, now: datetime) -> str | None:
         )
     except (ClassifierTimeout, ClassifierUnavailable) as exc:
         error = exc
-    with transaction.atomic():
+    with transaction.atomic(durable=durable):
         # Wait for the lock: whoever holds the row now is not taking this attempt (we hold
         # its lease), and an answer in hand is never dropped.
         locked = _relock(run)

@@ -38,7 +38,7 @@ from automation.models import (
     State,
 )
 from automation.schemas import ClassifierDecision, FieldProblem, validation_problems
-from automation.services.effects import effect_retry
+from automation.services.effects import effect_retry_in_transaction
 from automation.services.intake import intake_replay
 from automation.services.journal import Stage, add_checkpoint, record_audit, record_transition
 from automation.services.sending import run_send
@@ -98,7 +98,7 @@ def _locked(run_id: int) -> Run:
 # --- queue items: claim, assign, release ---------------------------------------------------
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def queue_claim(*, run_id: int, user: User) -> Run:
     """Take a queue item. Two people claiming at once: the row lock lets one win."""
     _require(user, "work_queue")
@@ -110,7 +110,7 @@ def queue_claim(*, run_id: int, user: User) -> Run:
     return _set_owner(run, user, user, RecoveryKind.CLAIM, "")
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def queue_assign(*, run_id: int, user: User, assignee: User, reason: str = "") -> Run:
     _require(user, "work_queue")
     run = _locked(run_id)
@@ -119,7 +119,7 @@ def queue_assign(*, run_id: int, user: User, assignee: User, reason: str = "") -
     return _set_owner(run, assignee, user, RecoveryKind.ASSIGN, reason)
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def queue_release(*, run_id: int, user: User) -> Run:
     _require(user, "work_queue")
     run = _locked(run_id)
@@ -170,7 +170,7 @@ def run_correct(
     )
     if problems:
         raise CorrectionInvalid(problems)
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         run = _locked(run_id)
         if run.state != State.NEEDS_REVIEW or run.outcome not in CORRECTABLE:
             raise RecoveryError("state_conflict", f"a {run.state} run cannot be corrected")
@@ -213,74 +213,86 @@ def _flatten(classification: dict[str, Any]) -> dict[str, Any]:
 # --- retry, resume, replay, resolve -------------------------------------------------------
 
 
-def run_retry(*, run_id: int, user: User, reason: str, batch: RecoveryBatch | None = None) -> str:
+def run_retry(*, run_id: int, user: User, reason: str) -> str:
     """Retry the failed stage of a held run, for retryable failures only."""
+    with transaction.atomic(durable=True):
+        return _retry(run_id, user, reason, None)
+
+
+def _retry(run_id: int, user: User, reason: str, batch: RecoveryBatch | None) -> str:
+    """run_retry in the caller's transaction (a batch's item)."""
     _require(user, "recover_run")
     reason = _reason(reason)
-    with transaction.atomic():
-        run = _locked(run_id)
-        if run.state == State.NEEDS_REVIEW and run.outcome in EFFECT_HOLDS:
-            result = effect_retry(run_id=run.pk, user=user, reason=reason)
-        elif run.state == State.NEEDS_REVIEW and run.outcome in RETRYABLE_STAGE_HOLDS:
-            record_transition(run, run.retry_stage, actor=user, note={"reason": reason})
-            run_send(run)
-            result = run.state
-        else:
-            result = Outcome.STATE_CONFLICT
-        _record(run, RecoveryKind.RETRY, user, reason, result, batch, held_for=run.outcome)
-        return result
+    run = _locked(run_id)
+    if run.state == State.NEEDS_REVIEW and run.outcome in EFFECT_HOLDS:
+        result = effect_retry_in_transaction(run_id=run.pk, user=user, reason=reason)
+    elif run.state == State.NEEDS_REVIEW and run.outcome in RETRYABLE_STAGE_HOLDS:
+        record_transition(run, run.retry_stage, actor=user, note={"reason": reason})
+        run_send(run)
+        result = run.state
+    else:
+        result = Outcome.STATE_CONFLICT
+    _record(run, RecoveryKind.RETRY, user, reason, result, batch, held_for=run.outcome)
+    return result
 
 
 def run_resume_from_checkpoint(*, run_id: int, user: User, reason: str) -> str:
     """Continue a held run from its latest checkpoint, revalidating what it holds."""
-    from automation.services.operations import run_resume
+    from automation.services.operations import run_resume_in_transaction
 
     _require(user, "recover_run")
     reason = _reason(reason)
-    with transaction.atomic():
-        result = run_resume(run_id=run_id, actor_label=user.get_username(), actor=user)
+    with transaction.atomic(durable=True):
+        result = run_resume_in_transaction(
+            run_id=run_id, actor_label=user.get_username(), actor=user
+        )
         _record(_locked(run_id), RecoveryKind.RESUME, user, reason, result)
         return result
 
 
-def run_replay(*, run_id: int, user: User, reason: str, batch: RecoveryBatch | None = None) -> Run:
+def run_replay(*, run_id: int, user: User, reason: str) -> Run:
     """A new run from the stored input of a finished one, linked to it.
 
     It is decided again under today's policy and reaches the same effect key: an effect the
     original delivered is not delivered again.
     """
+    with transaction.atomic(durable=True):
+        return _replay(run_id, user, reason, None)
+
+
+def _replay(run_id: int, user: User, reason: str, batch: RecoveryBatch | None) -> Run:
+    """run_replay in the caller's transaction (a batch's item)."""
     _require(user, "recover_run")
     reason = _reason(reason)
-    with transaction.atomic():
-        original = _locked(run_id)
-        if not original.is_terminal:
-            raise RecoveryError(
-                "state_conflict", "only a finished run is replayed; retry or resume this one"
-            )
-        replay = intake_replay(original=original)
-        if original.queue:
-            record_transition(
-                original, original.close_exception, actor=user, note={"replayed_as": replay.pk}
-            )
-        # On the trail of both runs, with who did it: whoever replays a run has acted on the
-        # replay and may not approve it (approvals.selectors reads these rows).
-        record_audit(
-            original, AuditAction.RUN_REPLAYED, actor=user, replayed_as=replay.pk, reason=reason
+    original = _locked(run_id)
+    if not original.is_terminal:
+        raise RecoveryError(
+            "state_conflict", "only a finished run is replayed; retry or resume this one"
         )
-        record_audit(
-            replay, AuditAction.RUN_REPLAY_STARTED, actor=user, replay_of=original.pk, reason=reason
+    replay = intake_replay(original=original)
+    if original.queue:
+        record_transition(
+            original, original.close_exception, actor=user, note={"replayed_as": replay.pk}
         )
-        _record(
-            original,
-            RecoveryKind.REPLAY,
-            user,
-            reason,
-            f"replayed as run {replay.pk}",
-            batch,
-            replay=replay.pk,
-        )
-        _record(replay, RecoveryKind.REPLAY, user, reason, "started", batch, replay_of=original.pk)
-        return replay
+    # On the trail of both runs, with who did it: whoever replays a run has acted on the
+    # replay and may not approve it (approvals.selectors reads these rows).
+    record_audit(
+        original, AuditAction.RUN_REPLAYED, actor=user, replayed_as=replay.pk, reason=reason
+    )
+    record_audit(
+        replay, AuditAction.RUN_REPLAY_STARTED, actor=user, replay_of=original.pk, reason=reason
+    )
+    _record(
+        original,
+        RecoveryKind.REPLAY,
+        user,
+        reason,
+        f"replayed as run {replay.pk}",
+        batch,
+        replay=replay.pk,
+    )
+    _record(replay, RecoveryKind.REPLAY, user, reason, "started", batch, replay_of=original.pk)
+    return replay
 
 
 def run_resolve(*, run_id: int, user: User, reason: str, evidence: str, done: bool) -> str:
@@ -289,7 +301,7 @@ def run_resolve(*, run_id: int, user: User, reason: str, evidence: str, done: bo
     reason = _reason(reason)
     if not evidence.strip():
         raise RecoveryError("evidence_required", "describe what was done, or why it is dropped")
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         run = _locked(run_id)
         if run.state != State.NEEDS_REVIEW:
             raise RecoveryError("state_conflict", f"a {run.state} run cannot be resolved")
@@ -333,7 +345,7 @@ def batch_select(*, queue: str, since: datetime, until: datetime) -> list[int]:
     )
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def batch_create(
     *,
     action: str,
@@ -373,7 +385,7 @@ def batch_step(*, batch_id: int) -> bool:
     carries on where the last one stopped, and a duplicated message finds the items done.
     Each item has a savepoint of its own: one that fails is noted and the rest go on.
     """
-    with transaction.atomic(), dispatch.batch(priority=Priority.BULK):
+    with transaction.atomic(durable=True), dispatch.batch(priority=Priority.BULK):
         batch_row = RecoveryBatch.objects.select_for_update().get(pk=batch_id)
         if batch_row.done >= batch_row.total:
             if batch_row.status != BatchStatus.FINISHED:
@@ -394,13 +406,11 @@ def batch_step(*, batch_id: int) -> bool:
 
 def _batch_item(batch: RecoveryBatch, run_id: int) -> tuple[bool, str]:
     try:
-        with transaction.atomic():
+        with transaction.atomic():  # a savepoint: an item that fails rolls back alone
             if batch.action == RecoveryKind.REPLAY:
-                run_replay(run_id=run_id, user=batch.created_by, reason=batch.reason, batch=batch)
+                _replay(run_id, batch.created_by, batch.reason, batch)
                 return True, ""
-            result = run_retry(
-                run_id=run_id, user=batch.created_by, reason=batch.reason, batch=batch
-            )
+            result = _retry(run_id, batch.created_by, batch.reason, batch)
             ok = result != Outcome.STATE_CONFLICT
             return ok, "" if ok else "not retryable in its current state"
     except (RecoveryError, PermissionDenied, ValueError) as exc:

@@ -39,7 +39,7 @@ def simulation_runs(*, since: datetime, until: datetime) -> list[int]:
     )
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def simulation_start(
     *, version: str, since: datetime, until: datetime, user: User | None, in_worker: bool = True
 ) -> Simulation:
@@ -87,7 +87,7 @@ def compare(run: Run, old: PolicyDocument, new: PolicyDocument) -> dict[str, Any
 
 def simulation_step(*, simulation_id: int) -> bool:
     """Judge the next chunk of runs; False when done. The position commits with each chunk."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         simulation = Simulation.objects.select_for_update().get(pk=simulation_id)
         if simulation.done >= simulation.total:
             if simulation.status != BatchStatus.FINISHED:

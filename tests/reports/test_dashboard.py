@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 import time_machine
 from django.contrib.auth.models import User
-from django.db import transaction
 from django.test import Client
 from django.urls import reverse
 
@@ -36,6 +35,7 @@ from automation.models import (
 )
 from automation.roles import roles_ensure
 from reports.exports import spreadsheet_safe
+from tests.conftest import rolled_back
 from tests.reports.history import NOW, History, at, build_history, person
 
 PERIOD = "from=2026-02-18&to=2026-03-03"
@@ -122,11 +122,10 @@ def rows(response: object) -> list[list[str]]:
 @pytest.fixture(scope="module")
 def history(django_db_setup: None, django_db_blocker: Any) -> Iterator[History]:
     """Built once for this module (two seconds of pipeline), rolled back after its last test."""
-    with django_db_blocker.unblock(), transaction.atomic():
+    with django_db_blocker.unblock(), rolled_back():
         built = build_history()
         give_known_durations()
         yield built
-        transaction.set_rollback(True)
 
 
 def give_known_durations() -> None:
