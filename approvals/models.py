@@ -51,7 +51,7 @@ class ApprovalRequest(models.Model):
             # One open request per run and effect: a fresh one replaces a stale one, never joins it.
             models.UniqueConstraint(
                 fields=["run", "effect"],
-                condition=models.Q(status="pending"),
+                condition=models.Q(status=ApprovalStatus.PENDING),
                 name="approval_one_pending_per_run_effect",
             )
         ]
@@ -62,7 +62,7 @@ class ApprovalRequest(models.Model):
             # LIMIT n, walked in order (the page joins its runs for the rows it shows only).
             models.Index(
                 fields=["created_at", "id"],
-                condition=models.Q(status="pending"),
+                condition=models.Q(status=ApprovalStatus.PENDING),
                 name="approval_pending_idx",
             ),
             # Approval waits on the reports: WHERE decided_at >= ... AND decided_at < ...

@@ -15,7 +15,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
-from audit.models import AuditEvent
+from audit.models import APPROVAL_ACTIONS, AuditEvent
 from config.keyset import Cursor, keyset_page
 
 # Rows on one inbox page (keyset pages follow): enough to work through, quick to draw.
@@ -52,10 +52,8 @@ def sla_state(request: ApprovalRequest, now: datetime) -> str:
 # approver. Derived at decision time from the audit trail, where every such action is recorded
 # with its actor: a replay, a late correction or an action on an ancestor is always seen, not
 # only what was known when the request opened. Claiming or assigning a queue item only says who
-# looks at a run (as in the reports) and leaves no audit row.
-
-# Deciding an approval is not acting on the run: an approver of an earlier request may decide.
-DECISION_ACTIONS = "approval."
+# looks at a run (as in the reports) and leaves no audit row. Deciding an approval
+# (APPROVAL_ACTIONS) is not acting on the run: an approver of an earlier request may decide.
 
 
 def run_lineages(run_ids: Iterable[int]) -> dict[int, set[int]]:
@@ -90,7 +88,7 @@ def run_lineages(run_ids: Iterable[int]) -> dict[int, set[int]]:
 def _hand_actions(run_ids: Collection[int]) -> QuerySet[AuditEvent]:
     """Audit rows of people acting on these runs, decisions on their approvals aside."""
     return AuditEvent.objects.filter(run_id__in=run_ids, actor__isnull=False).exclude(
-        action__startswith=DECISION_ACTIONS
+        action__startswith=APPROVAL_ACTIONS
     )
 
 
@@ -142,7 +140,7 @@ def acted_runs_sql(user: User) -> RawSQL:
         f") SELECT id FROM acted"
         f" UNION SELECT id FROM chain WHERE ancestor IN (SELECT id FROM acted)"
     )
-    return RawSQL(sql, (user.pk, DECISION_ACTIONS + "%"))  # noqa: S611 - values are parameters
+    return RawSQL(sql, (user.pk, APPROVAL_ACTIONS + "%"))  # noqa: S611 - values are parameters
 
 
 def decidable_by(user: User, requests: QuerySet[ApprovalRequest]) -> QuerySet[ApprovalRequest]:

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.selectors import conflicted_user_ids
+from audit.models import AuditAction
 from audit.services import audit_record
 from config.dispatch import Priority, enqueue_after_commit
 from policy.schemas import ApprovalRule
@@ -114,7 +115,7 @@ def _check_decidable(
         raise ApprovalError("comment_required", "a rejection needs a comment")
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def approval_decide(
     *,
     request_id: int,
@@ -160,7 +161,7 @@ def approval_decide(
     else:
         code = _tally(request, approve, now, conflicted)
     audit_record(
-        action="approval.approve" if approve else "approval.reject",
+        action=AuditAction.APPROVAL_APPROVE if approve else AuditAction.APPROVAL_REJECT,
         actor=user,
         run_id=request.run_id,
         approval_id=request.pk,
@@ -215,7 +216,7 @@ def approval_consume(*, request: ApprovalRequest, now: datetime) -> None:
 # --- expiry and escalation (the scheduled sweep) ------------------------------------------
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def approval_expire(*, request_id: int, now: datetime) -> bool:
     """Close a pending request past its expiry; the run then waits for a fresh one."""
     request = ApprovalRequest.objects.select_for_update().filter(pk=request_id).first()
@@ -223,7 +224,7 @@ def approval_expire(*, request_id: int, now: datetime) -> bool:
         return False  # decided meanwhile, or a late message
     _close(request, ApprovalStatus.EXPIRED, "expired without a decision", now)
     audit_record(
-        action="approval.expired",
+        action=AuditAction.APPROVAL_EXPIRED,
         run_id=request.run_id,
         approval_id=request.pk,
         expires_at=request.expires_at.isoformat(),
@@ -232,7 +233,7 @@ def approval_expire(*, request_id: int, now: datetime) -> bool:
     return True
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def approval_escalate(*, request_id: int, now: datetime) -> bool:
     """Past its SLA, a pending request also goes to the group policy names for escalation."""
     request = ApprovalRequest.objects.select_for_update().filter(pk=request_id).first()
@@ -247,7 +248,7 @@ def approval_escalate(*, request_id: int, now: datetime) -> bool:
     request.escalated_at = now
     request.save(update_fields=["escalated_at"])
     audit_record(
-        action="approval.escalated",
+        action=AuditAction.APPROVAL_ESCALATED,
         run_id=request.run_id,
         approval_id=request.pk,
         to_group=request.escalate_to,

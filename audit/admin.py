@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
-from audit.models import AuditEvent
+from audit.models import APPROVAL_ACTIONS, AuditEvent
 from config.admin_base import (
     LargeTableAdmin,
     ReadOnlyAdminMixin,
@@ -27,7 +27,7 @@ def _actions(request: HttpRequest) -> list[str]:
     actions = distinct_by_index(AuditEvent.objects.all(), "action")
     if sees_all_approvals(request):
         return actions
-    return [action for action in actions if not action.startswith("approval.")]
+    return [action for action in actions if not action.startswith(APPROVAL_ACTIONS)]
 
 
 @admin.register(AuditEvent)

@@ -8,6 +8,67 @@ from django.conf import settings
 from django.db import models
 
 
+class AuditAction(models.TextChoices):
+    """Every action the trail records. The values are stored and reports filter on them: a
+    value never changes, a new action gets a new member."""
+
+    # A run's transitions: "run." and the name of the transition method on automation's Run
+    # (automation.services.journal checks, when it loads, that each one has its member).
+    RUN_VALIDATE = "run.validate"
+    RUN_NORMALIZE = "run.normalize"
+    RUN_ENRICH = "run.enrich"
+    RUN_SCHEDULE_CLASSIFIER_RETRY = "run.schedule_classifier_retry"
+    RUN_CLASSIFY = "run.classify"
+    RUN_REQUIRE_APPROVAL = "run.require_approval"
+    RUN_APPROVE = "run.approve"
+    RUN_RECONSIDER = "run.reconsider"
+    RUN_INVALIDATE_APPROVAL = "run.invalidate_approval"
+    RUN_REFUSE_APPROVAL = "run.refuse_approval"
+    RUN_EXECUTE = "run.execute"
+    RUN_EXECUTE_APPROVED = "run.execute_approved"
+    RUN_RETRY_EFFECT = "run.retry_effect"
+    RUN_COMPLETE = "run.complete"
+    RUN_BLOCK = "run.block"
+    RUN_HOLD = "run.hold"
+    RUN_FAIL = "run.fail"
+    RUN_RETRY_STAGE = "run.retry_stage"
+    RUN_RESOLVE_BY_HAND = "run.resolve_by_hand"
+    RUN_ABANDON = "run.abandon"
+    RUN_CLOSE_EXCEPTION = "run.close_exception"
+    # What else happens to a run.
+    RUN_RECEIVED = "run.received"
+    RUN_THREAD_LINKED = "run.thread_linked"
+    RUN_RESUMED = "run.resumed"
+    RUN_REPLAYED = "run.replayed"
+    RUN_REPLAY_STARTED = "run.replay_started"
+    RUN_NUDGED = "run.nudged"
+    SWEEP_NUDGED = "sweep.nudged"
+    TRANSITION_REFUSED = "transition.refused"
+    CHECKPOINT_IMPORTED = "checkpoint.imported"
+    # Intake answers that make no run of their own.
+    INTAKE_IDEMPOTENT_REPLAY = "intake.idempotent_replay"
+    INTAKE_IDEMPOTENCY_CONFLICT = "intake.idempotency_conflict"
+    # Effects.
+    EFFECT_ADOPTED = "effect.adopted"
+    EFFECT_PAUSED = "effect.paused"
+    EFFECT_RESUMED = "effect.resumed"
+    # Approvals: every value starts with APPROVAL_ACTIONS (a decision is not a hand on the run).
+    APPROVAL_APPROVE = "approval.approve"
+    APPROVAL_REJECT = "approval.reject"
+    APPROVAL_EXPIRED = "approval.expired"
+    APPROVAL_ESCALATED = "approval.escalated"
+    # Policy and configuration.
+    POLICY_ACTIVATED = "policy.activated"
+    API_TOKEN_REVOKED = "api_token.revoked"  # noqa: S105 - an action name, not a secret
+    CHANNEL_CLASSIFIER_CHANGED = "channel.classifier_changed"
+    CUSTOMERS_LOADED = "customers.loaded"
+
+
+# The prefix of every approval action: rows about approvals are shown only to those who see
+# every group's requests, and are left out of the hand-action index below.
+APPROVAL_ACTIONS = "approval."
+
+
 class AuditEvent(models.Model):
     """Append-only: every transition and every human action. PostgreSQL refuses edits to it."""
 
@@ -44,12 +105,12 @@ class AuditEvent(models.Model):
             # Reports and the run page: WHERE action = ... / WHERE run_id = ... ORDER BY created_at
             models.Index(fields=["action", "created_at"], name="audit_action_idx"),
             # Separation of duties: the runs a person acted on by hand (every action but a
-            # decision on an approval, approvals.selectors.DECISION_ACTIONS). An approver's
+            # decision on an approval, APPROVAL_ACTIONS). An approver's
             # own decisions can be most of their rows; this index holds only the rest.
             models.Index(
                 fields=["actor", "run"],
                 condition=models.Q(actor__isnull=False, run__isnull=False)
-                & ~models.Q(action__startswith="approval."),
+                & ~models.Q(action__startswith=APPROVAL_ACTIONS),
                 name="audit_hand_action_idx",
             ),
         ]

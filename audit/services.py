@@ -6,14 +6,14 @@ from typing import Any
 
 from django.contrib.auth.models import User
 
-from audit.models import AuditEvent
+from audit.models import AuditAction, AuditEvent
 
 SYSTEM = "system"
 
 
 def audit_record(
     *,
-    action: str,
+    action: AuditAction,
     actor: User | None = None,
     actor_label: str = SYSTEM,
     run_id: int | None = None,

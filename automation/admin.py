@@ -29,11 +29,13 @@ from automation.models import (
     IntakeRecord,
     InternalNotification,
     Outcome,
+    RecoveryKind,
     Run,
     StageRecord,
 )
 from automation.schemas import EffectName, Route
 from automation.selectors import identifier_match
+from automation.services.effects import DELIVERABLE
 from config.admin_base import (
     LargeTableAdmin,
     ReadOnlyAdminMixin,
@@ -211,14 +213,14 @@ class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
 
     @admin.action(description="Retry the failed stage of the selected held runs")
     def retry_selected(self, request: HttpRequest, queryset: QuerySet[Run]) -> HttpResponse | None:
-        return self._recover(request, queryset, "retry")
+        return self._recover(request, queryset, RecoveryKind.RETRY)
 
     @admin.action(description="Replay the selected finished runs")
     def replay_selected(self, request: HttpRequest, queryset: QuerySet[Run]) -> HttpResponse | None:
-        return self._recover(request, queryset, "replay")
+        return self._recover(request, queryset, RecoveryKind.REPLAY)
 
     def _recover(
-        self, request: HttpRequest, queryset: QuerySet[Run], action: str
+        self, request: HttpRequest, queryset: QuerySet[Run], action: RecoveryKind
     ) -> HttpResponse | None:
         """Ask for the reason first (an intermediate page), then call the service per run."""
         if not request.user.has_perm("automation.recover_run"):
@@ -237,7 +239,7 @@ class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
         done = 0
         for run in queryset:
             try:
-                if action == "replay":
+                if action == RecoveryKind.REPLAY:
                     services.run_replay(run_id=run.pk, user=user, reason=reason)  # type: ignore[arg-type]
                     done += 1
                 else:
@@ -459,9 +461,7 @@ class EffectControlAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.display(description="deliveries waiting")
     def waiting(self, control: EffectControl) -> int:
-        return Effect.objects.filter(
-            name=control.name, status__in=["pending", "retry_wait"]
-        ).count()
+        return Effect.objects.filter(name=control.name, status__in=DELIVERABLE).count()
 
     @admin.action(description="Pause deliveries", permissions=["change"])
     def pause(self, request: HttpRequest, queryset: QuerySet[EffectControl]) -> None:

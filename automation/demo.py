@@ -45,11 +45,11 @@ def _demo_user(username: str, groups: list[str]) -> str:
     return password
 
 
-@transaction.atomic
 def _rotate_demo_token() -> str:
-    ApiToken.objects.filter(name__startswith="demo-").update(is_active=False)
     channel = services.channel_get_or_create(name="api")
-    _, key = services.api_token_create(name=f"demo-{secrets.token_hex(3)}", channel=channel)
+    with transaction.atomic(durable=True):
+        ApiToken.objects.filter(name__startswith="demo-").update(is_active=False)
+        _, key = services.api_token_create(name=f"demo-{secrets.token_hex(3)}", channel=channel)
     return key
 
 

@@ -19,10 +19,12 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import ApprovalError, approval_decide
+from audit.models import AuditAction
 from automation import services
 from automation.models import (
     AuditEvent,
     ClassificationAttempt,
+    ClassifierResult,
     Effect,
     IntakeChannel,
     Outcome,
@@ -260,7 +262,7 @@ def count(*, channel: IntakeChannel, results: list[CaseResult]) -> dict[str, int
     counters = {
         "cases": len(results),
         "completed": outcomes.count(Outcome.COMPLETED),
-        "approval_required": audit.filter(action="run.require_approval")
+        "approval_required": audit.filter(action=AuditAction.RUN_REQUIRE_APPROVAL)
         .values("run")
         .distinct()
         .count(),
@@ -268,7 +270,10 @@ def count(*, channel: IntakeChannel, results: list[CaseResult]) -> dict[str, int
         "idempotent_replays": outcomes.count(Outcome.IDEMPOTENT_REPLAY),
         "idempotency_conflicts": outcomes.count(Outcome.IDEMPOTENCY_CONFLICT),
         "bounded_retries": _bounded_retries(channel),
-        "checkpoint_resumes": audit.filter(action="run.resumed").values("run").distinct().count(),
+        "checkpoint_resumes": audit.filter(action=AuditAction.RUN_RESUMED)
+        .values("run")
+        .distinct()
+        .count(),
         "controlled_failures": sum(1 for o in outcomes if o in CONTROLLED_FAILURES),
         "authorized_effects": authorized,
         "unauthorized_effects": len(effects) - authorized,
@@ -282,7 +287,7 @@ def _bounded_retries(channel: IntakeChannel) -> int:
         run=OuterRef("run"), attempt__gt=OuterRef("attempt")
     )
     return (
-        ClassificationAttempt.objects.filter(run__channel=channel, outcome="timeout")
+        ClassificationAttempt.objects.filter(run__channel=channel, outcome=ClassifierResult.TIMEOUT)
         .filter(Exists(later))
         .count()
     )

@@ -58,7 +58,9 @@ def _queue_for(outcome: str) -> str:
     return outcome
 
 
-TERMINAL_STATES = frozenset({State.COMPLETED, State.BLOCKED, State.FAILED})
+# In this order in the open-run indexes' condition (Run.Meta) and the queries they serve.
+TERMINAL_STATE_LIST = [State.COMPLETED, State.BLOCKED, State.FAILED]
+TERMINAL_STATES = frozenset(TERMINAL_STATE_LIST)
 NON_TERMINAL_STATES = [s for s in State if s not in TERMINAL_STATES]
 # States in which a worker owes the run its next step (the sweep looks for these).
 WORKING_STATES = [
@@ -284,12 +286,12 @@ class Run(ConcurrentTransitionMixin, models.Model):
             models.Index(
                 models.F("channel"),
                 KeyTransform("request_type", "normalized"),
-                condition=~models.Q(state__in=["completed", "blocked", "failed"]),
+                condition=~models.Q(state__in=TERMINAL_STATE_LIST),
                 name="run_open_by_type_idx",
             ),
             models.Index(
                 KeyTransform("reference", KeyTransform("customer", "enrichment")),
-                condition=~models.Q(state__in=["completed", "blocked", "failed"]),
+                condition=~models.Q(state__in=TERMINAL_STATE_LIST),
                 name="run_open_by_customer_idx",
             ),
         ]
@@ -449,7 +451,16 @@ class Run(ConcurrentTransitionMixin, models.Model):
         source=[State.ENRICHED, State.CLASSIFIED, State.EXECUTING],
         target=State.NEEDS_REVIEW,
     )
-    def hold(self, *, outcome: str, field: str = "", detail: str = "") -> None:
+    def hold(
+        self,
+        *,
+        outcome: str,
+        field: str = "",
+        detail: str = "",
+        decided: dict[str, Any] | None = None,
+    ) -> None:
+        if decided is not None:  # held by policy (low confidence): its decision is kept
+            self._record_decision(decided)
         self.outcome = outcome
         self.failure_field = field
         self.failure_detail = detail
@@ -458,7 +469,17 @@ class Run(ConcurrentTransitionMixin, models.Model):
         self.lease_expires_at = None
 
     @transition(field=state, source=NON_TERMINAL_STATES, target=State.FAILED)
-    def fail(self, *, outcome: str, field: str = "", detail: str = "", finished_at: Any) -> None:
+    def fail(
+        self,
+        *,
+        outcome: str,
+        field: str = "",
+        detail: str = "",
+        finished_at: Any,
+        rules: list[dict[str, Any]] | None = None,
+    ) -> None:
+        if rules is not None:  # refused by a rule (an unsupported request): the rule is kept
+            self.rules = rules
         self.outcome = outcome
         self.failure_field = field
         self.failure_detail = detail
@@ -553,6 +574,48 @@ class Checkpoint(models.Model):
         return f"checkpoint {self.sequence} of run {self.run_id} ({self.state})"
 
 
+class StageName(models.TextChoices):
+    """The stages a run goes through, in the order it meets them (StageRecord.stage)."""
+
+    INTAKE = "intake"
+    VALIDATE = "validate"
+    NORMALIZE = "normalize"
+    ENRICH = "enrich"
+    CLASSIFY = "classify"
+    DECIDE = "decide"
+    APPROVE = "approve"
+    EXECUTE = "execute"
+    COMPLETE = "complete"
+
+
+class StageOutcome(models.TextChoices):
+    """What one stage attempt came to (StageRecord.outcome): the reports count hand-offs to
+    people by stage and outcome. Where a run's outcome code says it, the value is that code."""
+
+    OK = "ok"
+    ACCEPTED = "accepted"
+    INVALID_EVENT = "invalid_event"
+    UNSUPPORTED_REQUEST = "unsupported_request"
+    RETRY_SCHEDULED = "retry_scheduled"
+    RETRY_EXHAUSTED = "retry_exhausted"
+    CLASSIFICATION_INVALID = "classification_invalid"
+    EXTRACTION_INVALID = "extraction_invalid"
+    CORRECTED = "corrected"  # a person's reading replaced the classifier's
+    RESUMED = "resumed"  # from a stored checkpoint
+    POLICY_BLOCK = "policy_block"
+    LOW_CONFIDENCE = "low_confidence"
+    APPROVAL_REQUIRED = "approval_required"
+    AUTHORIZED = "authorized"  # by policy, or by an approval still bound to the run
+    APPROVED = "approved"
+    APPROVAL_REJECTED = "approval_rejected"
+    DELIVERED = "delivered"
+    ALREADY_DELIVERED = "already_delivered"  # a replay that reached a delivered effect
+    REJECTED = "rejected"
+    UNCERTAIN = "uncertain"
+    UNAVAILABLE = "unavailable"  # the delivery budget ran out
+    UNWRITABLE = "unwritable"  # the local record cannot be written as it is
+
+
 class StageRecord(models.Model):
     """One attempt at one stage, with its timing: what the timeline and reports read."""
 
@@ -579,6 +642,15 @@ class StageRecord(models.Model):
         return f"{self.stage} #{self.attempt} of run {self.run_id}: {self.outcome}"
 
 
+class ClassifierResult(models.TextChoices):
+    """What one classifier call came to (ClassificationAttempt.outcome)."""
+
+    VALID = "valid"
+    INVALID = "invalid"
+    TIMEOUT = "timeout"
+    UNAVAILABLE = "unavailable"
+
+
 class ClassificationAttempt(models.Model):
     """Raw classifier output and its validation result. No hidden reasoning is stored."""
 
@@ -587,7 +659,7 @@ class ClassificationAttempt(models.Model):
     classifier = models.CharField(max_length=50)
     classifier_version = models.CharField(max_length=100)
     prompt_version = models.CharField(max_length=100)
-    outcome = models.CharField(max_length=40)  # valid, invalid, timeout, unavailable
+    outcome = models.CharField(max_length=40)  # a ClassifierResult
     raw_output = models.JSONField(null=True, blank=True)
     errors = models.JSONField(default=list, blank=True)
     latency_ms = models.PositiveIntegerField()
@@ -674,6 +746,16 @@ class Effect(models.Model):
         return f"{self.name} for run {self.run_id} ({self.status})"
 
 
+class DeliveryResult(models.TextChoices):
+    """What one delivery attempt came to (EffectAttempt.outcome, an adapter's Delivery)."""
+
+    DELIVERED = "delivered"
+    RETRY = "retry"  # not delivered, worth another attempt (5xx, timeout, refused connection)
+    REJECTED = "rejected"  # refused for good (4xx, a record that cannot be written)
+    UNCERTAIN = "uncertain"  # sent, no answer: it may have been performed
+    LOST = "lost"  # the worker died before it recorded the attempt
+
+
 class EffectAttempt(models.Model):
     """One try at delivering an effect: when, how long, and what came back."""
 
@@ -681,8 +763,7 @@ class EffectAttempt(models.Model):
     attempt = models.PositiveSmallIntegerField()
     started_at = models.DateTimeField()
     duration_ms = models.PositiveIntegerField()
-    # delivered, retry, rejected, uncertain, unavailable, lost (the worker died mid-attempt)
-    outcome = models.CharField(max_length=20)
+    outcome = models.CharField(max_length=20)  # a DeliveryResult
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     error_class = models.CharField(max_length=200, blank=True)
     detail = models.TextField(blank=True)
@@ -759,10 +840,32 @@ class InternalNotification(LocalEffectRecord):
         return f"notification to {self.route}"
 
 
+class RecoveryKind(models.TextChoices):
+    """What a person did in a RecoveryAction (and what a RecoveryBatch does to its runs)."""
+
+    CLAIM = "claim"
+    ASSIGN = "assign"
+    RELEASE = "release"
+    CORRECT = "correct"
+    RETRY = "retry"
+    RESUME = "resume"
+    REPLAY = "replay"
+    RESOLVE = "resolve"
+    ABANDON = "abandon"
+
+
+class BatchStatus(models.TextChoices):
+    """How far a batch (a RecoveryBatch, a Simulation) has got."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
 class RecoveryBatch(models.Model):
     """A batch recovery: which runs, what to do, and how far it got (the progress page)."""
 
-    action = models.CharField(max_length=20)  # retry, replay
+    action = models.CharField(max_length=20)  # RecoveryKind.RETRY or REPLAY
     queue = models.CharField(max_length=40)
     since = models.DateTimeField()
     until = models.DateTimeField()
@@ -772,7 +875,9 @@ class RecoveryBatch(models.Model):
     done = models.PositiveIntegerField(default=0)
     succeeded = models.PositiveIntegerField(default=0)
     failures = models.JSONField(default=list)  # [{"run": id, "reason": ...}]
-    status = models.CharField(max_length=20, default="queued")  # queued, running, finished
+    status = models.CharField(
+        max_length=20, choices=BatchStatus.choices, default=BatchStatus.QUEUED
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -791,7 +896,7 @@ class RecoveryAction(models.Model):
     """Who did what recovery operation on which run, why, and with what result."""
 
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="recovery_actions")
-    action = models.CharField(max_length=30)  # claim, assign, release, correct, retry, ...
+    action = models.CharField(max_length=30)  # a RecoveryKind
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
     reason = models.TextField(blank=True)
     result = models.CharField(max_length=60)
@@ -819,7 +924,9 @@ class Simulation(models.Model):
     done = models.PositiveIntegerField(default=0)
     # [{"run", "event_id", "old", "new", "rules": [...]}] for every decision that would change
     changes = models.JSONField(default=list)
-    status = models.CharField(max_length=20, default="queued")  # queued, running, finished
+    status = models.CharField(
+        max_length=20, choices=BatchStatus.choices, default=BatchStatus.QUEUED
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

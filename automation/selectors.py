@@ -14,9 +14,11 @@ from automation.models import (
     Effect,
     EffectAttempt,
     EffectControl,
+    EffectStatus,
     IntakeChannel,
     RecoveryAction,
     Run,
+    State,
 )
 from automation.schemas import EffectName, is_mail
 from config.keyset import Cursor, Page, keyset_page
@@ -111,7 +113,7 @@ def queue_summaries(*, owners: dict[str, str]) -> list[QueueSummary]:
             count=row["count"],
             oldest=row["oldest"],
             claimed=row["claimed"],
-            owner_group=owners.get(row["queue"], owners.get("needs_review", "")),
+            owner_group=owners.get(row["queue"], owners.get(State.NEEDS_REVIEW, "")),
         )
         for row in rows
     ]
@@ -236,7 +238,7 @@ def effect_controls() -> list[EffectState]:
     """Each effect with deliveries in the outbox or a control: paused or not, and its backlog."""
     counts = {
         row["name"]: row
-        for row in Effect.objects.filter(status__in=["pending", "retry_wait"])
+        for row in Effect.objects.filter(status__in=[EffectStatus.PENDING, EffectStatus.RETRY_WAIT])
         .values("name")
         .annotate(
             # Counting names (never null), not ids: every column read is in effect_due_idx,

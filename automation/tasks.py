@@ -6,7 +6,7 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from automation import services
 from automation.models import Effect
-from automation.services.records import log_run_id
+from automation.services.runlog import log_run_id
 
 
 def advance_run(run_id: int) -> str | None:

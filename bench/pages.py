@@ -140,12 +140,13 @@ def fill(runs: int, approver_id: int) -> None:
         print(f"  {name:<24} {seconds:7.1f} s", flush=True)
 
     print(f"generating {runs} runs", flush=True)
+    channel = channel_get_or_create(name="api")
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL synchronous_commit = off")
         generate(
             cursor,
             runs=runs,
-            channel_id=channel_get_or_create(name="api").pk,
+            channel_id=channel.pk,
             approver_id=approver_id,
             policy_version=policy or "",
             now=datetime.now(UTC),

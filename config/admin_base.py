@@ -12,6 +12,8 @@ from django.db import connections
 from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
 
+from audit.models import APPROVAL_ACTIONS
+
 # Approval records are shown in the admin only to those who read every group's requests (ops
 # leads, auditors, recovery staff). An approver reads the requests routed to their groups in
 # the console, which decides visibility request by request; the admin has no such filter.
@@ -30,7 +32,7 @@ def without_approval_rows(request: HttpRequest, rows: QuerySet[M]) -> QuerySet[M
     read every group's requests: someone else reading the trail sees the runs' own rows."""
     if sees_all_approvals(request):
         return rows
-    return rows.filter(approval__isnull=True).exclude(action__startswith="approval.")
+    return rows.filter(approval__isnull=True).exclude(action__startswith=APPROVAL_ACTIONS)
 
 
 class ReadOnlyAdminMixin:

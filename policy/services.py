@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
+from audit.models import AuditAction
 from audit.services import audit_record
 from policy.models import PolicyVersion
 from policy.schemas import NEW_VERSION, PolicyDocument, version_name_problem
@@ -98,12 +99,56 @@ def parse_policy_text(text: str) -> PolicyDocument:
         raise PolicyError(describe_validation_error(exc)) from exc
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def policy_version_create(
     *, document: PolicyDocument, author: User | None = None
 ) -> tuple[PolicyVersion, bool]:
     """Store a version. Loading the same document again is a no-op; a different one is refused.
     A new version's name must be usable in addresses (whoever built the document)."""
+    return _version_create(document, author)
+
+
+@transaction.atomic(durable=True)
+def policy_version_activate(*, name: str, user: User | None = None) -> PolicyVersion:
+    """Make one version the active one (see _version_activate for how two at once behave)."""
+    return _version_activate(name, user)
+
+
+def policy_load_file(*, path: Path, activate: bool) -> tuple[PolicyVersion, bool]:
+    document = parse_policy_text(path.read_text(encoding="utf-8"))
+    with transaction.atomic(durable=True):
+        return _store(document, activate=activate)
+
+
+def policy_ensure_defaults() -> list[PolicyVersion]:
+    """Load every shipped default, each in its own transaction; the first becomes active when
+    nothing is."""
+    return [policy_load_file(path=path, activate=False)[0] for path in _defaults()]
+
+
+def policy_ensure_defaults_in_transaction() -> list[PolicyVersion]:
+    """policy_ensure_defaults inside the caller's transaction: for a dry run that rolls back
+    everything it did (the classifier evaluation)."""
+    return [
+        _store(parse_policy_text(path.read_text(encoding="utf-8")), activate=False)[0]
+        for path in _defaults()
+    ]
+
+
+def _defaults() -> list[Path]:
+    return sorted(DEFAULTS_DIR.glob("*.yaml"))
+
+
+def _store(document: PolicyDocument, *, activate: bool) -> tuple[PolicyVersion, bool]:
+    """Store a document and make it active if asked, or if no version is."""
+    version, created = _version_create(document, None)
+    no_active = not PolicyVersion.objects.filter(is_active=True).exists()
+    if activate or no_active:
+        version = _version_activate(version.name, None)
+    return version, created
+
+
+def _version_create(document: PolicyDocument, author: User | None) -> tuple[PolicyVersion, bool]:
     existing = PolicyVersion.objects.filter(name=document.version).first()
     if existing is not None:
         if existing.checksum != document.checksum():
@@ -126,15 +171,11 @@ def policy_version_create(
     return version, True
 
 
-@transaction.atomic
-def policy_version_activate(*, name: str, user: User | None = None) -> PolicyVersion:
-    """Make one version the active one.
-
-    Locks every version row (in primary-key order, so two activations cannot deadlock) before
-    looking at which one is active: a second activation waits for the first to commit and
-    then sees its result, instead of missing the newly active row and tripping the
-    single-active constraint.
-    """
+def _version_activate(name: str, user: User | None) -> PolicyVersion:
+    """Locks every version row (in primary-key order, so two activations cannot deadlock)
+    before looking at which one is active: a second activation waits for the first to commit
+    and then sees its result, instead of missing the newly active row and tripping the
+    single-active constraint."""
     if user is not None and not user.has_perm("policy.activate_policyversion"):
         raise PermissionDenied("you may not activate policy versions")
     versions = list(PolicyVersion.objects.select_for_update().order_by("pk"))
@@ -151,26 +192,10 @@ def policy_version_activate(*, name: str, user: User | None = None) -> PolicyVer
         target.activated_at = timezone.now()
         target.save(update_fields=["is_active", "activated_at"])
         # The trail every run's decision can be traced back to.
-        audit_record(action="policy.activated", actor=user, version=name, previous=previous)
+        audit_record(
+            action=AuditAction.POLICY_ACTIVATED, actor=user, version=name, previous=previous
+        )
     return target
-
-
-def policy_load_file(*, path: Path, activate: bool) -> tuple[PolicyVersion, bool]:
-    document = parse_policy_text(path.read_text(encoding="utf-8"))
-    with transaction.atomic():
-        version, created = policy_version_create(document=document)
-        no_active = not PolicyVersion.objects.filter(is_active=True).exists()
-        if activate or no_active:
-            version = policy_version_activate(name=version.name)
-    return version, created
-
-
-def policy_ensure_defaults() -> list[PolicyVersion]:
-    """Load every shipped default; the first becomes active when nothing is."""
-    return [
-        policy_load_file(path=path, activate=False)[0]
-        for path in sorted(DEFAULTS_DIR.glob("*.yaml"))
-    ]
 
 
 def policy_available(*, name: str | None) -> bool:

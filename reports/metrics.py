@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 from approvals.models import ApprovalRequest, ApprovalStatus
 from automation.conf import setting
 from automation.models import (
+    DeliveryResult,
     Effect,
     EffectControl,
     EffectStatus,
@@ -46,8 +47,8 @@ EXCEPTION_QUEUES = (
     Outcome.EFFECT_UNCERTAIN,
     Outcome.EFFECT_REJECTED,
 )
-# EffectAttempt.outcome values; "lost" is an attempt whose worker died before recording it.
-DELIVERY_RESULTS = ("delivered", "retry", "rejected", "uncertain", "unavailable", "lost")
+# Every EffectAttempt.outcome, exported at zero until it happens.
+DELIVERY_RESULTS = tuple(DeliveryResult)
 # Outbox rows not yet delivered, by effect and status: an index-only scan of effect_due_idx.
 OUTBOX_STATUSES = (EffectStatus.PENDING, EffectStatus.RETRY_WAIT)
 

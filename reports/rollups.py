@@ -49,8 +49,8 @@ from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
-from audit.models import AuditEvent
-from automation.models import EffectAttempt, RecoveryAction, Run
+from audit.models import AuditAction, AuditEvent
+from automation.models import EffectAttempt, RecoveryAction, RecoveryKind, Run
 from reports import histograms
 from reports.models import DeliveryTotal, RollupMark, RunHour, RunTotal
 from reports.spans import (
@@ -72,18 +72,25 @@ REBUILD_CHUNK = timedelta(days=7)
 # Recovery actions that change what happens to a run. Claiming, assigning and releasing a
 # queue item only say who looks at it: a run that was merely claimed can still go straight
 # through.
-TOUCHING_RECOVERY = ("correct", "retry", "resume", "replay", "resolve", "abandon")
+TOUCHING_RECOVERY = (
+    RecoveryKind.CORRECT,
+    RecoveryKind.RETRY,
+    RecoveryKind.RESUME,
+    RecoveryKind.REPLAY,
+    RecoveryKind.RESOLVE,
+    RecoveryKind.ABANDON,
+)
 # Transitions a person makes, named on the audit trail with their actor: a correction or a
 # resume (classify), a retry, a re-decision, a resolution by hand, a replay closing the
 # original. Retrying a held effect from the admin or the command line leaves only this trace.
 PERSON_MOVES = (
-    "run.classify",
-    "run.retry_stage",
-    "run.retry_effect",
-    "run.reconsider",
-    "run.resolve_by_hand",
-    "run.abandon",
-    "run.close_exception",
+    AuditAction.RUN_CLASSIFY,
+    AuditAction.RUN_RETRY_STAGE,
+    AuditAction.RUN_RETRY_EFFECT,
+    AuditAction.RUN_RECONSIDER,
+    AuditAction.RUN_RESOLVE_BY_HAND,
+    AuditAction.RUN_ABANDON,
+    AuditAction.RUN_CLOSE_EXCEPTION,
 )
 
 
@@ -346,10 +353,10 @@ def rollups_refresh(*, now: datetime | None = None) -> int:
     workers never fold the same changes at once.
     """
     now = now or timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         mark = RollupMark.objects.select_for_update().first()
         if mark is None:
-            return rollups_rebuild(now=now)
+            return _rebuild(None, now)
         dirty = changed_hours(mark)
         stale = histograms.changed_hours(mark) if histograms.built(mark) else None
         counted = mark.attempt_id
@@ -367,30 +374,34 @@ def rollups_rebuild(*, since: datetime | None = None, now: datetime | None = Non
     Returns the hours recomputed. Hours before `since` are kept but still brought up to date
     with the changes above the marks, so the result equals a full rebuild.
     """
-    now = now or timezone.now()
-    with transaction.atomic():
-        mark = RollupMark.objects.select_for_update().first()
-        if mark is None and since is not None:
-            raise ValueError("there are no rollups yet: rebuild all of history first")
-        before = changed_hours(mark) if mark is not None else set()
-        stale = histograms.changed_hours(mark) if histograms.built(mark) else None
-        # One mark row: two first rebuilds at once collide on its primary key, one rolls back.
-        fresh = mark or RollupMark(pk=1)
-        _advance(fresh, now)
-        oldest = Run.objects.order_by("created_at").values_list("created_at", flat=True).first()
-        newest = Run.objects.order_by("-created_at").values_list("created_at", flat=True).first()
-        start = floor_hour(since or oldest or now)
-        # Runs stamped ahead of the clock (skew) are counted too.
-        end = floor_hour(max(now, newest or now)) + HOUR
-        if since is None:
-            RunHour.objects.all().delete()
-            RunTotal.objects.all().delete()
-        DeliveryTotal.objects.all().delete()
-        _add_deliveries(above=0, upto=fresh.attempt_id)
-        spans = merge([(start, end), *((h, h + HOUR) for h in before if h < start)])
-        _recompute(spans)
-        # The histograms likewise: from `since` if they were built before, else all of them.
-        histograms.rebuild(since=since if stale is not None else None, now=now)
-        for fact, hours in (stale or {}).items():
-            histograms.recompute(fact, [(h, h + HOUR) for h in hours if since and h < since])
-        return sum(int((b - a) / HOUR) for a, b in spans)
+    with transaction.atomic(durable=True):
+        return _rebuild(since, now or timezone.now())
+
+
+def _rebuild(since: datetime | None, now: datetime) -> int:
+    """rollups_rebuild in the caller's transaction (a refresh that finds no rollups yet)."""
+    mark = RollupMark.objects.select_for_update().first()
+    if mark is None and since is not None:
+        raise ValueError("there are no rollups yet: rebuild all of history first")
+    before = changed_hours(mark) if mark is not None else set()
+    stale = histograms.changed_hours(mark) if histograms.built(mark) else None
+    # One mark row: two first rebuilds at once collide on its primary key, one rolls back.
+    fresh = mark or RollupMark(pk=1)
+    _advance(fresh, now)
+    oldest = Run.objects.order_by("created_at").values_list("created_at", flat=True).first()
+    newest = Run.objects.order_by("-created_at").values_list("created_at", flat=True).first()
+    start = floor_hour(since or oldest or now)
+    # Runs stamped ahead of the clock (skew) are counted too.
+    end = floor_hour(max(now, newest or now)) + HOUR
+    if since is None:
+        RunHour.objects.all().delete()
+        RunTotal.objects.all().delete()
+    DeliveryTotal.objects.all().delete()
+    _add_deliveries(above=0, upto=fresh.attempt_id)
+    spans = merge([(start, end), *((h, h + HOUR) for h in before if h < start)])
+    _recompute(spans)
+    # The histograms likewise: from `since` if they were built before, else all of them.
+    histograms.rebuild(since=since if stale is not None else None, now=now)
+    for fact, hours in (stale or {}).items():
+        histograms.recompute(fact, [(h, h + HOUR) for h in hours if since and h < since])
+    return sum(int((b - a) / HOUR) for a, b in spans)

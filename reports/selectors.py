@@ -13,8 +13,8 @@ from functools import reduce
 from typing import Any
 
 from approvals.models import ApprovalRequest, ApprovalStatus
-from audit.models import AuditEvent
-from automation.models import State
+from audit.models import AuditAction, AuditEvent
+from automation.models import StageName, StageOutcome, State
 from reports import histograms
 from reports.histograms import Histogram, Key
 from reports.models import RollupMark
@@ -27,26 +27,16 @@ PENDING_LIMIT = 20
 
 # Where a run goes to a person: (stage, stage outcome) -> the reason shown.
 HANDOFFS = {
-    ("decide", "approval_required"): "approval",
-    ("decide", "low_confidence"): "low confidence",
-    ("classify", "classification_invalid"): "invalid output",
-    ("classify", "extraction_invalid"): "extraction",
-    ("classify", "retry_exhausted"): "retries exhausted",
-    ("execute", "unavailable"): "effect unavailable",
-    ("execute", "uncertain"): "effect uncertain",
-    ("execute", "rejected"): "effect rejected",
+    (StageName.DECIDE, StageOutcome.APPROVAL_REQUIRED): "approval",
+    (StageName.DECIDE, StageOutcome.LOW_CONFIDENCE): "low confidence",
+    (StageName.CLASSIFY, StageOutcome.CLASSIFICATION_INVALID): "invalid output",
+    (StageName.CLASSIFY, StageOutcome.EXTRACTION_INVALID): "extraction",
+    (StageName.CLASSIFY, StageOutcome.RETRY_EXHAUSTED): "retries exhausted",
+    (StageName.EXECUTE, StageOutcome.UNAVAILABLE): "effect unavailable",
+    (StageName.EXECUTE, StageOutcome.UNCERTAIN): "effect uncertain",
+    (StageName.EXECUTE, StageOutcome.REJECTED): "effect rejected",
 }
-STAGE_ORDER = (
-    "intake",
-    "validate",
-    "normalize",
-    "enrich",
-    "classify",
-    "decide",
-    "approve",
-    "execute",
-    "complete",
-)
+STAGE_ORDER: tuple[str, ...] = tuple(StageName)
 DECIDED_BY_A_PERSON = (ApprovalStatus.APPROVED, ApprovalStatus.REJECTED)
 
 
@@ -147,7 +137,7 @@ def activations(*, since: datetime, until: datetime) -> list[Activation]:
     """Policy activations from the audit trail (a version keeps only its latest activation)."""
     rows = (
         AuditEvent.objects.filter(
-            action="policy.activated", created_at__gte=since, created_at__lt=until
+            action=AuditAction.POLICY_ACTIVATED, created_at__gte=since, created_at__lt=until
         )
         .order_by("created_at", "pk")
         .values_list("created_at", "data")[:MAX_ACTIVATIONS]
@@ -432,7 +422,7 @@ def rule_changes(*, period: Period, now: datetime) -> list[RuleChange]:
 def policy_impacts(*, now: datetime) -> list[RuleChange]:
     """The latest activations of all time, newest first (the policy page)."""
     rows = (
-        AuditEvent.objects.filter(action="policy.activated")
+        AuditEvent.objects.filter(action=AuditAction.POLICY_ACTIVATED)
         .order_by("-created_at", "-pk")
         .values_list("created_at", "data")[:MAX_ACTIVATIONS]
     )

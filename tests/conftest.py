@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import Group, User
+from django.db import transaction
 from django.test import TestCase
 
 from automation import services
@@ -77,6 +78,18 @@ def decision_for(event: dict[str, Any], **overrides: Any) -> dict[str, Any]:
 
 
 TIMEOUT = {"type": "timeout"}
+
+
+@contextlib.contextmanager
+def rolled_back() -> Iterator[None]:
+    """A transaction that is rolled back when the block ends: test data for several tests, or
+    one request's writes. Like a TestCase's own transaction (Django marks those the same way)
+    it may hold the services' durable transactions, which refuse any other outer block."""
+    atomic = transaction.atomic()
+    atomic._from_testcase = True  # type: ignore[attr-defined]
+    with atomic:
+        yield
+        transaction.set_rollback(True)
 
 
 class Pipeline:

@@ -35,7 +35,6 @@ from django.contrib.auth.tokens import default_token_generator
 from django.contrib.contenttypes.models import ContentType
 from django.contrib.messages import get_messages
 from django.core.cache import cache
-from django.db import transaction
 from django.db.models import Model
 from django.http import HttpResponse
 from django.shortcuts import resolve_url
@@ -57,7 +56,7 @@ from policy.services import DEFAULTS_DIR, parse_policy_text, policy_version_acti
 from policy.services import policy_version_create as policy_create
 from receiver.models import Delivery, Receipt
 from reports.exports import EXPORTS
-from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
+from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event, rolled_back
 
 # --- outcomes -----------------------------------------------------------------------------
 
@@ -695,11 +694,8 @@ class Caller:
         cache.clear()  # the login throttle counts failures in the cache
         if method == "GET":  # reading writes nothing: no savepoint to pay for
             return self._send(method, path, probe, world)
-        with transaction.atomic():
-            try:
-                return self._send(method, path, probe, world)
-            finally:
-                transaction.set_rollback(True)
+        with rolled_back():
+            return self._send(method, path, probe, world)
 
     def _send(self, method: str, path: str, probe: Probe, world: World) -> HttpResponse:
         response = self._first(method, path, probe, world)

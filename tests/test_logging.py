@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
 from automation.models import Run
-from automation.services.records import move
+from automation.services.journal import record_transition
 from config.logging import JsonFormatter, PlainFormatter
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
@@ -109,7 +109,8 @@ def test_a_rolled_back_transition_is_not_logged(
         pytest.raises(RuntimeError),
         transaction.atomic(),
     ):
-        move(Run.objects.get(pk=run.pk), "validate", event_id="evt-rb")
+        fresh = Run.objects.get(pk=run.pk)
+        record_transition(fresh, fresh.validate, event_id="evt-rb")
         raise RuntimeError("the step failed after the transition")
 
     assert lines(runs_log) == []

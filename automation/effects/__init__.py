@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from automation.models import Effect
+from automation.models import DeliveryResult, Effect
 
 
 @dataclass(frozen=True)
 class Delivery:
     """What one attempt came to."""
 
-    outcome: str  # delivered, retry, rejected, uncertain
+    outcome: DeliveryResult
     reference: str = ""
     status_code: int | None = None
     retry_after: float | None = None  # seconds, from the receiver's Retry-After

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, HttpUrl
 
 from automation.conf import setting
 from automation.effects import Delivery
-from automation.models import Effect
+from automation.models import DeliveryResult, Effect
 from policy.schemas import canonical_json
 
 SIGNATURE_HEADER = "X-Gatehouse-Signature"
@@ -101,10 +101,12 @@ class HttpAdapter:
             with httpx.Client(timeout=timeout, follow_redirects=False) as client:
                 response = client.post(str(self.config.url), content=body, headers=headers)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-            return Delivery("retry", error_class=type(exc).__name__, detail=str(exc))
+            return Delivery(DeliveryResult.RETRY, error_class=type(exc).__name__, detail=str(exc))
         except httpx.TransportError as exc:
             # Sent (or partly sent) and no answer: it may or may not have happened downstream.
-            return Delivery("uncertain", error_class=type(exc).__name__, detail=str(exc))
+            return Delivery(
+                DeliveryResult.UNCERTAIN, error_class=type(exc).__name__, detail=str(exc)
+            )
         return self._judge(response)
 
     def _judge(self, response: httpx.Response) -> Delivery:
@@ -112,12 +114,17 @@ class HttpAdapter:
         body = response.text[:BODY_KEPT]
         if 200 <= status < 300:
             reference = response.headers.get("Location") or f"http {status}"
-            return Delivery("delivered", reference=reference[:200], status_code=status, body=body)
+            return Delivery(
+                DeliveryResult.DELIVERED, reference=reference[:200], status_code=status, body=body
+            )
         if status in RETRYABLE_STATUS or status >= 500:
             return Delivery(
-                "retry", status_code=status, retry_after=_retry_after(response), body=body
+                DeliveryResult.RETRY,
+                status_code=status,
+                retry_after=_retry_after(response),
+                body=body,
             )
-        return Delivery("rejected", status_code=status, body=body)
+        return Delivery(DeliveryResult.REJECTED, status_code=status, body=body)
 
 
 def http_adapter_for(name: str) -> HttpAdapter | None:

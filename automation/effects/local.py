@@ -7,6 +7,7 @@ from typing import Any
 from automation.effects import Delivery
 from automation.models import (
     AccountReview,
+    DeliveryResult,
     Effect,
     FollowUp,
     InternalNotification,
@@ -39,7 +40,7 @@ class LocalAdapter:
                 payload=effect.payload,
                 **self.columns(effect),
             )
-        return Delivery("delivered", reference=f"{self.prefix}:{record.pk}")
+        return Delivery(DeliveryResult.DELIVERED, reference=f"{self.prefix}:{record.pk}")
 
     def columns(self, effect: Effect) -> dict[str, Any]:
         return {name: effect.payload[name] for name in self.fields}

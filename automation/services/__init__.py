@@ -7,6 +7,7 @@ commands call these functions; nothing else changes a run.
 
 from __future__ import annotations
 
+from automation.services.backoff import backoff_delay
 from automation.services.effects import (
     BatchResult,
     effect_deliver,
@@ -33,13 +34,8 @@ from automation.services.operations import (
     run_resume,
     sweep_due,
 )
+from automation.services.payloads import effect_key
 from automation.services.pipeline import run_advance
-from automation.services.records import (
-    ADVANCE_RUN_TASK,
-    DELIVER_EFFECT_TASK,
-    backoff_delay,
-    effect_key,
-)
 from automation.services.recovery import (
     CorrectionInvalid,
     RecoveryError,
@@ -54,6 +50,7 @@ from automation.services.recovery import (
     run_resume_from_checkpoint,
     run_retry,
 )
+from automation.services.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK
 
 __all__ = [
     "ADVANCE_RUN_TASK",

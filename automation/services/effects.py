@@ -28,32 +28,31 @@ from django.db import (
 )
 from django.db.models import Q
 from django.utils import timezone
-from django_fsm import has_transition_perm
+from django_fsm import can_proceed, has_transition_perm
 
 from approvals.models import ApprovalRequest, ApprovalStatus
-from audit.services import audit_record
+from audit.models import AuditAction
 from automation.conf import setting
 from automation.effects import Delivery, EffectAdapter, get_adapter
 from automation.models import (
+    DeliveryResult,
     Effect,
     EffectAttempt,
     EffectControl,
     EffectStatus,
     Outcome,
     Run,
+    StageName,
+    StageOutcome,
     State,
 )
 from automation.schemas import storable
-from automation.services.records import (
-    DELIVER_EFFECT_TASK,
-    Stage,
-    backoff_delay,
-    binding_of,
-    lock_run,
-    log_run,
-    move,
-    record_audit,
-)
+from automation.services.backoff import backoff_delay
+from automation.services.journal import Stage, record_audit, record_transition
+from automation.services.locking import lock_run
+from automation.services.payloads import binding_of
+from automation.services.runlog import log_run
+from automation.services.sending import DELIVER_EFFECT_TASK
 from config.dispatch import Priority, batch, enqueue_after_commit
 from policy.models import PolicyVersion
 
@@ -63,6 +62,8 @@ DELIVERABLE = [EffectStatus.PENDING, EffectStatus.RETRY_WAIT]
 # as the code expects). Transient errors (OperationalError: a lost connection, a deadlock) are
 # not among them: they roll the delivery back and the sweep tries again.
 UNWRITABLE = (DataError, IntegrityError, ProgrammingError, NotSupportedError, UnicodeEncodeError)
+# Attempt results logged at INFO; any other is a WARNING.
+QUIET_RESULTS = (DeliveryResult.DELIVERED, DeliveryResult.RETRY)
 # While an effect is paused, due deliveries look again this often, without using an attempt.
 PAUSE_RECHECK = timedelta(seconds=30)
 
@@ -107,7 +108,7 @@ def _lock_deliverable(effect_id: int) -> Effect | None:
 
 
 def _deliver_local(effect_id: int, adapter: EffectAdapter, now: datetime) -> str | None:
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         effect = _lock_deliverable(effect_id)
         if effect is None:
             return None
@@ -163,7 +164,7 @@ def _hold_unwritable(effect: Effect, run: Run, error: Exception, now: datetime) 
         attempt=effect.attempts,
         started_at=now,
         duration_ms=0,
-        outcome="rejected",
+        outcome=DeliveryResult.REJECTED,
         error_class=type(error).__name__,
         detail=reason,
     )
@@ -176,7 +177,7 @@ def _hold_unwritable(effect: Effect, run: Run, error: Exception, now: datetime) 
     _hold_unavailable(
         effect,
         run,
-        "unwritable",
+        StageOutcome.UNWRITABLE,
         f"the {effect.name} record could not be written ({reason}); retrying fails "
         "the same way until the value or the column is fixed",
         save=False,
@@ -194,7 +195,7 @@ def effect_send(*, effect: Effect, now: datetime, priority: Priority = Priority.
 
 def _claim(effect_id: int, adapter: EffectAdapter, now: datetime) -> tuple[Effect, datetime] | None:
     """Take a lease on one due effect and count the attempt; None if it is not ours to send."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         effect = _lock_deliverable(effect_id)
         if effect is None or _not_due(effect, now):
             return None
@@ -203,14 +204,16 @@ def _claim(effect_id: int, adapter: EffectAdapter, now: datetime) -> tuple[Effec
             return None
         if _note_lost_attempt(effect, run, now) and not adapter.honours_idempotency_keys:
             # The lost attempt may have been performed and this receiver cannot tell a repeat.
-            lost = Delivery("uncertain", error_class="WorkerLost")
+            lost = Delivery(DeliveryResult.UNCERTAIN, error_class="WorkerLost")
             _apply(effect, run, adapter, lost, now)
             return None
         if effect.attempts >= effect.attempt_limit or (
             effect.deadline_at is not None and now > effect.deadline_at
         ):
             # The budget ran out while the effect waited (a pause, a lost attempt).
-            _retry_or_hold(effect, run, Delivery("retry", error_class="BudgetSpent"), now)
+            _retry_or_hold(
+                effect, run, Delivery(DeliveryResult.RETRY, error_class="BudgetSpent"), now
+            )
             return None
         wait = _held_back(effect, now)
         if wait is not None:
@@ -245,7 +248,7 @@ def _note_lost_attempt(effect: Effect, run: Run, now: datetime) -> bool:
         # The claim took the lease at the start of the attempt.
         started_at=(effect.lease_expires_at - lease) if effect.lease_expires_at else now,
         duration_ms=0,
-        outcome="lost",
+        outcome=DeliveryResult.LOST,
         error_class="WorkerLost",
         detail="the worker stopped before it recorded this attempt; its lease ran out",
     )
@@ -281,7 +284,7 @@ def _record(
     elapsed_ms: int,
     now: datetime,
 ) -> str | None:
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         effect = Effect.objects.select_for_update().get(pk=effect_id)
         if effect.status not in DELIVERABLE or effect.attempts != attempt:
             return None  # our lease ran out and another worker took the effect over
@@ -303,7 +306,7 @@ def _record(
         effect.response_status = delivery.status_code
         effect.response_body = delivery.body
         effect.last_error = delivery.error_class or (
-            "" if delivery.outcome == "delivered" else f"HTTP {delivery.status_code}"
+            "" if delivery.outcome == DeliveryResult.DELIVERED else f"HTTP {delivery.status_code}"
         )
         _apply(effect, run, adapter, delivery, now)
         return effect.status
@@ -314,7 +317,7 @@ def _log_attempt(run: Run, effect: Effect, attempt: EffectAttempt) -> None:
     log_run(
         run,
         f"effect {effect.name} attempt {attempt.attempt}: {attempt.outcome}",
-        level=logging.INFO if attempt.outcome in ("delivered", "retry") else logging.WARNING,
+        level=logging.INFO if attempt.outcome in QUIET_RESULTS else logging.WARNING,
         effect_id=effect.pk,
         effect=effect.name,
         attempt=attempt.attempt,
@@ -329,30 +332,30 @@ def _apply(
     effect: Effect, run: Run, adapter: EffectAdapter, delivery: Delivery, now: datetime
 ) -> None:
     outcome = delivery.outcome
-    if outcome == "uncertain" and adapter.honours_idempotency_keys:
-        outcome = "retry"  # the receiver deduplicates by key: sending again is safe
-    if outcome == "delivered":
+    if outcome == DeliveryResult.UNCERTAIN and adapter.honours_idempotency_keys:
+        outcome = DeliveryResult.RETRY  # the receiver deduplicates by key: sending again is safe
+    if outcome == DeliveryResult.DELIVERED:
         _delivered(effect, run, delivery, now)
-    elif outcome == "rejected":
+    elif outcome == DeliveryResult.REJECTED:
         _finish(effect, EffectStatus.REJECTED)
-        move(
+        record_transition(
             run,
-            "fail",
-            stage=Stage("execute", effect.attempts),
-            stage_outcome="rejected",
+            run.fail,
+            stage=Stage(StageName.EXECUTE, effect.attempts),
+            stage_outcome=StageOutcome.REJECTED,
             checkpoint={"effect": effect.pk, "response_status": delivery.status_code},
             outcome=Outcome.EFFECT_REJECTED,
             field=effect.name,
             detail=f"HTTP {delivery.status_code}: {delivery.body[:300]}",
             finished_at=now,
         )
-    elif outcome == "uncertain":
+    elif outcome == DeliveryResult.UNCERTAIN:
         _finish(effect, EffectStatus.UNCERTAIN)
-        move(
+        record_transition(
             run,
-            "hold",
-            stage=Stage("execute", effect.attempts),
-            stage_outcome="uncertain",
+            run.hold,
+            stage=Stage(StageName.EXECUTE, effect.attempts),
+            stage_outcome=StageOutcome.UNCERTAIN,
             outcome=Outcome.EFFECT_UNCERTAIN,
             field=effect.name,
             detail=f"{delivery.error_class}: sent, no answer; reconcile with the receiver",
@@ -370,22 +373,26 @@ def _retry_or_hold(effect: Effect, run: Run, delivery: Delivery, now: datetime) 
     effect.next_attempt_at = None if spent or late else next_at
     effect.save()
     if effect.next_attempt_at is not None:
-        Stage("execute", effect.attempts).record(run, "retry_scheduled", delivery.error_class)
+        Stage(StageName.EXECUTE, effect.attempts).record(
+            run, StageOutcome.RETRY_SCHEDULED, delivery.error_class
+        )
         return
     reason = "attempt limit reached" if spent else "deadline passed"
     tries = f"{effect.attempts} attempt{'' if effect.attempts == 1 else 's'}"
     last = delivery.error_class or f"HTTP {delivery.status_code}"
-    _hold_unavailable(effect, run, "unavailable", f"{reason} after {tries}; last: {last}")
+    _hold_unavailable(
+        effect, run, StageOutcome.UNAVAILABLE, f"{reason} after {tries}; last: {last}"
+    )
 
 
 def _hold_unavailable(
-    effect: Effect, run: Run, stage_outcome: str, detail: str, *, save: bool = True
+    effect: Effect, run: Run, stage_outcome: StageOutcome, detail: str, *, save: bool = True
 ) -> None:
     """Hold the run for a person: the effect cannot be delivered as things stand."""
-    move(
+    record_transition(
         run,
-        "hold",
-        stage=Stage("execute", effect.attempts),
+        run.hold,
+        stage=Stage(StageName.EXECUTE, effect.attempts),
         stage_outcome=stage_outcome,
         outcome=Outcome.EFFECT_UNAVAILABLE,
         field=effect.name,
@@ -409,11 +416,11 @@ def _delivered(
     effect.lease_expires_at = None
     effect.next_attempt_at = None
     effect.save()
-    Stage("execute", effect.attempts).record(run, "delivered")
-    move(
+    Stage(StageName.EXECUTE, effect.attempts).record(run, StageOutcome.DELIVERED)
+    record_transition(
         run,
-        "complete",
-        stage=Stage("complete"),
+        run.complete,
+        stage=Stage(StageName.COMPLETE),
         checkpoint={"effect": effect.pk, "response_ref": effect.response_ref},
         finished_at=now,
         save=save_run,
@@ -426,34 +433,44 @@ def _delivered(
 def effect_retry(*, run_id: int, user: User, reason: str, now: datetime | None = None) -> str:
     """Deliver a held run's effect again: same key, a fresh attempt budget and deadline."""
     _may_recover(user)  # before the run is read: a refusal records nothing on it
+    with transaction.atomic(durable=True):
+        return effect_retry_in_transaction(run_id=run_id, user=user, reason=reason, now=now)
+
+
+def effect_retry_in_transaction(
+    *, run_id: int, user: User, reason: str, now: datetime | None = None
+) -> str:
+    """effect_retry inside the caller's transaction, for a caller that has checked the
+    person's right to recover runs (retrying a held run's failed stage)."""
     now = now or timezone.now()
-    with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run_id)
-        if not any(t.name == "retry_effect" for t in run.get_available_state_transitions()):
-            record_audit(
-                run,
-                "transition.refused",
-                actor=user,
-                from_state=run.state,
-                outcome=Outcome.STATE_CONFLICT,
-                requested="retry_effect",
-                reason=reason,
-            )
-            return Outcome.STATE_CONFLICT
-        if not has_transition_perm(run.retry_effect, user):
-            raise PermissionDenied("you may not retry effects")
-        effect = Effect.objects.select_for_update().get(run=run, name=run.effect_name)
-        attempts, effect.deadline_at = effect_budget(effect.name, now)
-        effect.status = EffectStatus.RETRY_WAIT
-        effect.attempt_limit = effect.attempts + attempts
-        effect.next_attempt_at = now
-        effect.lease_expires_at = None
-        effect.dispatched_at = now
-        effect.save()
-        move(run, "retry_effect", actor=user, note={"reason": reason, "effect": effect.pk})
-        # A person asked for it: ahead of any backlog.
-        enqueue_after_commit(DELIVER_EFFECT_TASK, effect.pk, priority=Priority.URGENT)
-        return run.state
+    run = Run.objects.select_for_update().get(pk=run_id)
+    if not can_proceed(run.retry_effect):
+        record_audit(
+            run,
+            AuditAction.TRANSITION_REFUSED,
+            actor=user,
+            from_state=run.state,
+            outcome=Outcome.STATE_CONFLICT,
+            requested="retry_effect",
+            reason=reason,
+        )
+        return Outcome.STATE_CONFLICT
+    if not has_transition_perm(run.retry_effect, user):
+        raise PermissionDenied("you may not retry effects")
+    effect = Effect.objects.select_for_update().get(run=run, name=run.effect_name)
+    attempts, effect.deadline_at = effect_budget(effect.name, now)
+    effect.status = EffectStatus.RETRY_WAIT
+    effect.attempt_limit = effect.attempts + attempts
+    effect.next_attempt_at = now
+    effect.lease_expires_at = None
+    effect.dispatched_at = now
+    effect.save()
+    record_transition(
+        run, run.retry_effect, actor=user, note={"reason": reason, "effect": effect.pk}
+    )
+    # A person asked for it: ahead of any backlog.
+    enqueue_after_commit(DELIVER_EFFECT_TASK, effect.pk, priority=Priority.URGENT)
+    return run.state
 
 
 @dataclass(frozen=True)
@@ -491,7 +508,7 @@ def _may_control(user: User) -> None:
         raise PermissionDenied("you may not pause or resume effects")
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def effect_pause(*, name: str, user: User) -> EffectControl:
     """Hold every delivery of this effect: due ones wait instead of using up attempts."""
     _may_control(user)
@@ -499,11 +516,11 @@ def effect_pause(*, name: str, user: User) -> EffectControl:
     control.paused = True
     control.changed_by = user
     control.save()
-    audit_record(action="effect.paused", actor=user, effect=name)
+    record_audit(None, AuditAction.EFFECT_PAUSED, actor=user, effect=name)
     return control
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def effect_resume(*, name: str, user: User, rate_per_minute: int | None) -> EffectControl:
     """Let deliveries go again, at most `rate_per_minute` so the receiver can recover."""
     _may_control(user)
@@ -523,7 +540,9 @@ def effect_resume(*, name: str, user: User, rate_per_minute: int | None) -> Effe
     with batch():
         for effect_id in effect_ids:
             enqueue_after_commit(DELIVER_EFFECT_TASK, effect_id)
-    audit_record(action="effect.resumed", actor=user, effect=name, rate_per_minute=rate_per_minute)
+    record_audit(
+        None, AuditAction.EFFECT_RESUMED, actor=user, effect=name, rate_per_minute=rate_per_minute
+    )
     return control
 
 

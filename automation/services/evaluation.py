@@ -16,10 +16,10 @@ from typing import Any
 from django.db import transaction
 
 from automation.models import IntakeChannel, Run, State
-from automation.services.customers import customers_load
-from automation.services.intake import MAIL_TYPE, intake_submit
-from automation.services.pipeline import run_advance
-from policy.services import policy_ensure_defaults, policy_get
+from automation.services.customers import customers_load_in_transaction
+from automation.services.intake import MAIL_TYPE, intake_submit_in_transaction
+from automation.services.pipeline import run_advance_in_transaction
+from policy.services import policy_ensure_defaults_in_transaction, policy_get
 
 # The pipeline stops here for an evaluation: the decision is made, nothing is delivered.
 WORKING = {State.RECEIVED, State.VALIDATED, State.NORMALIZED, State.ENRICHED, State.CLASSIFIED}
@@ -242,7 +242,7 @@ def classifier_evaluate(
 ) -> EvaluationReport:
     """Run every labelled message through the pipeline up to its decision, then undo it all."""
     rows = _labels(labels)
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         report = _evaluate(labels, rows, classifier, policy)
         transaction.set_rollback(True)
     return report
@@ -253,11 +253,11 @@ def _evaluate(
 ) -> EvaluationReport:
     from automation.classifiers import classifier_versions
 
-    policy_ensure_defaults()
+    policy_ensure_defaults_in_transaction()
     chosen = policy_get(name=policy)
     customers = labels.parent / "customers.csv"
     if customers.exists():
-        customers_load(path=customers)
+        customers_load_in_transaction(path=customers)
     version, prompt = classifier_versions(classifier)
     channel = IntakeChannel.objects.create(
         name=f"evaluation:{classifier}",
@@ -277,7 +277,7 @@ def _evaluate(
             report.left_out[row["expected_intake"] or "unlabelled"] += 1
             continue
         raw = (labels.parent / row["file"]).read_bytes()
-        result = intake_submit(
+        result = intake_submit_in_transaction(
             channel=channel, raw=raw, content_type=MAIL_TYPE, source=f"evaluation:{row['file']}"
         )
         if result.run is None or result.run.state == State.FAILED:
@@ -312,7 +312,7 @@ def _decided(run_id: int) -> Run:
         run = Run.objects.get(pk=run_id)
         if run.state not in WORKING:
             return run
-        if run_advance(run_id=run_id, now=run.next_attempt_at) is None:
+        if run_advance_in_transaction(run_id=run_id, now=run.next_attempt_at) is None:
             return run
     return Run.objects.get(pk=run_id)
 

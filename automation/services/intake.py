@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
+from audit.models import AuditAction
 from automation.classifiers import classifier_versions
 from automation.conf import setting
 from automation.mail import parse_message
@@ -25,6 +26,8 @@ from automation.models import (
     IntakeRecord,
     Outcome,
     Run,
+    StageName,
+    StageOutcome,
     State,
 )
 from automation.schemas import (
@@ -38,15 +41,10 @@ from automation.schemas import (
     storage_problems,
     validation_problems,
 )
-from automation.services.records import (
-    ADVANCE_RUN_TASK,
-    Stage,
-    facts_of,
-    logs_intake,
-    move,
-    policy_for,
-    record_audit,
-)
+from automation.services.journal import Stage, record_audit, record_transition
+from automation.services.payloads import facts_of, policy_for
+from automation.services.runlog import logs_intake
+from automation.services.sending import ADVANCE_RUN_TASK
 from config.dispatch import Priority, enqueue_after_commit
 from policy.evaluation import check_request_allowed
 from policy.models import PolicyVersion
@@ -72,15 +70,16 @@ def api_tokens_revoke(*, token_ids: list[int], user: User) -> int:
     partner's whole intake."""
     if not user.has_perm("automation.change_apitoken"):
         raise PermissionDenied("you may not revoke API tokens")
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         revoked = ApiToken.objects.filter(pk__in=token_ids, is_active=True)
         names = list(revoked.values_list("name", flat=True))
         count = revoked.update(is_active=False)
         for name in names:
-            record_audit(None, "api_token.revoked", actor=user, token=name)
+            record_audit(None, AuditAction.API_TOKEN_REVOKED, actor=user, token=name)
         return count
 
 
+@transaction.atomic(durable=True)
 def channel_get_or_create(*, name: str, classifier: str = "") -> IntakeChannel:
     """A channel stamped with its configured classifier, workflow and prompt versions.
 
@@ -115,7 +114,6 @@ def _classifier_stamp(classifier: str) -> dict[str, str]:
     }
 
 
-@transaction.atomic
 def _channel_follow(channel: IntakeChannel, stamp: dict[str, str]) -> None:
     if all(getattr(channel, key) == value for key, value in stamp.items()):
         return
@@ -125,7 +123,7 @@ def _channel_follow(channel: IntakeChannel, stamp: dict[str, str]) -> None:
     channel.save(update_fields=list(stamp))
     record_audit(
         None,
-        "channel.classifier_changed",
+        AuditAction.CHANNEL_CLASSIFIER_CHANGED,
         channel=channel.name,
         before=before,
         after=channel.classifier_version,
@@ -155,11 +153,22 @@ def intake_submit(
     """
     record = {"channel": channel, "raw": raw, "content_type": content_type, "source": source}
     try:
-        with transaction.atomic():
+        with transaction.atomic(durable=True):
             return intake_admit(intake=IntakeRecord.objects.create(**record))
     except Exception as exc:
         _keep_raw(record, exc)
         raise
+
+
+def intake_submit_in_transaction(
+    *, channel: IntakeChannel, raw: bytes, content_type: str, source: str
+) -> IntakeResult:
+    """intake_submit inside the caller's transaction: for a dry run that rolls back everything
+    it did (the classifier evaluation). A failure is the caller's to handle."""
+    record = IntakeRecord.objects.create(
+        channel=channel, raw=raw, content_type=content_type, source=source
+    )
+    return intake_admit(intake=record)
 
 
 def _keep_raw(record: dict[str, Any], error: Exception) -> None:
@@ -232,7 +241,8 @@ def _parse_mail(raw: bytes) -> tuple[MailEvent | None, Any, list[FieldProblem]]:
 
 @logs_intake
 def intake_admit(*, intake: IntakeRecord) -> IntakeResult:
-    """Validate, normalize, fingerprint and claim the event identity for one intake record."""
+    """Validate, normalize, fingerprint and claim the event identity for one intake record, in
+    the caller's transaction."""
     event, data, problems = _parse_event(bytes(intake.raw), intake.content_type)
     if event is None:
         event_id = data.get("event_id") if isinstance(data, dict) else None
@@ -283,16 +293,15 @@ def _new_run(intake: IntakeRecord, event_id: str) -> Run:
     )
 
 
-@transaction.atomic
 def _create_invalid_run(intake: IntakeRecord, event_id: str, problems: list[FieldProblem]) -> Run:
     run = _new_run(intake, event_id)
     run.save()
     detail = json.dumps([p.model_dump() for p in problems])
-    move(
+    record_transition(
         run,
-        "fail",
-        stage=Stage("intake"),
-        stage_outcome=Outcome.INVALID_EVENT,
+        run.fail,
+        stage=Stage(StageName.INTAKE),
+        stage_outcome=StageOutcome.INVALID_EVENT,
         checkpoint={"problems": json.loads(detail)},
         outcome=Outcome.INVALID_EVENT,
         field=problems[0].field,
@@ -302,6 +311,8 @@ def _create_invalid_run(intake: IntakeRecord, event_id: str, problems: list[Fiel
     return run
 
 
+# A savepoint: when the unique index refuses the run (the event is taken), only the run is
+# rolled back and the caller's transaction goes on to answer with the duplicate.
 @transaction.atomic
 def _create_run(
     intake: IntakeRecord, normalized: dict[str, Any], replay_of: Run | None = None
@@ -312,7 +323,7 @@ def _create_run(
     the event identity (the original keeps it) but keeps its scope, so it reaches the same
     effect key.
     """
-    stage = Stage("intake")
+    stage = Stage(StageName.INTAKE)
     run = _new_run(intake, normalized["event_id"])
     run.claims_identity = replay_of is None
     run.replay_of = replay_of
@@ -324,20 +335,21 @@ def _create_run(
         _thread_link(run, normalized)
     run.dispatched_at = timezone.now()  # its first message is sent with it, below
     run.save()
-    stage.record(run, "accepted")
-    record_audit(run, "run.received", intake=intake, fingerprint=run.fingerprint)
+    stage.record(run, StageOutcome.ACCEPTED)
+    record_audit(run, AuditAction.RUN_RECEIVED, intake=intake, fingerprint=run.fingerprint)
     if replay_of is None and is_mail(normalized):
         _thread_adopt(run)
     allowed = check_request_allowed(policy_for(run).parsed, facts_of(run))
     if not allowed.passed:
-        run.rules = [allowed.as_dict()]
-        move(
+        rules = [allowed.as_dict()]
+        record_transition(
             run,
-            "fail",
-            checkpoint={"rules": run.rules},
+            run.fail,
+            checkpoint={"rules": rules},
             outcome=Outcome.UNSUPPORTED_REQUEST,
             field="requested_action",
             detail=allowed.text,
+            rules=rules,
             finished_at=timezone.now(),
         )
         return run
@@ -380,7 +392,7 @@ def _thread_adopt(run: Run) -> None:
     reply_ids = list(replies.values_list("pk", flat=True))
     Run.objects.filter(pk__in=reply_ids).update(thread_parent=run)
     for reply_id in reply_ids:
-        record_audit(run, "run.thread_linked", reply=reply_id)
+        record_audit(run, AuditAction.RUN_THREAD_LINKED, reply=reply_id)
 
 
 def intake_replay(*, original: Run) -> Run:
@@ -395,9 +407,10 @@ def _answer_duplicate(intake: IntakeRecord, owner: Run, new_fingerprint: str) ->
     same = owner.fingerprint == new_fingerprint
     code = Outcome.IDEMPOTENT_REPLAY if same else Outcome.IDEMPOTENCY_CONFLICT
     # Recorded against the intake record; the existing run is not touched.
-    record_audit(
-        None, f"intake.{code}", intake=intake, existing_run=owner.pk, fingerprint=new_fingerprint
+    action = (
+        AuditAction.INTAKE_IDEMPOTENT_REPLAY if same else AuditAction.INTAKE_IDEMPOTENCY_CONFLICT
     )
+    record_audit(None, action, intake=intake, existing_run=owner.pk, fingerprint=new_fingerprint)
     problems = (
         []
         if same

@@ -12,11 +12,12 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
-from django_fsm import has_transition_perm
+from django_fsm import can_proceed, has_transition_perm
 from pydantic import ValidationError
 
 from approvals import services as approvals
 from approvals.models import ApprovalRequest, ApprovalStatus
+from audit.models import AuditAction
 from audit.services import SYSTEM
 from automation.conf import setting
 from automation.models import (
@@ -26,6 +27,8 @@ from automation.models import (
     EffectStatus,
     Outcome,
     Run,
+    StageName,
+    StageOutcome,
     State,
 )
 from automation.schemas import (
@@ -33,17 +36,10 @@ from automation.schemas import (
     validation_problems,
 )
 from automation.services.effects import effect_retry
+from automation.services.journal import Stage, add_checkpoint, record_audit, record_transition
 from automation.services.pipeline import STEPS
-from automation.services.records import (
-    ADVANCE_RUN_TASK,
-    DELIVER_EFFECT_TASK,
-    Stage,
-    add_checkpoint,
-    log_run,
-    move,
-    record_audit,
-    run_send,
-)
+from automation.services.runlog import log_run
+from automation.services.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK, run_send
 from config.dispatch import batch, enqueue_after_commit, oldest_waiting
 
 # --- operator operations ----------------------------------------------------------------
@@ -53,12 +49,12 @@ def checkpoint_import(
     *, run_id: int, classification: Any, actor_label: str, actor: User | None = None
 ) -> Checkpoint:
     """Store an authored classification as a checkpoint to resume from (validated on resume)."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         run = Run.objects.select_for_update().get(pk=run_id)
         checkpoint = add_checkpoint(run, {"classification": classification}, source="import")
         record_audit(
             run,
-            "checkpoint.imported",
+            AuditAction.CHECKPOINT_IMPORTED,
             actor=actor,
             actor_label=actor_label,
             from_state=run.state,
@@ -69,49 +65,54 @@ def checkpoint_import(
 
 def run_resume(*, run_id: int, actor_label: str, actor: User | None = None) -> str:
     """Continue from the latest checkpoint, revalidating what it holds before using it."""
-    with transaction.atomic():
-        run = Run.objects.select_for_update(of=("self",)).select_related("channel").get(pk=run_id)
-        checkpoint = run.checkpoints.order_by("-sequence").first()
-        stored = (checkpoint.data if checkpoint else {}).get("classification")
-        if run.state not in (State.ENRICHED, State.NEEDS_REVIEW) or stored is None:
-            return _refuse(run, "resume", actor, actor_label)
-        stage = Stage("classify", attempt=run.classify_attempts)
-        try:
-            decision = ClassifierDecision.model_validate(stored)
-        except ValidationError as exc:
-            problems = validation_problems(exc)
-            if run.state == State.NEEDS_REVIEW:
-                return run.outcome
-            move(
-                run,
-                "hold",
-                stage=stage,
-                stage_outcome=Outcome.CLASSIFICATION_INVALID,
-                actor=actor,
-                outcome=Outcome.CLASSIFICATION_INVALID,
-                field=problems[0].field,
-                detail=json.dumps([p.model_dump() for p in problems]),
-            )
-            return Outcome.CLASSIFICATION_INVALID
-        move(
+    with transaction.atomic(durable=True):
+        return run_resume_in_transaction(run_id=run_id, actor_label=actor_label, actor=actor)
+
+
+def run_resume_in_transaction(*, run_id: int, actor_label: str, actor: User | None = None) -> str:
+    """run_resume inside the caller's transaction (a person's resume, which records who)."""
+    run = Run.objects.select_for_update(of=("self",)).select_related("channel").get(pk=run_id)
+    checkpoint = run.checkpoints.order_by("-sequence").first()
+    stored = (checkpoint.data if checkpoint else {}).get("classification")
+    if run.state not in (State.ENRICHED, State.NEEDS_REVIEW) or stored is None:
+        return _refuse(run, "resume", actor, actor_label)
+    stage = Stage(StageName.CLASSIFY, attempt=run.classify_attempts)
+    try:
+        decision = ClassifierDecision.model_validate(stored)
+    except ValidationError as exc:
+        problems = validation_problems(exc)
+        if run.state == State.NEEDS_REVIEW:
+            return run.outcome
+        record_transition(
             run,
-            "classify",
+            run.hold,
             stage=stage,
-            stage_outcome="resumed",
+            stage_outcome=StageOutcome.CLASSIFICATION_INVALID,
             actor=actor,
-            decision=decision.model_dump(mode="json"),
+            outcome=Outcome.CLASSIFICATION_INVALID,
+            field=problems[0].field,
+            detail=json.dumps([p.model_dump() for p in problems]),
         )
-        record_audit(
-            run,
-            "run.resumed",
-            actor=actor,
-            actor_label=actor_label,
-            from_state=State.ENRICHED,
-            reason="checkpoint",
-            checkpoint=checkpoint.sequence if checkpoint else None,
-        )
-        run_send(run)
-        return run.state
+        return Outcome.CLASSIFICATION_INVALID
+    record_transition(
+        run,
+        run.classify,
+        stage=stage,
+        stage_outcome=StageOutcome.RESUMED,
+        actor=actor,
+        decision=decision.model_dump(mode="json"),
+    )
+    record_audit(
+        run,
+        AuditAction.RUN_RESUMED,
+        actor=actor,
+        actor_label=actor_label,
+        from_state=State.ENRICHED,
+        reason="checkpoint",
+        checkpoint=checkpoint.sequence if checkpoint else None,
+    )
+    run_send(run)
+    return run.state
 
 
 RECOVER_RUN = "automation.recover_run"
@@ -123,9 +124,9 @@ def run_reconsider(*, run_id: int, user: User, reason: str) -> str:
     # nothing on its record (not even a refused transition).
     if not user.has_perm(RECOVER_RUN):
         raise PermissionDenied("you may not re-decide runs")
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         run = Run.objects.select_for_update().get(pk=run_id)
-        if not any(t.name == "reconsider" for t in run.get_available_state_transitions()):
+        if not can_proceed(run.reconsider):
             return _refuse(run, "reconsider", user, SYSTEM, reason=reason)
         if not has_transition_perm(run.reconsider, user):
             raise PermissionDenied("you may not re-decide runs")
@@ -135,7 +136,7 @@ def run_reconsider(*, run_id: int, user: User, reason: str) -> str:
         )
         for request in open_requests:
             approvals.approval_invalidate(request=request, refusal=Outcome.APPROVAL_STALE, now=now)
-        move(run, "reconsider", actor=user, note={"reason": reason})
+        record_transition(run, run.reconsider, actor=user, note={"reason": reason})
         run_send(run)
         return run.state
 
@@ -187,14 +188,14 @@ def run_move(
     current state is refused and recorded (`state_conflict`), the run untouched. A reachable
     one is handed to the pipeline, which makes the move with all its own checks.
     """
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         run = Run.objects.select_for_update().get(pk=run_id)
         reachable = {t.target for t in run.get_available_state_transitions()}
         if target not in reachable:
             return _refuse(run, f"move to {target}", actor, actor_label, reason=reason)
         record_audit(
             run,
-            "run.nudged",
+            AuditAction.RUN_NUDGED,
             actor=actor,
             actor_label=actor_label,
             from_state=run.state,
@@ -209,7 +210,7 @@ def _refuse(run: Run, what: str, actor: User | None, actor_label: str, **data: A
     """Record a refused transition; the run itself is left exactly as it was."""
     record_audit(
         run,
-        "transition.refused",
+        AuditAction.TRANSITION_REFUSED,
         actor=actor,
         actor_label=actor_label,
         from_state=run.state,
@@ -288,7 +289,7 @@ def sweep_due(*, now: datetime | None = None, limit: int = 500) -> dict[str, int
         .filter(no_message)
         .values_list("pk", flat=True)[:limit]
     )
-    with transaction.atomic(), batch():
+    with transaction.atomic(durable=True), batch():
         Run.objects.filter(pk__in=due_runs).update(dispatched_at=now)
         Effect.objects.filter(pk__in=effects).update(dispatched_at=now)
         for run_id in [*due_runs, *decided_runs]:
@@ -297,7 +298,7 @@ def sweep_due(*, now: datetime | None = None, limit: int = 500) -> dict[str, int
             enqueue_after_commit(DELIVER_EFFECT_TASK, effect_id)
         if due_runs or decided_runs:
             AuditEvent.objects.bulk_create(
-                AuditEvent(run_id=run_id, action="sweep.nudged", actor_label=SYSTEM)
+                AuditEvent(run_id=run_id, action=AuditAction.SWEEP_NUDGED, actor_label=SYSTEM)
                 for run_id in [*due_runs, *decided_runs]
             )
     approvals_done = approvals.approvals_sweep(now=now, limit=limit)

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from approvals import services as approvals
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import run_conflicted_user_ids
+from audit.models import AuditAction
 from automation.classifiers import (
     ClassifierInput,
     ClassifierRefused,
@@ -40,43 +41,50 @@ from automation.customers import customer_find, customers_known
 from automation.effects import get_adapter
 from automation.extraction import extraction_problems
 from automation.models import (
+    TERMINAL_STATE_LIST,
     ClassificationAttempt,
+    ClassifierResult,
     Effect,
     EffectStatus,
     Outcome,
     Run,
+    StageName,
+    StageOutcome,
     State,
 )
 from automation.schemas import (
+    AccountTier,
     ClassifierDecision,
     FieldProblem,
     event_text,
     is_mail,
     validation_problems,
 )
+from automation.services.backoff import backoff_delay
 from automation.services.effects import (
     DELIVERABLE,
     effect_budget,
     effect_deliver_locked,
     effect_send,
 )
-from automation.services.records import (
+from automation.services.faults import fault_kill_once
+from automation.services.journal import (
     Stage,
     add_checkpoint,
-    backoff_delay,
+    journal,
+    record_audit,
+    record_transition,
+    versions_of,
+)
+from automation.services.locking import lock_run
+from automation.services.payloads import (
     binding_of,
     decided_policy_of,
     effect_key,
     effect_payload_of,
     facts_of,
-    fault_kill_once,
     interpretation_of,
-    journal,
-    lock_run,
-    move,
     policy_for,
-    record_audit,
-    versions_of,
 )
 from config.dispatch import Priority
 from policy.evaluation import Verdict, evaluate
@@ -100,13 +108,22 @@ class ClassifierCall:
 
 
 def run_advance(*, run_id: int, now: datetime | None = None) -> str | None:
-    """Carry the run through every step it can take now.
+    """Carry the run through every step it can take now, in transactions of its own.
 
     Returns the state reached, or None when the message found nothing to do (the run is
     being carried by another worker, waits for a backoff or a person, or has ended).
     """
-    now = now or timezone.now()
-    with transaction.atomic():
+    return _advance(run_id, now or timezone.now(), durable=True)
+
+
+def run_advance_in_transaction(*, run_id: int, now: datetime | None = None) -> str | None:
+    """run_advance inside the caller's transaction, each of its transactions a savepoint: for
+    a dry run that rolls back everything it did (the classifier evaluation)."""
+    return _advance(run_id, now or timezone.now(), durable=False)
+
+
+def _advance(run_id: int, now: datetime, *, durable: bool) -> str | None:
+    with transaction.atomic(durable=durable):
         run = lock_run(run_id)
         if run is None:
             return None
@@ -118,7 +135,7 @@ def run_advance(*, run_id: int, now: datetime | None = None) -> str | None:
                 call.last_checkpoint = written.last_sequence
     if call is None:
         return run.state if moved else None
-    return _classify(call, now)
+    return _classify(call, now, durable=durable)
 
 
 def _carry(run: Run, now: datetime) -> tuple[bool, ClassifierCall | None]:
@@ -158,16 +175,18 @@ def _message_done(run: Run, moved: bool) -> None:
 def _step_validate(run: Run, now: datetime) -> bool:
     # Intake validated the event against its contract and stored it normalized: this step
     # records that, without reading the event again.
-    move(run, "validate", stage=Stage("validate"), event_id=run.event_id, save=False)
+    record_transition(
+        run, run.validate, stage=Stage(StageName.VALIDATE), event_id=run.event_id, save=False
+    )
     return True
 
 
 def _step_normalize(run: Run, now: datetime) -> bool:
     # Intake stored the normalized event and its fingerprint; they are recorded as this step.
-    move(
+    record_transition(
         run,
-        "normalize",
-        stage=Stage("normalize"),
+        run.normalize,
+        stage=Stage(StageName.NORMALIZE),
         normalized=run.normalized or {},
         fingerprint=run.fingerprint,
         save=False,
@@ -177,10 +196,10 @@ def _step_normalize(run: Run, now: datetime) -> bool:
 
 def _step_enrich(run: Run, now: datetime) -> bool:
     enrichment = _enrichment(run)
-    move(
+    record_transition(
         run,
-        "enrich",
-        stage=Stage("enrich"),
+        run.enrich,
+        stage=Stage(StageName.ENRICH),
         checkpoint={"enrichment": enrichment},
         enrichment=enrichment,
         save=False,
@@ -192,16 +211,14 @@ def _enrichment(run: Run) -> dict[str, Any]:
     """Deterministic local evidence: the known customer, its tier, the open work beside it."""
     normalized = run.normalized or {}
     # Written as the partial indexes' condition (Run.Meta), so the counts use them.
-    unfinished = Run.objects.exclude(state__in=["completed", "blocked", "failed"]).exclude(
-        pk=run.pk
-    )
+    unfinished = Run.objects.exclude(state__in=TERMINAL_STATE_LIST).exclude(pk=run.pk)
     match = customer_find(text=event_text(normalized), sender=normalized.get("sender", ""))
     enrichment: dict[str, Any] = match.as_enrichment()
     if match.customer is not None:
         same_customer = unfinished.filter(enrichment__customer__reference=match.customer.reference)
         enrichment["open_runs_same_customer"] = same_customer[:OPEN_RUNS_COUNTED].count()
     if is_mail(normalized):
-        tier = match.customer.account_tier if match.customer is not None else "standard"
+        tier = match.customer.account_tier if match.customer is not None else AccountTier.STANDARD
         enrichment["sender"] = normalized.get("sender")
         enrichment["thread_parent"] = run.thread_parent_id
     else:
@@ -213,7 +230,7 @@ def _enrichment(run: Run) -> dict[str, Any]:
         # would read the whole backlog for every run taken from it.
         enrichment["open_runs_same_request_type"] = same_type[:OPEN_RUNS_COUNTED].count()
     enrichment["account_tier"] = tier
-    enrichment["priority_account"] = tier == "priority"
+    enrichment["priority_account"] = tier == AccountTier.PRIORITY
     return enrichment
 
 
@@ -227,11 +244,11 @@ def _claim_classifier_attempt(run: Run, now: datetime) -> ClassifierCall | None:
     run.lease_expires_at = now + timedelta(seconds=setting("STAGE_LEASE_SECONDS"))
     run.save()  # with the steps carried before it, in one statement
     return ClassifierCall(
-        run, run.classify_attempts, Stage("classify", attempt=run.classify_attempts)
+        run, run.classify_attempts, Stage(StageName.CLASSIFY, attempt=run.classify_attempts)
     )
 
 
-def _classify(call: ClassifierCall, now: datetime) -> str | None:
+def _classify(call: ClassifierCall, now: datetime, *, durable: bool) -> str | None:
     """Call the classifier (no transaction, no lock held), then record the answer and carry
     the run on from it."""
     run, attempt = call.run, call.attempt
@@ -247,7 +264,7 @@ def _classify(call: ClassifierCall, now: datetime) -> str | None:
         )
     except (ClassifierTimeout, ClassifierUnavailable) as exc:
         error = exc
-    with transaction.atomic():
+    with transaction.atomic(durable=durable):
         # Wait for the lock: whoever holds the row now is not taking this attempt (we hold
         # its lease), and an answer in hand is never dropped.
         locked = _relock(run)
@@ -301,19 +318,19 @@ def _record_classification(
 
 def _judge_output(
     raw: Any, error: Exception | None
-) -> tuple[str, ClassifierDecision | None, list[FieldProblem]]:
+) -> tuple[ClassifierResult, ClassifierDecision | None, list[FieldProblem]]:
     if isinstance(error, ClassifierTimeout):
-        return "timeout", None, []
+        return ClassifierResult.TIMEOUT, None, []
     if error is not None:
-        return "unavailable", None, []
+        return ClassifierResult.UNAVAILABLE, None, []
     if not isinstance(raw, dict):
         shown = raw if isinstance(raw, str) else type(raw).__name__
         problem = FieldProblem(field="output", message=f"is not a JSON object: {shown!r:.200}")
-        return "invalid", None, [problem]
+        return ClassifierResult.INVALID, None, [problem]
     try:
-        return "valid", ClassifierDecision.model_validate(raw), []
+        return ClassifierResult.VALID, ClassifierDecision.model_validate(raw), []
     except ValidationError as exc:
-        return "invalid", None, validation_problems(exc)
+        return ClassifierResult.INVALID, None, validation_problems(exc)
 
 
 def _classifier_failed(run: Run, stage: Stage, error: Exception, now: datetime) -> None:
@@ -321,20 +338,20 @@ def _classifier_failed(run: Run, stage: Stage, error: Exception, now: datetime) 
     spent = run.classify_attempts - run.classify_attempts_spent
     # A refused request would be refused again: held now, not after every attempt.
     if isinstance(error, ClassifierRefused) or spent >= run.channel.max_classifier_attempts:
-        stage.record(run, Outcome.RETRY_EXHAUSTED, error_class)
-        move(
+        stage.record(run, StageOutcome.RETRY_EXHAUSTED, error_class)
+        record_transition(
             run,
-            "hold",
+            run.hold,
             outcome=Outcome.RETRY_EXHAUSTED,
             field="classifier",
             detail=f"{run.classify_attempts} attempts, last: {error}",
         )
         return
-    stage.record(run, "retry_scheduled", error_class)
+    stage.record(run, StageOutcome.RETRY_SCHEDULED, error_class)
     delay = backoff_delay(run.classify_attempts - run.classify_attempts_spent)
-    move(
+    record_transition(
         run,
-        "schedule_classifier_retry",
+        run.schedule_classifier_retry,
         next_attempt_at=now + timedelta(seconds=delay),
     )
 
@@ -343,11 +360,11 @@ def _hold_with_problems(
     run: Run, stage: Stage, outcome: Outcome, problems: list[FieldProblem]
 ) -> None:
     """Hold the run for a person, naming the first offending field and listing them all."""
-    move(
+    record_transition(
         run,
-        "hold",
+        run.hold,
         stage=stage,
-        stage_outcome=outcome,
+        stage_outcome=StageOutcome(outcome),
         outcome=outcome,
         field=problems[0].field,
         detail=json.dumps([p.model_dump() for p in problems]),
@@ -361,9 +378,9 @@ def _accept_classification(run: Run, stage: Stage, decision: ClassifierDecision)
     if problems:
         _hold_with_problems(run, stage, Outcome.EXTRACTION_INVALID, problems)
         return
-    move(
+    record_transition(
         run,
-        "classify",
+        run.classify,
         stage=stage,
         checkpoint={"classification": payload},
         decision=payload,
@@ -372,7 +389,7 @@ def _accept_classification(run: Run, stage: Stage, decision: ClassifierDecision)
 
 
 def _step_decide(run: Run, now: datetime) -> bool:
-    stage = Stage("decide")
+    stage = Stage(StageName.DECIDE)
     policy = policy_for(run)
     classification = run.classification or {}
     decision = evaluate(
@@ -396,58 +413,58 @@ def _apply_decision(
     run: Run, stage: Stage, verdict: Verdict, decided: dict[str, Any], now: datetime
 ) -> None:
     if verdict == Verdict.BLOCK:
-        move(
+        record_transition(
             run,
-            "block",
+            run.block,
             stage=stage,
-            stage_outcome=Outcome.POLICY_BLOCK,
+            stage_outcome=StageOutcome.POLICY_BLOCK,
             checkpoint={"decision": decided},
             decided=decided,
             finished_at=now,
             save=False,
         )
     elif verdict == Verdict.UNSUPPORTED:
-        run.rules = decided["rules"]
-        move(
+        record_transition(
             run,
-            "fail",
+            run.fail,
             stage=stage,
-            stage_outcome=Outcome.UNSUPPORTED_REQUEST,
+            stage_outcome=StageOutcome.UNSUPPORTED_REQUEST,
             checkpoint={"decision": decided},
             outcome=Outcome.UNSUPPORTED_REQUEST,
             field="requested_action",
+            rules=decided["rules"],
             finished_at=now,
             save=False,
         )
     elif verdict == Verdict.LOW_CONFIDENCE:
-        run._record_decision(decided)
-        move(
+        record_transition(
             run,
-            "hold",
+            run.hold,
             stage=stage,
-            stage_outcome=Outcome.LOW_CONFIDENCE,
+            stage_outcome=StageOutcome.LOW_CONFIDENCE,
             outcome=Outcome.LOW_CONFIDENCE,
             field="confidence",
             detail="; ".join(r["text"] for r in decided["rules"] if not r["passed"]),
+            decided=decided,
             save=False,
         )
     elif verdict == Verdict.APPROVE:
-        move(
+        record_transition(
             run,
-            "require_approval",
+            run.require_approval,
             stage=stage,
-            stage_outcome="approval_required",
+            stage_outcome=StageOutcome.APPROVAL_REQUIRED,
             checkpoint={"decision": decided},
             decided=decided,
             save=False,
         )
         _open_approval(run, now)
     else:
-        move(
+        record_transition(
             run,
-            "execute",
+            run.execute,
             stage=stage,
-            stage_outcome="authorized",
+            stage_outcome=StageOutcome.AUTHORIZED,
             checkpoint={"decision": decided},
             decided=decided,
             save=False,
@@ -513,11 +530,11 @@ def _reach_existing_effect(
     uncertain, held): the replay takes the row over, same key, with a fresh budget.
     """
     if effect.status == EffectStatus.DELIVERED:
-        move(
+        record_transition(
             run,
-            "complete",
-            stage=Stage("execute"),
-            stage_outcome="already_delivered",
+            run.complete,
+            stage=Stage(StageName.EXECUTE),
+            stage_outcome=StageOutcome.ALREADY_DELIVERED,
             checkpoint={"effect": effect.pk, "already_delivered": True},
             finished_at=now,
             save=False,
@@ -532,7 +549,7 @@ def _reach_existing_effect(
     effect.next_attempt_at = now
     effect.lease_expires_at = None
     effect.save()
-    record_audit(run, "effect.adopted", effect=effect.pk, from_run=previous)
+    record_audit(run, AuditAction.EFFECT_ADOPTED, effect=effect.pk, from_run=previous)
     return effect
 
 
@@ -546,11 +563,11 @@ def _step_await_approval(run: Run, now: datetime) -> bool:
     if request is None or request.status == ApprovalStatus.EXPIRED:
         _reopen_approval(run, Outcome.APPROVAL_EXPIRED, now)
     elif request.status == ApprovalStatus.REJECTED:
-        move(
+        record_transition(
             run,
-            "fail",
-            stage=Stage("approve"),
-            stage_outcome=Outcome.APPROVAL_REJECTED,
+            run.fail,
+            stage=Stage(StageName.APPROVE),
+            stage_outcome=StageOutcome.APPROVAL_REJECTED,
             checkpoint={"approval_request": request.pk},
             outcome=Outcome.APPROVAL_REJECTED,
             detail=request.status_reason,
@@ -568,10 +585,16 @@ def _step_await_approval(run: Run, now: datetime) -> bool:
 
 def _resume_after_approval(run: Run, request: ApprovalRequest, now: datetime) -> None:
     checkpoint = run.checkpoints.order_by("-sequence").first()
-    move(run, "approve", stage=Stage("approve"), stage_outcome="approved", save=False)
+    record_transition(
+        run,
+        run.approve,
+        stage=Stage(StageName.APPROVE),
+        stage_outcome=StageOutcome.APPROVED,
+        save=False,
+    )
     record_audit(
         run,
-        "run.resumed",
+        AuditAction.RUN_RESUMED,
         from_state=State.APPROVAL_REQUIRED,
         reason="approval",
         approval_request=request.pk,
@@ -583,7 +606,7 @@ def _note_refused_decision(run: Run, request: ApprovalRequest) -> bool:
     latest = request.decisions.order_by("-created_at", "-pk").first()
     if latest is None or latest.counted or run.outcome == latest.refusal:
         return False
-    move(run, "refuse_approval", outcome=latest.refusal, save=False)
+    record_transition(run, run.refuse_approval, outcome=latest.refusal, save=False)
     return True
 
 
@@ -591,8 +614,8 @@ def _reopen_approval(run: Run, refusal: str, now: datetime) -> None:
     request = _latest_request(run)
     if request is not None and request.status in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED):
         approvals.approval_invalidate(request=request, refusal=refusal, now=now)
-    transition = "invalidate_approval" if run.state == State.APPROVED else "refuse_approval"
-    move(run, transition, outcome=refusal, save=False)
+    transition = run.invalidate_approval if run.state == State.APPROVED else run.refuse_approval
+    record_transition(run, transition, outcome=refusal, save=False)
     _open_approval(run, now)
 
 
@@ -611,7 +634,13 @@ def _step_execute_approved(run: Run, now: datetime) -> bool:
         _reopen_approval(run, refusal, now)
         return True
     add_checkpoint(run, {"approval_request": request.pk, "binding": binding_of(run)})
-    move(run, "execute_approved", stage=Stage("execute"), stage_outcome="authorized", save=False)
+    record_transition(
+        run,
+        run.execute_approved,
+        stage=Stage(StageName.EXECUTE),
+        stage_outcome=StageOutcome.AUTHORIZED,
+        save=False,
+    )
     approvals.approval_consume(request=request, now=now)
     effect = _write_effect(
         run,

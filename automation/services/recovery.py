@@ -19,23 +19,29 @@ from django.utils import timezone
 from django_fsm import has_transition_perm
 from pydantic import ValidationError
 
+from audit.models import AuditAction
 from automation.customers import customers_known
 from automation.extraction import extraction_problems
 from automation.models import (
     EFFECT_HOLDS,
     RETRYABLE_STAGE_HOLDS,
+    BatchStatus,
     Effect,
     EffectStatus,
     Outcome,
     RecoveryAction,
     RecoveryBatch,
+    RecoveryKind,
     Run,
+    StageName,
+    StageOutcome,
     State,
 )
 from automation.schemas import ClassifierDecision, FieldProblem, validation_problems
-from automation.services.effects import effect_retry
+from automation.services.effects import effect_retry_in_transaction
 from automation.services.intake import intake_replay
-from automation.services.records import Stage, add_checkpoint, move, record_audit, run_send
+from automation.services.journal import Stage, add_checkpoint, record_audit, record_transition
+from automation.services.sending import run_send
 from config import dispatch
 from config.dispatch import Priority, enqueue_after_commit
 
@@ -73,7 +79,7 @@ def _reason(reason: str) -> str:
 
 def _record(
     run: Run,
-    action: str,
+    action: RecoveryKind,
     user: User,
     reason: str,
     result: str,
@@ -92,7 +98,7 @@ def _locked(run_id: int) -> Run:
 # --- queue items: claim, assign, release ---------------------------------------------------
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def queue_claim(*, run_id: int, user: User) -> Run:
     """Take a queue item. Two people claiming at once: the row lock lets one win."""
     _require(user, "work_queue")
@@ -101,26 +107,26 @@ def queue_claim(*, run_id: int, user: User) -> Run:
         raise RecoveryError("not_queued", "this run is not in an exception queue")
     if run.owner_id not in (None, user.pk):
         raise RecoveryError("claimed", f"{run.owner} already works on this run")
-    return _set_owner(run, user, user, "claim", "")
+    return _set_owner(run, user, user, RecoveryKind.CLAIM, "")
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def queue_assign(*, run_id: int, user: User, assignee: User, reason: str = "") -> Run:
     _require(user, "work_queue")
     run = _locked(run_id)
     if not run.queue:
         raise RecoveryError("not_queued", "this run is not in an exception queue")
-    return _set_owner(run, assignee, user, "assign", reason)
+    return _set_owner(run, assignee, user, RecoveryKind.ASSIGN, reason)
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def queue_release(*, run_id: int, user: User) -> Run:
     _require(user, "work_queue")
     run = _locked(run_id)
-    return _set_owner(run, None, user, "release", "")
+    return _set_owner(run, None, user, RecoveryKind.RELEASE, "")
 
 
-def _set_owner(run: Run, owner: User | None, user: User, action: str, reason: str) -> Run:
+def _set_owner(run: Run, owner: User | None, user: User, action: RecoveryKind, reason: str) -> Run:
     previous = run.owner.get_username() if run.owner else None
     run.owner = owner
     run.claimed_at = timezone.now() if owner else None
@@ -164,7 +170,7 @@ def run_correct(
     )
     if problems:
         raise CorrectionInvalid(problems)
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         run = _locked(run_id)
         if run.state != State.NEEDS_REVIEW or run.outcome not in CORRECTABLE:
             raise RecoveryError("state_conflict", f"a {run.state} run cannot be corrected")
@@ -172,16 +178,16 @@ def run_correct(
         after = decision.model_dump(mode="json")
         changed = _diff(before, after)
         add_checkpoint(run, {"classification": after, "corrected_by": user.pk}, "correction")
-        move(
+        record_transition(
             run,
-            "classify",
-            stage=Stage("classify"),
-            stage_outcome="corrected",
+            run.classify,
+            stage=Stage(StageName.CLASSIFY),
+            stage_outcome=StageOutcome.CORRECTED,
             actor=user,
             note={"reason": reason, "changed": changed},
             decision=after,
         )
-        _record(run, "correct", user, reason, "resumed", changed=changed)
+        _record(run, RecoveryKind.CORRECT, user, reason, "resumed", changed=changed)
         run_send(run)
         return CorrectionResult(run, changed)
 
@@ -207,68 +213,86 @@ def _flatten(classification: dict[str, Any]) -> dict[str, Any]:
 # --- retry, resume, replay, resolve -------------------------------------------------------
 
 
-def run_retry(*, run_id: int, user: User, reason: str, batch: RecoveryBatch | None = None) -> str:
+def run_retry(*, run_id: int, user: User, reason: str) -> str:
     """Retry the failed stage of a held run, for retryable failures only."""
+    with transaction.atomic(durable=True):
+        return _retry(run_id, user, reason, None)
+
+
+def _retry(run_id: int, user: User, reason: str, batch: RecoveryBatch | None) -> str:
+    """run_retry in the caller's transaction (a batch's item)."""
     _require(user, "recover_run")
     reason = _reason(reason)
-    with transaction.atomic():
-        run = _locked(run_id)
-        if run.state == State.NEEDS_REVIEW and run.outcome in EFFECT_HOLDS:
-            result = effect_retry(run_id=run.pk, user=user, reason=reason)
-        elif run.state == State.NEEDS_REVIEW and run.outcome in RETRYABLE_STAGE_HOLDS:
-            move(run, "retry_stage", actor=user, note={"reason": reason})
-            run_send(run)
-            result = run.state
-        else:
-            result = Outcome.STATE_CONFLICT
-        _record(run, "retry", user, reason, result, batch, held_for=run.outcome)
-        return result
+    run = _locked(run_id)
+    if run.state == State.NEEDS_REVIEW and run.outcome in EFFECT_HOLDS:
+        result = effect_retry_in_transaction(run_id=run.pk, user=user, reason=reason)
+    elif run.state == State.NEEDS_REVIEW and run.outcome in RETRYABLE_STAGE_HOLDS:
+        record_transition(run, run.retry_stage, actor=user, note={"reason": reason})
+        run_send(run)
+        result = run.state
+    else:
+        result = Outcome.STATE_CONFLICT
+    _record(run, RecoveryKind.RETRY, user, reason, result, batch, held_for=run.outcome)
+    return result
 
 
 def run_resume_from_checkpoint(*, run_id: int, user: User, reason: str) -> str:
     """Continue a held run from its latest checkpoint, revalidating what it holds."""
-    from automation.services.operations import run_resume
+    from automation.services.operations import run_resume_in_transaction
 
     _require(user, "recover_run")
     reason = _reason(reason)
-    with transaction.atomic():
-        result = run_resume(run_id=run_id, actor_label=user.get_username(), actor=user)
-        _record(_locked(run_id), "resume", user, reason, result)
+    with transaction.atomic(durable=True):
+        result = run_resume_in_transaction(
+            run_id=run_id, actor_label=user.get_username(), actor=user
+        )
+        _record(_locked(run_id), RecoveryKind.RESUME, user, reason, result)
         return result
 
 
-def run_replay(*, run_id: int, user: User, reason: str, batch: RecoveryBatch | None = None) -> Run:
+def run_replay(*, run_id: int, user: User, reason: str) -> Run:
     """A new run from the stored input of a finished one, linked to it.
 
     It is decided again under today's policy and reaches the same effect key: an effect the
     original delivered is not delivered again.
     """
+    with transaction.atomic(durable=True):
+        return _replay(run_id, user, reason, None)
+
+
+def _replay(run_id: int, user: User, reason: str, batch: RecoveryBatch | None) -> Run:
+    """run_replay in the caller's transaction (a batch's item)."""
     _require(user, "recover_run")
     reason = _reason(reason)
-    with transaction.atomic():
-        original = _locked(run_id)
-        if not original.is_terminal:
-            raise RecoveryError(
-                "state_conflict", "only a finished run is replayed; retry or resume this one"
-            )
-        replay = intake_replay(original=original)
-        if original.queue:
-            move(original, "close_exception", actor=user, note={"replayed_as": replay.pk})
-        # On the trail of both runs, with who did it: whoever replays a run has acted on the
-        # replay and may not approve it (approvals.selectors reads these rows).
-        record_audit(original, "run.replayed", actor=user, replayed_as=replay.pk, reason=reason)
-        record_audit(replay, "run.replay_started", actor=user, replay_of=original.pk, reason=reason)
-        _record(
-            original,
-            "replay",
-            user,
-            reason,
-            f"replayed as run {replay.pk}",
-            batch,
-            replay=replay.pk,
+    original = _locked(run_id)
+    if not original.is_terminal:
+        raise RecoveryError(
+            "state_conflict", "only a finished run is replayed; retry or resume this one"
         )
-        _record(replay, "replay", user, reason, "started", batch, replay_of=original.pk)
-        return replay
+    replay = intake_replay(original=original)
+    if original.queue:
+        record_transition(
+            original, original.close_exception, actor=user, note={"replayed_as": replay.pk}
+        )
+    # On the trail of both runs, with who did it: whoever replays a run has acted on the
+    # replay and may not approve it (approvals.selectors reads these rows).
+    record_audit(
+        original, AuditAction.RUN_REPLAYED, actor=user, replayed_as=replay.pk, reason=reason
+    )
+    record_audit(
+        replay, AuditAction.RUN_REPLAY_STARTED, actor=user, replay_of=original.pk, reason=reason
+    )
+    _record(
+        original,
+        RecoveryKind.REPLAY,
+        user,
+        reason,
+        f"replayed as run {replay.pk}",
+        batch,
+        replay=replay.pk,
+    )
+    _record(replay, RecoveryKind.REPLAY, user, reason, "started", batch, replay_of=original.pk)
+    return replay
 
 
 def run_resolve(*, run_id: int, user: User, reason: str, evidence: str, done: bool) -> str:
@@ -277,12 +301,12 @@ def run_resolve(*, run_id: int, user: User, reason: str, evidence: str, done: bo
     reason = _reason(reason)
     if not evidence.strip():
         raise RecoveryError("evidence_required", "describe what was done, or why it is dropped")
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         run = _locked(run_id)
         if run.state != State.NEEDS_REVIEW:
             raise RecoveryError("state_conflict", f"a {run.state} run cannot be resolved")
-        name = "resolve_by_hand" if done else "abandon"
-        if not has_transition_perm(getattr(run, name), user):
+        transition = run.resolve_by_hand if done else run.abandon
+        if not has_transition_perm(transition, user):
             raise PermissionDenied("you may not resolve runs")
         effect = Effect.objects.select_for_update().filter(run=run).first()
         if done and effect is not None and effect.status != EffectStatus.DELIVERED:
@@ -290,20 +314,27 @@ def run_resolve(*, run_id: int, user: User, reason: str, evidence: str, done: bo
             effect.response_ref = f"by hand: {user.get_username()}"[:200]
             effect.delivered_at = timezone.now()
             effect.save(update_fields=["status", "response_ref", "delivered_at"])
-        move(
+        record_transition(
             run,
-            name,
+            transition,
             actor=user,
             note={"reason": reason, "evidence": evidence},
             finished_at=timezone.now(),
         )
-        _record(run, "resolve" if done else "abandon", user, reason, run.state, evidence=evidence)
+        _record(
+            run,
+            RecoveryKind.RESOLVE if done else RecoveryKind.ABANDON,
+            user,
+            reason,
+            run.state,
+            evidence=evidence,
+        )
         return run.state
 
 
 # --- batches -----------------------------------------------------------------------------
 
-BATCH_ACTIONS = ("retry", "replay")
+BATCH_ACTIONS = (RecoveryKind.RETRY, RecoveryKind.REPLAY)
 
 
 def batch_select(*, queue: str, since: datetime, until: datetime) -> list[int]:
@@ -314,7 +345,7 @@ def batch_select(*, queue: str, since: datetime, until: datetime) -> list[int]:
     )
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def batch_create(
     *,
     action: str,
@@ -354,11 +385,11 @@ def batch_step(*, batch_id: int) -> bool:
     carries on where the last one stopped, and a duplicated message finds the items done.
     Each item has a savepoint of its own: one that fails is noted and the rest go on.
     """
-    with transaction.atomic(), dispatch.batch(priority=Priority.BULK):
+    with transaction.atomic(durable=True), dispatch.batch(priority=Priority.BULK):
         batch_row = RecoveryBatch.objects.select_for_update().get(pk=batch_id)
         if batch_row.done >= batch_row.total:
-            if batch_row.status != "finished":
-                batch_row.status = "finished"
+            if batch_row.status != BatchStatus.FINISHED:
+                batch_row.status = BatchStatus.FINISHED
                 batch_row.finished_at = timezone.now()
                 batch_row.save(update_fields=["status", "finished_at"])
             return False
@@ -368,20 +399,18 @@ def batch_step(*, batch_id: int) -> bool:
             batch_row.succeeded += ok
             if not ok:
                 batch_row.failures = [*batch_row.failures, {"run": run_id, "reason": why}]
-        batch_row.status = "running"
+        batch_row.status = BatchStatus.RUNNING
         batch_row.save(update_fields=["done", "succeeded", "failures", "status"])
         return True
 
 
 def _batch_item(batch: RecoveryBatch, run_id: int) -> tuple[bool, str]:
     try:
-        with transaction.atomic():
-            if batch.action == "replay":
-                run_replay(run_id=run_id, user=batch.created_by, reason=batch.reason, batch=batch)
+        with transaction.atomic():  # a savepoint: an item that fails rolls back alone
+            if batch.action == RecoveryKind.REPLAY:
+                _replay(run_id, batch.created_by, batch.reason, batch)
                 return True, ""
-            result = run_retry(
-                run_id=run_id, user=batch.created_by, reason=batch.reason, batch=batch
-            )
+            result = _retry(run_id, batch.created_by, batch.reason, batch)
             ok = result != Outcome.STATE_CONFLICT
             return ok, "" if ok else "not retryable in its current state"
     except (RecoveryError, PermissionDenied, ValueError) as exc:

@@ -15,8 +15,8 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from automation.models import Run, Simulation
-from automation.services.records import facts_of, interpretation_of
+from automation.models import BatchStatus, Run, Simulation
+from automation.services.payloads import facts_of, interpretation_of
 from config.dispatch import enqueue_after_commit
 from policy.evaluation import Decision, evaluate
 from policy.models import PolicyVersion
@@ -39,7 +39,7 @@ def simulation_runs(*, since: datetime, until: datetime) -> list[int]:
     )
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def simulation_start(
     *, version: str, since: datetime, until: datetime, user: User | None, in_worker: bool = True
 ) -> Simulation:
@@ -87,11 +87,11 @@ def compare(run: Run, old: PolicyDocument, new: PolicyDocument) -> dict[str, Any
 
 def simulation_step(*, simulation_id: int) -> bool:
     """Judge the next chunk of runs; False when done. The position commits with each chunk."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         simulation = Simulation.objects.select_for_update().get(pk=simulation_id)
         if simulation.done >= simulation.total:
-            if simulation.status != "finished":
-                simulation.status = "finished"
+            if simulation.status != BatchStatus.FINISHED:
+                simulation.status = BatchStatus.FINISHED
                 simulation.finished_at = timezone.now()
                 simulation.save(update_fields=["status", "finished_at"])
             return False
@@ -109,7 +109,7 @@ def simulation_step(*, simulation_id: int) -> bool:
                 changes.append(change)
         simulation.done += len(ids)
         simulation.changes = [*simulation.changes, *changes]
-        simulation.status = "running"
+        simulation.status = BatchStatus.RUNNING
         simulation.save(update_fields=["done", "changes", "status"])
         return True
 

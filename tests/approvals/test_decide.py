@@ -6,7 +6,9 @@ review, read the same way by the recorded classifier, stops in `approval_require
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,6 +16,7 @@ import pytest
 import time_machine
 from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
+from django.db.models.signals import post_save
 
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.services import (
@@ -22,6 +25,7 @@ from approvals.services import (
     DecisionResult,
     approval_decide,
 )
+from audit.models import AuditEvent
 from automation.models import Effect, Run, State
 from config.dispatch import Message, inline
 from tests.conftest import Pipeline, decision_for, make_event
@@ -504,30 +508,50 @@ def test_the_new_request_after_expiry_can_be_approved(
 # --- follow-up work after commit ------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def on_audit_row(receiver: Callable[..., None]) -> Iterator[None]:
+    """Call `receiver` when an audit row is written: the decision's last write, inside its
+    transaction (the service owns it: nothing may wrap it)."""
+    post_save.connect(receiver, sender=AuditEvent, weak=False)
+    try:
+        yield
+    finally:
+        post_save.disconnect(receiver, sender=AuditEvent)
+
+
 @pytest.mark.django_db(transaction=True)  # about real commits
 def test_follow_up_is_queued_only_after_the_decision_commits(
     pending: ApprovalRequest, approver: User
 ) -> None:
+    inside: list[tuple[bool, list[Message]]] = []
     with inline() as queue:
-        with transaction.atomic():
+
+        def note(**kwargs: Any) -> None:
+            inside.append((connection.in_atomic_block, list(queue)))
+
+        with on_audit_row(note):
             approval_decide(
                 request_id=pending.pk, user=approver, approve=True, seen=pending.binding()
             )
-            assert list(queue) == []
+        assert inside == [(True, [])]
         assert list(queue) == [Message(ADVANCE_RUN_TASK, (pending.run_id,))]
 
 
 def test_rolled_back_decision_leaves_no_decision_and_no_message(
-    pending: ApprovalRequest, approver: User
+    pending: ApprovalRequest, approver: User, django_capture_on_commit_callbacks: Any
 ) -> None:
-    with inline() as queue:
-        with pytest.raises(RuntimeError), transaction.atomic():
-            approval_decide(
-                request_id=pending.pk, user=approver, approve=True, seen=pending.binding()
-            )
-            raise RuntimeError("the view failed after deciding")
-        assert list(queue) == []
+    def fail(**kwargs: Any) -> None:
+        raise RuntimeError("the audit trail failed after deciding")
 
+    with (
+        inline() as queue,
+        django_capture_on_commit_callbacks(execute=True),
+        on_audit_row(fail),
+        pytest.raises(RuntimeError),
+    ):
+        approval_decide(request_id=pending.pk, user=approver, approve=True, seen=pending.binding())
+
+    assert list(queue) == []
     assert not ApprovalDecision.objects.exists()
     assert reload(pending).status == ApprovalStatus.PENDING
 

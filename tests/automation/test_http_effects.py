@@ -41,7 +41,7 @@ from automation.models import (
     State,
 )
 from automation.roles import roles_ensure
-from automation.services import records
+from automation.services import backoff as retry_timing
 from automation.services.effects import (
     PAUSE_RECHECK,
     BatchResult,
@@ -117,7 +117,7 @@ def http_effect(settings: Any, downstream: Downstream) -> Callable[..., dict[str
 @pytest.fixture
 def jitter_at_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     """Full jitter draws its upper bound: attempt n waits exactly min(cap, 5 * 2**n) seconds."""
-    monkeypatch.setattr(records, "random", SimpleNamespace(uniform=lambda low, high: high))
+    monkeypatch.setattr(retry_timing, "random", SimpleNamespace(uniform=lambda low, high: high))
 
 
 @pytest.fixture

@@ -155,6 +155,40 @@ def test_declared_transition_moves_the_run(
     assert row(run)["version"] == version + 1
 
 
+def test_a_hold_by_policy_keeps_what_policy_decided(intake: IntakeRecord) -> None:
+    run = run_in(intake, State.CLASSIFIED)
+    decided = {**DECIDED, "rules": [{"rule_id": "confidence.support", "passed": False}]}
+
+    run.hold(outcome=Outcome.LOW_CONFIDENCE, field="confidence", decided=decided)
+    run.save()
+
+    stored = row(run)
+    assert (stored["policy_version"], stored["route"], stored["effect_name"]) == (
+        "policy-1",
+        "service_desk",
+        "create_follow_up",
+    )
+    assert stored["rules"] == decided["rules"]
+    assert (stored["state"], stored["queue"]) == (State.NEEDS_REVIEW, Outcome.LOW_CONFIDENCE)
+
+
+def test_a_failure_by_a_rule_keeps_the_rule(intake: IntakeRecord) -> None:
+    run = run_in(intake, State.RECEIVED)
+    rules = [{"rule_id": "allowed.requested_action", "passed": False}]
+
+    run.fail(
+        outcome=Outcome.UNSUPPORTED_REQUEST, field="requested_action", rules=rules, finished_at=NOW
+    )
+    run.save()
+
+    stored = row(run)
+    assert (stored["state"], stored["rules"], stored["policy_version"]) == (
+        State.FAILED,
+        rules,
+        "",
+    )
+
+
 # The one move a terminal run allows stays where it is: a failed run leaves its exception
 # queue (after a replay, say) without ever being reopened.
 STAYS_TERMINAL = {"close_exception"}

@@ -17,13 +17,25 @@ from typing import Any
 import pytest
 import time_machine
 from django.contrib.auth.models import User
-from django.db import transaction
 from django.test import Client
 from django.urls import reverse
 
-from automation.models import Run, StageRecord
+from audit.models import AuditAction, AuditEvent
+from automation.models import (
+    ClassificationAttempt,
+    ClassifierResult,
+    DeliveryResult,
+    EffectAttempt,
+    RecoveryAction,
+    RecoveryKind,
+    Run,
+    StageName,
+    StageOutcome,
+    StageRecord,
+)
 from automation.roles import roles_ensure
 from reports.exports import spreadsheet_safe
+from tests.conftest import rolled_back
 from tests.reports.history import NOW, History, at, build_history, person
 
 PERIOD = "from=2026-02-18&to=2026-03-03"
@@ -110,11 +122,10 @@ def rows(response: object) -> list[list[str]]:
 @pytest.fixture(scope="module")
 def history(django_db_setup: None, django_db_blocker: Any) -> Iterator[History]:
     """Built once for this module (two seconds of pipeline), rolled back after its last test."""
-    with django_db_blocker.unblock(), transaction.atomic():
+    with django_db_blocker.unblock(), rolled_back():
         built = build_history()
         give_known_durations()
         yield built
-        transaction.set_rollback(True)
 
 
 def give_known_durations() -> None:
@@ -139,6 +150,22 @@ def give_known_durations() -> None:
 @pytest.fixture
 def known(history: History, db: None) -> History:
     return history
+
+
+def test_every_code_the_history_wrote_is_a_member_of_its_enum(known: History) -> None:
+    """The reports filter on these enums: a code written outside them would be missed."""
+
+    def written(rows: Any, field: str) -> set[str]:
+        return set(rows.objects.values_list(field, flat=True).distinct())
+
+    assert written(StageRecord, "stage") == set(StageName)
+    assert written(StageRecord, "outcome") <= set(StageOutcome)
+    assert written(EffectAttempt, "outcome") <= set(DeliveryResult)
+    assert written(ClassificationAttempt, "outcome") <= set(ClassifierResult)
+    assert written(RecoveryAction, "action") <= set(RecoveryKind)
+    assert written(AuditEvent, "action") <= set(AuditAction)
+    assert len(written(StageRecord, "outcome")) > 10
+    assert len(written(AuditEvent, "action")) > 15
 
 
 def client_for(user: User) -> Client:

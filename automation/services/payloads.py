@@ -1,0 +1,105 @@
+"""What a run is judged, approved and delivered by, read from the run: the facts and reading
+policy evaluates, the policy version, the approval binding, the effect's payload and key."""
+
+from __future__ import annotations
+
+import hashlib
+from decimal import Decimal
+from typing import Any
+
+from automation.extraction import parse_amount
+from automation.models import Run
+from automation.schemas import AccountTier, is_mail
+from policy.evaluation import EventFacts, Interpretation
+from policy.models import PolicyVersion
+from policy.services import policy_get
+
+
+def effect_key(*, scope: str, fingerprint: str, effect: str) -> str:
+    """From the request, never the attempt: every retry, replay or racing worker agrees on it.
+
+    The scope is the run's identity scope (Run.identity_scope): one for all e-mail, so two runs
+    of one message reach one effect whichever path brought them; a JSON event's channel name,
+    which is what the keys of JSON events have always been made of.
+    """
+    return hashlib.sha256(f"{scope}\n{fingerprint}\n{effect}".encode()).hexdigest()
+
+
+def interpretation_of(classification: dict[str, Any]) -> Interpretation:
+    """The reading policy judges: category, route, effect, confidence and any amount."""
+    fields = classification.get("fields") or {}
+    return Interpretation(
+        category=classification["category"],
+        route=classification["recommended_route"],
+        effect=classification["requested_effect"],
+        confidence=classification.get("confidence"),
+        amount=_amount(fields),
+    )
+
+
+def _amount(fields: dict[str, Any]) -> Decimal | None:
+    """The amount field's number; None when there is none or it cannot be read (the
+    extraction checks hold such a run for correction before policy sees it)."""
+    value = (fields.get("amount") or {}).get("value")
+    if value is None:
+        return None
+    try:
+        amount, _ = parse_amount(str(value))
+    except ValueError:
+        return None
+    return amount
+
+
+def facts_of(run: Run) -> EventFacts:
+    if run.normalized is None:
+        raise ValueError(f"run {run.pk} has no normalized event yet")
+    if is_mail(run.normalized):
+        # A message states neither type nor action; its tier is the known customer's.
+        return EventFacts(
+            request_type=None,
+            requested_action=None,
+            account_tier=(run.enrichment or {}).get("account_tier") or AccountTier.STANDARD,
+        )
+    return EventFacts(
+        request_type=run.normalized["request_type"],
+        requested_action=run.normalized["requested_action"],
+        account_tier=run.normalized["account_tier"],
+    )
+
+
+def policy_for(run: Run) -> PolicyVersion:
+    return policy_get(name=run.channel.policy_version or None)
+
+
+def binding_of(run: Run) -> dict[str, str]:
+    return {
+        "fingerprint": run.fingerprint,
+        "workflow_version": run.workflow_version,
+        "policy_version": run.policy_version,
+        "effect": run.effect_name,
+    }
+
+
+def effect_payload_of(run: Run) -> dict[str, Any]:
+    """The full, canonical parameters of the effect: what the approver sees and approves."""
+    event = run.normalized or {}
+    payload = {
+        "effect": run.effect_name,
+        "route": run.route,
+        "event_id": event.get("event_id"),
+        "request_type": event.get("request_type") or run.category,
+        "account_tier": event.get("account_tier") or (run.enrichment or {}).get("account_tier"),
+        "subject": event.get("subject"),
+    }
+    if is_mail(event):
+        payload["sender"] = event.get("sender")
+    # The facts the effect acts on (an account reference, an amount) are part of what is
+    # approved and delivered, not only evidence beside it.
+    fields = (run.classification or {}).get("fields") or {}
+    for name, extracted in sorted(fields.items()):
+        payload.setdefault(name, extracted["value"])
+    return payload
+
+
+def decided_policy_of(run: Run) -> PolicyVersion:
+    return PolicyVersion.objects.get(name=run.policy_version)
