@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "automation",
     "receiver",
     "reports",
+    "console",  # the pages people use; above the domain apps, nothing imports it
     "django_q",  # after automation, whose `qcluster` command replaces django-q2's
 ]
 
@@ -85,14 +86,15 @@ ASGI_APPLICATION = "config.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # Every template lives in the app that renders it: console pages, admin overrides.
+        "DIRS": [],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "approvals.context_processors.navigation",
+                "console.context_processors.navigation",
             ],
         },
     },
@@ -159,9 +161,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-STATICFILES_DIRS = [BASE_DIR / "static"]
 # WhiteNoise serves collected files in production (`collectstatic`); without them it
-# serves straight from the app and project static folders.
+# serves straight from the apps' static folders (the console's).
 WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "automation:home"

@@ -23,7 +23,7 @@ from django.urls import reverse
 
 from automation.models import Run, StageRecord
 from automation.roles import roles_ensure
-from reports.exports import spreadsheet_safe
+from console.exports import spreadsheet_safe
 from tests.reports.history import NOW, History, at, build_history, person
 
 PERIOD = "from=2026-02-18&to=2026-03-03"

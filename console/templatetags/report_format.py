@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django import template
 
-from reports import charts
+from console import charts
 from reports.selectors import Share, Week
 
 register = template.Library()

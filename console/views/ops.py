@@ -16,7 +16,10 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from automation import selectors, services
-from automation.forms import (
+from automation.models import ClassificationAttempt, EffectControl, RecoveryBatch, Run
+from automation.services.recovery import CORRECTABLE
+from config.keyset import page_link
+from console.forms.ops import (
     FIELD_PREFIX,
     BatchForm,
     CorrectionForm,
@@ -25,9 +28,6 @@ from automation.forms import (
     RecoveryForm,
     form_problems,
 )
-from automation.models import ClassificationAttempt, EffectControl, RecoveryBatch, Run
-from automation.services.recovery import CORRECTABLE
-from config.keyset import page_link
 from policy.models import PolicyVersion
 
 VIEW_RUNS = "automation.view_run"

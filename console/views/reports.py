@@ -10,9 +10,10 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from reports import charts, selectors
-from reports.exports import EXPORTS, spreadsheet_safe
-from reports.forms import PRESETS, PeriodForm
+from console import charts
+from console.exports import EXPORTS, spreadsheet_safe
+from console.forms.reports import PRESETS, PeriodForm
+from reports import selectors
 
 VIEW_REPORTS = "reports.view_reports"
 PERIOD_KEYS = ("period", "from", "to")

@@ -12,10 +12,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals import selectors
-from approvals.forms import DecisionForm
 from approvals.models import ApprovalRequest
 from approvals.services import ApprovalError, approval_decide
 from config.keyset import BadCursor, Cursor, page_link, parse_cursor
+from console.forms.approvals import DecisionForm
 
 RESULT_MESSAGES = {
     "approved": "Approved. The run continues with exactly the effect you saw.",

@@ -17,9 +17,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from automation.forms import SimulationForm
 from automation.models import Simulation
 from automation.services.simulation import SIMULATE, simulation_start
+from console.forms.ops import SimulationForm
 from policy.models import PolicyVersion
 from policy.schemas import VERSION_NAME_MAX_LENGTH, version_name_problem
 from policy.services import (
