@@ -58,7 +58,6 @@ INSTALLED_APPS = [
     "policy",
     "approvals",
     "automation",
-    "receiver",
     "reports",
     "console",  # the pages people use; above the domain apps, nothing imports it
     "django_q",  # after automation, whose `qcluster` command replaces django-q2's
@@ -266,14 +265,6 @@ GATEHOUSE: dict[str, Any] = {
     # Effects delivered over HTTP, by effect name: {"url", "secret", "connect_timeout",
     # "read_timeout", "max_attempts", "deadline_seconds", "honours_idempotency_keys"}.
     "HTTP_EFFECTS": json.loads(os.environ.get("GATEHOUSE_HTTP_EFFECTS") or "{}"),
-    # The demo receiver under /demo/: its shared secret and the share of requests it fails.
-    "DEMO_RECEIVER_SECRET": os.environ.get("GATEHOUSE_DEMO_RECEIVER_SECRET", ""),
-    "DEMO_RECEIVER_FAILURE_RATE": float(os.environ.get("GATEHOUSE_DEMO_FAILURE_RATE", "0")),
-    # Fault injection for crash tests only: die right after the downstream answered.
-    "FAULT_KILL_AFTER_DOWNSTREAM": env_bool("GATEHOUSE_FAULT_KILL_AFTER_DOWNSTREAM", False),
-    # Fault injection for crash tests only: a marker file; while it exists, the first worker
-    # to reach a classifier call removes it and dies there (SIGKILL).
-    "FAULT_KILL_ONCE": os.environ.get("GATEHOUSE_FAULT_KILL_ONCE", ""),
     # Bearer token a Prometheus server sends to /metrics; empty: only signed-in people with
     # the reports permission may read it.
     "METRICS_TOKEN": os.environ.get("GATEHOUSE_METRICS_TOKEN", ""),

@@ -54,9 +54,9 @@ from automation.models import EffectControl, IntakeChannel, Outcome, RecoveryBat
 from automation.roles import roles_ensure
 from automation.services.simulation import simulation_start
 from console.exports import EXPORTS
+from devtools.receiver.models import Delivery, Receipt
 from policy.services import DEFAULTS_DIR, parse_policy_text, policy_version_activate
 from policy.services import policy_version_create as policy_create
-from receiver.models import Delivery, Receipt
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
 # --- outcomes -----------------------------------------------------------------------------

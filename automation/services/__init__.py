@@ -26,8 +26,6 @@ from automation.services.intake import (
 )
 from automation.services.operations import (
     OPERATIONS,
-    checkpoint_import,
-    run_move,
     run_operations_for,
     run_reconsider,
     run_resume,
@@ -69,7 +67,6 @@ __all__ = [
     "batch_create",
     "batch_process",
     "channel_get_or_create",
-    "checkpoint_import",
     "effect_deliver",
     "effect_is_authorized",
     "effect_key",
@@ -84,7 +81,6 @@ __all__ = [
     "queue_release",
     "run_advance",
     "run_correct",
-    "run_move",
     "run_operations_for",
     "run_reconsider",
     "run_replay",

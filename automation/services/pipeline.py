@@ -69,7 +69,6 @@ from automation.services.records import (
     effect_key,
     effect_payload_of,
     facts_of,
-    fault_kill_once,
     interpretation_of,
     journal,
     lock_run,
@@ -78,6 +77,7 @@ from automation.services.records import (
     record_audit,
     versions_of,
 )
+from automation.signals import classifier_call_starting
 from config.dispatch import Priority
 from policy.evaluation import Verdict, evaluate
 
@@ -235,7 +235,7 @@ def _classify(call: ClassifierCall, now: datetime) -> str | None:
     """Call the classifier (no transaction, no lock held), then record the answer and carry
     the run on from it."""
     run, attempt = call.run, call.attempt
-    fault_kill_once()  # crash tests only: the worker dies here, its steps so far committed
+    classifier_call_starting.send(sender=Run, run_id=run.pk)
     classifier = get_classifier(run.channel.classifier)
     raw: Any = None
     error: Exception | None = None

@@ -7,9 +7,7 @@ import contextvars
 import functools
 import hashlib
 import logging
-import os
 import random
-import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -310,15 +308,6 @@ def lock_run(run_id: int, *, wait: bool = False) -> Run | None:
     # (or wait for) every other run's.
     query = Run.objects.select_for_update(skip_locked=skip, of=("self",))
     return query.filter(pk=run_id).select_related("channel").first()
-
-
-def fault_kill_once() -> None:
-    """Fault injection for the crash tests: SIGKILL this process once, if the marker file
-    named by FAULT_KILL_ONCE exists (it is removed first, so a restarted worker goes on)."""
-    marker = setting("FAULT_KILL_ONCE")
-    if marker and os.path.exists(marker):
-        os.remove(marker)
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def backoff_delay(attempt: int) -> float:

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from automation.demo import demo_prepare
+from devtools.demo import demo_prepare
 
 
 class Command(BaseCommand):

@@ -11,9 +11,9 @@ from django.contrib.auth.models import Group, User
 from django.db import transaction
 
 from automation import services
-from automation.fixtures import record_classifier_outcomes
 from automation.models import ApiToken
 from automation.roles import roles_ensure
+from devtools.fixtures import record_classifier_outcomes
 from policy.services import policy_ensure_defaults
 
 SAMPLES = Path(__file__).resolve().parent / "demo_samples.json"

@@ -2,8 +2,8 @@
 
 The runs are made by the real services at past moments: intake, the recorded classifier,
 policy, approvals, corrections, retries, resolutions by hand and local effects, with the
-workers' tasks run in process. Only the clock is moved (time-machine, which `make demo`
-installs with the development tools), so each run's page, stage records and audit trail are
+workers' tasks run in process. Only the clock is moved (time-machine, a development tool,
+like everything in devtools), so each run's page, stage records and audit trail are
 those of a real run. A stricter policy version is active for a few weeks in the middle.
 Guarded: once the history channel exists, seeding again does nothing. Run before
 `load_policy` on a new database, it loads the shipped policy as of the history's first day.
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
+import time_machine
 import yaml
 from django.contrib.auth.models import Group, User
 
@@ -281,10 +282,8 @@ class _History:
             services.run_advance(run_id=waiting.pk, now=waiting.next_attempt_at)
 
 
-def _travel(when: datetime) -> Any:
+def _travel(when: datetime) -> time_machine.travel:
     """The clock stopped at `when`, for everything this process does (database stamps too)."""
-    import time_machine  # a development tool: only the demo moves the clock
-
     return time_machine.travel(when, tick=False)
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from automation.fixtures import FixtureError, fixture_run, load_case_set
+from devtools.fixtures import FixtureError, fixture_run, load_case_set
 
 
 class Command(BaseCommand):

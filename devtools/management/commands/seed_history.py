@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from reports.demo_history import CHANNEL, history_seed
+from devtools.demo_history import CHANNEL, history_seed
 
 
 class Command(BaseCommand):
@@ -16,12 +16,6 @@ class Command(BaseCommand):
         parser.add_argument("--per-day", type=int, default=3, help="runs on a working day")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            import time_machine  # noqa: F401
-        except ImportError as exc:
-            raise CommandError(
-                "seed_history needs the development tools: pip install -e '.[dev]'"
-            ) from exc
         weeks, per_day = options["weeks"], options["per_day"]
         if weeks < 1 or per_day < 1:
             raise CommandError("--weeks and --per-day must be at least 1")

@@ -32,6 +32,7 @@ from automation.models import (
 )
 from automation.schemas import normalize_text
 from config.dispatch import Message, inline
+from devtools.services import checkpoint_import, run_move
 from policy.models import PolicyVersion
 from policy.services import policy_ensure_defaults
 
@@ -179,7 +180,7 @@ def _run_case(
         if case.get("scenario") == "state_conflict":
             # The one deliberate illegal transition: received straight to executing.
             queue.clear()
-            outcome = services.run_move(
+            outcome = run_move(
                 run_id=run_id,
                 target=State.EXECUTING,
                 reason="deliberate illegal transition",
@@ -203,7 +204,7 @@ def _resume_from_decision(queue: deque[Message], run_id: int, decision: Any) -> 
     """Bring the run to where a classification belongs, store it as a checkpoint, resume."""
     _drain(queue, run_id, stop_at=State.ENRICHED)
     queue.clear()  # the classifier call this would have made is replaced by the checkpoint
-    services.checkpoint_import(run_id=run_id, classification=decision, actor_label=ACTOR)
+    checkpoint_import(run_id=run_id, classification=decision, actor_label=ACTOR)
     outcome = services.run_resume(run_id=run_id, actor_label=ACTOR)
     return outcome if outcome not in (State.CLASSIFIED,) else None
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from config.admin_base import ReadOnlyAdminMixin
-from receiver.models import Delivery, Receipt
+from devtools.receiver.models import Delivery, Receipt
 
 
 @admin.register(Receipt)

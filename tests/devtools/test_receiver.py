@@ -10,7 +10,7 @@ from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from automation.effects.http import SIGNATURE_HEADER, sign
-from receiver.models import Delivery, Receipt
+from devtools.receiver.models import Delivery, Receipt
 
 SECRET = "demo-secret-for-tests-0123456789"
 BODY = json.dumps({"effect": "send_internal_notification", "subject": "x"}).encode()
@@ -19,11 +19,8 @@ URL = "/demo/receiver/send_internal_notification"
 
 @pytest.fixture
 def receiver_on(settings: SettingsWrapper) -> None:
-    settings.GATEHOUSE = {
-        **settings.GATEHOUSE,
-        "DEMO_RECEIVER_SECRET": SECRET,
-        "DEMO_RECEIVER_FAILURE_RATE": 0.0,
-    }
+    settings.DEMO_RECEIVER_SECRET = SECRET
+    settings.DEMO_RECEIVER_FAILURE_RATE = 0.0
 
 
 def post(
@@ -45,8 +42,9 @@ def post(
 
 @pytest.mark.django_db
 def test_a_signed_request_is_performed_once_per_key(receiver_on: None, client: Client) -> None:
-    first = post(client, stamp=int(time.time()))
-    again = post(client, stamp=int(time.time()) - 1)  # a retry: new signature, same key
+    now = int(time.time())  # read once: two reads a second apart would sign alike
+    first = post(client, stamp=now)
+    again = post(client, stamp=now - 1)  # a retry: new signature, same key
     assert (first.status_code, again.status_code) == (201, 200)
     assert again.json()["duplicate"] is True
     assert Receipt.objects.count() == 1
@@ -89,7 +87,7 @@ def test_a_tampered_body_is_refused(receiver_on: None, client: Client) -> None:
 def test_the_failure_share_answers_503_and_performs_nothing(
     receiver_on: None, client: Client, settings: SettingsWrapper
 ) -> None:
-    settings.GATEHOUSE = {**settings.GATEHOUSE, "DEMO_RECEIVER_FAILURE_RATE": 1.0}
+    settings.DEMO_RECEIVER_FAILURE_RATE = 1.0
     assert post(client).status_code == 503
     assert not Receipt.objects.exists()
     assert Delivery.objects.get().status == 503

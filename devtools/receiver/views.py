@@ -11,18 +11,18 @@ import hashlib
 import json
 import time
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from automation.conf import setting
 from automation.effects.http import SIGNATURE_HEADER, verify
-from receiver.models import Delivery, Receipt
+from devtools.receiver.models import Delivery, Receipt
 
 
 def _fails(key: str, attempt: int) -> bool:
-    share = float(setting("DEMO_RECEIVER_FAILURE_RATE"))
+    share = settings.DEMO_RECEIVER_FAILURE_RATE
     digest = hashlib.sha256(f"{key}:{attempt}".encode()).digest()
     return digest[0] / 256 < share
 
@@ -30,7 +30,7 @@ def _fails(key: str, attempt: int) -> bool:
 @csrf_exempt  # machine endpoint, authenticated by its HMAC signature
 @require_POST
 def receive(request: HttpRequest, effect: str) -> JsonResponse:
-    secret = setting("DEMO_RECEIVER_SECRET")
+    secret = settings.DEMO_RECEIVER_SECRET
     if not secret:
         raise Http404("the demo receiver is off")
     signature = request.headers.get(SIGNATURE_HEADER, "")
