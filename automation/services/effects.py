@@ -31,7 +31,8 @@ from django_fsm import has_transition_perm
 from approvals.models import ApprovalRequest, ApprovalStatus
 from audit.services import audit_record
 from automation.conf import setting
-from automation.effects import Delivery, EffectAdapter, get_adapter
+from automation.effects import get_adapter
+from automation.effects.base import Delivery, EffectAdapter
 from automation.models import (
     Effect,
     EffectAttempt,

@@ -28,12 +28,12 @@ from pydantic import ValidationError
 from approvals import services as approvals
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import run_conflicted_user_ids
-from automation.classifiers import (
+from automation.classifiers import get_classifier
+from automation.classifiers.base import (
     ClassifierInput,
     ClassifierRefused,
     ClassifierTimeout,
     ClassifierUnavailable,
-    get_classifier,
 )
 from automation.conf import setting
 from automation.customers import customer_find, customers_known

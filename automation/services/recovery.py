@@ -35,6 +35,7 @@ from automation.models import (
 from automation.schemas import ClassifierDecision, FieldProblem, validation_problems
 from automation.services.effects import effect_retry
 from automation.services.intake import intake_replay
+from automation.services.operations import run_resume
 from automation.services.records import Stage, add_checkpoint, move, record_audit, run_send
 from config import dispatch
 from config.dispatch import Priority, enqueue_after_commit
@@ -227,8 +228,6 @@ def run_retry(*, run_id: int, user: User, reason: str, batch: RecoveryBatch | No
 
 def run_resume_from_checkpoint(*, run_id: int, user: User, reason: str) -> str:
     """Continue a held run from its latest checkpoint, revalidating what it holds."""
-    from automation.services.operations import run_resume
-
     _require(user, "recover_run")
     reason = _reason(reason)
     with transaction.atomic():
