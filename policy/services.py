@@ -12,9 +12,9 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from audit.services import audit_record
 from policy.models import PolicyVersion
 from policy.schemas import NEW_VERSION, PolicyDocument, version_name_problem
+from policy.signals import version_activated
 
 DEFAULTS_DIR = Path(__file__).resolve().parent / "defaults"
 
@@ -150,8 +150,8 @@ def policy_version_activate(*, name: str, user: User | None = None) -> PolicyVer
         target.is_active = True
         target.activated_at = timezone.now()
         target.save(update_fields=["is_active", "activated_at"])
-        # The trail every run's decision can be traced back to.
-        audit_record(action="policy.activated", actor=user, version=name, previous=previous)
+        # The trail every run's decision can be traced back to (audit records it).
+        version_activated.send(sender=PolicyVersion, name=name, previous=previous, user=user)
     return target
 
 
