@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -16,9 +17,10 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
     """The inbox count in the navigation: one COUNT query that reads at most NAV_COUNT_LIMIT
     requests, only for people who have an inbox."""
     user = request.user
-    if not user.is_authenticated or not user.has_perm("approvals.view_approvalrequest"):
+    # A signed-in person is a User; anyone else (AnonymousUser) has no inbox.
+    if not isinstance(user, User) or not user.has_perm("approvals.view_approvalrequest"):
         return {}
-    count = inbox_count(user, timezone.now(), limit=NAV_COUNT_LIMIT)  # type: ignore[arg-type]
+    count = inbox_count(user, timezone.now(), limit=NAV_COUNT_LIMIT)
     if count >= NAV_COUNT_LIMIT:
         return {"nav_inbox_count": f"{NAV_COUNT_LIMIT - 1}+"}
     return {"nav_inbox_count": count}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
-from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -14,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from approvals import selectors
 from approvals.models import ApprovalRequest
 from approvals.services import ApprovalError, approval_decide
+from config.http import AuthenticatedHttpRequest
 from config.keyset import BadCursor, Cursor, page_link, parse_cursor
 from console.forms.approvals import DecisionForm
 
@@ -31,8 +31,8 @@ RESULT_MESSAGES = {
 }
 
 
-def _user_request(request: HttpRequest, request_id: int) -> ApprovalRequest:
-    approval = selectors.request_for(request.user, request_id)  # type: ignore[arg-type]
+def _user_request(request: AuthenticatedHttpRequest, request_id: int) -> ApprovalRequest:
+    approval = selectors.request_for(request.user, request_id)
     if approval is None:
         raise Http404("No such approval request for you")
     return approval
@@ -41,8 +41,8 @@ def _user_request(request: HttpRequest, request_id: int) -> ApprovalRequest:
 @require_GET
 @login_required
 @permission_required("approvals.view_approvalrequest", raise_exception=True)
-def inbox(request: HttpRequest) -> HttpResponse:
-    default = selectors.default_scope(request.user)  # type: ignore[arg-type]
+def inbox(request: AuthenticatedHttpRequest) -> HttpResponse:
+    default = selectors.default_scope(request.user)
     scope = request.GET.get("scope", default)
     scope = scope if scope in selectors.SCOPES else default
     overdue = request.GET.get("overdue") == "1"
@@ -52,7 +52,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
     except BadCursor:  # a hand-made or damaged link: the first page, and a 400 that says so
         after, before, bad_cursor = None, None, True
     page = selectors.inbox_page(
-        user=request.user,  # type: ignore[arg-type]
+        user=request.user,
         scope=scope,
         overdue_only=overdue,
         now=timezone.now(),
@@ -79,7 +79,7 @@ def _cursor(request: HttpRequest, key: str) -> Cursor | None:
 @require_GET
 @login_required
 @permission_required("approvals.view_approvalrequest", raise_exception=True)
-def evidence(request: HttpRequest, request_id: int) -> HttpResponse:
+def evidence(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse:
     approval = _user_request(request, request_id)
     form = DecisionForm(
         initial={
@@ -94,9 +94,12 @@ def evidence(request: HttpRequest, request_id: int) -> HttpResponse:
 
 
 def _render_evidence(
-    request: HttpRequest, approval: ApprovalRequest, form: DecisionForm, status: int = 200
+    request: AuthenticatedHttpRequest,
+    approval: ApprovalRequest,
+    form: DecisionForm,
+    status: int = 200,
 ) -> HttpResponse:
-    user: User = request.user  # type: ignore[assignment]
+    user = request.user
     conflicted = bool(selectors.conflicted_request_ids(user, [approval]))
     context = {
         "approval": approval,
@@ -113,7 +116,7 @@ def _render_evidence(
 @require_POST
 @login_required
 @permission_required("approvals.decide_approvalrequest", raise_exception=True)
-def decide(request: HttpRequest, request_id: int) -> HttpResponse:
+def decide(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse:
     approval = _user_request(request, request_id)
     form = DecisionForm(request.POST)
     if not form.is_valid():
@@ -121,7 +124,7 @@ def decide(request: HttpRequest, request_id: int) -> HttpResponse:
     try:
         result = approval_decide(
             request_id=approval.pk,
-            user=request.user,  # type: ignore[arg-type]
+            user=request.user,
             approve=form.cleaned_data["decision"] == "approve",
             comment=form.cleaned_data["comment"],
             seen=form.seen,
@@ -141,7 +144,7 @@ def decide(request: HttpRequest, request_id: int) -> HttpResponse:
 @require_GET
 @login_required
 @permission_required("approvals.view_approvalrequest", raise_exception=True)
-def raw_input(request: HttpRequest, request_id: int) -> HttpResponse:
+def raw_input(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse:
     """The request exactly as received, as text: never rendered as HTML."""
     approval = _user_request(request, request_id)
     intake = approval.run.intake

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from automation import selectors, services
 from automation.models import ClassificationAttempt, EffectControl, RecoveryBatch, Run
 from automation.services.recovery import CORRECTABLE
+from config.http import AuthenticatedHttpRequest
 from config.keyset import page_link
 from console.forms.ops import (
     FIELD_PREFIX,
@@ -34,17 +35,13 @@ VIEW_RUNS = "automation.view_run"
 
 
 @login_required
-def home(request: HttpRequest) -> HttpResponse:
+def home(request: AuthenticatedHttpRequest) -> HttpResponse:
     user = request.user
     if user.has_perm(VIEW_RUNS):
         return redirect("automation:queues")
     if user.has_perm("approvals.view_approvalrequest"):
         return redirect("approvals:inbox")
     return render(request, "automation/no_role.html", status=403)
-
-
-def _user(request: HttpRequest) -> User:
-    return request.user  # type: ignore[return-value]
 
 
 def _queue_owners() -> dict[str, str]:
@@ -55,7 +52,7 @@ def _queue_owners() -> dict[str, str]:
 @require_GET
 @login_required
 @permission_required(VIEW_RUNS, raise_exception=True)
-def queues(request: HttpRequest) -> HttpResponse:
+def queues(request: AuthenticatedHttpRequest) -> HttpResponse:
     context = {
         "queues": selectors.queue_summaries(owners=_queue_owners()),
         "effects": selectors.effect_controls(),
@@ -73,10 +70,10 @@ def _fits(model: Any, field: str, value: str) -> bool:
 @require_POST
 @login_required
 @permission_required("automation.change_effectcontrol", raise_exception=True)
-def effect_control(request: HttpRequest, name: str, action: str) -> HttpResponse:
+def effect_control(request: AuthenticatedHttpRequest, name: str, action: str) -> HttpResponse:
     if action not in {"pause", "resume"} or not _fits(EffectControl, "name", name):
         raise Http404("no such effect control")
-    user = _user(request)
+    user = request.user
     if action == "pause":
         services.effect_pause(name=name, user=user)
         messages.success(request, f"{name} paused: deliveries wait without using attempts.")
@@ -109,7 +106,7 @@ def _filters(form: QueueFilterForm) -> selectors.QueueFilters:
 @require_GET
 @login_required
 @permission_required(VIEW_RUNS, raise_exception=True)
-def queue(request: HttpRequest, name: str) -> HttpResponse:
+def queue(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
     now = timezone.now()
     filter_form = QueueFilterForm(request.GET)
     filters = _filters(filter_form)
@@ -142,12 +139,12 @@ def queue(request: HttpRequest, name: str) -> HttpResponse:
 @require_GET
 @login_required
 @permission_required(VIEW_RUNS, raise_exception=True)
-def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_page(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(
         Run.objects.select_related("channel", "intake", "owner", "replay_of", "thread_parent"),
         pk=run_id,
     )
-    user = _user(request)
+    user = request.user
     context = {
         "run": run,
         **selectors.run_page(run),
@@ -165,7 +162,7 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_GET
 @login_required
 @permission_required(VIEW_RUNS, raise_exception=True)
-def raw_input(request: HttpRequest, run_id: int) -> HttpResponse:
+def raw_input(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("intake"), pk=run_id)
     response = HttpResponse(bytes(run.intake.raw), content_type="text/plain; charset=utf-8")
     response["X-Content-Type-Options"] = "nosniff"
@@ -197,7 +194,7 @@ def _current_reading(run: Run) -> dict[str, Any]:
 @require_http_methods(["GET", "POST"])
 @login_required
 @permission_required("automation.correct_run", raise_exception=True)
-def correct(request: HttpRequest, run_id: int) -> HttpResponse:
+def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run, pk=run_id)
     reading = _current_reading(run)
     found = reading.get("fields")
@@ -218,7 +215,7 @@ def correct(request: HttpRequest, run_id: int) -> HttpResponse:
         try:
             result = services.run_correct(
                 run_id=run.pk,
-                user=_user(request),
+                user=request.user,
                 corrected=form.decision(),
                 reason=form.cleaned_data["reason"],
             )
@@ -244,8 +241,8 @@ def correct(request: HttpRequest, run_id: int) -> HttpResponse:
 # Checked here as well as in the services: before the assignee is looked up, so that a
 # person who may not work the queues cannot learn which usernames exist.
 @permission_required("automation.work_queue", raise_exception=True)
-def queue_action(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
-    user = _user(request)
+def queue_action(request: AuthenticatedHttpRequest, run_id: int, action: str) -> HttpResponse:
+    user = request.user
     try:
         if action == "claim":
             services.queue_claim(run_id=run_id, user=user)
@@ -309,7 +306,7 @@ RECOVERY = {
 @require_POST
 @login_required
 @permission_required("automation.recover_run", raise_exception=True)
-def recover(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
+def recover(request: AuthenticatedHttpRequest, run_id: int, action: str) -> HttpResponse:
     operation = RECOVERY.get(action)
     if operation is None:
         raise Http404("no such recovery operation")
@@ -318,7 +315,7 @@ def recover(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
         messages.error(request, "Give a reason: it goes on the run's record.")
         return redirect("automation:run", run_id=run_id)
     try:
-        result = operation(run_id, _user(request), form)
+        result = operation(run_id, request.user, form)
     except services.RecoveryError as exc:
         messages.error(request, exc.message)
     else:
@@ -330,7 +327,7 @@ def recover(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
 @require_POST
 @login_required
 @permission_required("automation.recover_run", raise_exception=True)
-def batch_new(request: HttpRequest, queue_name: str) -> HttpResponse:
+def batch_new(request: AuthenticatedHttpRequest, queue_name: str) -> HttpResponse:
     if not _fits(RecoveryBatch, "queue", queue_name):
         raise Http404("no such queue")
     form = BatchForm(request.POST)
@@ -346,7 +343,7 @@ def batch_new(request: HttpRequest, queue_name: str) -> HttpResponse:
         queue=queue_name,
         since=data["since"],
         until=data["until"],
-        user=_user(request),
+        user=request.user,
         reason=data["reason"],
     )
     return redirect("automation:batch", batch_id=batch.pk)
@@ -355,7 +352,7 @@ def batch_new(request: HttpRequest, queue_name: str) -> HttpResponse:
 @require_GET
 @login_required
 @permission_required(VIEW_RUNS, raise_exception=True)
-def batch(request: HttpRequest, batch_id: int) -> HttpResponse:
+def batch(request: AuthenticatedHttpRequest, batch_id: int) -> HttpResponse:
     item = get_object_or_404(RecoveryBatch.objects.select_related("created_by"), pk=batch_id)
     percent = 100 * item.done // item.total if item.total else 100
     return render(request, "automation/batch.html", {"batch": item, "percent": percent})

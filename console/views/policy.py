@@ -10,8 +10,7 @@ from typing import Any
 import yaml
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
-from django.contrib.auth.models import User
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -19,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from automation.models import Simulation
 from automation.services.simulation import SIMULATE, simulation_start
+from config.http import AuthenticatedHttpRequest
 from console.forms.ops import SimulationForm
 from policy.models import PolicyVersion
 from policy.schemas import VERSION_NAME_MAX_LENGTH, version_name_problem
@@ -72,7 +72,7 @@ def _active() -> PolicyVersion | None:
 @require_GET
 @login_required
 @permission_required(VIEW, raise_exception=True)
-def policy_list(request: HttpRequest) -> HttpResponse:
+def policy_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     versions = PolicyVersion.objects.select_related("author", "parent")[:100]
     context = {
         "versions": [(version, policy_url(version.name)) for version in versions],
@@ -84,14 +84,14 @@ def policy_list(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @login_required
 @permission_required("policy.add_policyversion", raise_exception=True)
-def policy_new(request: HttpRequest) -> HttpResponse:
+def policy_new(request: AuthenticatedHttpRequest) -> HttpResponse:
     active = _active()
     text = request.POST.get("document", "")
     error = ""
     if request.method == "POST":
         try:
             document = parse_policy_text(text)
-            version, _ = policy_version_create(document=document, author=request.user)  # type: ignore[arg-type]
+            version, _ = policy_version_create(document=document, author=request.user)
         except PolicyError as exc:
             error = str(exc)
         else:
@@ -132,7 +132,7 @@ def _detail_context(version: PolicyVersion, simulation_form: SimulationForm) -> 
 @require_GET
 @login_required
 @permission_required(VIEW, raise_exception=True)
-def policy_detail(request: HttpRequest, name: str) -> HttpResponse:
+def policy_detail(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
     version = get_object_or_404(PolicyVersion.objects.select_related("author", "parent"), name=name)
     return render(request, "policy/detail.html", _detail_context(version, SimulationForm()))
 
@@ -140,7 +140,7 @@ def policy_detail(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 @login_required
 @permission_required(SIMULATE, raise_exception=True)
-def policy_simulate(request: HttpRequest, name: str) -> HttpResponse:
+def policy_simulate(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
     version = get_object_or_404(PolicyVersion.objects.select_related("author", "parent"), name=name)
     form = SimulationForm(request.POST)
     if not form.is_valid():  # the page again, the window's problems shown at the form
@@ -148,8 +148,7 @@ def policy_simulate(request: HttpRequest, name: str) -> HttpResponse:
         return render(request, "policy/detail.html", context, status=400)
     since = form.cleaned_data["since"] or timezone.now() - timedelta(days=30)
     until = form.cleaned_data["until"] or timezone.now()
-    user: User = request.user  # type: ignore[assignment]
-    simulation = simulation_start(version=version.name, since=since, until=until, user=user)
+    simulation = simulation_start(version=version.name, since=since, until=until, user=request.user)
     return redirect("automation:simulation", simulation_id=simulation.pk)
 
 
@@ -158,9 +157,9 @@ def policy_simulate(request: HttpRequest, name: str) -> HttpResponse:
 # Checked before the version is looked up (the service checks again): someone who may not
 # activate learns nothing about which version names exist.
 @permission_required("policy.activate_policyversion", raise_exception=True)
-def policy_activate(request: HttpRequest, name: str) -> HttpResponse:
+def policy_activate(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
     get_object_or_404(PolicyVersion, name=name)
-    policy_version_activate(name=name, user=request.user)  # type: ignore[arg-type]
+    policy_version_activate(name=name, user=request.user)
     messages.success(request, f"{name} is now the active policy. Runs decided from now on use it.")
     return redirect("automation:policy", name=name)
 
@@ -168,7 +167,7 @@ def policy_activate(request: HttpRequest, name: str) -> HttpResponse:
 @require_GET
 @login_required
 @permission_required(VIEW, raise_exception=True)
-def simulation(request: HttpRequest, simulation_id: int) -> HttpResponse:
+def simulation(request: AuthenticatedHttpRequest, simulation_id: int) -> HttpResponse:
     item = get_object_or_404(Simulation, pk=simulation_id)
     moves: dict[str, int] = {}
     for change in item.changes:

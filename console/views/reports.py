@@ -10,6 +10,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from config.http import AuthenticatedHttpRequest
 from console import charts
 from console.exports import EXPORTS, spreadsheet_safe
 from console.forms.reports import PRESETS, PeriodForm
@@ -31,7 +32,7 @@ def _period_query(request: HttpRequest) -> str:
 @require_GET
 @login_required
 @permission_required(VIEW_REPORTS, raise_exception=True)
-def dashboard(request: HttpRequest) -> HttpResponse:
+def dashboard(request: AuthenticatedHttpRequest) -> HttpResponse:
     now = timezone.now()
     form = PeriodForm(request.GET or None)
     data = selectors.dashboard(period=form.to_period(now), now=now)
@@ -63,7 +64,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 @permission_required(VIEW_REPORTS, raise_exception=True)
-def panel_csv(request: HttpRequest, panel: str) -> HttpResponse:
+def panel_csv(request: AuthenticatedHttpRequest, panel: str) -> HttpResponse:
     export = EXPORTS.get(panel)
     if export is None:
         raise Http404("no such report panel")
