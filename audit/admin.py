@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import get_user_model
-from django.db.models import Q, QuerySet
+from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
 
 from audit.models import APPROVAL_ACTIONS, AuditEvent
@@ -17,7 +17,6 @@ from config.admin_base import (
     distinct_by_index,
     known_values_filter,
     sees_all_approvals,
-    without_approval_rows,
 )
 
 
@@ -28,6 +27,17 @@ def _actions(request: HttpRequest) -> list[str]:
     if sees_all_approvals(request):
         return actions
     return [action for action in actions if not action.startswith(APPROVAL_ACTIONS)]
+
+
+M = TypeVar("M", bound=Model)
+
+
+def without_approval_rows(request: HttpRequest, rows: QuerySet[M]) -> QuerySet[M]:
+    """Audit rows about approvals (decisions, comments, escalations) only for those who may
+    read every group's requests: someone else reading the trail sees the runs' own rows."""
+    if sees_all_approvals(request):
+        return rows
+    return rows.filter(approval__isnull=True).exclude(action__startswith=APPROVAL_ACTIONS)
 
 
 @admin.register(AuditEvent)

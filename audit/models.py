@@ -1,4 +1,14 @@
-"""The audit trail: one append-only table that every app writes to and nobody edits."""
+"""The audit trail: one append-only table that every app writes to and nobody edits.
+
+audit is the kernel app: every other app may import it, and it imports no code of theirs
+but policy's signals (audit.receivers). Its one allowed dependency the other way is this
+table's foreign keys to automation.Run, automation.IntakeRecord and
+approvals.ApprovalRequest: named by string, so no module is imported, but the schema (and
+the migrations) depend on those apps. A row is about a run or an approval, and the run page
+and the reports join through these keys; a generic reference would lose the joins and the
+PROTECT that keeps a run's history from being deleted under it. The import contract
+(pyproject.toml, `make lint`) states the same.
+"""
 
 from __future__ import annotations
 

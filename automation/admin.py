@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -14,6 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils.html import format_html, format_html_join
 
+from audit.admin import without_approval_rows
 from automation import services
 from automation.models import (
     AccountReview,
@@ -41,8 +42,8 @@ from config.admin_base import (
     ReadOnlyAdminMixin,
     ReadOnlyInline,
     known_values_filter,
-    without_approval_rows,
 )
+from config.http import AuthenticatedHttpRequest
 from policy.models import PolicyVersion
 
 
@@ -212,15 +213,19 @@ class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
     actions = ["retry_selected", "replay_selected"]
 
     @admin.action(description="Retry the failed stage of the selected held runs")
-    def retry_selected(self, request: HttpRequest, queryset: QuerySet[Run]) -> HttpResponse | None:
+    def retry_selected(
+        self, request: AuthenticatedHttpRequest, queryset: QuerySet[Run]
+    ) -> HttpResponse | None:
         return self._recover(request, queryset, RecoveryKind.RETRY)
 
     @admin.action(description="Replay the selected finished runs")
-    def replay_selected(self, request: HttpRequest, queryset: QuerySet[Run]) -> HttpResponse | None:
+    def replay_selected(
+        self, request: AuthenticatedHttpRequest, queryset: QuerySet[Run]
+    ) -> HttpResponse | None:
         return self._recover(request, queryset, RecoveryKind.REPLAY)
 
     def _recover(
-        self, request: HttpRequest, queryset: QuerySet[Run], action: RecoveryKind
+        self, request: AuthenticatedHttpRequest, queryset: QuerySet[Run], action: RecoveryKind
     ) -> HttpResponse | None:
         """Ask for the reason first (an intermediate page), then call the service per run."""
         if not request.user.has_perm("automation.recover_run"):
@@ -240,10 +245,10 @@ class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
         for run in queryset:
             try:
                 if action == RecoveryKind.REPLAY:
-                    services.run_replay(run_id=run.pk, user=user, reason=reason)  # type: ignore[arg-type]
+                    services.run_replay(run_id=run.pk, user=user, reason=reason)
                     done += 1
                 else:
-                    result = services.run_retry(run_id=run.pk, user=user, reason=reason)  # type: ignore[arg-type]
+                    result = services.run_retry(run_id=run.pk, user=user, reason=reason)
                     done += result != Outcome.STATE_CONFLICT
             except services.RecoveryError as exc:
                 self.message_user(request, f"run {run.pk}: {exc.message}", messages.WARNING)
@@ -272,11 +277,15 @@ class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
         run = Run.objects.filter(pk=object_id).first()
-        operations = services.run_operations_for(run=run, user=request.user) if run else []  # type: ignore[arg-type]
+        # The admin lets only a signed-in member of staff this far.
+        user = cast(AuthenticatedHttpRequest, request).user
+        operations = services.run_operations_for(run=run, user=user) if run else []
         context = {**(extra_context or {}), "run_operations": operations}
         return super().change_view(request, object_id, form_url, context)
 
-    def operation_view(self, request: HttpRequest, run_id: int, name: str) -> HttpResponse:
+    def operation_view(
+        self, request: AuthenticatedHttpRequest, run_id: int, name: str
+    ) -> HttpResponse:
         """Start an operation through its service; only transitions offered on the page.
 
         The operation's permission is checked first: a staff user who may not start it gets a
@@ -297,7 +306,7 @@ class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
                 request, "Give a reason: it goes on the run's record.", messages.ERROR
             )
         else:
-            result = operation.service(run_id=run_id, user=request.user, reason=reason)  # type: ignore[arg-type]
+            result = operation.service(run_id=run_id, user=request.user, reason=reason)
             level = messages.ERROR if result == Outcome.STATE_CONFLICT else messages.SUCCESS
             self.message_user(request, f"{name}: {result}", level)
         return redirect("admin:automation_run_change", run_id)
@@ -439,9 +448,9 @@ class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return False
 
     @admin.action(description="Revoke selected tokens", permissions=["change"])
-    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+    def revoke(self, request: AuthenticatedHttpRequest, queryset: QuerySet[ApiToken]) -> None:
         ids = list(queryset.values_list("pk", flat=True))
-        revoked = services.api_tokens_revoke(token_ids=ids, user=request.user)  # type: ignore[arg-type]
+        revoked = services.api_tokens_revoke(token_ids=ids, user=request.user)
         self.message_user(request, f"{revoked} token(s) revoked")
 
 
@@ -464,22 +473,27 @@ class EffectControlAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return Effect.objects.filter(name=control.name, status__in=DELIVERABLE).count()
 
     @admin.action(description="Pause deliveries", permissions=["change"])
-    def pause(self, request: HttpRequest, queryset: QuerySet[EffectControl]) -> None:
+    def pause(self, request: AuthenticatedHttpRequest, queryset: QuerySet[EffectControl]) -> None:
         for control in queryset:
-            services.effect_pause(name=control.name, user=request.user)  # type: ignore[arg-type]
+            services.effect_pause(name=control.name, user=request.user)
         self.message_user(request, f"paused {queryset.count()} effect(s)")
 
     @admin.action(description="Resume at 10 per minute", permissions=["change"])
-    def resume_slowly(self, request: HttpRequest, queryset: QuerySet[EffectControl]) -> None:
+    def resume_slowly(
+        self, request: AuthenticatedHttpRequest, queryset: QuerySet[EffectControl]
+    ) -> None:
         self._resume(request, queryset, 10)
 
     @admin.action(description="Resume at full speed", permissions=["change"])
-    def resume(self, request: HttpRequest, queryset: QuerySet[EffectControl]) -> None:
+    def resume(self, request: AuthenticatedHttpRequest, queryset: QuerySet[EffectControl]) -> None:
         self._resume(request, queryset, None)
 
     def _resume(
-        self, request: HttpRequest, queryset: QuerySet[EffectControl], rate: int | None
+        self,
+        request: AuthenticatedHttpRequest,
+        queryset: QuerySet[EffectControl],
+        rate: int | None,
     ) -> None:
         for control in queryset:
-            services.effect_resume(name=control.name, user=request.user, rate_per_minute=rate)  # type: ignore[arg-type]
+            services.effect_resume(name=control.name, user=request.user, rate_per_minute=rate)
         self.message_user(request, f"resumed {queryset.count()} effect(s)")

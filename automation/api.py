@@ -13,7 +13,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from automation import selectors, services
-from automation.conf import setting
+from automation.conf import IntSetting, setting
 from automation.models import ApiToken, Outcome
 from automation.services.intake import MAIL_TYPE
 from policy.models import PolicyVersion
@@ -34,7 +34,8 @@ def _error(status: int, code: str, message: str, **extra: Any) -> JsonResponse:
 
 
 def token_required(view: View) -> View:
-    """Bearer token: only its SHA-256 is stored; the token names the intake channel."""
+    """Bearer token: only its SHA-256 is stored; the token names the intake channel. The
+    view gets the token as its second argument."""
 
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
@@ -50,13 +51,15 @@ def token_required(view: View) -> View:
         )
         if token is None:
             return _error(401, "unauthenticated", "unknown or revoked token")
-        request.api_token = token  # type: ignore[attr-defined]
-        return view(request, *args, **kwargs)
+        return view(request, token, *args, **kwargs)
 
     return wrapper
 
 
-ACCEPTED_TYPES = {"application/json": "MAX_EVENT_BYTES", MAIL_TYPE: "MAX_MESSAGE_BYTES"}
+ACCEPTED_TYPES: dict[str, IntSetting] = {
+    "application/json": "MAX_EVENT_BYTES",
+    MAIL_TYPE: "MAX_MESSAGE_BYTES",
+}
 
 
 def _body_problem(request: HttpRequest) -> JsonResponse | None:
@@ -67,7 +70,7 @@ def _body_problem(request: HttpRequest) -> JsonResponse | None:
             "unsupported_media_type",
             "send an event as application/json or an e-mail message as message/rfc822",
         )
-    limit = int(setting(ACCEPTED_TYPES[content_type]))
+    limit = setting(ACCEPTED_TYPES[content_type])
     declared = request.headers.get("Content-Length") or "0"
     if (declared.isdigit() and int(declared) > limit) or len(request.body) > limit:
         return _error(413, "too_large", f"a {content_type} request is at most {limit} bytes")
@@ -77,11 +80,10 @@ def _body_problem(request: HttpRequest) -> JsonResponse | None:
 @csrf_exempt  # token-authenticated machine endpoint: no cookies, so no CSRF exposure
 @require_POST
 @token_required
-def submit_event(request: HttpRequest) -> JsonResponse:
+def submit_event(request: HttpRequest, token: ApiToken) -> JsonResponse:
     problem = _body_problem(request)
     if problem is not None:
         return problem
-    token: ApiToken = request.api_token  # type: ignore[attr-defined]
     try:
         result = services.intake_submit(
             channel=token.channel,
@@ -113,8 +115,7 @@ def submit_event(request: HttpRequest) -> JsonResponse:
 
 @require_GET
 @token_required
-def run_detail(request: HttpRequest, run_id: int) -> JsonResponse:
-    token: ApiToken = request.api_token  # type: ignore[attr-defined]
+def run_detail(request: HttpRequest, token: ApiToken, run_id: int) -> JsonResponse:
     run = selectors.run_for_channel(run_id=run_id, channel=token.channel)
     if run is None:
         return _error(404, "not_found", "no such run for this token")

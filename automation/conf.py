@@ -1,11 +1,53 @@
-"""Typed access to the GATEHOUSE settings block."""
+"""Typed access to the GATEHOUSE settings block (config/settings.py).
+
+Each key's type is stated once, in the overload that names it, and a test holds the
+settings to it. The block is read at every call, so a changed setting (tests change them)
+counts at once.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal, cast, overload
 
 from django.conf import settings
 
+IntSetting = Literal[
+    "MAX_EVENT_BYTES",
+    "MAX_MESSAGE_BYTES",
+    "CLASSIFIER_DEADLINE_SECONDS",
+    "CLASSIFIER_MAX_ATTEMPTS",
+    "RETRY_BACKOFF_BASE_SECONDS",
+    "RETRY_BACKOFF_CAP_SECONDS",
+    "STAGE_LEASE_SECONDS",
+    "EFFECT_LEASE_SECONDS",
+]
+StrSetting = Literal[
+    "WORKFLOW_VERSION",
+    "PROMPT_VERSION",
+    "DEFAULT_CLASSIFIER",
+    "CUSTOMER_REFERENCE_PATTERN",
+    "OPENAI_BASE_URL",
+    "OPENAI_MODEL",
+    "OPENAI_API_KEY",
+    "OPENAI_OUTPUT",
+    "PROMPT_FILE",
+    "METRICS_TOKEN",
+]
 
-def setting(name: str) -> Any:
-    return settings.GATEHOUSE[name]
+
+@overload
+def setting(name: IntSetting) -> int: ...
+@overload
+def setting(name: StrSetting) -> str: ...
+@overload
+def setting(name: Literal["Q_STOP_GRACE"]) -> float: ...
+@overload
+def setting(name: Literal["Q_SERVES"]) -> list[str]: ...
+@overload
+def setting(name: Literal["CHANNEL_CLASSIFIERS"]) -> dict[str, str]: ...
+@overload
+def setting(name: Literal["HTTP_EFFECTS"]) -> dict[str, dict[str, Any]]: ...
+def setting(name: str) -> object:
+    block = cast(Mapping[str, object], settings.GATEHOUSE)
+    return block[name]

@@ -152,6 +152,8 @@ def _decoded_text(part: Message, notes: list[str]) -> str:
 
 
 def _pdf_text(data: bytes, notes: list[str], name: str) -> str:
+    # Here, not at the top: pypdf takes 60 ms to import, and only a message with a PDF
+    # attachment needs it (every web and worker process imports this module).
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
 

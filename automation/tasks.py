@@ -7,6 +7,7 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 from automation import services
 from automation.models import Effect
 from automation.services.runlog import log_run_id
+from automation.services.simulation import simulation_process
 
 
 def advance_run(run_id: int) -> str | None:
@@ -34,12 +35,8 @@ def sweep() -> dict[str, int]:
 
 
 def process_batch(batch_id: int) -> None:
-    from automation.services.recovery import batch_process
-
-    batch_process(batch_id=batch_id)
+    services.batch_process(batch_id=batch_id)
 
 
 def process_simulation(simulation_id: int) -> None:
-    from automation.services.simulation import simulation_process
-
     simulation_process(simulation_id=simulation_id)

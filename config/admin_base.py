@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import Any
 
 from django.contrib import admin
 from django.core.paginator import Paginator
 from django.db import connections
-from django.db.models import Model, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
-
-from audit.models import APPROVAL_ACTIONS
 
 # Approval records are shown in the admin only to those who read every group's requests (ops
 # leads, auditors, recovery staff). An approver reads the requests routed to their groups in
@@ -22,17 +20,6 @@ VIEW_ALL_APPROVALS = "approvals.view_all_approvalrequests"
 
 def sees_all_approvals(request: HttpRequest) -> bool:
     return request.user.is_active and request.user.has_perm(VIEW_ALL_APPROVALS)
-
-
-M = TypeVar("M", bound=Model)
-
-
-def without_approval_rows(request: HttpRequest, rows: QuerySet[M]) -> QuerySet[M]:
-    """Audit rows about approvals (decisions, comments, escalations) only for those who may
-    read every group's requests: someone else reading the trail sees the runs' own rows."""
-    if sees_all_approvals(request):
-        return rows
-    return rows.filter(approval__isnull=True).exclude(action__startswith=APPROVAL_ACTIONS)
 
 
 class ReadOnlyAdminMixin:

@@ -58,8 +58,8 @@ INSTALLED_APPS = [
     "policy",
     "approvals",
     "automation",
-    "receiver",
     "reports",
+    "console",  # the pages people use; above the domain apps, nothing imports it
     "django_q",  # after automation, whose `qcluster` command replaces django-q2's
 ]
 
@@ -85,14 +85,15 @@ ASGI_APPLICATION = "config.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # Every template lives in the app that renders it: console pages, admin overrides.
+        "DIRS": [],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "approvals.context_processors.navigation",
+                "console.context_processors.navigation",
             ],
         },
     },
@@ -159,9 +160,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-STATICFILES_DIRS = [BASE_DIR / "static"]
 # WhiteNoise serves collected files in production (`collectstatic`); without them it
-# serves straight from the app and project static folders.
+# serves straight from the apps' static folders (the console's).
 WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "automation:home"
@@ -265,14 +265,6 @@ GATEHOUSE: dict[str, Any] = {
     # Effects delivered over HTTP, by effect name: {"url", "secret", "connect_timeout",
     # "read_timeout", "max_attempts", "deadline_seconds", "honours_idempotency_keys"}.
     "HTTP_EFFECTS": json.loads(os.environ.get("GATEHOUSE_HTTP_EFFECTS") or "{}"),
-    # The demo receiver under /demo/: its shared secret and the share of requests it fails.
-    "DEMO_RECEIVER_SECRET": os.environ.get("GATEHOUSE_DEMO_RECEIVER_SECRET", ""),
-    "DEMO_RECEIVER_FAILURE_RATE": float(os.environ.get("GATEHOUSE_DEMO_FAILURE_RATE", "0")),
-    # Fault injection for crash tests only: die right after the downstream answered.
-    "FAULT_KILL_AFTER_DOWNSTREAM": env_bool("GATEHOUSE_FAULT_KILL_AFTER_DOWNSTREAM", False),
-    # Fault injection for crash tests only: a marker file; while it exists, the first worker
-    # to reach a classifier call removes it and dies there (SIGKILL).
-    "FAULT_KILL_ONCE": os.environ.get("GATEHOUSE_FAULT_KILL_ONCE", ""),
     # Bearer token a Prometheus server sends to /metrics; empty: only signed-in people with
     # the reports permission may read it.
     "METRICS_TOKEN": os.environ.get("GATEHOUSE_METRICS_TOKEN", ""),

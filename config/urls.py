@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+from django.apps import apps
 from django.contrib import admin
 from django.urls import include, path
 
+from console.urls import approval_urls, ops_urls, report_urls
 from reports.metrics import metrics_view
 
 admin.site.site_header = "Gatehouse"
@@ -12,10 +14,14 @@ admin.site.index_title = "Runs, approvals and policy"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
-    path("approvals/", include("approvals.urls")),
-    path("demo/", include("receiver.urls")),
+    path("approvals/", include(approval_urls)),
     path("api/v1/", include("automation.api_urls")),
-    path("reports/", include("reports.urls")),
+    path("reports/", include(report_urls)),
     path("metrics", metrics_view, name="metrics"),
-    path("", include("automation.urls")),
+    path("", include(ops_urls)),
 ]
+
+# The demo receiver exists only where the development tools are installed (the demo and the
+# tests, config.dev_settings); it is named by its dotted path so the product never imports it.
+if apps.is_installed("devtools.receiver"):
+    urlpatterns.append(path("demo/", include("devtools.receiver.urls")))

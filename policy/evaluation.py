@@ -11,8 +11,8 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
+from policy.risk_signals import SignalHit, match_signals
 from policy.schemas import ApprovalRule, PolicyDocument, SignalAction
-from policy.signals import SignalHit, match_signals
 
 
 class Verdict(StrEnum):

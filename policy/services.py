@@ -12,10 +12,9 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from audit.models import AuditAction
-from audit.services import audit_record
 from policy.models import PolicyVersion
 from policy.schemas import NEW_VERSION, PolicyDocument, version_name_problem
+from policy.signals import version_activated
 
 DEFAULTS_DIR = Path(__file__).resolve().parent / "defaults"
 
@@ -191,10 +190,8 @@ def _version_activate(name: str, user: User | None) -> PolicyVersion:
         target.is_active = True
         target.activated_at = timezone.now()
         target.save(update_fields=["is_active", "activated_at"])
-        # The trail every run's decision can be traced back to.
-        audit_record(
-            action=AuditAction.POLICY_ACTIVATED, actor=user, version=name, previous=previous
-        )
+        # The trail every run's decision can be traced back to (audit records it).
+        version_activated.send(sender=PolicyVersion, name=name, previous=previous, user=user)
     return target
 
 

@@ -1,4 +1,9 @@
+from __future__ import annotations
+
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
+
+from reports.aggregates import register_sqlite_functions
 
 
 class ReportsConfig(AppConfig):
@@ -7,8 +12,4 @@ class ReportsConfig(AppConfig):
     verbose_name = "Reports"
 
     def ready(self) -> None:
-        from django.db.backends.signals import connection_created
-
-        from reports.aggregates import register_sqlite_functions
-
         connection_created.connect(register_sqlite_functions, dispatch_uid="reports.sqlite")

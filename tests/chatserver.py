@@ -182,7 +182,7 @@ def running_chat_server(**options: Any) -> Iterator[ChatServer]:
 
 def _reading(payload: dict[str, Any]) -> str:
     """The heuristic classifier's reading of the event in the request, as a model writes it."""
-    from automation.classifiers import ClassifierInput
+    from automation.classifiers.base import ClassifierInput
     from automation.classifiers.heuristic import HeuristicClassifier
 
     user = next(m["content"] for m in payload["messages"] if m["role"] == "user")

@@ -52,10 +52,10 @@ from automation import services
 from automation.models import EffectControl, IntakeChannel, Outcome, RecoveryBatch, Run, Simulation
 from automation.roles import roles_ensure
 from automation.services.simulation import simulation_start
+from console.exports import EXPORTS
+from devtools.receiver.models import Delivery, Receipt
 from policy.services import DEFAULTS_DIR, parse_policy_text, policy_version_activate
 from policy.services import policy_version_create as policy_create
-from receiver.models import Delivery, Receipt
-from reports.exports import EXPORTS
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event, rolled_back
 
 # --- outcomes -----------------------------------------------------------------------------

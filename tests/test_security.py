@@ -29,6 +29,7 @@ def test_check_deploy_is_clean_with_production_settings() -> None:
         "GATEHOUSE_DEBUG": "0",
         "GATEHOUSE_HTTPS": "1",
         "GATEHOUSE_ALLOWED_HOSTS": "gatehouse.example.com",
+        "DJANGO_SETTINGS_MODULE": "config.settings",  # the tests' own are the dev settings
     }
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # set by the browser tests, never in production
     result = subprocess.run(

@@ -1,65 +1,19 @@
-"""The one seam where a model plugs in: classify(event, attempt) with a deadline.
-
-A classifier returns its raw output (JSON-like) or raises ClassifierTimeout or
-ClassifierUnavailable. It never decides anything: the pipeline validates the output against
-ClassifierDecision and policy decides what happens.
-"""
+"""Classifiers by name: the one the pipeline calls, and the versions a channel stamps."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from django.utils.module_loading import import_string
 
+from automation.classifiers.base import CLASSIFIERS, VERSIONS, Classifier, ClassifierUnavailable
 from automation.conf import setting
 
 
-class ClassifierTimeout(Exception):
-    """The classifier did not answer within its deadline. Retryable."""
-
-
-class ClassifierUnavailable(Exception):
-    """The classifier could not be reached or has nothing to say. Retryable."""
-
-
-class ClassifierRefused(ClassifierUnavailable):
-    """The classifier's server refused the request itself (malformed for it): the same
-    request cannot succeed later, so it is not retried; a person fixes the configuration."""
-
-
-@dataclass(frozen=True)
-class ClassifierInput:
-    channel: str
-    event_id: str
-    normalized: dict[str, Any]
-
-
-class Classifier(Protocol):
-    name: str
-
-    def classify(self, event: ClassifierInput, attempt: int, *, deadline: float) -> Any: ...
-
-
-# Versions of the classifiers that have no configuration; see classifier_versions().
-VERSIONS = {"recorded": "recorded-classifier-1", "heuristic": "heuristic-3"}
-
-
-def _registry() -> dict[str, type[Classifier]]:
-    from automation.classifiers.heuristic import HeuristicClassifier
-    from automation.classifiers.openai_compatible import OpenAICompatibleClassifier
-    from automation.classifiers.recorded import RecordedClassifier
-
-    return {
-        "recorded": RecordedClassifier,
-        "heuristic": HeuristicClassifier,
-        OpenAICompatibleClassifier.name: OpenAICompatibleClassifier,
-    }
-
-
 def get_classifier(name: str) -> Classifier:
-    try:
-        return _registry()[name]()
-    except KeyError:
-        raise ClassifierUnavailable(f"no classifier named {name!r} is installed") from None
+    path = CLASSIFIERS.get(name)
+    if path is None:
+        raise ClassifierUnavailable(f"no classifier named {name!r} is installed")
+    classifier: Classifier = import_string(path)()
+    return classifier
 
 
 def classifier_versions(name: str) -> tuple[str, str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from automation.classifiers import ClassifierInput
+from automation.classifiers.base import ClassifierInput
 from automation.customers import references_in
 from automation.extraction import CURRENCIES, MONTH_PATTERN, parse_date
 from automation.mailtext import MessageParts, split_text

@@ -25,7 +25,7 @@ from typing import Any
 import openai
 from openai.types.shared_params import ResponseFormatJSONSchema
 
-from automation.classifiers import (
+from automation.classifiers.base import (
     ClassifierInput,
     ClassifierRefused,
     ClassifierTimeout,

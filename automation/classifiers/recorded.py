@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from automation.classifiers import ClassifierInput, ClassifierTimeout, ClassifierUnavailable
+from automation.classifiers.base import ClassifierInput, ClassifierTimeout, ClassifierUnavailable
 from automation.models import RecordedOutcome
 
 

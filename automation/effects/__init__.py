@@ -7,38 +7,11 @@ a lease, and report what happened as a Delivery; the outbox decides what to do w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
-
-from automation.models import DeliveryResult, Effect
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """What one attempt came to."""
-
-    outcome: DeliveryResult
-    reference: str = ""
-    status_code: int | None = None
-    retry_after: float | None = None  # seconds, from the receiver's Retry-After
-    body: str = ""
-    error_class: str = ""
-    detail: str = ""
-
-
-class EffectAdapter(Protocol):
-    local: bool
-    honours_idempotency_keys: bool
-    max_attempts: int
-    deadline_seconds: float
-
-    def deliver(self, effect: Effect) -> Delivery:
-        """Perform the effect at most once per key (local) or send it once (remote)."""
-        ...
+from automation.effects.base import EffectAdapter
+from automation.effects.http import http_adapter_for
+from automation.effects.local import LOCAL_ADAPTERS
 
 
 def get_adapter(name: str) -> EffectAdapter:
-    from automation.effects.http import http_adapter_for
-    from automation.effects.local import LOCAL_ADAPTERS
-
+    """The effect's HTTP adapter where GATEHOUSE["HTTP_EFFECTS"] names it, else its local one."""
     return http_adapter_for(name) or LOCAL_ADAPTERS[name]

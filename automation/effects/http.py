@@ -19,7 +19,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl
 
 from automation.conf import setting
-from automation.effects import Delivery
+from automation.effects.base import Delivery
 from automation.models import DeliveryResult, Effect
 from policy.schemas import canonical_json
 

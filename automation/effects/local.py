@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from automation.effects import Delivery
+from automation.effects.base import Delivery
 from automation.models import (
     AccountReview,
     DeliveryResult,

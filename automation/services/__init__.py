@@ -27,8 +27,6 @@ from automation.services.intake import (
 )
 from automation.services.operations import (
     OPERATIONS,
-    checkpoint_import,
-    run_move,
     run_operations_for,
     run_reconsider,
     run_resume,
@@ -66,7 +64,6 @@ __all__ = [
     "batch_create",
     "batch_process",
     "channel_get_or_create",
-    "checkpoint_import",
     "effect_deliver",
     "effect_is_authorized",
     "effect_key",
@@ -81,7 +78,6 @@ __all__ = [
     "queue_release",
     "run_advance",
     "run_correct",
-    "run_move",
     "run_operations_for",
     "run_reconsider",
     "run_replay",

@@ -10,8 +10,6 @@ again with the same key, and the receiver's deduplication makes it count once.
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -33,7 +31,8 @@ from django_fsm import can_proceed, has_transition_perm
 from approvals.models import ApprovalRequest, ApprovalStatus
 from audit.models import AuditAction
 from automation.conf import setting
-from automation.effects import Delivery, EffectAdapter, get_adapter
+from automation.effects import get_adapter
+from automation.effects.base import Delivery, EffectAdapter
 from automation.models import (
     DeliveryResult,
     Effect,
@@ -53,6 +52,7 @@ from automation.services.locking import lock_run
 from automation.services.payloads import binding_of
 from automation.services.runlog import log_run
 from automation.services.sending import DELIVER_EFFECT_TASK
+from automation.signals import effect_sent_downstream
 from config.dispatch import Priority, batch, enqueue_after_commit
 from policy.models import PolicyVersion
 
@@ -89,10 +89,7 @@ def effect_deliver(*, effect_id: int, now: datetime | None = None) -> str | None
     effect, started_at = claim
     clock = time.monotonic()
     delivery = adapter.deliver(effect)
-    if setting("FAULT_KILL_AFTER_DOWNSTREAM"):
-        # Fault injection for the crash tests: die after the receiver answered and before
-        # anything here knows it.
-        os.kill(os.getpid(), signal.SIGKILL)
+    effect_sent_downstream.send(sender=Effect, effect_id=effect.pk)
     elapsed_ms = int((time.monotonic() - clock) * 1000)
     return _record(effect.pk, effect.attempts, adapter, delivery, started_at, elapsed_ms, now)
 

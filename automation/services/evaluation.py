@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db import transaction
 
+from automation.classifiers import classifier_versions
 from automation.models import IntakeChannel, Run, State
 from automation.services.customers import customers_load_in_transaction
 from automation.services.intake import MAIL_TYPE, intake_submit_in_transaction
@@ -251,8 +252,6 @@ def classifier_evaluate(
 def _evaluate(
     labels: Path, rows: list[dict[str, str]], classifier: str, policy: str | None
 ) -> EvaluationReport:
-    from automation.classifiers import classifier_versions
-
     policy_ensure_defaults_in_transaction()
     chosen = policy_get(name=policy)
     customers = labels.parent / "customers.csv"

@@ -1,4 +1,4 @@
-"""What people (and the sweep) start by hand: resume, re-decide, move requests, nudges."""
+"""What people (and the sweep) start by hand: resume, re-decide, nudges."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from audit.services import SYSTEM
 from automation.conf import setting
 from automation.models import (
     AuditEvent,
-    Checkpoint,
     Effect,
     EffectStatus,
     Outcome,
@@ -36,31 +35,13 @@ from automation.schemas import (
     validation_problems,
 )
 from automation.services.effects import effect_retry
-from automation.services.journal import Stage, add_checkpoint, record_audit, record_transition
+from automation.services.journal import Stage, record_audit, record_transition
 from automation.services.pipeline import STEPS
 from automation.services.runlog import log_run
 from automation.services.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK, run_send
 from config.dispatch import batch, enqueue_after_commit, oldest_waiting
 
 # --- operator operations ----------------------------------------------------------------
-
-
-def checkpoint_import(
-    *, run_id: int, classification: Any, actor_label: str, actor: User | None = None
-) -> Checkpoint:
-    """Store an authored classification as a checkpoint to resume from (validated on resume)."""
-    with transaction.atomic(durable=True):
-        run = Run.objects.select_for_update().get(pk=run_id)
-        checkpoint = add_checkpoint(run, {"classification": classification}, source="import")
-        record_audit(
-            run,
-            AuditAction.CHECKPOINT_IMPORTED,
-            actor=actor,
-            actor_label=actor_label,
-            from_state=run.state,
-            checkpoint=checkpoint.sequence,
-        )
-        return checkpoint
 
 
 def run_resume(*, run_id: int, actor_label: str, actor: User | None = None) -> str:
@@ -75,7 +56,7 @@ def run_resume_in_transaction(*, run_id: int, actor_label: str, actor: User | No
     checkpoint = run.checkpoints.order_by("-sequence").first()
     stored = (checkpoint.data if checkpoint else {}).get("classification")
     if run.state not in (State.ENRICHED, State.NEEDS_REVIEW) or stored is None:
-        return _refuse(run, "resume", actor, actor_label)
+        return refuse_transition(run, "resume", actor, actor_label)
     stage = Stage(StageName.CLASSIFY, attempt=run.classify_attempts)
     try:
         decision = ClassifierDecision.model_validate(stored)
@@ -127,7 +108,7 @@ def run_reconsider(*, run_id: int, user: User, reason: str) -> str:
     with transaction.atomic(durable=True):
         run = Run.objects.select_for_update().get(pk=run_id)
         if not can_proceed(run.reconsider):
-            return _refuse(run, "reconsider", user, SYSTEM, reason=reason)
+            return refuse_transition(run, "reconsider", user, SYSTEM, reason=reason)
         if not has_transition_perm(run.reconsider, user):
             raise PermissionDenied("you may not re-decide runs")
         now = timezone.now()
@@ -174,39 +155,9 @@ def run_operations_for(*, run: Run, user: User) -> list[dict[str, str]]:
     ]
 
 
-def run_move(
-    *,
-    run_id: int,
-    target: str,
-    reason: str,
-    actor_label: str,
-    actor: User | None = None,
+def refuse_transition(
+    run: Run, what: str, actor: User | None, actor_label: str, **data: Any
 ) -> str:
-    """A person asks for a run to reach `target` now.
-
-    The state machine stays the only authority: a target that no transition reaches from the
-    current state is refused and recorded (`state_conflict`), the run untouched. A reachable
-    one is handed to the pipeline, which makes the move with all its own checks.
-    """
-    with transaction.atomic(durable=True):
-        run = Run.objects.select_for_update().get(pk=run_id)
-        reachable = {t.target for t in run.get_available_state_transitions()}
-        if target not in reachable:
-            return _refuse(run, f"move to {target}", actor, actor_label, reason=reason)
-        record_audit(
-            run,
-            AuditAction.RUN_NUDGED,
-            actor=actor,
-            actor_label=actor_label,
-            from_state=run.state,
-            requested=target,
-            reason=reason,
-        )
-        run_send(run)
-        return "queued"
-
-
-def _refuse(run: Run, what: str, actor: User | None, actor_label: str, **data: Any) -> str:
     """Record a refused transition; the run itself is left exactly as it was."""
     record_audit(
         run,

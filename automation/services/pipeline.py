@@ -29,12 +29,12 @@ from approvals import services as approvals
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import run_conflicted_user_ids
 from audit.models import AuditAction
-from automation.classifiers import (
+from automation.classifiers import get_classifier
+from automation.classifiers.base import (
     ClassifierInput,
     ClassifierRefused,
     ClassifierTimeout,
     ClassifierUnavailable,
-    get_classifier,
 )
 from automation.conf import setting
 from automation.customers import customer_find, customers_known
@@ -67,7 +67,6 @@ from automation.services.effects import (
     effect_deliver_locked,
     effect_send,
 )
-from automation.services.faults import fault_kill_once
 from automation.services.journal import (
     Stage,
     add_checkpoint,
@@ -86,6 +85,7 @@ from automation.services.payloads import (
     interpretation_of,
     policy_for,
 )
+from automation.signals import classifier_call_starting
 from config.dispatch import Priority
 from policy.evaluation import Verdict, evaluate
 
@@ -252,7 +252,7 @@ def _classify(call: ClassifierCall, now: datetime, *, durable: bool) -> str | No
     """Call the classifier (no transaction, no lock held), then record the answer and carry
     the run on from it."""
     run, attempt = call.run, call.attempt
-    fault_kill_once()  # crash tests only: the worker dies here, its steps so far committed
+    classifier_call_starting.send(sender=Run, run_id=run.pk)
     classifier = get_classifier(run.channel.classifier)
     raw: Any = None
     error: Exception | None = None

@@ -41,6 +41,7 @@ from automation.schemas import ClassifierDecision, FieldProblem, validation_prob
 from automation.services.effects import effect_retry_in_transaction
 from automation.services.intake import intake_replay
 from automation.services.journal import Stage, add_checkpoint, record_audit, record_transition
+from automation.services.operations import run_resume_in_transaction
 from automation.services.sending import run_send
 from config import dispatch
 from config.dispatch import Priority, enqueue_after_commit
@@ -238,8 +239,6 @@ def _retry(run_id: int, user: User, reason: str, batch: RecoveryBatch | None) ->
 
 def run_resume_from_checkpoint(*, run_id: int, user: User, reason: str) -> str:
     """Continue a held run from its latest checkpoint, revalidating what it holds."""
-    from automation.services.operations import run_resume_in_transaction
-
     _require(user, "recover_run")
     reason = _reason(reason)
     with transaction.atomic(durable=True):

@@ -23,6 +23,7 @@ from approvals.services import ApprovalError, approval_decide
 from automation import services
 from automation.models import Effect, EffectStatus, Outcome, Run, State
 from automation.roles import roles_ensure
+from devtools.services import checkpoint_import, run_move
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
 EVENT_ID = "evt-sod"
@@ -202,7 +203,7 @@ def retried(pipeline: Pipeline, actor: User) -> Run:
 def resumed(pipeline: Pipeline, actor: User) -> Run:
     bad = decision_for(SECURITY, requested_effect="delete_record")
     run = pipeline.run(pipeline.submit(SECURITY, [bad]))
-    services.checkpoint_import(run_id=run.pk, classification=READING, actor_label="import")
+    checkpoint_import(run_id=run.pk, classification=READING, actor_label="import")
     with pipeline.capture():
         services.run_resume_from_checkpoint(run_id=run.pk, user=actor, reason="read by hand")
     pipeline.drain()
@@ -264,7 +265,7 @@ def test_an_approval_given_before_acting_on_the_run_stops_counting(
     lead = member("lee", "ops-leads", "security-approvers")
     run = awaiting_approval(pipeline)
     assert decide(pipeline, run, lead) == "recorded"
-    services.run_move(
+    run_move(
         run_id=run.pk,
         target=State.APPROVAL_REQUIRED,
         reason="nudge",

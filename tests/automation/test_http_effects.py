@@ -106,8 +106,8 @@ def http_effect(settings: Any, downstream: Downstream) -> Callable[..., dict[str
             "RETRY_BACKOFF_BASE_SECONDS": 5,
             "RETRY_BACKOFF_CAP_SECONDS": 300,
             "EFFECT_LEASE_SECONDS": 60,
-            "FAULT_KILL_AFTER_DOWNSTREAM": False,  # only ever in the worker subprocess
         }
+        settings.FAULT_KILL_AFTER_DOWNSTREAM = False  # only ever in the worker subprocess
         return config
 
     configure()

@@ -13,13 +13,12 @@ from django.conf import settings as django_settings
 from django.utils import timezone
 
 from automation import services
-from automation.classifiers import (
+from automation.classifiers import classifier_versions, get_classifier
+from automation.classifiers.base import (
     VERSIONS,
     ClassifierInput,
     ClassifierTimeout,
     ClassifierUnavailable,
-    classifier_versions,
-    get_classifier,
 )
 from automation.classifiers.openai_compatible import (
     MAX_EVENT_CHARS,

@@ -19,7 +19,6 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals import context_processors
 from approvals import selectors as approval_selectors
 from approvals.models import ApprovalRequest
 from automation import selectors, services
@@ -27,6 +26,7 @@ from automation.models import Run
 from automation.roles import roles_ensure
 from config import admin_base
 from config.keyset import Cursor, parse_cursor
+from console import context_processors
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
 pytestmark = pytest.mark.postgres

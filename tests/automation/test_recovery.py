@@ -31,6 +31,7 @@ from automation.models import (
     State,
 )
 from automation.roles import roles_ensure
+from devtools.services import checkpoint_import
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
 
@@ -321,7 +322,7 @@ def test_a_run_still_in_flight_is_not_replayed(pipeline: Pipeline) -> None:
 def test_resume_revalidates_the_checkpoint(pipeline: Pipeline) -> None:
     run = invalid(pipeline)
     staff = person("sam", "recovery-staff")
-    services.checkpoint_import(run_id=run.pk, classification=good_reading(), actor_label="ops")
+    checkpoint_import(run_id=run.pk, classification=good_reading(), actor_label="ops")
 
     with pipeline.capture():
         services.run_resume_from_checkpoint(run_id=run.pk, user=staff, reason="fixed by hand")

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
-from approvals.views import RESULT_MESSAGES
 from automation.models import Effect, Outcome, Run, State
+from console.views.approvals import RESULT_MESSAGES
 from tests.browser.conftest import PLAYWRIGHT_MISSING, SOURCE_SENTENCE, Person, log_in
 
 pytest.importorskip("playwright.sync_api", reason=PLAYWRIGHT_MISSING, exc_type=ImportError)

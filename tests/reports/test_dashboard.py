@@ -34,7 +34,7 @@ from automation.models import (
     StageRecord,
 )
 from automation.roles import roles_ensure
-from reports.exports import spreadsheet_safe
+from console.exports import spreadsheet_safe
 from tests.conftest import rolled_back
 from tests.reports.history import NOW, History, at, build_history, person
 

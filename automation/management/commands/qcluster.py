@@ -25,9 +25,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from django.conf import settings
 from django_q.cluster import Cluster
 from django_q.management.commands import qcluster
+
+from automation.conf import setting
 
 LOG = logging.getLogger("gatehouse.broker")
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
@@ -41,7 +42,7 @@ class Command(qcluster.Command):
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
         os.register_at_fork(after_in_child=_leave_stop_signals_to_the_main_process)
         cluster = Cluster()
-        grace = float(settings.GATEHOUSE["Q_STOP_GRACE"])
+        grace = setting("Q_STOP_GRACE")
 
         stopping = threading.Event()
 

@@ -1,0 +1,51 @@
+"""The one seam where a model plugs in: classify(event, attempt) with a deadline.
+
+A classifier returns its raw output (JSON-like) or raises ClassifierTimeout or
+ClassifierUnavailable. It never decides anything: the pipeline validates the output against
+ClassifierDecision and policy decides what happens. Implementations import this module,
+never the package that loads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class ClassifierTimeout(Exception):
+    """The classifier did not answer within its deadline. Retryable."""
+
+
+class ClassifierUnavailable(Exception):
+    """The classifier could not be reached or has nothing to say. Retryable."""
+
+
+class ClassifierRefused(ClassifierUnavailable):
+    """The classifier's server refused the request itself (malformed for it): the same
+    request cannot succeed later, so it is not retried; a person fixes the configuration."""
+
+
+@dataclass(frozen=True)
+class ClassifierInput:
+    channel: str
+    event_id: str
+    normalized: dict[str, Any]
+
+
+class Classifier(Protocol):
+    name: str
+
+    def classify(self, event: ClassifierInput, attempt: int, *, deadline: float) -> Any: ...
+
+
+# The installed classifiers by name, as dotted paths (as Django names its backends): a
+# classifier's module, and the SDK it brings (openai takes 0.3 s to import), is loaded only
+# by a process that uses it.
+CLASSIFIERS = {
+    "recorded": "automation.classifiers.recorded.RecordedClassifier",
+    "heuristic": "automation.classifiers.heuristic.HeuristicClassifier",
+    "openai-compatible": "automation.classifiers.openai_compatible.OpenAICompatibleClassifier",
+}
+
+# Versions of the classifiers that have no configuration; see classifier_versions().
+VERSIONS = {"recorded": "recorded-classifier-1", "heuristic": "heuristic-3"}

@@ -1,0 +1,27 @@
+"""Settings for the demo and the tests: production's, plus the development tools.
+
+`config.settings` is what a deployment runs; it never installs `devtools` (a test holds
+that). pytest, `make demo` (bin/demo) and the reference case set (`run_fixture`) use this
+module: it adds the fixture runner, the demo data, the demo receiver under /demo/ and the
+fault-injection switches of the crash tests.
+"""
+
+from __future__ import annotations
+
+import os
+
+from config.settings import *  # noqa: F403
+from config.settings import INSTALLED_APPS, env_bool, env_float
+
+INSTALLED_APPS = [*INSTALLED_APPS, "devtools", "devtools.receiver"]
+
+# The demo receiver under /demo/: its shared secret (empty: switched off) and the share of
+# requests it fails on purpose.
+DEMO_RECEIVER_SECRET = os.environ.get("GATEHOUSE_DEMO_RECEIVER_SECRET", "")
+DEMO_RECEIVER_FAILURE_RATE = env_float("GATEHOUSE_DEMO_FAILURE_RATE", 0.0)
+# Fault injection for the crash tests (devtools.faults): die right after the downstream
+# answered an effect delivery.
+FAULT_KILL_AFTER_DOWNSTREAM = env_bool("GATEHOUSE_FAULT_KILL_AFTER_DOWNSTREAM", False)
+# A marker file; while it exists, the first worker to reach a classifier call removes it and
+# dies there (SIGKILL).
+FAULT_KILL_ONCE = os.environ.get("GATEHOUSE_FAULT_KILL_ONCE", "")

@@ -1,0 +1,52 @@
+"""Template filters of the reports pages: the same wording as the charts' tooltips."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django import template
+
+from console import charts
+from reports.selectors import Share, Week
+
+register = template.Library()
+
+
+@register.filter
+def percent(fraction: float | None) -> str:
+    return charts.percent(fraction)
+
+
+@register.filter
+def duration(seconds: float | None) -> str:
+    return charts.duration(seconds)
+
+
+@register.filter
+def age(delta: timedelta) -> str:
+    return charts.age(delta)
+
+
+@register.filter
+def milliseconds(value: float | None) -> str:
+    return charts.milliseconds(value)
+
+
+@register.filter
+def points_per_week(slope: float | None) -> str:
+    return charts.points_per_week(slope)
+
+
+@register.filter
+def share(value: Share) -> str:
+    return charts.share_text(value)
+
+
+@register.filter
+def route_share(week: Week, route: str) -> str:
+    return charts.share_text(week.route(route))
+
+
+@register.filter
+def lookup(mapping: dict[str, object], key: str) -> object:
+    return mapping.get(key)

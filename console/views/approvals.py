@@ -1,0 +1,153 @@
+"""Approver pages: the inbox, the evidence for one request, and the decision."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from approvals import selectors
+from approvals.models import ApprovalRequest
+from approvals.services import ApprovalError, approval_decide
+from config.http import AuthenticatedHttpRequest
+from config.keyset import BadCursor, Cursor, page_link, parse_cursor
+from console.forms.approvals import DecisionForm
+
+RESULT_MESSAGES = {
+    "approved": "Approved. The run continues with exactly the effect you saw.",
+    "rejected": "Rejected. The run stops and your reason is on the record.",
+    "recorded": "Your approval is recorded; this request needs another approver before it runs.",
+    "approval_stale": (
+        "Not used: the request changed since you opened it (input, versions or effect). "
+        "Nothing was approved; review the current evidence."
+    ),
+    "approval_expired": (
+        "Not used: this request expired before you decided. A fresh request will be opened."
+    ),
+}
+
+
+def _user_request(request: AuthenticatedHttpRequest, request_id: int) -> ApprovalRequest:
+    approval = selectors.request_for(request.user, request_id)
+    if approval is None:
+        raise Http404("No such approval request for you")
+    return approval
+
+
+@require_GET
+@login_required
+@permission_required("approvals.view_approvalrequest", raise_exception=True)
+def inbox(request: AuthenticatedHttpRequest) -> HttpResponse:
+    default = selectors.default_scope(request.user)
+    scope = request.GET.get("scope", default)
+    scope = scope if scope in selectors.SCOPES else default
+    overdue = request.GET.get("overdue") == "1"
+    try:
+        after, before = _cursor(request, "after"), _cursor(request, "before")
+        bad_cursor = False
+    except BadCursor:  # a hand-made or damaged link: the first page, and a 400 that says so
+        after, before, bad_cursor = None, None, True
+    page = selectors.inbox_page(
+        user=request.user,
+        scope=scope,
+        overdue_only=overdue,
+        now=timezone.now(),
+        after=after,
+        before=before,
+    )
+    context = {
+        "rows": page.rows,
+        "scope": scope,
+        "overdue": overdue,
+        "scopes": selectors.SCOPES,
+        "next_link": page_link(request.GET, "after", page.next),
+        "previous_link": page_link(request.GET, "before", page.previous),
+        "bad_cursor": bad_cursor,
+    }
+    return render(request, "approvals/inbox.html", context, status=400 if bad_cursor else 200)
+
+
+def _cursor(request: HttpRequest, key: str) -> Cursor | None:
+    text = request.GET.get(key, "")
+    return parse_cursor(text) if text else None
+
+
+@require_GET
+@login_required
+@permission_required("approvals.view_approvalrequest", raise_exception=True)
+def evidence(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse:
+    approval = _user_request(request, request_id)
+    form = DecisionForm(
+        initial={
+            "decision": "approve",
+            "seen_fingerprint": approval.fingerprint,
+            "seen_workflow_version": approval.workflow_version,
+            "seen_policy_version": approval.policy_version,
+            "seen_effect": approval.effect,
+        }
+    )
+    return _render_evidence(request, approval, form)
+
+
+def _render_evidence(
+    request: AuthenticatedHttpRequest,
+    approval: ApprovalRequest,
+    form: DecisionForm,
+    status: int = 200,
+) -> HttpResponse:
+    user = request.user
+    conflicted = bool(selectors.conflicted_request_ids(user, [approval]))
+    context = {
+        "approval": approval,
+        "run": approval.run,
+        "form": form,
+        "sla": selectors.sla_state(approval, timezone.now()),
+        "can_decide": selectors.can_decide(user, approval, conflicted=conflicted),
+        "conflicted": conflicted,
+        **selectors.evidence(approval),
+    }
+    return render(request, "approvals/evidence.html", context, status=status)
+
+
+@require_POST
+@login_required
+@permission_required("approvals.decide_approvalrequest", raise_exception=True)
+def decide(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse:
+    approval = _user_request(request, request_id)
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
+        return _render_evidence(request, approval, form, status=400)
+    try:
+        result = approval_decide(
+            request_id=approval.pk,
+            user=request.user,
+            approve=form.cleaned_data["decision"] == "approve",
+            comment=form.cleaned_data["comment"],
+            seen=form.seen,
+        )
+    except ApprovalError as exc:
+        if exc.code == "forbidden":
+            raise PermissionDenied(exc.message) from exc
+        messages.error(request, exc.message[:1].upper() + exc.message[1:] + ".")
+        return redirect("approvals:evidence", request_id=approval.pk)
+    level = (
+        messages.SUCCESS if result.code in ("approved", "rejected", "recorded") else messages.ERROR
+    )
+    messages.add_message(request, level, RESULT_MESSAGES[result.code])
+    return redirect("approvals:evidence", request_id=approval.pk)
+
+
+@require_GET
+@login_required
+@permission_required("approvals.view_approvalrequest", raise_exception=True)
+def raw_input(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse:
+    """The request exactly as received, as text: never rendered as HTML."""
+    approval = _user_request(request, request_id)
+    intake = approval.run.intake
+    response = HttpResponse(bytes(intake.raw), content_type="text/plain; charset=utf-8")
+    response["X-Content-Type-Options"] = "nosniff"
+    return response

@@ -1,0 +1,358 @@
+"""Console pages for ops leads, recovery staff and auditors: queues, the run page, recovery."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.models import User
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from automation import selectors, services
+from automation.models import ClassificationAttempt, EffectControl, RecoveryBatch, Run
+from automation.services.recovery import CORRECTABLE
+from config.http import AuthenticatedHttpRequest
+from config.keyset import page_link
+from console.forms.ops import (
+    FIELD_PREFIX,
+    BatchForm,
+    CorrectionForm,
+    EffectResumeForm,
+    QueueFilterForm,
+    RecoveryForm,
+    form_problems,
+)
+from policy.models import PolicyVersion
+
+VIEW_RUNS = "automation.view_run"
+
+
+@login_required
+def home(request: AuthenticatedHttpRequest) -> HttpResponse:
+    user = request.user
+    if user.has_perm(VIEW_RUNS):
+        return redirect("automation:queues")
+    if user.has_perm("approvals.view_approvalrequest"):
+        return redirect("approvals:inbox")
+    return render(request, "automation/no_role.html", status=403)
+
+
+def _queue_owners() -> dict[str, str]:
+    active = PolicyVersion.objects.filter(is_active=True).first()
+    return dict(active.parsed.queue_owners) if active else {}
+
+
+@require_GET
+@login_required
+@permission_required(VIEW_RUNS, raise_exception=True)
+def queues(request: AuthenticatedHttpRequest) -> HttpResponse:
+    context = {
+        "queues": selectors.queue_summaries(owners=_queue_owners()),
+        "effects": selectors.effect_controls(),
+        "now": timezone.now(),
+    }
+    return render(request, "automation/queues.html", context)
+
+
+def _fits(model: Any, field: str, value: str) -> bool:
+    """Whether a name from the address fits the column it is stored in: a longer one names
+    nothing that exists, and must not reach the database."""
+    return len(value) <= model._meta.get_field(field).max_length
+
+
+@require_POST
+@login_required
+@permission_required("automation.change_effectcontrol", raise_exception=True)
+def effect_control(request: AuthenticatedHttpRequest, name: str, action: str) -> HttpResponse:
+    if action not in {"pause", "resume"} or not _fits(EffectControl, "name", name):
+        raise Http404("no such effect control")
+    user = request.user
+    if action == "pause":
+        services.effect_pause(name=name, user=user)
+        messages.success(request, f"{name} paused: deliveries wait without using attempts.")
+        return redirect("automation:queues")
+    form = EffectResumeForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"{name} not resumed: {form_problems(form)}")
+        return redirect("automation:queues")
+    per_minute = form.cleaned_data["rate"]
+    services.effect_resume(name=name, user=user, rate_per_minute=per_minute)
+    messages.success(request, f"{name} resumed" + (f" at {per_minute}/min." if per_minute else "."))
+    return redirect("automation:queues")
+
+
+def _filters(form: QueueFilterForm) -> selectors.QueueFilters:
+    """The usable filters; the form's errors say which were left out."""
+    form.is_valid()
+    return selectors.QueueFilters(
+        route=form.value("route") or "",
+        owner=form.value("owner") or "",
+        older_than_hours=form.value("older_than_hours"),
+        since=form.value("since"),
+        until=form.value("until"),
+        search=form.value("q") or "",
+        after=form.value("after"),
+        before=form.value("before"),
+    )
+
+
+@require_GET
+@login_required
+@permission_required(VIEW_RUNS, raise_exception=True)
+def queue(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
+    now = timezone.now()
+    filter_form = QueueFilterForm(request.GET)
+    filters = _filters(filter_form)
+    page = selectors.queue_items(queue=name, filters=filters, now=now)
+    items = page.items
+    oldest = items[0].queued_at if items and items[0].queued_at else now
+    # The window ends a minute ahead so what was held in the current second is inside it.
+    until = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    batch_form = BatchForm(initial={"since": oldest, "until": until, "action": "retry"})
+    context = {
+        "name": name,
+        "items": items,
+        "next_link": page_link(request.GET, "after", page.next),
+        "previous_link": page_link(request.GET, "before", page.previous),
+        "filters": filters,
+        "filter_form": filter_form,
+        "now": now,
+        "batch_form": batch_form,
+        "people": User.objects.filter(
+            is_active=True, groups__name__in=["ops-leads", "recovery-staff"]
+        )
+        .distinct()
+        .order_by("username"),
+        "page_size": selectors.QUEUE_PAGE_SIZE,
+    }
+    status = 400 if filter_form.errors else 200
+    return render(request, "automation/queue.html", context, status=status)
+
+
+@require_GET
+@login_required
+@permission_required(VIEW_RUNS, raise_exception=True)
+def run_page(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(
+        Run.objects.select_related("channel", "intake", "owner", "replay_of", "thread_parent"),
+        pk=run_id,
+    )
+    user = request.user
+    context = {
+        "run": run,
+        **selectors.run_page(run),
+        "can_recover": user.has_perm("automation.recover_run"),
+        "can_correct": user.has_perm("automation.correct_run")
+        and run.outcome in CORRECTABLE
+        and run.state == "needs_review",
+        "can_work": user.has_perm("automation.work_queue") and bool(run.queue),
+        "operations": services.run_operations_for(run=run, user=user),
+        "problems": _problems(run),
+    }
+    return render(request, "automation/run.html", context)
+
+
+@require_GET
+@login_required
+@permission_required(VIEW_RUNS, raise_exception=True)
+def raw_input(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.select_related("intake"), pk=run_id)
+    response = HttpResponse(bytes(run.intake.raw), content_type="text/plain; charset=utf-8")
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+def _problems(run: Run) -> list[dict[str, str]]:
+    """The validation problems stored with a hold, as field and message."""
+    if not run.failure_detail:
+        return []
+    try:
+        problems = json.loads(run.failure_detail)
+    except json.JSONDecodeError:
+        problems = None
+    if isinstance(problems, list) and problems and all(isinstance(p, dict) for p in problems):
+        return problems
+    return [{"field": "", "message": run.failure_detail}]
+
+
+def _current_reading(run: Run) -> dict[str, Any]:
+    """The interpretation to correct: the accepted one, else the last raw classifier output."""
+    if run.classification:
+        return run.classification
+    attempt = ClassificationAttempt.objects.filter(run=run).order_by("-attempt").first()
+    raw = attempt.raw_output if attempt else None
+    return raw if isinstance(raw, dict) else {}
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+@permission_required("automation.correct_run", raise_exception=True)
+def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(Run, pk=run_id)
+    reading = _current_reading(run)
+    found = reading.get("fields")
+    fields: dict[str, Any] = found if isinstance(found, dict) else {}
+    initial = {
+        key: reading.get(key)
+        for key in ("category", "recommended_route", "requested_effect", "reason_code")
+    }
+    for name, value in fields.items():
+        initial[FIELD_PREFIX + name] = value.get("value") if isinstance(value, dict) else value
+    sources = {
+        name: value.get("source") or "" for name, value in fields.items() if isinstance(value, dict)
+    }
+    form = CorrectionForm(
+        request.POST or None, initial=initial, field_names=sorted(fields), sources=sources
+    )
+    if request.method == "POST" and form.is_valid():
+        try:
+            result = services.run_correct(
+                run_id=run.pk,
+                user=request.user,
+                corrected=form.decision(),
+                reason=form.cleaned_data["reason"],
+            )
+        except services.CorrectionInvalid as exc:
+            form.add_problems(exc.problems)
+        except services.RecoveryError as exc:
+            messages.error(request, exc.message)
+            return redirect("automation:run", run_id=run.pk)
+        else:
+            changed = ", ".join(
+                name.removeprefix("fields.").replace("_", " ") for name in result.changed
+            )
+            changed = changed or "nothing"
+            messages.success(request, f"Corrected ({changed}); the run goes through policy again.")
+            return redirect("automation:run", run_id=run.pk)
+    status = 400 if request.method == "POST" else 200
+    context = {"run": run, "form": form, "problems": _problems(run)}
+    return render(request, "automation/correct.html", context, status=status)
+
+
+@require_POST
+@login_required
+# Checked here as well as in the services: before the assignee is looked up, so that a
+# person who may not work the queues cannot learn which usernames exist.
+@permission_required("automation.work_queue", raise_exception=True)
+def queue_action(request: AuthenticatedHttpRequest, run_id: int, action: str) -> HttpResponse:
+    user = request.user
+    try:
+        if action == "claim":
+            services.queue_claim(run_id=run_id, user=user)
+        elif action == "release":
+            services.queue_release(run_id=run_id, user=user)
+        elif action == "assign":
+            assignee = get_object_or_404(User, username=request.POST.get("assignee", ""))
+            services.queue_assign(run_id=run_id, user=user, assignee=assignee)
+        else:
+            raise Http404("no such queue action")
+    except services.RecoveryError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(
+            request, f"{action.capitalize()}ed." if action != "assign" else "Assigned."
+        )
+    return _back(request, run_id)
+
+
+def _back(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Back to the page the form was on (a queue), or to the run page."""
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        return redirect(target)
+    return redirect("automation:run", run_id=run_id)
+
+
+def _retry(run_id: int, user: User, form: RecoveryForm) -> str:
+    return services.run_retry(run_id=run_id, user=user, reason=form.cleaned_data["reason"])
+
+
+def _resume(run_id: int, user: User, form: RecoveryForm) -> str:
+    reason = form.cleaned_data["reason"]
+    return services.run_resume_from_checkpoint(run_id=run_id, user=user, reason=reason)
+
+
+def _replay(run_id: int, user: User, form: RecoveryForm) -> str:
+    replay = services.run_replay(run_id=run_id, user=user, reason=form.cleaned_data["reason"])
+    return f"replayed as run {replay.pk}"
+
+
+def _resolver(done: bool) -> Any:
+    def resolve(run_id: int, user: User, form: RecoveryForm) -> str:
+        data = form.cleaned_data
+        return services.run_resolve(
+            run_id=run_id, user=user, reason=data["reason"], evidence=data["evidence"], done=done
+        )
+
+    return resolve
+
+
+RECOVERY = {
+    "retry": _retry,
+    "resume": _resume,
+    "replay": _replay,
+    "resolve": _resolver(done=True),
+    "abandon": _resolver(done=False),
+}
+
+
+@require_POST
+@login_required
+@permission_required("automation.recover_run", raise_exception=True)
+def recover(request: AuthenticatedHttpRequest, run_id: int, action: str) -> HttpResponse:
+    operation = RECOVERY.get(action)
+    if operation is None:
+        raise Http404("no such recovery operation")
+    form = RecoveryForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Give a reason: it goes on the run's record.")
+        return redirect("automation:run", run_id=run_id)
+    try:
+        result = operation(run_id, request.user, form)
+    except services.RecoveryError as exc:
+        messages.error(request, exc.message)
+    else:
+        level = messages.ERROR if result == "state_conflict" else messages.SUCCESS
+        messages.add_message(request, level, f"{action.capitalize()}: {result}")
+    return redirect("automation:run", run_id=run_id)
+
+
+@require_POST
+@login_required
+@permission_required("automation.recover_run", raise_exception=True)
+def batch_new(request: AuthenticatedHttpRequest, queue_name: str) -> HttpResponse:
+    if not _fits(RecoveryBatch, "queue", queue_name):
+        raise Http404("no such queue")
+    form = BatchForm(request.POST)
+    if not form.is_valid():
+        messages.error(
+            request,
+            f"A batch needs an action, a time window and a reason. {form_problems(form)}",
+        )
+        return redirect("automation:queue", name=queue_name)
+    data = form.cleaned_data
+    batch = services.batch_create(
+        action=data["action"],
+        queue=queue_name,
+        since=data["since"],
+        until=data["until"],
+        user=request.user,
+        reason=data["reason"],
+    )
+    return redirect("automation:batch", batch_id=batch.pk)
+
+
+@require_GET
+@login_required
+@permission_required(VIEW_RUNS, raise_exception=True)
+def batch(request: AuthenticatedHttpRequest, batch_id: int) -> HttpResponse:
+    item = get_object_or_404(RecoveryBatch.objects.select_related("created_by"), pk=batch_id)
+    percent = 100 * item.done // item.total if item.total else 100
+    return render(request, "automation/batch.html", {"batch": item, "percent": percent})

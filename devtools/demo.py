@@ -1,0 +1,73 @@
+"""Everything `make demo` prepares: roles, one user per role, an API token, sample requests."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.contrib.auth.models import Group, User
+from django.db import transaction
+
+from automation import services
+from automation.models import ApiToken
+from automation.roles import roles_ensure
+from devtools.fixtures import record_classifier_outcomes
+from policy.services import policy_ensure_defaults
+
+SAMPLES = Path(__file__).resolve().parent / "demo_samples.json"
+DEMO_USERS = {
+    "admin": [],
+    "approver": ["security-approvers"],
+    "opslead": ["ops-leads"],
+    "recovery": ["recovery-staff"],
+    "auditor": ["auditors"],
+}
+
+
+@dataclass
+class DemoSetup:
+    passwords: dict[str, str] = field(default_factory=dict)
+    token: str = ""
+    samples: dict[str, str] = field(default_factory=dict)
+
+
+def _demo_user(username: str, groups: list[str]) -> str:
+    """Create or reset a demo user; returns the new password (demo only: printed once)."""
+    user, _ = User.objects.get_or_create(username=username)
+    password = secrets.token_urlsafe(9)
+    user.set_password(password)
+    user.is_staff = True
+    user.is_superuser = username == "admin"
+    user.save()
+    user.groups.set(Group.objects.filter(name__in=groups))
+    return password
+
+
+def _rotate_demo_token() -> str:
+    channel = services.channel_get_or_create(name="api")
+    with transaction.atomic(durable=True):
+        ApiToken.objects.filter(name__startswith="demo-").update(is_active=False)
+        _, key = services.api_token_create(name=f"demo-{secrets.token_hex(3)}", channel=channel)
+    return key
+
+
+def demo_prepare() -> DemoSetup:
+    policy_ensure_defaults()
+    roles_ensure()
+    setup = DemoSetup()
+    for username, groups in DEMO_USERS.items():
+        setup.passwords[username] = _demo_user(username, groups)
+    setup.token = _rotate_demo_token()
+    channel = services.channel_get_or_create(name="demo", classifier="recorded")
+    for case in json.loads(SAMPLES.read_text())["cases"]:
+        record_classifier_outcomes(channel, case)
+        result = services.intake_submit(
+            channel=channel,
+            raw=json.dumps(case["event"]).encode(),
+            content_type="application/json",
+            source="demo",
+        )
+        setup.samples[case["event"]["event_id"]] = str(result.code)
+    return setup

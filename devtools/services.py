@@ -1,0 +1,65 @@
+"""Services only the case sets and the tests use. They check no permission, so they stay out
+of the product: no page, command or task of a deployment can reach them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from audit.models import AuditAction
+from automation.models import Checkpoint, Run
+from automation.services.journal import add_checkpoint, record_audit
+from automation.services.operations import refuse_transition
+from automation.services.sending import run_send
+
+
+def checkpoint_import(
+    *, run_id: int, classification: Any, actor_label: str, actor: User | None = None
+) -> Checkpoint:
+    """Store an authored classification as a checkpoint to resume from (validated on resume)."""
+    with transaction.atomic(durable=True):
+        run = Run.objects.select_for_update().get(pk=run_id)
+        checkpoint = add_checkpoint(run, {"classification": classification}, source="import")
+        record_audit(
+            run,
+            AuditAction.CHECKPOINT_IMPORTED,
+            actor=actor,
+            actor_label=actor_label,
+            from_state=run.state,
+            checkpoint=checkpoint.sequence,
+        )
+        return checkpoint
+
+
+def run_move(
+    *,
+    run_id: int,
+    target: str,
+    reason: str,
+    actor_label: str,
+    actor: User | None = None,
+) -> str:
+    """A person asks for a run to reach `target` now.
+
+    The state machine stays the only authority: a target that no transition reaches from the
+    current state is refused and recorded (`state_conflict`), the run untouched. A reachable
+    one is handed to the pipeline, which makes the move with all its own checks.
+    """
+    with transaction.atomic(durable=True):
+        run = Run.objects.select_for_update().get(pk=run_id)
+        reachable = {t.target for t in run.get_available_state_transitions()}
+        if target not in reachable:
+            return refuse_transition(run, f"move to {target}", actor, actor_label, reason=reason)
+        record_audit(
+            run,
+            AuditAction.RUN_NUDGED,
+            actor=actor,
+            actor_label=actor_label,
+            from_state=run.state,
+            requested=target,
+            reason=reason,
+        )
+        run_send(run)
+        return "queued"

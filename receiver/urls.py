@@ -1,8 +1,0 @@
-from __future__ import annotations
-
-from django.urls import path
-
-from receiver import views
-
-app_name = "receiver"
-urlpatterns = [path("receiver/<slug:effect>", views.receive, name="receive")]
