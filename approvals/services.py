@@ -15,6 +15,7 @@ from approvals.selectors import conflicted_user_ids
 from audit.models import AuditAction
 from audit.services import audit_record
 from config.dispatch import Priority, enqueue_after_commit
+from config.errors import ServiceError
 from policy.schemas import ApprovalRule
 
 # The run's next step, named by path: approvals does not import automation.
@@ -23,15 +24,6 @@ ADVANCE_RUN_TASK = "automation.tasks.advance_run"
 APPROVAL_STALE = "approval_stale"
 APPROVAL_EXPIRED = "approval_expired"
 BINDING_KEYS = ("fingerprint", "workflow_version", "policy_version", "effect")
-
-
-class ApprovalError(Exception):
-    """A decision that cannot be taken, with the reason a person should read."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -98,21 +90,21 @@ def _check_decidable(
     *, request: ApprovalRequest, user: User, approve: bool, comment: str, conflicted: set[int]
 ) -> None:
     if not _may_decide(user, request):
-        raise ApprovalError("forbidden", f"you are not in the {request.group} group")
+        raise ServiceError("forbidden", f"you are not in the {request.group} group")
     if user.pk in conflicted:
-        raise ApprovalError("separation_of_duties", SEPARATION_OF_DUTIES)
+        raise ServiceError("separation_of_duties", SEPARATION_OF_DUTIES)
     if request.status in (ApprovalStatus.STALE, ApprovalStatus.EXPIRED):
-        raise ApprovalError(
+        raise ServiceError(
             f"approval_{request.status}",
             f"this request is {request.status} ({request.status_reason}); "
             "a fresh request replaces it",
         )
     if request.status != ApprovalStatus.PENDING:
-        raise ApprovalError("already_decided", f"this request is already {request.status}")
+        raise ServiceError("already_decided", f"this request is already {request.status}")
     if request.decisions.filter(user=user, counted=True).exists():
-        raise ApprovalError("already_decided", "you have already decided this request")
+        raise ServiceError("already_decided", "you have already decided this request")
     if not approve and not comment.strip():
-        raise ApprovalError("comment_required", "a rejection needs a comment")
+        raise ServiceError("comment_required", "a rejection needs a comment")
 
 
 @transaction.atomic(durable=True)

@@ -26,11 +26,12 @@ import yaml
 from django.contrib.auth.models import Group, User
 
 from approvals.models import ApprovalRequest, ApprovalStatus
-from approvals.services import ApprovalError, approval_decide
+from approvals.services import approval_decide
 from automation import services
 from automation.models import IntakeChannel, RecordedOutcome, Run, State
 from automation.roles import roles_ensure
 from config.dispatch import Message, inline
+from config.errors import ServiceError
 from policy.models import PolicyVersion
 from policy.services import (
     parse_policy_text,
@@ -220,7 +221,7 @@ class _History:
                     comment="" if approve else "Not enough evidence for a review.",
                     seen=request.binding(),
                 )
-            except ApprovalError:
+            except ServiceError:
                 return
             self._settle(queue)
 

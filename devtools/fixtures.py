@@ -18,7 +18,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest, ApprovalStatus
-from approvals.services import ApprovalError, approval_decide
+from approvals.services import approval_decide
 from audit.models import AuditAction
 from automation import services
 from automation.models import (
@@ -34,6 +34,7 @@ from automation.models import (
 )
 from automation.schemas import normalize_text
 from config.dispatch import Message, inline
+from config.errors import ServiceError
 from devtools.services import checkpoint_import, run_move
 from policy.models import PolicyVersion
 from policy.services import policy_ensure_defaults
@@ -227,7 +228,7 @@ def _give_approval(
             comment="approval from the case set",
             seen={"fingerprint": request.fingerprint, **approval},
         )
-    except ApprovalError as exc:
+    except ServiceError as exc:
         return exc.code
     _drain(queue, run_id)
     if result.code in (Outcome.APPROVAL_STALE, Outcome.APPROVAL_EXPIRED):

@@ -36,7 +36,6 @@ from automation.services.payloads import effect_key
 from automation.services.pipeline import run_advance
 from automation.services.recovery import (
     CorrectionInvalid,
-    RecoveryError,
     batch_create,
     batch_process,
     queue_assign,
@@ -57,7 +56,6 @@ __all__ = [
     "BatchResult",
     "CorrectionInvalid",
     "IntakeResult",
-    "RecoveryError",
     "api_token_create",
     "api_tokens_revoke",
     "backoff_delay",

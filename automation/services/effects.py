@@ -54,6 +54,7 @@ from automation.services.runlog import log_run
 from automation.services.sending import DELIVER_EFFECT_TASK
 from automation.signals import effect_sent_downstream
 from config.dispatch import Priority, batch, enqueue_after_commit
+from config.errors import ServiceError, state_conflict
 from policy.models import PolicyVersion
 
 DELIVERABLE = [EffectStatus.PENDING, EffectStatus.RETRY_WAIT]
@@ -431,7 +432,10 @@ def effect_retry(*, run_id: int, user: User, reason: str, now: datetime | None =
     """Deliver a held run's effect again: same key, a fresh attempt budget and deadline."""
     _may_recover(user)  # before the run is read: a refusal records nothing on it
     with transaction.atomic(durable=True):
-        return effect_retry_in_transaction(run_id=run_id, user=user, reason=reason, now=now)
+        result = effect_retry_in_transaction(run_id=run_id, user=user, reason=reason, now=now)
+    if result == Outcome.STATE_CONFLICT:
+        raise state_conflict("retry")  # recorded and committed first
+    return result
 
 
 def effect_retry_in_transaction(
@@ -489,10 +493,15 @@ def effects_retry_held(
         updated_at__lt=until,
     ).order_by("updated_at")
     ids = list(runs.values_list("pk", flat=True))
-    retried = sum(
-        effect_retry(run_id=run_id, user=user, reason=reason) == State.EXECUTING for run_id in ids
-    )
+    retried = sum(_retried(run_id, user, reason) for run_id in ids)
     return BatchResult(selected=len(ids), retried=retried, refused=len(ids) - retried)
+
+
+def _retried(run_id: int, user: User, reason: str) -> bool:
+    try:
+        return effect_retry(run_id=run_id, user=user, reason=reason) == State.EXECUTING
+    except ServiceError:
+        return False
 
 
 def _may_recover(user: User) -> None:

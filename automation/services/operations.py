@@ -40,6 +40,7 @@ from automation.services.pipeline import STEPS
 from automation.services.runlog import log_run
 from automation.services.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK, run_send
 from config.dispatch import batch, enqueue_after_commit, oldest_waiting
+from config.errors import state_conflict
 
 # --- operator operations ----------------------------------------------------------------
 
@@ -106,20 +107,27 @@ def run_reconsider(*, run_id: int, user: User, reason: str) -> str:
     if not user.has_perm(RECOVER_RUN):
         raise PermissionDenied("you may not re-decide runs")
     with transaction.atomic(durable=True):
-        run = Run.objects.select_for_update().get(pk=run_id)
-        if not can_proceed(run.reconsider):
-            return refuse_transition(run, "reconsider", user, SYSTEM, reason=reason)
-        if not has_transition_perm(run.reconsider, user):
-            raise PermissionDenied("you may not re-decide runs")
-        now = timezone.now()
-        open_requests = run.approvals.filter(
-            status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED], consumed_at__isnull=True
-        )
-        for request in open_requests:
-            approvals.approval_invalidate(request=request, refusal=Outcome.APPROVAL_STALE, now=now)
-        record_transition(run, run.reconsider, actor=user, note={"reason": reason})
-        run_send(run)
-        return run.state
+        result = _reconsider(run_id, user, reason)
+    if result == Outcome.STATE_CONFLICT:
+        raise state_conflict("re-deciding")  # recorded and committed first
+    return result
+
+
+def _reconsider(run_id: int, user: User, reason: str) -> str:
+    run = Run.objects.select_for_update().get(pk=run_id)
+    if not can_proceed(run.reconsider):
+        return refuse_transition(run, "reconsider", user, SYSTEM, reason=reason)
+    if not has_transition_perm(run.reconsider, user):
+        raise PermissionDenied("you may not re-decide runs")
+    now = timezone.now()
+    open_requests = run.approvals.filter(
+        status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED], consumed_at__isnull=True
+    )
+    for request in open_requests:
+        approvals.approval_invalidate(request=request, refusal=Outcome.APPROVAL_STALE, now=now)
+    record_transition(run, run.reconsider, actor=user, note={"reason": reason})
+    run_send(run)
+    return run.state
 
 
 class Operation(Protocol):

@@ -45,6 +45,7 @@ from automation.services.operations import run_resume_in_transaction
 from automation.services.sending import run_send
 from config import dispatch
 from config.dispatch import Priority, enqueue_after_commit
+from config.errors import STATE_CONFLICT, ServiceError, state_conflict
 
 BATCH_TASK = "automation.tasks.process_batch"
 # Holds a person can fix by correcting the interpretation.
@@ -58,15 +59,6 @@ CORRECTABLE = frozenset(
 )
 
 
-class RecoveryError(Exception):
-    """An operation refused, with what the person should read."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 def _require(user: User, permission: str) -> None:
     if not user.has_perm(f"automation.{permission}"):
         raise PermissionDenied(f"you need the {permission} permission")
@@ -74,7 +66,7 @@ def _require(user: User, permission: str) -> None:
 
 def _reason(reason: str) -> str:
     if not reason.strip():
-        raise RecoveryError("reason_required", "say why: the reason goes on the run's record")
+        raise ServiceError("reason_required", "say why: the reason goes on the run's record")
     return reason.strip()
 
 
@@ -105,9 +97,9 @@ def queue_claim(*, run_id: int, user: User) -> Run:
     _require(user, "work_queue")
     run = _locked(run_id)
     if not run.queue:
-        raise RecoveryError("not_queued", "this run is not in an exception queue")
+        raise ServiceError("not_queued", "this run is not in an exception queue")
     if run.owner_id not in (None, user.pk):
-        raise RecoveryError("claimed", f"{run.owner} already works on this run")
+        raise ServiceError("claimed", f"{run.owner} already works on this run")
     return _set_owner(run, user, user, RecoveryKind.CLAIM, "")
 
 
@@ -116,7 +108,7 @@ def queue_assign(*, run_id: int, user: User, assignee: User, reason: str = "") -
     _require(user, "work_queue")
     run = _locked(run_id)
     if not run.queue:
-        raise RecoveryError("not_queued", "this run is not in an exception queue")
+        raise ServiceError("not_queued", "this run is not in an exception queue")
     return _set_owner(run, assignee, user, RecoveryKind.ASSIGN, reason)
 
 
@@ -146,9 +138,12 @@ class CorrectionResult:
     changed: dict[str, list[Any]]
 
 
-class CorrectionInvalid(Exception):
+class CorrectionInvalid(ServiceError):
+    """A correction the classifier's schema or the extraction checks refuse, field by field."""
+
     def __init__(self, problems: list[FieldProblem]) -> None:
-        super().__init__("; ".join(f"{p.field}: {p.message}" for p in problems))
+        text = "; ".join(f"{p.field}: {p.message}" for p in problems)
+        super().__init__("invalid_correction", text)
         self.problems = problems
 
 
@@ -174,7 +169,7 @@ def run_correct(
     with transaction.atomic(durable=True):
         run = _locked(run_id)
         if run.state != State.NEEDS_REVIEW or run.outcome not in CORRECTABLE:
-            raise RecoveryError("state_conflict", f"a {run.state} run cannot be corrected")
+            raise ServiceError(STATE_CONFLICT, f"a {run.state} run cannot be corrected")
         before = run.classification or {}
         after = decision.model_dump(mode="json")
         changed = _diff(before, after)
@@ -215,9 +210,15 @@ def _flatten(classification: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_retry(*, run_id: int, user: User, reason: str) -> str:
-    """Retry the failed stage of a held run, for retryable failures only."""
+    """Retry the failed stage of a held run, for retryable failures only.
+
+    A refusal is recorded (a RecoveryAction) and committed before it is raised.
+    """
     with transaction.atomic(durable=True):
-        return _retry(run_id, user, reason, None)
+        result = _retry(run_id, user, reason, None)
+    if result == Outcome.STATE_CONFLICT:
+        raise state_conflict("retry")
+    return result
 
 
 def _retry(run_id: int, user: User, reason: str, batch: RecoveryBatch | None) -> str:
@@ -246,7 +247,9 @@ def run_resume_from_checkpoint(*, run_id: int, user: User, reason: str) -> str:
             run_id=run_id, actor_label=user.get_username(), actor=user
         )
         _record(_locked(run_id), RecoveryKind.RESUME, user, reason, result)
-        return result
+    if result == Outcome.STATE_CONFLICT:
+        raise state_conflict("resume")
+    return result
 
 
 def run_replay(*, run_id: int, user: User, reason: str) -> Run:
@@ -265,8 +268,8 @@ def _replay(run_id: int, user: User, reason: str, batch: RecoveryBatch | None) -
     reason = _reason(reason)
     original = _locked(run_id)
     if not original.is_terminal:
-        raise RecoveryError(
-            "state_conflict", "only a finished run is replayed; retry or resume this one"
+        raise ServiceError(
+            STATE_CONFLICT, "only a finished run is replayed; retry or resume this one"
         )
     replay = intake_replay(original=original)
     if original.queue:
@@ -299,11 +302,11 @@ def run_resolve(*, run_id: int, user: User, reason: str, evidence: str, done: bo
     _require(user, "recover_run")
     reason = _reason(reason)
     if not evidence.strip():
-        raise RecoveryError("evidence_required", "describe what was done, or why it is dropped")
+        raise ServiceError("evidence_required", "describe what was done, or why it is dropped")
     with transaction.atomic(durable=True):
         run = _locked(run_id)
         if run.state != State.NEEDS_REVIEW:
-            raise RecoveryError("state_conflict", f"a {run.state} run cannot be resolved")
+            raise ServiceError(STATE_CONFLICT, f"a {run.state} run cannot be resolved")
         transition = run.resolve_by_hand if done else run.abandon
         if not has_transition_perm(transition, user):
             raise PermissionDenied("you may not resolve runs")
@@ -358,7 +361,7 @@ def batch_create(
     """Select the runs now; a worker (or the caller) works them (progress on the batch row)."""
     _require(user, "recover_run")
     if action not in BATCH_ACTIONS:
-        raise RecoveryError("bad_action", f"a batch can {' or '.join(BATCH_ACTIONS)}")
+        raise ServiceError("bad_action", f"a batch can {' or '.join(BATCH_ACTIONS)}")
     batch = RecoveryBatch.objects.create(
         action=action,
         queue=queue,
@@ -412,7 +415,7 @@ def _batch_item(batch: RecoveryBatch, run_id: int) -> tuple[bool, str]:
             result = _retry(run_id, batch.created_by, batch.reason, batch)
             ok = result != Outcome.STATE_CONFLICT
             return ok, "" if ok else "not retryable in its current state"
-    except (RecoveryError, PermissionDenied, ValueError) as exc:
+    except (ServiceError, PermissionDenied, ValueError) as exc:
         return False, str(exc)
 
 

@@ -12,10 +12,12 @@ from django.views.decorators.http import require_GET, require_POST
 
 from approvals import selectors
 from approvals.models import ApprovalRequest
-from approvals.services import ApprovalError, approval_decide
+from approvals.services import approval_decide
+from config.errors import ServiceError
 from config.http import AuthenticatedHttpRequest
 from config.keyset import BadCursor, Cursor, page_link, parse_cursor
 from console.forms.approvals import DecisionForm
+from console.refusals import show_refusal
 
 RESULT_MESSAGES = {
     "approved": "Approved. The run continues with exactly the effect you saw.",
@@ -129,10 +131,10 @@ def decide(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse:
             comment=form.cleaned_data["comment"],
             seen=form.seen,
         )
-    except ApprovalError as exc:
+    except ServiceError as exc:
         if exc.code == "forbidden":
             raise PermissionDenied(exc.message) from exc
-        messages.error(request, exc.message[:1].upper() + exc.message[1:] + ".")
+        show_refusal(request, exc)
         return redirect("approvals:evidence", request_id=approval.pk)
     level = (
         messages.SUCCESS if result.code in ("approved", "rejected", "recorded") else messages.ERROR

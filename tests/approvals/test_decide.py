@@ -21,13 +21,13 @@ from django.db.models.signals import post_save
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.services import (
     ADVANCE_RUN_TASK,
-    ApprovalError,
     DecisionResult,
     approval_decide,
 )
 from audit.models import AuditEvent
 from automation.models import Effect, Run, State
 from config.dispatch import Message, inline
+from config.errors import ServiceError
 from tests.conftest import Pipeline, decision_for, make_event
 
 SECURITY_EVENT = make_event(
@@ -73,7 +73,7 @@ def decide(
 
 def refusal_code(pipeline: Pipeline, request: ApprovalRequest, user: User, **kwargs: Any) -> str:
     """Decide, expecting a refusal; returns its code."""
-    with pytest.raises(ApprovalError) as caught:
+    with pytest.raises(ServiceError) as caught:
         decide(pipeline, request, user, **kwargs)
     return caught.value.code
 
@@ -221,7 +221,7 @@ def test_decision_rows_are_never_edited(
 def test_user_outside_the_group_is_forbidden(
     pipeline: Pipeline, pending: ApprovalRequest, outsider: User
 ) -> None:
-    with pytest.raises(ApprovalError) as caught:
+    with pytest.raises(ServiceError) as caught:
         decide(pipeline, pending, outsider)
 
     assert caught.value.code == "forbidden"
@@ -596,7 +596,7 @@ def test_first_of_two_approvals_queues_nothing(
 
 
 def test_refused_decision_queues_nothing(pending: ApprovalRequest, outsider: User) -> None:
-    with inline() as queue, pytest.raises(ApprovalError):
+    with inline() as queue, pytest.raises(ServiceError):
         approval_decide(request_id=pending.pk, user=outsider, approve=True, seen=pending.binding())
 
     assert list(queue) == []
@@ -607,9 +607,9 @@ def test_refused_decision_queues_nothing(pending: ApprovalRequest, outsider: Use
 
 def _decide_in_threads(
     request: ApprovalRequest, users: list[User]
-) -> list[DecisionResult | ApprovalError]:
+) -> list[DecisionResult | ServiceError]:
     barrier = threading.Barrier(len(users))
-    results: list[DecisionResult | ApprovalError] = [None] * len(users)  # type: ignore[list-item]
+    results: list[DecisionResult | ServiceError] = [None] * len(users)  # type: ignore[list-item]
     unexpected: list[BaseException] = []
 
     def click(index: int, user: User) -> None:
@@ -619,7 +619,7 @@ def _decide_in_threads(
                 results[index] = approval_decide(
                     request_id=request.pk, user=user, approve=True, seen=request.binding()
                 )
-        except ApprovalError as exc:
+        except ServiceError as exc:
             results[index] = exc
         except BaseException as exc:
             unexpected.append(exc)
@@ -636,7 +636,7 @@ def _decide_in_threads(
     return results
 
 
-def _codes(results: list[DecisionResult | ApprovalError]) -> list[str]:
+def _codes(results: list[DecisionResult | ServiceError]) -> list[str]:
     return sorted(r.code for r in results)
 
 

@@ -19,10 +19,11 @@ from django.urls import reverse
 
 from approvals import selectors
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
-from approvals.services import ApprovalError, approval_decide
+from approvals.services import approval_decide
 from automation import services
 from automation.models import Effect, EffectStatus, Outcome, Run, State
 from automation.roles import roles_ensure
+from config.errors import ServiceError
 from devtools.services import checkpoint_import, run_move
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
@@ -76,7 +77,7 @@ def decide(
 
 
 def refusal(pipeline: Pipeline, run: Run, user: User, **kwargs: Any) -> str:
-    with pytest.raises(ApprovalError) as refused:
+    with pytest.raises(ServiceError) as refused:
         decide(pipeline, run, user, **kwargs)
     return refused.value.code
 

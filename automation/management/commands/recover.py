@@ -12,11 +12,11 @@ from automation.management.commands.effects import _when
 from automation.models import RecoveryBatch
 from automation.services.recovery import (
     BATCH_ACTIONS,
-    RecoveryError,
     batch_create,
     batch_select,
     batch_step,
 )
+from config.errors import ServiceError
 
 
 class Command(BaseCommand):
@@ -55,7 +55,7 @@ class Command(BaseCommand):
                 reason=options["reason"],
                 in_worker=False,
             )
-        except (RecoveryError, PermissionDenied) as exc:
+        except (ServiceError, PermissionDenied) as exc:
             raise CommandError(str(exc)) from exc
         stop = {"now": False}
         signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
