@@ -35,7 +35,7 @@ from automation.models import (
 from automation.schemas import normalize_text
 from config.dispatch import Message, inline
 from config.errors import ServiceError
-from devtools.services import checkpoint_import, run_move
+from devtools.services import checkpoint_import, checkpoint_resume, run_move
 from policy.models import PolicyVersion
 from policy.services import policy_ensure_defaults
 
@@ -208,7 +208,7 @@ def _resume_from_decision(queue: deque[Message], run_id: int, decision: Any) -> 
     _drain(queue, run_id, stop_at=State.ENRICHED)
     queue.clear()  # the classifier call this would have made is replaced by the checkpoint
     checkpoint_import(run_id=run_id, classification=decision, actor_label=ACTOR)
-    outcome = services.run_resume(run_id=run_id, actor_label=ACTOR)
+    outcome = checkpoint_resume(run_id=run_id, actor_label=ACTOR)
     return outcome if outcome not in (State.CLASSIFIED,) else None
 
 

@@ -11,7 +11,7 @@ from django.db import transaction
 from audit.models import AuditAction
 from automation.models import Checkpoint, Run
 from automation.services.journal import add_checkpoint, record_audit
-from automation.services.operations import refuse_transition
+from automation.services.operations import refuse_transition, run_resume_in_transaction
 from automation.services.sending import run_send
 
 
@@ -31,6 +31,12 @@ def checkpoint_import(
             checkpoint=checkpoint.sequence,
         )
         return checkpoint
+
+
+def checkpoint_resume(*, run_id: int, actor_label: str) -> str:
+    """Resume from the latest checkpoint with no person behind it (a case set's resume)."""
+    with transaction.atomic(durable=True):
+        return run_resume_in_transaction(run_id=run_id, actor_label=actor_label)
 
 
 def run_move(

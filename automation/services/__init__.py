@@ -29,7 +29,6 @@ from automation.services.operations import (
     OPERATIONS,
     run_operations_for,
     run_reconsider,
-    run_resume,
     sweep_due,
 )
 from automation.services.payloads import effect_key
@@ -44,7 +43,7 @@ from automation.services.recovery import (
     run_correct,
     run_replay,
     run_resolve,
-    run_resume_from_checkpoint,
+    run_resume,
     run_retry,
 )
 from automation.services.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK
@@ -81,7 +80,6 @@ __all__ = [
     "run_replay",
     "run_resolve",
     "run_resume",
-    "run_resume_from_checkpoint",
     "run_retry",
     "sweep_due",
 ]

@@ -1,4 +1,4 @@
-"""What people (and the sweep) start by hand: resume, re-decide, nudges."""
+"""What people (and the sweep) start by hand: re-decide, nudges; and the resume step."""
 
 from __future__ import annotations
 
@@ -45,14 +45,12 @@ from config.errors import state_conflict
 # --- operator operations ----------------------------------------------------------------
 
 
-def run_resume(*, run_id: int, actor_label: str, actor: User | None = None) -> str:
-    """Continue from the latest checkpoint, revalidating what it holds before using it."""
-    with transaction.atomic(durable=True):
-        return run_resume_in_transaction(run_id=run_id, actor_label=actor_label, actor=actor)
-
-
 def run_resume_in_transaction(*, run_id: int, actor_label: str, actor: User | None = None) -> str:
-    """run_resume inside the caller's transaction (a person's resume, which records who)."""
+    """Continue from the latest checkpoint, revalidating what it holds before using it.
+
+    In the caller's transaction, for a caller that has checked who asks: the one resume a
+    person starts is `recovery.run_resume`.
+    """
     run = Run.objects.select_for_update(of=("self",)).select_related("channel").get(pk=run_id)
     checkpoint = run.checkpoints.order_by("-sequence").first()
     stored = (checkpoint.data if checkpoint else {}).get("classification")

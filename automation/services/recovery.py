@@ -238,8 +238,11 @@ def _retry(run_id: int, user: User, reason: str, batch: RecoveryBatch | None) ->
     return result
 
 
-def run_resume_from_checkpoint(*, run_id: int, user: User, reason: str) -> str:
-    """Continue a held run from its latest checkpoint, revalidating what it holds."""
+def run_resume(*, run_id: int, user: User, reason: str) -> str:
+    """Continue a held run from its latest checkpoint, revalidating what it holds.
+
+    The one resume: it checks the person's permission and records who asked and why.
+    """
     _require(user, "recover_run")
     reason = _reason(reason)
     with transaction.atomic(durable=True):

@@ -278,7 +278,7 @@ def _retry(run_id: int, user: User, form: RecoveryForm) -> str:
 
 def _resume(run_id: int, user: User, form: RecoveryForm) -> str:
     reason = form.cleaned_data["reason"]
-    return services.run_resume_from_checkpoint(run_id=run_id, user=user, reason=reason)
+    return services.run_resume(run_id=run_id, user=user, reason=reason)
 
 
 def _replay(run_id: int, user: User, form: RecoveryForm) -> str:

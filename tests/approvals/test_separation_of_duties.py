@@ -206,7 +206,7 @@ def resumed(pipeline: Pipeline, actor: User) -> Run:
     run = pipeline.run(pipeline.submit(SECURITY, [bad]))
     checkpoint_import(run_id=run.pk, classification=READING, actor_label="import")
     with pipeline.capture():
-        services.run_resume_from_checkpoint(run_id=run.pk, user=actor, reason="read by hand")
+        services.run_resume(run_id=run.pk, user=actor, reason="read by hand")
     pipeline.drain()
     return run
 

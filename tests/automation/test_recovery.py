@@ -300,7 +300,9 @@ def test_replaying_a_completed_run_delivers_no_second_effect(pipeline: Pipeline)
 
 
 @pytest.mark.parametrize(
-    "operation", [services.run_reconsider, services.effect_retry], ids=lambda f: f.__name__
+    "operation",
+    [services.run_reconsider, services.effect_retry, services.run_resume],
+    ids=lambda f: f.__name__,
 )
 @pytest.mark.parametrize("groups", [("security-approvers",), ()], ids=["approver", "no group"])
 def test_an_operation_without_its_permission_records_nothing_on_the_run(
@@ -328,7 +330,7 @@ def test_resume_revalidates_the_checkpoint(pipeline: Pipeline) -> None:
     checkpoint_import(run_id=run.pk, classification=good_reading(), actor_label="ops")
 
     with pipeline.capture():
-        services.run_resume_from_checkpoint(run_id=run.pk, user=staff, reason="fixed by hand")
+        services.run_resume(run_id=run.pk, user=staff, reason="fixed by hand")
     pipeline.drain()
 
     assert refreshed(run).state == State.COMPLETED
