@@ -10,6 +10,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 from django.utils import timezone
 
+from approvals.binding import Binding
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.selectors import conflicted_user_ids
 from audit.models import AuditAction
@@ -23,7 +24,6 @@ ADVANCE_RUN_TASK = "automation.tasks.advance_run"
 
 APPROVAL_STALE = "approval_stale"
 APPROVAL_EXPIRED = "approval_expired"
-BINDING_KEYS = ("fingerprint", "workflow_version", "policy_version", "effect")
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class DecisionResult:
 def approval_request_open(
     *,
     run_id: int,
-    binding: dict[str, str],
+    binding: Binding,
     effect_payload: dict[str, Any],
     evidence: dict[str, Any],
     rule: ApprovalRule,
@@ -45,11 +45,11 @@ def approval_request_open(
     """Open a request for one proposed effect. The caller owns the transaction (the run's)."""
     return ApprovalRequest.objects.create(
         run_id=run_id,
-        effect=binding["effect"],
+        effect=binding.effect,
         effect_payload=effect_payload,
-        fingerprint=binding["fingerprint"],
-        workflow_version=binding["workflow_version"],
-        policy_version=binding["policy_version"],
+        fingerprint=binding.fingerprint,
+        workflow_version=binding.workflow_version,
+        policy_version=binding.policy_version,
         evidence=evidence,
         group=rule.group,
         required_approvals=rule.approvers,
@@ -59,13 +59,11 @@ def approval_request_open(
     )
 
 
-def binding_refusal(
-    *, request: ApprovalRequest, binding: dict[str, str], now: datetime
-) -> str | None:
+def binding_refusal(*, request: ApprovalRequest, binding: Binding, now: datetime) -> str | None:
     """Why this request can no longer authorise the run as it is now, or None if it can."""
     if now >= request.expires_at:
         return APPROVAL_EXPIRED
-    if any(request.binding()[key] != binding[key] for key in BINDING_KEYS):
+    if request.binding() != binding:
         return APPROVAL_STALE
     return None
 
@@ -114,13 +112,13 @@ def approval_decide(
     user: User,
     approve: bool,
     comment: str = "",
-    seen: dict[str, str],
+    seen: Binding,
     now: datetime | None = None,
 ) -> DecisionResult:
     """Record a person's decision on what they saw. Stale or expired views authorise nothing.
 
     `seen` is the binding the person was shown: fingerprint, workflow and policy versions and
-    the effect. All four are required, so nobody approves an input they were not shown.
+    the effect.
     """
     now = now or timezone.now()
     # Row lock: two approvers clicking at once decide one after the other, never both on
@@ -132,16 +130,16 @@ def approval_decide(
     _check_decidable(
         request=request, user=user, approve=approve, comment=comment, conflicted=conflicted
     )
-    refusal = binding_refusal(request=request, binding={**request.binding(), **seen}, now=now)
+    refusal = binding_refusal(request=request, binding=seen, now=now)
     decision = ApprovalDecision.objects.create(
         request=request,
         user=user,
         approve=approve,
         comment=comment,
-        seen_fingerprint=seen["fingerprint"],
-        seen_workflow_version=seen["workflow_version"],
-        seen_policy_version=seen["policy_version"],
-        seen_effect=seen["effect"],
+        seen_fingerprint=seen.fingerprint,
+        seen_workflow_version=seen.workflow_version,
+        seen_policy_version=seen.policy_version,
+        seen_effect=seen.effect,
         counted=refusal is None,
         refusal=refusal or "",
     )
@@ -159,18 +157,9 @@ def approval_decide(
         approval_id=request.pk,
         result=code,
         comment=comment,
-        seen=decision_seen(decision),
+        seen=seen.as_dict(),
     )
     return DecisionResult(code, request, decision)
-
-
-def decision_seen(decision: ApprovalDecision) -> dict[str, str]:
-    return {
-        "fingerprint": decision.seen_fingerprint,
-        "workflow_version": decision.seen_workflow_version,
-        "policy_version": decision.seen_policy_version,
-        "effect": decision.seen_effect,
-    }
 
 
 def _tally(request: ApprovalRequest, approve: bool, now: datetime, conflicted: set[int]) -> str:

@@ -17,6 +17,7 @@ from django.contrib.auth.models import Group, User
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from approvals.binding import Binding
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide
 from audit.models import AuditAction
@@ -226,7 +227,7 @@ def _give_approval(
             user=approver,
             approve=True,
             comment="approval from the case set",
-            seen={"fingerprint": request.fingerprint, **approval},
+            seen=Binding.from_dict({"fingerprint": request.fingerprint, **approval}),
         )
     except ServiceError as exc:
         return exc.code

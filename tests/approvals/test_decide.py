@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,6 +19,7 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
 from django.db.models.signals import post_save
 
+from approvals.binding import Binding
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.services import (
     ADVANCE_RUN_TASK,
@@ -54,7 +56,7 @@ def decide(
     *,
     approve: bool = True,
     comment: str = "",
-    seen: dict[str, str] | None = None,
+    seen: Binding | None = None,
     drain: bool = True,
 ) -> DecisionResult:
     """Decide as the console does, then let the pipeline act on what it enqueued."""
@@ -112,7 +114,7 @@ def test_pipeline_opens_one_request_bound_to_the_run(pipeline: Pipeline) -> None
 
     run = run_of(pending)
     assert ApprovalRequest.objects.filter(run=run).count() == 1
-    assert pending.binding() == {
+    assert pending.binding().as_dict() == {
         "fingerprint": run.fingerprint,
         "workflow_version": "workflow-1",
         "policy_version": "policy-1",
@@ -403,7 +405,7 @@ STALE_VIEWS = {
 def test_stale_view_is_stored_uncounted_and_leaves_the_run_waiting(
     pipeline: Pipeline, pending: ApprovalRequest, approver: User, change: dict[str, str]
 ) -> None:
-    seen = {**pending.binding(), **change}
+    seen = replace(pending.binding(), **change)
 
     result = decide(pipeline, pending, approver, seen=seen)
 
@@ -416,7 +418,7 @@ def test_stale_view_is_stored_uncounted_and_leaves_the_run_waiting(
         "workflow_version": decision.seen_workflow_version,
         "policy_version": decision.seen_policy_version,
         "effect": decision.seen_effect,
-    } == seen
+    } == seen.as_dict()
     assert reload(pending).status == ApprovalStatus.PENDING
     run = run_of(pending)
     assert run.state == State.APPROVAL_REQUIRED
@@ -427,7 +429,7 @@ def test_stale_view_is_stored_uncounted_and_leaves_the_run_waiting(
 def test_fresh_approval_after_a_stale_one_completes_the_run(
     pipeline: Pipeline, pending: ApprovalRequest, approver: User
 ) -> None:
-    decide(pipeline, pending, approver, seen={**pending.binding(), "policy_version": "policy-0"})
+    decide(pipeline, pending, approver, seen=replace(pending.binding(), policy_version="policy-0"))
 
     result = decide(pipeline, pending, approver)
 
@@ -443,7 +445,7 @@ def test_stale_approval_on_a_two_approver_request_does_not_count(
     two_approver_policy: None, pipeline: Pipeline, approver: User, second_approver: User
 ) -> None:
     pending = open_request(pipeline)
-    decide(pipeline, pending, approver, seen={**pending.binding(), "workflow_version": "w-0"})
+    decide(pipeline, pending, approver, seen=replace(pending.binding(), workflow_version="w-0"))
 
     assert decide(pipeline, pending, second_approver).code == "recorded"
     assert reload(pending).status == ApprovalStatus.PENDING
@@ -578,7 +580,7 @@ def test_rejection_and_refusal_queue_the_run_once_after_commit(
             user=approver,
             approve=approve,
             comment=comment,
-            seen={**pending.binding(), **seen_change},
+            seen=replace(pending.binding(), **seen_change),
         )
 
     assert list(queue) == [Message(ADVANCE_RUN_TASK, (pending.run_id,))]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -47,7 +48,7 @@ def member(username: str, *groups: str) -> User:
 def approve(pipeline: Pipeline, request: ApprovalRequest, user: User, **seen: str) -> str:
     with pipeline.capture():
         result = approval_decide(
-            request_id=request.pk, user=user, approve=True, seen={**request.binding(), **seen}
+            request_id=request.pk, user=user, approve=True, seen=replace(request.binding(), **seen)
         )
     pipeline.drain()
     return result.code

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -10,6 +11,7 @@ import time_machine
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from approvals.binding import Binding
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import DecisionResult, approval_decide
 from automation import services
@@ -54,9 +56,9 @@ def stages(run: Run) -> list[tuple[str, int, str]]:
     )
 
 
-def seen(request: ApprovalRequest, **overrides: str) -> dict[str, str]:
+def seen(request: ApprovalRequest, **overrides: str) -> Binding:
     """What an approver looking at the request saw (its binding, or a changed copy)."""
-    return {**request.binding(), **overrides}
+    return replace(request.binding(), **overrides)
 
 
 def decide(
@@ -66,7 +68,7 @@ def decide(
     *,
     approve: bool = True,
     comment: str = "",
-    view: dict[str, str] | None = None,
+    view: Binding | None = None,
 ) -> DecisionResult:
     """Decide as `user`; the run's next step, enqueued after commit, joins the pipeline."""
     with pipeline.capture():
@@ -345,7 +347,7 @@ def test_approval_required_opens_a_request_bound_to_the_proposed_effect(
 
     assert run.outcome == ""
     assert run.queue == ""  # it waits in the approval inbox, not in an exception queue
-    assert request.binding() == {
+    assert request.binding().as_dict() == {
         "fingerprint": run.fingerprint,
         "workflow_version": "workflow-1",
         "policy_version": "policy-1",
