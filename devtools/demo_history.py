@@ -30,7 +30,7 @@ from approvals.services import approval_decide
 from automation import services
 from automation.models import IntakeChannel, RecordedOutcome, Run, State
 from automation.roles import roles_ensure
-from config.dispatch import Message, inline
+from config.dispatch import Message, drain, inline
 from config.errors import ServiceError
 from policy.models import PolicyVersion
 from policy.services import (
@@ -271,16 +271,17 @@ class _History:
     @staticmethod
     def _settle(queue: deque[Message]) -> None:
         """Run the queued work; a classifier retry runs at the time its backoff ends."""
-        for _ in range(MAX_STEPS):
-            if queue:
-                queue.popleft().run()
-                continue
+
+        def backoff_ends() -> bool:
             waiting = Run.objects.filter(
                 state=State.ENRICHED, next_attempt_at__isnull=False, channel__name=CHANNEL
             ).first()
             if waiting is None:
-                return
+                return False
             services.run_advance(run_id=waiting.pk, now=waiting.next_attempt_at)
+            return True
+
+        drain(queue, limit=MAX_STEPS, when_idle=backoff_ends)
 
 
 def _travel(when: datetime) -> time_machine.travel:

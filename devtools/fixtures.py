@@ -34,7 +34,7 @@ from automation.models import (
     State,
 )
 from automation.schemas import normalize_text
-from config.dispatch import Message, inline
+from config.dispatch import Message, drain, inline
 from config.errors import ServiceError
 from devtools.services import checkpoint_import, checkpoint_resume, run_move
 from policy.models import PolicyVersion
@@ -239,20 +239,21 @@ def _give_approval(
 
 def _drain(queue: deque[Message], run_id: int, stop_at: str | None = None) -> None:
     """Run queued messages one by one; when none are left, let due retries come due."""
-    for _ in range(MAX_STEPS_PER_CASE):
-        state = Run.objects.values_list("state", flat=True).get(pk=run_id)
-        if stop_at is not None and state == stop_at:
-            return
-        if queue:
-            queue.popleft().run()
-            continue
+
+    def reached() -> bool:
+        return Run.objects.filter(pk=run_id, state=stop_at).exists()
+
+    def backoff_ends() -> bool:
         run = Run.objects.get(pk=run_id)
-        if run.state == State.ENRICHED and run.next_attempt_at is not None:
-            # Time passes: the backoff has run out and the sweep would now nudge this run.
-            services.run_advance(run_id=run_id, now=run.next_attempt_at)
-            continue
-        return
-    raise FixtureError(f"run {run_id} did not settle within {MAX_STEPS_PER_CASE} steps")
+        if run.state != State.ENRICHED or run.next_attempt_at is None:
+            return False
+        # Time passes: the backoff has run out and the sweep would now nudge this run.
+        services.run_advance(run_id=run_id, now=run.next_attempt_at)
+        return True
+
+    stop = reached if stop_at is not None else None
+    if not drain(queue, limit=MAX_STEPS_PER_CASE, stop=stop, when_idle=backoff_ends):
+        raise FixtureError(f"run {run_id} did not settle within {MAX_STEPS_PER_CASE} steps")
 
 
 def count(*, channel: IntakeChannel, results: list[CaseResult]) -> dict[str, int]:

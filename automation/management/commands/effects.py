@@ -1,23 +1,15 @@
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Count
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from automation import services
 from automation.models import Effect, EffectControl, Outcome
-
-
-def _when(value: str) -> datetime:
-    parsed = parse_datetime(value)
-    if parsed is None:
-        raise CommandError(f"not a date and time: {value!r} (use ISO 8601, e.g. 2026-11-29T09:00)")
-    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
+from config.terminal import when_argument
 
 
 class Command(BaseCommand):
@@ -33,8 +25,8 @@ class Command(BaseCommand):
             if name == "resume":
                 action.add_argument("--rate", type=int, help="deliveries per minute")
         retry = sub.add_parser("retry-held", help="retry runs held for their effect")
-        retry.add_argument("--since", type=_when, required=True)
-        retry.add_argument("--until", type=_when, default=None)
+        retry.add_argument("--since", type=when_argument, required=True)
+        retry.add_argument("--until", type=when_argument, default=None)
         retry.add_argument(
             "--outcome",
             default=Outcome.EFFECT_UNAVAILABLE,

@@ -8,8 +8,6 @@ from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from automation.management.commands.effects import _when
-from automation.models import RecoveryBatch
 from automation.services.recovery import (
     BATCH_ACTIONS,
     batch_create,
@@ -17,6 +15,7 @@ from automation.services.recovery import (
     batch_step,
 )
 from config.errors import ServiceError
+from config.terminal import ProgressBar, when_argument
 
 
 class Command(BaseCommand):
@@ -27,8 +26,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--queue", required=True, help="e.g. effect_unavailable")
-        parser.add_argument("--since", type=_when, required=True)
-        parser.add_argument("--until", type=_when, default=None)
+        parser.add_argument("--since", type=when_argument, required=True)
+        parser.add_argument("--until", type=when_argument, default=None)
         parser.add_argument("--action", choices=BATCH_ACTIONS, required=True)
         parser.add_argument("--reason", required=True)
         parser.add_argument("--user", required=True, help="who does it (for the record)")
@@ -59,21 +58,16 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         stop = {"now": False}
         signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+        progress = ProgressBar(self.stdout, unit="runs")
         while not stop["now"] and batch_step(batch_id=batch.pk):
             batch.refresh_from_db()
-            self._progress(batch)
+            progress(batch.done, batch.total)
         batch.refresh_from_db()
-        self.stdout.write("")
+        if batch.done < batch.total:
+            self.stdout.write("")  # end the bar's line
         self.stdout.write(
             f"batch {batch.pk}: {batch.done}/{batch.total} done, {batch.succeeded} ok, "
             f"{len(batch.failures)} failed" + (" (stopped early)" if stop["now"] else "")
         )
         for failure in batch.failures:
             self.stdout.write(f"  run {failure['run']}: {failure['reason']}")
-
-    def _progress(self, batch: RecoveryBatch) -> None:
-        width = 30
-        filled = width * batch.done // max(batch.total, 1)
-        bar = "#" * filled + "." * (width - filled)
-        self.stdout.write(f"\r[{bar}] {batch.done}/{batch.total}", ending="")
-        self.stdout.flush()
