@@ -862,19 +862,15 @@ class BatchStatus(models.TextChoices):
     FINISHED = "finished"
 
 
-class RecoveryBatch(models.Model):
-    """A batch recovery: which runs, what to do, and how far it got (the progress page)."""
+class ProgressJob(models.Model):
+    """Work over the runs of a time window, chunk by chunk, with its progress on the row:
+    the position (`done`) commits with each chunk, so a restarted worker carries on."""
 
-    action = models.CharField(max_length=20)  # RecoveryKind.RETRY or REPLAY
-    queue = models.CharField(max_length=40)
     since = models.DateTimeField()
     until = models.DateTimeField()
-    reason = models.TextField()
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
     run_ids = models.JSONField(default=list)
     done = models.PositiveIntegerField(default=0)
-    succeeded = models.PositiveIntegerField(default=0)
-    failures = models.JSONField(default=list)  # [{"run": id, "reason": ...}]
     status = models.CharField(
         max_length=20, choices=BatchStatus.choices, default=BatchStatus.QUEUED
     )
@@ -882,14 +878,27 @@ class RecoveryBatch(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        verbose_name_plural = "recovery batches"
-
-    def __str__(self) -> str:
-        return f"{self.action} {self.queue} ({self.done}/{self.total})"
+        abstract = True
 
     @property
     def total(self) -> int:
         return len(self.run_ids)
+
+
+class RecoveryBatch(ProgressJob):
+    """A batch recovery: which runs, what to do, and how far it got (the progress page)."""
+
+    action = models.CharField(max_length=20)  # RecoveryKind.RETRY or REPLAY
+    queue = models.CharField(max_length=40)
+    reason = models.TextField()
+    succeeded = models.PositiveIntegerField(default=0)
+    failures = models.JSONField(default=list)  # [{"run": id, "reason": ...}]
+
+    class Meta:
+        verbose_name_plural = "recovery batches"
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.queue} ({self.done}/{self.total})"
 
 
 class RecoveryAction(models.Model):
@@ -911,31 +920,20 @@ class RecoveryAction(models.Model):
         return f"{self.action} on run {self.run_id} by {self.actor_id}: {self.result}"
 
 
-class Simulation(models.Model):
+class Simulation(ProgressJob):
     """A dry run of a policy version over past runs' stored interpretations: no model, no effect."""
 
     policy_version = models.CharField(max_length=100)
-    since = models.DateTimeField()
-    until = models.DateTimeField()
-    created_by = models.ForeignKey(
+    # A command may start one with nobody named: the one field that differs from the base
+    # (a batch always has its person), so the type narrows the other way.
+    created_by = models.ForeignKey(  # type: ignore[assignment]
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT
     )
-    run_ids = models.JSONField(default=list)
-    done = models.PositiveIntegerField(default=0)
     # [{"run", "event_id", "old", "new", "rules": [...]}] for every decision that would change
     changes = models.JSONField(default=list)
-    status = models.CharField(
-        max_length=20, choices=BatchStatus.choices, default=BatchStatus.QUEUED
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"simulation of {self.policy_version} ({self.done}/{self.total})"
-
-    @property
-    def total(self) -> int:
-        return len(self.run_ids)
 
 
 class ApiToken(models.Model):

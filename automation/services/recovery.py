@@ -40,6 +40,7 @@ from automation.models import (
 from automation.schemas import ClassifierDecision, FieldProblem, validation_problems
 from automation.services.effects import effect_retry_in_transaction
 from automation.services.intake import intake_replay
+from automation.services.jobs import job_settled
 from automation.services.journal import Stage, add_checkpoint, record_audit, record_transition
 from automation.services.operations import run_resume_in_transaction
 from automation.services.sending import run_send
@@ -392,11 +393,7 @@ def batch_step(*, batch_id: int) -> bool:
     """
     with transaction.atomic(durable=True), dispatch.batch(priority=Priority.BULK):
         batch_row = RecoveryBatch.objects.select_for_update().get(pk=batch_id)
-        if batch_row.done >= batch_row.total:
-            if batch_row.status != BatchStatus.FINISHED:
-                batch_row.status = BatchStatus.FINISHED
-                batch_row.finished_at = timezone.now()
-                batch_row.save(update_fields=["status", "finished_at"])
+        if job_settled(batch_row):
             return False
         for run_id in batch_row.run_ids[batch_row.done : batch_row.done + BATCH_CHUNK]:
             ok, why = _batch_item(batch_row, run_id)
