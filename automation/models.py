@@ -852,6 +852,8 @@ class RecoveryKind(models.TextChoices):
     REPLAY = "replay"
     RESOLVE = "resolve"
     ABANDON = "abandon"
+    # A batch's action only: retry the effect of each run (its items are recorded as RETRY).
+    RETRY_EFFECT = "retry_effect"
 
 
 class BatchStatus(models.TextChoices):

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
@@ -34,7 +33,6 @@ from automation.schemas import (
     ClassifierDecision,
     validation_problems,
 )
-from automation.services.effects import effect_retry
 from automation.services.journal import Stage, record_audit, record_transition
 from automation.services.pipeline import STEPS
 from automation.services.runlog import log_run
@@ -126,39 +124,6 @@ def _reconsider(run_id: int, user: User, reason: str) -> str:
     record_transition(run, run.reconsider, actor=user, note={"reason": reason})
     run_send(run)
     return run.state
-
-
-class Operation(Protocol):
-    def __call__(self, *, run_id: int, user: User, reason: str) -> str: ...
-
-
-@dataclass(frozen=True)
-class RunOperation:
-    """An operation started from the run's admin page, and the permission it needs: the one
-    its transition declares, checked before anything about the run is read or recorded."""
-
-    service: Operation
-    permission: str
-
-
-# Operations a person can start from the run's admin page, by transition name.
-OPERATIONS: dict[str, RunOperation] = {
-    "reconsider": RunOperation(run_reconsider, RECOVER_RUN),
-    "retry_effect": RunOperation(effect_retry, RECOVER_RUN),
-}
-
-
-def run_operations_for(*, run: Run, user: User) -> list[dict[str, str]]:
-    """The transitions this person may start on this run now, for buttons."""
-    return [
-        {
-            "name": t.name,
-            "label": t.custom.get("label", t.name),
-            "help": t.custom.get("help_text", ""),
-        }
-        for t in run.get_available_user_state_transitions(user)  # type: ignore[attr-defined]
-        if t.custom.get("admin") and t.name in OPERATIONS
-    ]
 
 
 def refuse_transition(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
@@ -42,7 +42,7 @@ from automation.services.effects import effect_retry_in_transaction
 from automation.services.intake import intake_replay
 from automation.services.jobs import job_settled
 from automation.services.journal import Stage, add_checkpoint, record_audit, record_transition
-from automation.services.operations import run_resume_in_transaction
+from automation.services.operations import RECOVER_RUN, run_reconsider, run_resume_in_transaction
 from automation.services.sending import run_send
 from config import dispatch
 from config.dispatch import Priority, enqueue_after_commit
@@ -222,12 +222,28 @@ def run_retry(*, run_id: int, user: User, reason: str) -> str:
     return result
 
 
-def _retry(run_id: int, user: User, reason: str, batch: RecoveryBatch | None) -> str:
-    """run_retry in the caller's transaction (a batch's item)."""
+def run_retry_effect(*, run_id: int, user: User, reason: str) -> str:
+    """Deliver a held run's effect again: same key, a fresh attempt budget and deadline.
+
+    Only the effect: a run held for another reason is refused, and the refusal recorded.
+    """
+    with transaction.atomic(durable=True):
+        result = _retry(run_id, user, reason, None, effect_only=True)
+    if result == Outcome.STATE_CONFLICT:
+        raise state_conflict("retry")
+    return result
+
+
+def _retry(
+    run_id: int, user: User, reason: str, batch: RecoveryBatch | None, effect_only: bool = False
+) -> str:
+    """The one retry, in the caller's transaction (a batch's item): a held effect is
+    delivered again, a failed stage run again; either way a RecoveryAction says who and why."""
     _require(user, "recover_run")
     reason = _reason(reason)
     run = _locked(run_id)
-    if run.state == State.NEEDS_REVIEW and run.outcome in EFFECT_HOLDS:
+    if effect_only or (run.state == State.NEEDS_REVIEW and run.outcome in EFFECT_HOLDS):
+        # Refuses, on the audit trail, a run whose effect is not held.
         result = effect_retry_in_transaction(run_id=run.pk, user=user, reason=reason)
     elif run.state == State.NEEDS_REVIEW and run.outcome in RETRYABLE_STAGE_HOLDS:
         record_transition(run, run.retry_stage, actor=user, note={"reason": reason})
@@ -338,9 +354,46 @@ def run_resolve(*, run_id: int, user: User, reason: str, evidence: str, done: bo
         return run.state
 
 
+# --- the run's admin page ---------------------------------------------------------------
+
+
+class Operation(Protocol):
+    def __call__(self, *, run_id: int, user: User, reason: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class RunOperation:
+    """An operation started from the run's admin page, and the permission it needs: the one
+    its transition declares, checked before anything about the run is read or recorded."""
+
+    service: Operation
+    permission: str
+
+
+# Operations a person can start from the run's admin page, by transition name.
+OPERATIONS: dict[str, RunOperation] = {
+    "reconsider": RunOperation(run_reconsider, RECOVER_RUN),
+    "retry_effect": RunOperation(run_retry_effect, RECOVER_RUN),
+}
+
+
+def run_operations_for(*, run: Run, user: User) -> list[dict[str, str]]:
+    """The transitions this person may start on this run now, for buttons."""
+    return [
+        {
+            "name": t.name,
+            "label": t.custom.get("label", t.name),
+            "help": t.custom.get("help_text", ""),
+        }
+        for t in run.get_available_user_state_transitions(user)  # type: ignore[attr-defined]
+        if t.custom.get("admin") and t.name in OPERATIONS
+    ]
+
+
 # --- batches -----------------------------------------------------------------------------
 
 BATCH_ACTIONS = (RecoveryKind.RETRY, RecoveryKind.REPLAY)
+HELD_EFFECTS = (Outcome.EFFECT_UNAVAILABLE, Outcome.EFFECT_UNCERTAIN)
 
 
 def batch_select(*, queue: str, since: datetime, until: datetime) -> list[int]:
@@ -380,6 +433,46 @@ def batch_create(
     return batch
 
 
+def held_effects_select(*, outcome: str, since: datetime, until: datetime) -> list[int]:
+    """Runs held for their effect (or, asked explicitly, another outcome) in a time window."""
+    return list(
+        Run.objects.filter(
+            state=State.NEEDS_REVIEW, outcome=outcome, updated_at__gte=since, updated_at__lt=until
+        )
+        .order_by("updated_at")
+        .values_list("pk", flat=True)
+    )
+
+
+@transaction.atomic(durable=True)
+def held_effects_batch(
+    *, since: datetime, until: datetime, user: User, reason: str, outcome: str = ""
+) -> RecoveryBatch:
+    """A batch retrying the effect of every run held for it in a window (an outage over).
+
+    The caller works it (`batch_step`); each item is a `run_retry_effect`, recorded alike.
+    """
+    _require(user, "recover_run")
+    outcome = outcome or Outcome.EFFECT_UNAVAILABLE
+    return RecoveryBatch.objects.create(
+        action=RecoveryKind.RETRY_EFFECT,
+        queue=outcome,
+        since=since,
+        until=until,
+        reason=_reason(reason),
+        created_by=user,
+        run_ids=held_effects_select(outcome=outcome, since=since, until=until),
+    )
+
+
+def effects_retry_held(
+    *, since: datetime, until: datetime, user: User, reason: str, outcome: str = ""
+) -> RecoveryBatch:
+    """Retry every held effect of a window now, in this process; the finished batch."""
+    batch = held_effects_batch(since=since, until=until, user=user, reason=reason, outcome=outcome)
+    return batch_process(batch_id=batch.pk)
+
+
 # Items worked per transaction: their messages go to the `bulk` queue in one statement.
 BATCH_CHUNK = 50
 
@@ -412,7 +505,8 @@ def _batch_item(batch: RecoveryBatch, run_id: int) -> tuple[bool, str]:
             if batch.action == RecoveryKind.REPLAY:
                 _replay(run_id, batch.created_by, batch.reason, batch)
                 return True, ""
-            result = _retry(run_id, batch.created_by, batch.reason, batch)
+            effect_only = batch.action == RecoveryKind.RETRY_EFFECT
+            result = _retry(run_id, batch.created_by, batch.reason, batch, effect_only)
             ok = result != Outcome.STATE_CONFLICT
             return ok, "" if ok else "not retryable in its current state"
     except (ServiceError, PermissionDenied, ValueError) as exc:

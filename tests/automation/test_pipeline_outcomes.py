@@ -562,7 +562,7 @@ def test_retrying_a_record_that_still_cannot_be_written_holds_the_run_again(
 
     # An ops lead retries before the cause is fixed: the worker's delivery fails the same way.
     with pipeline.capture():
-        assert services.effect_retry(run_id=run.pk, user=recoverer, reason="try again")
+        assert services.run_retry_effect(run_id=run.pk, user=recoverer, reason="try again")
     pipeline.drain()
 
     assert_held_unwritable(run, attempts=2)

@@ -301,7 +301,7 @@ def test_replaying_a_completed_run_delivers_no_second_effect(pipeline: Pipeline)
 
 @pytest.mark.parametrize(
     "operation",
-    [services.run_reconsider, services.effect_retry, services.run_resume],
+    [services.run_reconsider, services.run_retry_effect, services.run_resume],
     ids=lambda f: f.__name__,
 )
 @pytest.mark.parametrize("groups", [("security-approvers",), ()], ids=["approver", "no group"])

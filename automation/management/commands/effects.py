@@ -2,13 +2,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Count
 from django.utils import timezone
 
 from automation import services
+from automation.management.commands.recover import user_named, work_batch
 from automation.models import Effect, EffectControl, Outcome
+from config.errors import ServiceError
 from config.terminal import when_argument
 
 
@@ -34,36 +36,43 @@ class Command(BaseCommand):
         )
         retry.add_argument("--reason", required=True)
         retry.add_argument("--user", required=True)
+        retry.add_argument("--commit", action="store_true", help="really do it")
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
         if action == "status":
             self._status()
             return
-        try:
-            user = User.objects.get(username=options["user"])
-        except User.DoesNotExist as exc:
-            raise CommandError(f"no user {options['user']!r}") from exc
+        if action == "retry-held":
+            self._retry_held(options)
+            return
+        user = user_named(options["user"])
         if action == "pause":
             services.effect_pause(name=options["effect"], user=user)
             self.stdout.write(f"{options['effect']}: paused")
-        elif action == "resume":
+        else:
             services.effect_resume(
                 name=options["effect"], user=user, rate_per_minute=options["rate"]
             )
             rate = f" at {options['rate']}/min" if options["rate"] else ""
             self.stdout.write(f"{options['effect']}: resumed{rate}")
-        else:
-            result = services.effects_retry_held(
-                since=options["since"],
-                until=options["until"] or timezone.now(),
-                user=user,
-                reason=options["reason"],
-                outcome=options["outcome"],
+
+    def _retry_held(self, options: dict[str, Any]) -> None:
+        """A batch (its row and a RecoveryAction for each run), or without --commit a list."""
+        window = {"since": options["since"], "until": options["until"] or timezone.now()}
+        if not options["commit"]:
+            ids = services.held_effects_select(outcome=options["outcome"], **window)
+            self.stdout.write(f"would retry the effect of {len(ids)} run(s): {ids[:50]}")
+            self.stdout.write("dry run: add --commit to do it")
+            return
+        user = user_named(options["user"])
+        try:
+            batch = services.held_effects_batch(
+                user=user, reason=options["reason"], outcome=options["outcome"], **window
             )
-            self.stdout.write(
-                f"selected={result.selected} retried={result.retried} refused={result.refused}"
-            )
+        except (ServiceError, PermissionDenied) as exc:
+            raise CommandError(str(exc)) from exc
+        work_batch(batch, self.stdout)
 
     def _status(self) -> None:
         rows = Effect.objects.values("name", "status").annotate(n=Count("pk")).order_by("name")

@@ -5,9 +5,10 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 from django.utils import timezone
 
+from automation.models import RecoveryBatch
 from automation.services.recovery import (
     BATCH_ACTIONS,
     batch_create,
@@ -40,10 +41,7 @@ class Command(BaseCommand):
             self.stdout.write(f"would {options['action']} {len(ids)} run(s): {ids[:50]}")
             self.stdout.write("dry run: add --commit to do it")
             return
-        try:
-            user = User.objects.get(username=options["user"])
-        except User.DoesNotExist as exc:
-            raise CommandError(f"no user {options['user']!r}") from exc
+        user = user_named(options["user"])
         try:
             batch = batch_create(
                 action=options["action"],
@@ -56,18 +54,31 @@ class Command(BaseCommand):
             )
         except (ServiceError, PermissionDenied) as exc:
             raise CommandError(str(exc)) from exc
-        stop = {"now": False}
-        signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
-        progress = ProgressBar(self.stdout, unit="runs")
-        while not stop["now"] and batch_step(batch_id=batch.pk):
-            batch.refresh_from_db()
-            progress(batch.done, batch.total)
+        work_batch(batch, self.stdout)
+
+
+def user_named(username: str) -> User:
+    try:
+        return User.objects.get(username=username)
+    except User.DoesNotExist as exc:
+        raise CommandError(f"no user {username!r}") from exc
+
+
+def work_batch(batch: RecoveryBatch, out: OutputWrapper) -> None:
+    """Work a batch in this process with a progress bar, then say how it went. TERM stops it
+    after the chunk in hand; the batch row keeps its position for a worker to carry on."""
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    progress = ProgressBar(out, unit="runs")
+    while not stop["now"] and batch_step(batch_id=batch.pk):
         batch.refresh_from_db()
-        if batch.done < batch.total:
-            self.stdout.write("")  # end the bar's line
-        self.stdout.write(
-            f"batch {batch.pk}: {batch.done}/{batch.total} done, {batch.succeeded} ok, "
-            f"{len(batch.failures)} failed" + (" (stopped early)" if stop["now"] else "")
-        )
-        for failure in batch.failures:
-            self.stdout.write(f"  run {failure['run']}: {failure['reason']}")
+        progress(batch.done, batch.total)
+    batch.refresh_from_db()
+    if batch.done < batch.total:
+        out.write("")  # end the bar's line
+    out.write(
+        f"batch {batch.pk}: {batch.done}/{batch.total} done, {batch.succeeded} ok, "
+        f"{len(batch.failures)} failed" + (" (stopped early)" if stop["now"] else "")
+    )
+    for failure in batch.failures:
+        out.write(f"  run {failure['run']}: {failure['reason']}")
