@@ -1,7 +1,9 @@
 """Exception queues and recovery: claim, correct, retry, resume, replay, resolve, in batches.
 
-Every operation checks a permission, requires a reason, locks the run, goes through the
-state machine, and leaves a RecoveryAction (who, what, why, result) beside the audit trail.
+Every operation checks a permission, locks the run and leaves a RecoveryAction (who, what,
+why, result) beside the audit trail. Those that move a run (correct, retry, resume, replay,
+resolve) also require a reason and go through the state machine. Taking a queue item
+(claim, assign, release) only changes who works the run, not its state, and needs no reason.
 None can skip policy or approval, and none can produce a second effect: retries reuse the
 effect's key, and a replay reaches the same key at the effect boundary.
 """
@@ -419,15 +421,8 @@ def batch_create(
     _require(user, "recover_run")
     if action not in BATCH_ACTIONS:
         raise ServiceError("bad_action", f"a batch can {' or '.join(BATCH_ACTIONS)}")
-    batch = RecoveryBatch.objects.create(
-        action=action,
-        queue=queue,
-        since=since,
-        until=until,
-        reason=_reason(reason),
-        created_by=user,
-        run_ids=batch_select(queue=queue, since=since, until=until),
-    )
+    ids = batch_select(queue=queue, since=since, until=until)
+    batch = _batch_new(action, queue, (since, until), user, reason, ids)
     if in_worker:
         enqueue_after_commit(BATCH_TASK, batch.pk, priority=Priority.URGENT)
     return batch
@@ -454,14 +449,27 @@ def held_effects_batch(
     """
     _require(user, "recover_run")
     outcome = outcome or Outcome.EFFECT_UNAVAILABLE
+    ids = held_effects_select(outcome=outcome, since=since, until=until)
+    return _batch_new(RecoveryKind.RETRY_EFFECT, outcome, (since, until), user, reason, ids)
+
+
+def _batch_new(
+    action: str,
+    queue: str,
+    window: tuple[datetime, datetime],
+    user: User,
+    reason: str,
+    run_ids: list[int],
+) -> RecoveryBatch:
+    since, until = window
     return RecoveryBatch.objects.create(
-        action=RecoveryKind.RETRY_EFFECT,
-        queue=outcome,
+        action=action,
+        queue=queue,
         since=since,
         until=until,
         reason=_reason(reason),
         created_by=user,
-        run_ids=held_effects_select(outcome=outcome, since=since, until=until),
+        run_ids=run_ids,
     )
 
 
