@@ -24,6 +24,7 @@ ADVANCE_RUN_TASK = "automation.tasks.advance_run"
 
 APPROVAL_STALE = "approval_stale"
 APPROVAL_EXPIRED = "approval_expired"
+RECORDED = "recorded"  # counted, but the request waits for another approver
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ def _tally(request: ApprovalRequest, approve: bool, now: datetime, conflicted: s
     elif approvals.count() >= request.required_approvals:
         _close(request, ApprovalStatus.APPROVED, "approved", now)
     else:
-        return "recorded"
+        return RECORDED
     enqueue_after_commit(ADVANCE_RUN_TASK, request.run_id, priority=Priority.URGENT)
     return str(request.status)
 

@@ -31,10 +31,6 @@ class State(models.TextChoices):
     FAILED = "failed"
 
 
-# Holds of a run whose effect could not be delivered (or whose outcome is unknown).
-EFFECT_HOLDS = frozenset({"effect_unavailable", "effect_uncertain"})
-
-
 def run_holds_stage(run: Any) -> bool:
     """A run held because a stage ran out of attempts (worth another try)."""
     return run.outcome in RETRYABLE_STAGE_HOLDS
@@ -45,15 +41,9 @@ def run_holds_effect(run: Any) -> bool:
     return run.outcome in EFFECT_HOLDS
 
 
-# Failures answered to the sender or decided by a person: no exception queue for them.
-ANSWERED_FAILURES = frozenset({"invalid_event", "unsupported_request", "approval_rejected"})
-# Holds a person may send back to the classifier.
-RETRYABLE_STAGE_HOLDS = frozenset({"retry_exhausted"})
-
-
 def _queue_for(outcome: str) -> str:
     """The exception queue a run lands in for this outcome ('' for none)."""
-    if outcome in ANSWERED_FAILURES or outcome in ("approval_stale", ""):
+    if outcome in ANSWERED_FAILURES or outcome in (Outcome.APPROVAL_STALE, ""):
         return ""
     return outcome
 
@@ -94,6 +84,16 @@ class Outcome(models.TextChoices):
     EFFECT_REJECTED = "effect_rejected"
     EFFECT_UNCERTAIN = "effect_uncertain"
     STATE_CONFLICT = "state_conflict"
+
+
+# Holds of a run whose effect could not be delivered (or whose outcome is unknown).
+EFFECT_HOLDS = frozenset({Outcome.EFFECT_UNAVAILABLE, Outcome.EFFECT_UNCERTAIN})
+# Failures answered to the sender or decided by a person: no exception queue for them.
+ANSWERED_FAILURES = frozenset(
+    {Outcome.INVALID_EVENT, Outcome.UNSUPPORTED_REQUEST, Outcome.APPROVAL_REJECTED}
+)
+# Holds a person may send back to the classifier.
+RETRYABLE_STAGE_HOLDS = frozenset({Outcome.RETRY_EXHAUSTED})
 
 
 class Customer(models.Model):

@@ -36,7 +36,7 @@ from automation.models import (
 from automation.schemas import normalize_text
 from config.dispatch import Message, drain, inline
 from config.errors import ServiceError
-from devtools.services import checkpoint_import, checkpoint_resume, run_move
+from devtools.services import checkpoint_import, checkpoint_resume, run_nudge
 from policy.models import PolicyVersion
 from policy.services import policy_ensure_defaults
 
@@ -184,7 +184,7 @@ def _run_case(
         if case.get("scenario") == "state_conflict":
             # The one deliberate illegal transition: received straight to executing.
             queue.clear()
-            outcome = run_move(
+            outcome = run_nudge(
                 run_id=run_id,
                 target=State.EXECUTING,
                 reason="deliberate illegal transition",

@@ -39,7 +39,7 @@ def checkpoint_resume(*, run_id: int, actor_label: str) -> str:
         return run_resume_in_transaction(run_id=run_id, actor_label=actor_label)
 
 
-def run_move(
+def run_nudge(
     *,
     run_id: int,
     target: str,
@@ -47,7 +47,7 @@ def run_move(
     actor_label: str,
     actor: User | None = None,
 ) -> str:
-    """A person asks for a run to reach `target` now.
+    """Record a nudge towards `target` and send the run's next message; nothing moves here.
 
     The state machine stays the only authority: a target that no transition reaches from the
     current state is refused and recorded (`state_conflict`), the run untouched. A reachable

@@ -16,7 +16,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from automation import selectors, services
-from automation.models import ClassificationAttempt, EffectControl, RecoveryBatch, Run
+from automation.models import ClassificationAttempt, EffectControl, RecoveryBatch, Run, State
 from automation.services.recovery import CORRECTABLE
 from config.errors import ServiceError
 from config.http import AuthenticatedHttpRequest
@@ -153,7 +153,7 @@ def run_page(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
         "can_recover": user.has_perm("automation.recover_run"),
         "can_correct": user.has_perm("automation.correct_run")
         and run.outcome in CORRECTABLE
-        and run.state == "needs_review",
+        and run.state == State.NEEDS_REVIEW,
         "can_work": user.has_perm("automation.work_queue") and bool(run.queue),
         "operations": services.run_operations_for(run=run, user=user),
         "problems": _problems(run),

@@ -24,7 +24,7 @@ from automation import services
 from automation.models import Effect, EffectStatus, Outcome, Run, State
 from automation.roles import roles_ensure
 from config.errors import ServiceError
-from devtools.services import checkpoint_import, run_move
+from devtools.services import checkpoint_import, run_nudge
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
 EVENT_ID = "evt-sod"
@@ -266,7 +266,7 @@ def test_an_approval_given_before_acting_on_the_run_stops_counting(
     lead = member("lee", "ops-leads", "security-approvers")
     run = awaiting_approval(pipeline)
     assert decide(pipeline, run, lead) == "recorded"
-    run_move(
+    run_nudge(
         run_id=run.pk,
         target=State.APPROVAL_REQUIRED,
         reason="nudge",

@@ -29,7 +29,7 @@ from automation.models import (
     State,
 )
 from config.dispatch import inline
-from devtools.services import run_move
+from devtools.services import run_nudge
 from policy.services import (
     DEFAULTS_DIR,
     parse_policy_text,
@@ -477,7 +477,7 @@ def test_state_conflict_refuses_an_unreachable_target_and_leaves_the_run_unchang
     before = Run.objects.values().get(pk=run.pk)
 
     with inline() as queue:
-        answer = run_move(
+        answer = run_nudge(
             run_id=run.pk, target=State.EXECUTING, reason="skip ahead", actor_label="tester"
         )
 
