@@ -430,28 +430,10 @@ def _apply_decision(
             save=False,
         )
     elif verdict == Verdict.LOW_CONFIDENCE:
-        record_transition(
-            run,
-            run.hold,
-            stage=stage,
-            stage_outcome=StageOutcome.LOW_CONFIDENCE,
-            outcome=Outcome.LOW_CONFIDENCE,
-            field="confidence",
-            detail="; ".join(r["text"] for r in decided["rules"] if not r["passed"]),
-            decided=decided,
-            save=False,
-        )
+        refused = [r for r in decided["rules"] if not r["passed"]]
+        _hold_decided(run, stage, Outcome.LOW_CONFIDENCE, decided, refused, field="confidence")
     elif verdict == Verdict.RISK_SIGNAL:
-        record_transition(
-            run,
-            run.hold,
-            stage=stage,
-            stage_outcome=StageOutcome.RISK_SIGNAL,
-            outcome=Outcome.RISK_SIGNAL,
-            detail="; ".join(r["text"] for r in _signals(decided)),
-            decided=decided,
-            save=False,
-        )
+        _hold_decided(run, stage, Outcome.RISK_SIGNAL, decided, _signals(decided))
     elif verdict == Verdict.APPROVE:
         record_transition(
             run,
@@ -478,6 +460,28 @@ def _apply_decision(
         )
         effect = _write_effect(run, authorization={"policy_version": run.policy_version}, now=now)
         _deliver_written(run, effect, now)
+
+
+def _hold_decided(
+    run: Run,
+    stage: Stage,
+    outcome: Outcome,
+    decided: dict[str, Any],
+    why: list[dict[str, Any]],
+    field: str = "",
+) -> None:
+    """Hold a decided run for a person, in the queue the outcome names, with the rules why."""
+    record_transition(
+        run,
+        run.hold,
+        stage=stage,
+        stage_outcome=StageOutcome(outcome.value),
+        outcome=outcome,
+        field=field,
+        detail="; ".join(r["text"] for r in why),
+        decided=decided,
+        save=False,
+    )
 
 
 def _signals(decided: dict[str, Any]) -> list[dict[str, Any]]:
