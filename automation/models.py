@@ -75,6 +75,7 @@ class Outcome(models.TextChoices):
     CLASSIFICATION_INVALID = "classification_invalid"
     EXTRACTION_INVALID = "extraction_invalid"
     LOW_CONFIDENCE = "low_confidence"
+    RISK_SIGNAL = "risk_signal"  # a policy signal rule holds the run for a person
     RETRY_EXHAUSTED = "retry_exhausted"
     POLICY_BLOCK = "policy_block"
     APPROVAL_STALE = "approval_stale"
@@ -213,6 +214,8 @@ class Run(ConcurrentTransitionMixin, models.Model):
     route = models.CharField(max_length=50, blank=True)
     effect_name = models.CharField(max_length=50, blank=True)
     rules = models.JSONField(default=list, blank=True)
+    # Signal rules whose hold a person has already read this run for (they hold it no more).
+    signals_reviewed = models.JSONField(default=list, blank=True)
 
     queue = models.CharField(max_length=40, blank=True)
     # When the run entered its exception queue: its age there, whoever claims it meanwhile.
@@ -367,7 +370,11 @@ class Run(ConcurrentTransitionMixin, models.Model):
         self.lease_expires_at = None
 
     @transition(field=state, source=[State.ENRICHED, State.NEEDS_REVIEW], target=State.CLASSIFIED)
-    def classify(self, *, decision: dict[str, Any]) -> None:
+    def classify(self, *, decision: dict[str, Any], by_person: bool = False) -> None:
+        if by_person and self.outcome == Outcome.RISK_SIGNAL:
+            # A person read the run the signals held: those holds are done for this run.
+            held = {r["rule_id"] for r in self.rules if r["rule_id"].startswith("signal.")}
+            self.signals_reviewed = sorted(held | set(self.signals_reviewed))
         self.classification = decision
         self.category = decision["category"]
         self.reason_code = decision["reason_code"]
@@ -604,6 +611,7 @@ class StageOutcome(models.TextChoices):
     RESUMED = "resumed"  # from a stored checkpoint
     POLICY_BLOCK = "policy_block"
     LOW_CONFIDENCE = "low_confidence"
+    RISK_SIGNAL = "risk_signal"  # a signal rule sent the run to a person (hold or approval)
     APPROVAL_REQUIRED = "approval_required"
     AUTHORIZED = "authorized"  # by policy, or by an approval still bound to the run
     APPROVED = "approved"

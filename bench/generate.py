@@ -119,7 +119,8 @@ INSERT INTO automation_run
      reply_to_event_id, thread_parent_id, state, outcome, claimed_at, failure_field,
      failure_detail, normalized, fingerprint, enrichment, workflow_version, classifier_version,
      prompt_version, policy_version, classification, category, reason_code, confidence, route,
-     effect_name, rules, queue, queued_at, owner_id, classify_attempts, classify_attempts_spent,
+     effect_name, rules, signals_reviewed, queue, queued_at, owner_id, classify_attempts,
+     classify_attempts_spent,
      next_attempt_at, lease_expires_at, dispatched_at, created_at, updated_at, finished_at,
      version)
 SELECT r.rid, c.id, r.iid, r.event_id, c.name, true, NULL, '', NULL,
@@ -176,6 +177,7 @@ SELECT r.rid, c.id, r.iid, r.event_id, c.name, true, NULL, '', NULL,
                'text', 'effect ''' || r.effect || ''' needs 1 approval from {APPROVAL_GROUP}',
                'passed', true, 'rule_id', 'approval.' || r.effect)) ELSE '[]'::jsonb END
            ELSE '[]'::jsonb END,
+       '[]'::jsonb,
        CASE WHEN r.kind = ANY(%(queues)s::text[]) THEN r.kind ELSE '' END,
        CASE WHEN r.kind = ANY(%(queues)s::text[]) THEN r.created + interval '3 seconds' END,
        NULL,

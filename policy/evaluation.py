@@ -174,16 +174,22 @@ def _amount_rules(
     return rules
 
 
-def signal_rules(hits: list[SignalHit]) -> list[FiredRule]:
+def signal_rules(hits: list[SignalHit], reviewed: frozenset[str]) -> list[FiredRule]:
+    """A rule per hit; a hold a person already read the run for has passed."""
     return [
         FiredRule(
             hit.rule_id,
-            False,
+            _read_by_a_person(hit, reviewed),
             f"signal {hit.name} (v{hit.version}, {hit.action}): {hit.matched!r} "
-            f"in \u201c{hit.sentence}\u201d",
+            f"in \u201c{hit.sentence}\u201d"
+            + (" (a person read it)" if _read_by_a_person(hit, reviewed) else ""),
         )
         for hit in hits
     ]
+
+
+def _read_by_a_person(hit: SignalHit, reviewed: frozenset[str]) -> bool:
+    return hit.action == SignalAction.HOLD and hit.rule_id in reviewed
 
 
 def _signal_decision(
@@ -193,7 +199,8 @@ def _signal_decision(
     route = policy.routes.get(reading.category)
     if any(hit.action == SignalAction.BLOCK for hit in hits):
         return Decision(Verdict.BLOCK, None, None, rules=rules)
-    if any(hit.action == SignalAction.HOLD for hit in hits):
+    passed = {rule.rule_id for rule in rules if rule.passed}
+    if any(hit.action == SignalAction.HOLD and hit.rule_id not in passed for hit in hits):
         return Decision(Verdict.RISK_SIGNAL, route, reading.effect, rules=rules)
     return None
 
@@ -217,14 +224,16 @@ def evaluate(
     enrichment: dict[str, Any] | None = None,
     *,
     text: str = "",
+    reviewed: frozenset[str] = frozenset(),
 ) -> Decision:
     """Decide what may happen. The model's reading is a proposal checked against the request;
-    the signals are matched on `text`, the sender's own words, whatever the reading says."""
+    the signals are matched on `text`, the sender's own words, whatever the reading says.
+    `reviewed`: the signal rules whose hold a person has already read this run for."""
     allow = check_request_allowed(policy, facts)
     if not allow.passed:
         return Decision(Verdict.UNSUPPORTED, None, None, rules=[allow])
     hits = match_signals(policy, text) if text else []
-    signals = signal_rules(hits)
+    signals = signal_rules(hits, reviewed)
     stop = _signal_decision(policy, reading, hits, [allow, *signals])
     if stop is not None:
         return stop
@@ -263,3 +272,21 @@ def _evaluate_reading(
         f"approval{'' if approval.approvers == 1 else 's'} from {approval.group!r}",
     )
     return Decision(Verdict.APPROVE, route, reading.effect, approval, [*checked, *rules, needs])
+
+
+def approval_for(policy: PolicyDocument, effect: str, rules: list[dict[str, Any]]) -> ApprovalRule:
+    """Who approves a decision to APPROVE, from its stored rules, in evaluate()'s order: the
+    effect's own approvers, then the amount approvers (over the tier's limit), then those of
+    the first signal asking for approval."""
+    refused = [r["rule_id"] for r in rules if not r["passed"]]
+    found = policy.approvals.get(effect)
+    if found is None and any(r.startswith("amount.") and r.endswith(".approval") for r in refused):
+        found = policy.amount_approval
+    for rule_id in refused if found is None else []:
+        signal = policy.signals.get(rule_id.removeprefix("signal."))
+        if rule_id.startswith("signal.") and signal is not None and signal.approval is not None:
+            found = signal.approval
+            break
+    if found is None:
+        raise ValueError(f"policy {policy.version} names no approver for {effect!r}")
+    return found

@@ -18,6 +18,11 @@ from policy.schemas import NEW_VERSION, PolicyDocument, version_name_problem
 from policy.signals import version_activated
 
 DEFAULTS_DIR = Path(__file__).resolve().parent / "defaults"
+# The reference policy of the case set (shared fixtures): fixtures and tests decide under it.
+REFERENCE_VERSION = "policy-1"
+# What a new installation runs (`load_policy` without arguments, `make demo`): the reference
+# routes and approvals with confidence thresholds and risk signals.
+DEFAULT_VERSION = "default-1"
 
 
 class PolicyError(ServiceError):
@@ -123,10 +128,10 @@ def policy_load_file(*, path: Path, activate: bool) -> tuple[PolicyVersion, bool
         return _store(document, activate=activate)
 
 
-def policy_ensure_defaults() -> list[PolicyVersion]:
-    """Load every shipped default, each in its own transaction; the first becomes active when
-    nothing is."""
-    return [policy_load_file(path=path, activate=False)[0] for path in _defaults()]
+def policy_ensure_defaults(*, active: str = REFERENCE_VERSION) -> list[PolicyVersion]:
+    """Load every shipped default, each in its own transaction; `active` becomes the active
+    version when none is (the reference policy for the case set and the tests)."""
+    return [policy_load_file(path=path, activate=False)[0] for path in shipped(first=active)]
 
 
 def policy_ensure_defaults_in_transaction() -> list[PolicyVersion]:
@@ -134,12 +139,14 @@ def policy_ensure_defaults_in_transaction() -> list[PolicyVersion]:
     everything it did (the classifier evaluation)."""
     return [
         _store(parse_policy_text(path.read_text(encoding="utf-8")), activate=False)[0]
-        for path in _defaults()
+        for path in shipped(first=REFERENCE_VERSION)
     ]
 
 
-def _defaults() -> list[Path]:
-    return sorted(DEFAULTS_DIR.glob("*.yaml"))
+def shipped(*, first: str) -> list[Path]:
+    """The shipped policy files (each named after its version), `first` first: the first one
+    stored becomes the active version when none is."""
+    return sorted(DEFAULTS_DIR.glob("*.yaml"), key=lambda path: (path.stem != first, path.stem))
 
 
 def _store(document: PolicyDocument, *, activate: bool) -> tuple[PolicyVersion, bool]:

@@ -240,14 +240,12 @@ def _hour_rows(fact: Fact, since: datetime, until: datetime) -> Iterator[Model]:
     rows = (
         fact.raw()
         .filter(**{f"{fact.time}__gte": since, f"{fact.time}__lt": until})
-        .annotate(hour=TruncHour(fact.time, tzinfo=UTC), bucket=bucket_sql("value"))
-        .values("hour", *fact.keys, "bucket")
+        .annotate(start=TruncHour(fact.time, tzinfo=UTC), bucket=bucket_sql("value"))
+        .values("start", *fact.keys, "bucket")
         .annotate(n=Count("*"))
         .order_by()
     )
-    for row in rows:
-        keys = {key: row[key] for key in fact.keys}
-        yield fact.hour(start=row["hour"], bucket=row["bucket"], total=row["n"], **keys)
+    return _made(fact.hour, fact, rows)
 
 
 def _day_rows(fact: Fact, since: datetime, until: datetime) -> Iterator[Model]:
@@ -258,9 +256,13 @@ def _day_rows(fact: Fact, since: datetime, until: datetime) -> Iterator[Model]:
         .annotate(n=Sum("total"))
         .order_by()
     )
+    return _made(fact.day, fact, ({**row, "start": row["day"]} for row in rows))
+
+
+def _made(table: type[Model], fact: Fact, rows: Iterable[dict[str, Any]]) -> Iterator[Model]:
     for row in rows:
         keys = {key: row[key] for key in fact.keys}
-        yield fact.day(start=row["day"], bucket=row["bucket"], total=row["n"], **keys)
+        yield table(start=row["start"], bucket=row["bucket"], total=row["n"], **keys)
 
 
 def recompute(fact: Fact, spans: Iterable[Span]) -> None:

@@ -29,6 +29,7 @@ PENDING_LIMIT = 20
 HANDOFFS = {
     (StageName.DECIDE, StageOutcome.APPROVAL_REQUIRED): "approval",
     (StageName.DECIDE, StageOutcome.LOW_CONFIDENCE): "low confidence",
+    (StageName.DECIDE, StageOutcome.RISK_SIGNAL): "risk signal",
     (StageName.CLASSIFY, StageOutcome.CLASSIFICATION_INVALID): "invalid output",
     (StageName.CLASSIFY, StageOutcome.EXTRACTION_INVALID): "extraction",
     (StageName.CLASSIFY, StageOutcome.RETRY_EXHAUSTED): "retries exhausted",

@@ -134,10 +134,10 @@ def test_identity_scopes_are_backfilled_and_mail_effect_keys_follow_their_scope(
         migrate(latest)
 
 
-# --- 0020: a RecoveryAction for every retry of a held effect --------------------------------
+# --- 0021: a RecoveryAction for every retry of a held effect --------------------------------
 
-BEFORE_0020 = [("automation", "0019_batch_status_choices"), ("audit", "0003_hand_action_index")]
-AFTER_0020 = [("automation", "0020_recovery_actions_for_effect_retries")]
+BEFORE_0021 = [("automation", "0020_run_signals_reviewed"), ("audit", "0003_hand_action_index")]
+AFTER_0021 = [("automation", "0021_recovery_actions_for_effect_retries")]
 
 
 @pytest.mark.postgres
@@ -146,7 +146,7 @@ def test_effect_retries_that_left_only_an_audit_row_get_their_recovery_action() 
     executor = MigrationExecutor(connection)
     latest = executor.loader.graph.leaf_nodes()
     try:
-        legacy = Legacy(migrate(BEFORE_0020))
+        legacy = Legacy(migrate(BEFORE_0021))
         person = legacy.apps.get_model("auth", "User").objects.create(username="lead")
         events = legacy.apps.get_model("audit", "AuditEvent").objects
         actions = legacy.model("RecoveryAction").objects
@@ -165,7 +165,7 @@ def test_effect_retries_that_left_only_an_audit_row_get_their_recovery_action() 
         actions.create(run=recorded, action="retry", actor=person, result="executing")
         events.create(run=by_system, action="run.retry_effect", to_state="executing")
 
-        apps = migrate(AFTER_0020)
+        apps = migrate(AFTER_0021)
 
         rows = apps.get_model("automation", "RecoveryAction").objects
         assert set(rows.values_list("run_id", "action", "actor_id", "reason", "result")) == {
@@ -173,7 +173,7 @@ def test_effect_retries_that_left_only_an_audit_row_get_their_recovery_action() 
             (recorded.pk, "retry", person.pk, "", "executing"),
         }
 
-        apps = migrate(BEFORE_0020)
+        apps = migrate(BEFORE_0021)
 
         assert list(
             apps.get_model("automation", "RecoveryAction").objects.values_list("run_id")

@@ -9,10 +9,12 @@ from typing import Any
 
 from approvals.binding import Binding
 from automation.extraction import parse_amount
+from automation.mailtext import split_text
 from automation.models import Run
 from automation.schemas import AccountTier, is_mail
-from policy.evaluation import EventFacts, Interpretation
+from policy.evaluation import Decision, EventFacts, Interpretation, evaluate
 from policy.models import PolicyVersion
+from policy.schemas import PolicyDocument
 from policy.services import policy_get
 
 
@@ -26,15 +28,43 @@ def effect_key(*, scope: str, fingerprint: str, effect: str) -> str:
     return hashlib.sha256(f"{scope}\n{fingerprint}\n{effect}".encode()).hexdigest()
 
 
+# A reason code starting with this says the reader found no clear signal (an abstention).
+UNCLEAR = "unclear"
+
+
 def interpretation_of(classification: dict[str, Any]) -> Interpretation:
-    """The reading policy judges: category, route, effect, confidence and any amount."""
+    """The reading policy judges: category, route, effect, confidence and any amount, and
+    whether the reader abstained (reason code `unclear` or `unclear.<why>`)."""
     fields = classification.get("fields") or {}
+    reason = str(classification.get("reason_code") or "")
     return Interpretation(
         category=classification["category"],
         route=classification["recommended_route"],
         effect=classification["requested_effect"],
         confidence=classification.get("confidence"),
         amount=_amount(fields),
+        unclear=reason.split(".", 1)[0] == UNCLEAR,
+    )
+
+
+def sender_text(run: Run) -> str:
+    """What policy's signals are matched on: the subject and the sender's own words (for an
+    e-mail, without the quoted replies, forwards, signature and disclaimer it carries)."""
+    normalized = run.normalized or {}
+    subject, body = str(normalized.get("subject") or ""), str(normalized.get("body") or "")
+    own = split_text(body).own if is_mail(normalized) else body
+    return f"{subject}\n\n{own}"
+
+
+def decision_of(run: Run, policy: PolicyDocument) -> Decision:
+    """The run's reading judged under `policy`: the pipeline's decision and a simulation's."""
+    return evaluate(
+        policy,
+        facts_of(run),
+        interpretation_of(run.classification or {}),
+        run.enrichment,
+        text=sender_text(run),
+        reviewed=frozenset(run.signals_reviewed),
     )
 
 

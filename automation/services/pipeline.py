@@ -79,15 +79,14 @@ from automation.services.locking import lock_run
 from automation.services.payloads import (
     binding_of,
     decided_policy_of,
+    decision_of,
     effect_key,
     effect_payload_of,
-    facts_of,
-    interpretation_of,
     policy_for,
 )
 from automation.signals import classifier_call_starting
 from config.dispatch import Priority
-from policy.evaluation import Verdict, evaluate
+from policy.evaluation import Verdict, approval_for
 
 # --- carrying a run -----------------------------------------------------------------------
 
@@ -391,13 +390,7 @@ def _accept_classification(run: Run, stage: Stage, decision: ClassifierDecision)
 def _step_decide(run: Run, now: datetime) -> bool:
     stage = Stage(StageName.DECIDE)
     policy = policy_for(run)
-    classification = run.classification or {}
-    decision = evaluate(
-        policy.parsed,
-        facts_of(run),
-        interpretation_of(classification),
-        run.enrichment,
-    )
+    decision = decision_of(run, policy.parsed)
     decided = {
         "policy_version": policy.name,
         "verdict": decision.verdict.value,
@@ -437,23 +430,19 @@ def _apply_decision(
             save=False,
         )
     elif verdict == Verdict.LOW_CONFIDENCE:
-        record_transition(
-            run,
-            run.hold,
-            stage=stage,
-            stage_outcome=StageOutcome.LOW_CONFIDENCE,
-            outcome=Outcome.LOW_CONFIDENCE,
-            field="confidence",
-            detail="; ".join(r["text"] for r in decided["rules"] if not r["passed"]),
-            decided=decided,
-            save=False,
-        )
+        refused = [r for r in decided["rules"] if not r["passed"]]
+        _hold_decided(run, stage, Outcome.LOW_CONFIDENCE, decided, refused, field="confidence")
+    elif verdict == Verdict.RISK_SIGNAL:
+        _hold_decided(run, stage, Outcome.RISK_SIGNAL, decided, _signals(decided))
     elif verdict == Verdict.APPROVE:
         record_transition(
             run,
             run.require_approval,
             stage=stage,
-            stage_outcome=StageOutcome.APPROVAL_REQUIRED,
+            # A signal's approval is a hand-off of its own in the reports.
+            stage_outcome=(
+                StageOutcome.RISK_SIGNAL if _signals(decided) else StageOutcome.APPROVAL_REQUIRED
+            ),
             checkpoint={"decision": decided},
             decided=decided,
             save=False,
@@ -473,18 +462,50 @@ def _apply_decision(
         _deliver_written(run, effect, now)
 
 
+def _hold_decided(
+    run: Run,
+    stage: Stage,
+    outcome: Outcome,
+    decided: dict[str, Any],
+    why: list[dict[str, Any]],
+    field: str = "",
+) -> None:
+    """Hold a decided run for a person, in the queue the outcome names, with the rules why."""
+    record_transition(
+        run,
+        run.hold,
+        stage=stage,
+        stage_outcome=StageOutcome(outcome.value),
+        outcome=outcome,
+        field=field,
+        detail="; ".join(r["text"] for r in why),
+        decided=decided,
+        save=False,
+    )
+
+
+def _signals(decided: dict[str, Any]) -> list[dict[str, Any]]:
+    """The signal rules that hold or stop the run (a hold a person read has passed)."""
+    return [r for r in decided["rules"] if r["rule_id"].startswith("signal.") and not r["passed"]]
+
+
 def _open_approval(run: Run, now: datetime) -> ApprovalRequest:
     document = decided_policy_of(run).parsed
-    # The effect's own approval rule, or (an amount over its tier's limit) the amount rule.
-    rule = document.approvals.get(run.effect_name) or document.amount_approval
-    if rule is None:
-        raise ValueError(f"policy {document.version} names no approver for run {run.pk}")
+    # The effect's own approvers, the amount approvers or a signal's: as the decision said.
+    rule = approval_for(document, run.effect_name, run.rules)
     classification = run.classification or {}
     evidence = {
         "classification": classification,
         "reason_code": run.reason_code,
         "confidence": run.confidence,
-        "rules": [r for r in run.rules if r["rule_id"].startswith("approval.")],
+        # What asked for a person: the effect's approval rule, an amount over its limit, a
+        # risk signal (with the sentence it matched).
+        "rules": [
+            r
+            for r in run.rules
+            if r["rule_id"].startswith("approval.")
+            or (not r["passed"] and r["rule_id"].startswith(("amount.", "signal.")))
+        ],
         "versions": versions_of(run),
         # Whoever acted on this run, or a run it replays, by hand may not approve it: shown
         # with the request; the decision reads the trail again (approvals.selectors).

@@ -55,6 +55,7 @@ BATCH_TASK = "automation.tasks.process_batch"
 CORRECTABLE = frozenset(
     {
         Outcome.LOW_CONFIDENCE,
+        Outcome.RISK_SIGNAL,  # confirming or correcting the reading is reading the run
         Outcome.CLASSIFICATION_INVALID,
         Outcome.EXTRACTION_INVALID,
         Outcome.RETRY_EXHAUSTED,
@@ -185,6 +186,7 @@ def run_correct(
             actor=user,
             note={"reason": reason, "changed": changed},
             decision=after,
+            by_person=True,
         )
         _record(run, RecoveryKind.CORRECT, user, reason, "resumed", changed=changed)
         run_send(run)

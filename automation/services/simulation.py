@@ -16,9 +16,9 @@ from django.db import transaction
 
 from automation.models import BatchStatus, Run, Simulation
 from automation.services.jobs import job_settled
-from automation.services.payloads import facts_of, interpretation_of
+from automation.services.payloads import decision_of
 from config.dispatch import enqueue_after_commit
-from policy.evaluation import Decision, evaluate
+from policy.evaluation import Decision
 from policy.models import PolicyVersion
 from policy.schemas import PolicyDocument
 
@@ -66,10 +66,8 @@ def _verdict(decision: Decision) -> str:
 
 def compare(run: Run, old: PolicyDocument, new: PolicyDocument) -> dict[str, Any] | None:
     """The change for one run, or None when the new version decides it the same way."""
-    facts = facts_of(run)
-    reading = interpretation_of(run.classification or {})
-    before = evaluate(old, facts, reading, run.enrichment)
-    after = evaluate(new, facts, reading, run.enrichment)
+    # The same reading and words (signals too) judged by both versions.
+    before, after = decision_of(run, old), decision_of(run, new)
     if _verdict(before) == _verdict(after) and before.effect == after.effect:
         return None
     old_rules = {r.rule_id: r.passed for r in before.rules}

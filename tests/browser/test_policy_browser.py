@@ -202,9 +202,10 @@ def test_an_auditor_cannot_edit_or_activate(
 
     expect(page).to_have_url(re.compile(r"/policy/$"))
     versions = page.get_by_test_id("versions").locator("tbody tr")
-    expect(versions).to_have_count(2)
+    expect(versions).to_have_count(PolicyVersion.objects.count())
     expect(versions.locator("td:nth-child(1), td:nth-child(2)")).to_have_text(
-        ["policy-2", "draft", "policy-1", "active"]  # newest first
+        # Newest first: the draft, the shipped safe default (not active), the reference.
+        ["policy-2", "draft", "default-1", "draft", "policy-1", "active"]
     )
     expect(page.get_by_role("link", name="New version")).to_have_count(0)
 

@@ -270,3 +270,45 @@ def test_only_those_who_author_policy_may_simulate_it(policy: None) -> None:
     client.force_login(lead())
     assert client.post(url, {}).status_code == 302
     assert Simulation.objects.count() == 1
+
+
+# --- risk signals ------------------------------------------------------------------------
+
+SIGNAL = {"account_compromise": {"action": "hold", "phrases": {"en": ["did not request"]}}}
+
+
+def test_editor_refuses_a_signal_that_cannot_work_naming_it(policy: None) -> None:
+    client = Client()
+    client.force_login(lead())
+    bad = document(
+        version="policy-2",
+        signals={"account_compromise": {"action": "hold", "patterns": ["(a+)+"]}},
+    )
+    page = client.post(reverse("automation:policy_new"), {"document": bad})
+    assert page.status_code == 400
+    assert "signals.account_compromise.patterns" in page.content.decode()
+    assert not PolicyVersion.objects.filter(name="policy-2").exists()
+
+
+def test_a_new_signal_shows_in_the_diff_and_moves_a_run_in_simulation_only(
+    pipeline: Pipeline,
+) -> None:
+    event = make_event(event_id="evt-signal", body="A code came that I did not request.")
+    run = pipeline.run(pipeline.submit(event, [decision_for(event)]))
+    assert run.state == State.COMPLETED
+    client = Client()
+    client.force_login(lead())
+    text = document(version="policy-2", signals=SIGNAL)
+
+    page = client.post(reverse("automation:policy_new"), {"document": text}, follow=True)
+    assert "+signals:" in page.content.decode()
+    simulation = simulation_start(
+        version="policy-2", since=run.created_at, until=run.created_at, user=None, in_worker=False
+    )
+    simulation = simulation_process(simulation_id=simulation.pk)
+
+    [change] = simulation.changes
+    assert (change["old"], change["new"]) == ("execute", "risk_signal")
+    assert [r["rule_id"] for r in change["rules"]] == ["signal.account_compromise"]
+    run.refresh_from_db()
+    assert run.state == State.COMPLETED

@@ -23,9 +23,11 @@ from policy.services import (
     policy_load_file,
     policy_version_activate,
     policy_version_create,
+    shipped,
 )
 
 POLICY_1_PATH = DEFAULTS_DIR / "policy-1.yaml"
+SHIPPED = len(shipped(first="policy-1"))  # the reference policy and the safe default
 
 
 def policy_1_data() -> dict[str, Any]:
@@ -61,7 +63,9 @@ def test_ensure_defaults_stores_policy_1_and_activates_it() -> None:
     versions = policy_ensure_defaults()
 
     expected = parse_policy_text(POLICY_1_PATH.read_text(encoding="utf-8"))
-    assert [v.name for v in versions] == ["policy-1"]
+    # The reference policy first (active), then the safe default for new installations.
+    assert [v.name for v in versions] == ["policy-1", "default-1"]
+    assert not PolicyVersion.objects.get(name="default-1").is_active
     stored = PolicyVersion.objects.get(name="policy-1")
     assert stored.is_active
     assert stored.activated_at is not None
@@ -81,7 +85,7 @@ def test_ensure_defaults_twice_is_a_no_op() -> None:
     second = policy_ensure_defaults()
 
     assert [v.pk for v in second] == [v.pk for v in first]
-    assert PolicyVersion.objects.count() == 1
+    assert PolicyVersion.objects.count() == SHIPPED
     assert PolicyVersion.objects.get(name="policy-1").activated_at == activated_at
 
 
@@ -114,7 +118,7 @@ def test_same_document_in_other_spelling_has_the_same_checksum(tmp_path: Path) -
 
     assert created is False
     assert version.checksum == PolicyVersion.objects.get(name="policy-1").checksum
-    assert PolicyVersion.objects.count() == 1
+    assert PolicyVersion.objects.count() == SHIPPED
 
 
 @pytest.mark.django_db
@@ -127,7 +131,7 @@ def test_different_document_under_an_existing_version_name_is_refused() -> None:
 
     stored = PolicyVersion.objects.get(name="policy-1")
     assert stored.parsed.routes["support"] == "service_desk"
-    assert PolicyVersion.objects.count() == 1
+    assert PolicyVersion.objects.count() == SHIPPED
 
 
 @pytest.mark.django_db
@@ -377,9 +381,31 @@ def test_database_refuses_a_second_active_version() -> None:
 def test_load_policy_command_loads_the_defaults_and_prints_the_version() -> None:
     out = load_policy()
 
-    checksum = PolicyVersion.objects.get(name="policy-1").checksum
-    assert out == f"policy-1: stored, checksum {checksum[:12]} (active)\n"
-    assert load_policy() == f"policy-1: already stored, checksum {checksum[:12]} (active)\n"
+    # On a new installation the safe default becomes active; the reference is stored beside it.
+    default = PolicyVersion.objects.get(name="default-1").checksum[:12]
+    reference = PolicyVersion.objects.get(name="policy-1").checksum[:12]
+    assert out == (
+        f"default-1: stored, checksum {default} (active)\npolicy-1: stored, checksum {reference}\n"
+    )
+    assert load_policy() == (
+        f"default-1: already stored, checksum {default} (active)\n"
+        f"policy-1: already stored, checksum {reference}\n"
+    )
+
+
+@pytest.mark.django_db
+def test_load_policy_activate_without_files_makes_the_safe_default_active() -> None:
+    policy_ensure_defaults()
+    assert active_names() == ["policy-1"]
+
+    load_policy("--activate")
+
+    assert active_names() == ["default-1"]
+
+
+def test_every_shipped_policy_is_named_after_its_version() -> None:
+    for path in shipped(first="policy-1"):
+        assert parse_policy_text(path.read_text(encoding="utf-8")).version == path.stem
 
 
 @pytest.mark.django_db

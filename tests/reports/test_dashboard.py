@@ -286,6 +286,7 @@ def test_where_work_goes_to_people_this_period_and_the_previous(lead: Client) ->
         # a1, a2, a3 and a4 asked for approval in the period; none in the two weeks before.
         "approval_required": ["decide", "approval", "4", "0", "+4"],
         "low_confidence": ["decide", "low confidence", "1", "0", "+1"],  # l1 under policy-2
+        "risk_signal": ["decide", "risk signal", "0", "0", "0"],
         "classification_invalid": ["classify", "invalid output", "1", "0", "+1"],  # c1
         "retry_exhausted": ["classify", "retries exhausted", "0", "1", "-1"],  # x1, 12 February
         "extraction_invalid": ["classify", "extraction", "0", "0", "0"],
@@ -299,6 +300,7 @@ def test_where_work_goes_to_people_this_period_and_the_previous(lead: Client) ->
         ["decide", "low confidence", "low_confidence", "1", "0", "1"],
         ["classify", "invalid output", "classification_invalid", "1", "0", "1"],
         ["classify", "retries exhausted", "retry_exhausted", "0", "1", "-1"],
+        ["decide", "risk signal", "risk_signal", "0", "0", "0"],
         ["classify", "extraction", "extraction_invalid", "0", "0", "0"],
         ["execute", "effect unavailable", "unavailable", "0", "0", "0"],
         ["execute", "effect uncertain", "uncertain", "0", "0", "0"],

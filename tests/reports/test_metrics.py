@@ -122,6 +122,7 @@ def test_queues_report_their_depth_and_age_with_empty_ones_at_zero() -> None:
     assert {dict(labels)["queue"] for labels in empty} == {
         "extraction_invalid",
         "low_confidence",
+        "risk_signal",
         "approval_expired",
         "effect_unavailable",
         "effect_uncertain",

@@ -42,7 +42,7 @@ def remove(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("automation", "0019_batch_status_choices"),
+        ("automation", "0020_run_signals_reviewed"),
         ("audit", "0003_hand_action_index"),
     ]
 
