@@ -7,6 +7,8 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
+from approvals.binding import Binding
+
 
 class ApprovalStatus(models.TextChoices):
     PENDING = "pending"
@@ -80,13 +82,13 @@ class ApprovalRequest(models.Model):
         """The request's own group, plus the one it escalated to."""
         return [g for g in (self.group, self.escalate_to if self.escalated_at else "") if g]
 
-    def binding(self) -> dict[str, str]:
-        return {
-            "fingerprint": self.fingerprint,
-            "workflow_version": self.workflow_version,
-            "policy_version": self.policy_version,
-            "effect": self.effect,
-        }
+    def binding(self) -> Binding:
+        return Binding(
+            fingerprint=self.fingerprint,
+            workflow_version=self.workflow_version,
+            policy_version=self.policy_version,
+            effect=self.effect,
+        )
 
 
 class ApprovalDecision(models.Model):

@@ -10,11 +10,13 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 from django.utils import timezone
 
+from approvals.binding import Binding
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.selectors import conflicted_user_ids
 from audit.models import AuditAction
 from audit.services import audit_record
 from config.dispatch import Priority, enqueue_after_commit
+from config.errors import ServiceError
 from policy.schemas import ApprovalRule
 
 # The run's next step, named by path: approvals does not import automation.
@@ -22,16 +24,7 @@ ADVANCE_RUN_TASK = "automation.tasks.advance_run"
 
 APPROVAL_STALE = "approval_stale"
 APPROVAL_EXPIRED = "approval_expired"
-BINDING_KEYS = ("fingerprint", "workflow_version", "policy_version", "effect")
-
-
-class ApprovalError(Exception):
-    """A decision that cannot be taken, with the reason a person should read."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+RECORDED = "recorded"  # counted, but the request waits for another approver
 
 
 @dataclass(frozen=True)
@@ -44,7 +37,7 @@ class DecisionResult:
 def approval_request_open(
     *,
     run_id: int,
-    binding: dict[str, str],
+    binding: Binding,
     effect_payload: dict[str, Any],
     evidence: dict[str, Any],
     rule: ApprovalRule,
@@ -53,11 +46,11 @@ def approval_request_open(
     """Open a request for one proposed effect. The caller owns the transaction (the run's)."""
     return ApprovalRequest.objects.create(
         run_id=run_id,
-        effect=binding["effect"],
+        effect=binding.effect,
         effect_payload=effect_payload,
-        fingerprint=binding["fingerprint"],
-        workflow_version=binding["workflow_version"],
-        policy_version=binding["policy_version"],
+        fingerprint=binding.fingerprint,
+        workflow_version=binding.workflow_version,
+        policy_version=binding.policy_version,
         evidence=evidence,
         group=rule.group,
         required_approvals=rule.approvers,
@@ -67,13 +60,11 @@ def approval_request_open(
     )
 
 
-def binding_refusal(
-    *, request: ApprovalRequest, binding: dict[str, str], now: datetime
-) -> str | None:
+def binding_refusal(*, request: ApprovalRequest, binding: Binding, now: datetime) -> str | None:
     """Why this request can no longer authorise the run as it is now, or None if it can."""
     if now >= request.expires_at:
         return APPROVAL_EXPIRED
-    if any(request.binding()[key] != binding[key] for key in BINDING_KEYS):
+    if request.binding() != binding:
         return APPROVAL_STALE
     return None
 
@@ -98,21 +89,21 @@ def _check_decidable(
     *, request: ApprovalRequest, user: User, approve: bool, comment: str, conflicted: set[int]
 ) -> None:
     if not _may_decide(user, request):
-        raise ApprovalError("forbidden", f"you are not in the {request.group} group")
+        raise ServiceError("forbidden", f"you are not in the {request.group} group")
     if user.pk in conflicted:
-        raise ApprovalError("separation_of_duties", SEPARATION_OF_DUTIES)
+        raise ServiceError("separation_of_duties", SEPARATION_OF_DUTIES)
     if request.status in (ApprovalStatus.STALE, ApprovalStatus.EXPIRED):
-        raise ApprovalError(
+        raise ServiceError(
             f"approval_{request.status}",
             f"this request is {request.status} ({request.status_reason}); "
             "a fresh request replaces it",
         )
     if request.status != ApprovalStatus.PENDING:
-        raise ApprovalError("already_decided", f"this request is already {request.status}")
+        raise ServiceError("already_decided", f"this request is already {request.status}")
     if request.decisions.filter(user=user, counted=True).exists():
-        raise ApprovalError("already_decided", "you have already decided this request")
+        raise ServiceError("already_decided", "you have already decided this request")
     if not approve and not comment.strip():
-        raise ApprovalError("comment_required", "a rejection needs a comment")
+        raise ServiceError("comment_required", "a rejection needs a comment")
 
 
 @transaction.atomic(durable=True)
@@ -122,13 +113,13 @@ def approval_decide(
     user: User,
     approve: bool,
     comment: str = "",
-    seen: dict[str, str],
+    seen: Binding,
     now: datetime | None = None,
 ) -> DecisionResult:
     """Record a person's decision on what they saw. Stale or expired views authorise nothing.
 
     `seen` is the binding the person was shown: fingerprint, workflow and policy versions and
-    the effect. All four are required, so nobody approves an input they were not shown.
+    the effect.
     """
     now = now or timezone.now()
     # Row lock: two approvers clicking at once decide one after the other, never both on
@@ -140,16 +131,16 @@ def approval_decide(
     _check_decidable(
         request=request, user=user, approve=approve, comment=comment, conflicted=conflicted
     )
-    refusal = binding_refusal(request=request, binding={**request.binding(), **seen}, now=now)
+    refusal = binding_refusal(request=request, binding=seen, now=now)
     decision = ApprovalDecision.objects.create(
         request=request,
         user=user,
         approve=approve,
         comment=comment,
-        seen_fingerprint=seen["fingerprint"],
-        seen_workflow_version=seen["workflow_version"],
-        seen_policy_version=seen["policy_version"],
-        seen_effect=seen["effect"],
+        seen_fingerprint=seen.fingerprint,
+        seen_workflow_version=seen.workflow_version,
+        seen_policy_version=seen.policy_version,
+        seen_effect=seen.effect,
         counted=refusal is None,
         refusal=refusal or "",
     )
@@ -167,18 +158,9 @@ def approval_decide(
         approval_id=request.pk,
         result=code,
         comment=comment,
-        seen=decision_seen(decision),
+        seen=seen.as_dict(),
     )
     return DecisionResult(code, request, decision)
-
-
-def decision_seen(decision: ApprovalDecision) -> dict[str, str]:
-    return {
-        "fingerprint": decision.seen_fingerprint,
-        "workflow_version": decision.seen_workflow_version,
-        "policy_version": decision.seen_policy_version,
-        "effect": decision.seen_effect,
-    }
 
 
 def _tally(request: ApprovalRequest, approve: bool, now: datetime, conflicted: set[int]) -> str:
@@ -189,7 +171,7 @@ def _tally(request: ApprovalRequest, approve: bool, now: datetime, conflicted: s
     elif approvals.count() >= request.required_approvals:
         _close(request, ApprovalStatus.APPROVED, "approved", now)
     else:
-        return "recorded"
+        return RECORDED
     enqueue_after_commit(ADVANCE_RUN_TASK, request.run_id, priority=Priority.URGENT)
     return str(request.status)
 

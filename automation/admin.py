@@ -29,7 +29,6 @@ from automation.models import (
     IntakeChannel,
     IntakeRecord,
     InternalNotification,
-    Outcome,
     RecoveryKind,
     Run,
     StageRecord,
@@ -43,6 +42,7 @@ from config.admin_base import (
     ReadOnlyInline,
     known_values_filter,
 )
+from config.errors import ServiceError
 from config.http import AuthenticatedHttpRequest
 from policy.models import PolicyVersion
 
@@ -248,9 +248,9 @@ class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
                     services.run_replay(run_id=run.pk, user=user, reason=reason)
                     done += 1
                 else:
-                    result = services.run_retry(run_id=run.pk, user=user, reason=reason)
-                    done += result != Outcome.STATE_CONFLICT
-            except services.RecoveryError as exc:
+                    services.run_retry(run_id=run.pk, user=user, reason=reason)
+                    done += 1
+            except ServiceError as exc:
                 self.message_user(request, f"run {run.pk}: {exc.message}", messages.WARNING)
         self.message_user(request, f"{action}: {done} of {queryset.count()} run(s)")
         return None
@@ -306,9 +306,12 @@ class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
                 request, "Give a reason: it goes on the run's record.", messages.ERROR
             )
         else:
-            result = operation.service(run_id=run_id, user=request.user, reason=reason)
-            level = messages.ERROR if result == Outcome.STATE_CONFLICT else messages.SUCCESS
-            self.message_user(request, f"{name}: {result}", level)
+            try:
+                result = operation.service(run_id=run_id, user=request.user, reason=reason)
+            except ServiceError as exc:
+                self.message_user(request, f"{name}: {exc.message}", messages.ERROR)
+            else:
+                self.message_user(request, f"{name}: {result}", messages.SUCCESS)
         return redirect("admin:automation_run_change", run_id)
 
     @admin.display(description="total (ms)")

@@ -1,8 +1,10 @@
 """Reading an e-mail message: headers, bodies, attachments, with the standard `email` API.
 
-`parse_message(raw)` never raises on bad input: it returns what it could read and a list of
-problems. The caller stores the raw bytes before calling it, so a message nobody can read is
-still kept, exactly as it came.
+`parse_message(raw)` lists what is wrong with a message as problems instead of raising: it
+returns what it could read and that list. The standard library's parser underneath may still
+fail on input it was never meant for; the caller (`services/intake.py`) turns that into a
+problem too. The caller stores the raw bytes before calling it, so a message nobody can read
+is still kept, exactly as it came.
 """
 
 from __future__ import annotations
@@ -261,7 +263,8 @@ def _sender(message: EmailMessage, problems: list[tuple[str, str]]) -> tuple[str
 
 
 def parse_message(raw: bytes) -> ParsedMail:
-    """Everything Gatehouse reads from one message. Problems are listed, never raised."""
+    """Everything Gatehouse reads from one message. What is wrong with it is listed as problems;
+    only a failure of the standard library's parser itself raises."""
     problems: list[tuple[str, str]] = []
     notes: list[str] = []
     raw_hash = hashlib.sha256(raw).hexdigest()

@@ -31,10 +31,6 @@ class State(models.TextChoices):
     FAILED = "failed"
 
 
-# Holds of a run whose effect could not be delivered (or whose outcome is unknown).
-EFFECT_HOLDS = frozenset({"effect_unavailable", "effect_uncertain"})
-
-
 def run_holds_stage(run: Any) -> bool:
     """A run held because a stage ran out of attempts (worth another try)."""
     return run.outcome in RETRYABLE_STAGE_HOLDS
@@ -45,15 +41,9 @@ def run_holds_effect(run: Any) -> bool:
     return run.outcome in EFFECT_HOLDS
 
 
-# Failures answered to the sender or decided by a person: no exception queue for them.
-ANSWERED_FAILURES = frozenset({"invalid_event", "unsupported_request", "approval_rejected"})
-# Holds a person may send back to the classifier.
-RETRYABLE_STAGE_HOLDS = frozenset({"retry_exhausted"})
-
-
 def _queue_for(outcome: str) -> str:
     """The exception queue a run lands in for this outcome ('' for none)."""
-    if outcome in ANSWERED_FAILURES or outcome in ("approval_stale", ""):
+    if outcome in ANSWERED_FAILURES or outcome in (Outcome.APPROVAL_STALE, ""):
         return ""
     return outcome
 
@@ -95,6 +85,16 @@ class Outcome(models.TextChoices):
     EFFECT_REJECTED = "effect_rejected"
     EFFECT_UNCERTAIN = "effect_uncertain"
     STATE_CONFLICT = "state_conflict"
+
+
+# Holds of a run whose effect could not be delivered (or whose outcome is unknown).
+EFFECT_HOLDS = frozenset({Outcome.EFFECT_UNAVAILABLE, Outcome.EFFECT_UNCERTAIN})
+# Failures answered to the sender or decided by a person: no exception queue for them.
+ANSWERED_FAILURES = frozenset(
+    {Outcome.INVALID_EVENT, Outcome.UNSUPPORTED_REQUEST, Outcome.APPROVAL_REJECTED}
+)
+# Holds a person may send back to the classifier.
+RETRYABLE_STAGE_HOLDS = frozenset({Outcome.RETRY_EXHAUSTED})
 
 
 class Customer(models.Model):
@@ -860,6 +860,8 @@ class RecoveryKind(models.TextChoices):
     REPLAY = "replay"
     RESOLVE = "resolve"
     ABANDON = "abandon"
+    # A batch's action only: retry the effect of each run (its items are recorded as RETRY).
+    RETRY_EFFECT = "retry_effect"
 
 
 class BatchStatus(models.TextChoices):
@@ -870,19 +872,15 @@ class BatchStatus(models.TextChoices):
     FINISHED = "finished"
 
 
-class RecoveryBatch(models.Model):
-    """A batch recovery: which runs, what to do, and how far it got (the progress page)."""
+class ProgressJob(models.Model):
+    """Work over the runs of a time window, chunk by chunk, with its progress on the row:
+    the position (`done`) commits with each chunk, so a restarted worker carries on."""
 
-    action = models.CharField(max_length=20)  # RecoveryKind.RETRY or REPLAY
-    queue = models.CharField(max_length=40)
     since = models.DateTimeField()
     until = models.DateTimeField()
-    reason = models.TextField()
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
     run_ids = models.JSONField(default=list)
     done = models.PositiveIntegerField(default=0)
-    succeeded = models.PositiveIntegerField(default=0)
-    failures = models.JSONField(default=list)  # [{"run": id, "reason": ...}]
     status = models.CharField(
         max_length=20, choices=BatchStatus.choices, default=BatchStatus.QUEUED
     )
@@ -890,14 +888,27 @@ class RecoveryBatch(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        verbose_name_plural = "recovery batches"
-
-    def __str__(self) -> str:
-        return f"{self.action} {self.queue} ({self.done}/{self.total})"
+        abstract = True
 
     @property
     def total(self) -> int:
         return len(self.run_ids)
+
+
+class RecoveryBatch(ProgressJob):
+    """A batch recovery: which runs, what to do, and how far it got (the progress page)."""
+
+    action = models.CharField(max_length=20)  # RecoveryKind.RETRY or REPLAY
+    queue = models.CharField(max_length=40)
+    reason = models.TextField()
+    succeeded = models.PositiveIntegerField(default=0)
+    failures = models.JSONField(default=list)  # [{"run": id, "reason": ...}]
+
+    class Meta:
+        verbose_name_plural = "recovery batches"
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.queue} ({self.done}/{self.total})"
 
 
 class RecoveryAction(models.Model):
@@ -919,31 +930,20 @@ class RecoveryAction(models.Model):
         return f"{self.action} on run {self.run_id} by {self.actor_id}: {self.result}"
 
 
-class Simulation(models.Model):
+class Simulation(ProgressJob):
     """A dry run of a policy version over past runs' stored interpretations: no model, no effect."""
 
     policy_version = models.CharField(max_length=100)
-    since = models.DateTimeField()
-    until = models.DateTimeField()
-    created_by = models.ForeignKey(
+    # A command may start one with nobody named: the one field that differs from the base
+    # (a batch always has its person), so the type narrows the other way.
+    created_by = models.ForeignKey(  # type: ignore[assignment]
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT
     )
-    run_ids = models.JSONField(default=list)
-    done = models.PositiveIntegerField(default=0)
     # [{"run", "event_id", "old", "new", "rules": [...]}] for every decision that would change
     changes = models.JSONField(default=list)
-    status = models.CharField(
-        max_length=20, choices=BatchStatus.choices, default=BatchStatus.QUEUED
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"simulation of {self.policy_version} ({self.done}/{self.total})"
-
-    @property
-    def total(self) -> int:
-        return len(self.run_ids)
 
 
 class ApiToken(models.Model):

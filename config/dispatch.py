@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -223,10 +224,24 @@ def inline() -> Iterator[deque[Message]]:
         _inline.reset(token)
 
 
-def drain(queue: deque[Message], limit: int = 10_000) -> int:
-    """Run collected messages until none are left; returns how many ran."""
-    count = 0
-    while queue and count < limit:
-        queue.popleft().run()
-        count += 1
-    return count
+def drain(
+    queue: deque[Message],
+    *,
+    limit: int | None = 10_000,
+    stop: Callable[[], bool] | None = None,
+    when_idle: Callable[[], bool] | None = None,
+) -> bool:
+    """Run collected messages one by one until none are left; False if `limit` steps did not
+    settle it (work that loops is a bug, not a hang; None: no limit).
+
+    `stop` ends it early (a state reached). `when_idle`, asked when the queue is empty, may
+    start more work itself (a retry whose backoff has run out) and says whether it did.
+    """
+    for _ in range(limit) if limit is not None else itertools.count():
+        if stop is not None and stop():
+            return True
+        if queue:
+            queue.popleft().run()
+        elif when_idle is None or not when_idle():
+            return True
+    return False

@@ -26,11 +26,12 @@ import yaml
 from django.contrib.auth.models import Group, User
 
 from approvals.models import ApprovalRequest, ApprovalStatus
-from approvals.services import ApprovalError, approval_decide
+from approvals.services import approval_decide
 from automation import services
 from automation.models import IntakeChannel, RecordedOutcome, Run, State
 from automation.roles import roles_ensure
-from config.dispatch import Message, inline
+from config.dispatch import Message, drain, inline
+from config.errors import ServiceError
 from policy.models import PolicyVersion
 from policy.services import (
     parse_policy_text,
@@ -220,7 +221,7 @@ class _History:
                     comment="" if approve else "Not enough evidence for a review.",
                     seen=request.binding(),
                 )
-            except ApprovalError:
+            except ServiceError:
                 return
             self._settle(queue)
 
@@ -270,16 +271,17 @@ class _History:
     @staticmethod
     def _settle(queue: deque[Message]) -> None:
         """Run the queued work; a classifier retry runs at the time its backoff ends."""
-        for _ in range(MAX_STEPS):
-            if queue:
-                queue.popleft().run()
-                continue
+
+        def backoff_ends() -> bool:
             waiting = Run.objects.filter(
                 state=State.ENRICHED, next_attempt_at__isnull=False, channel__name=CHANNEL
             ).first()
             if waiting is None:
-                return
+                return False
             services.run_advance(run_id=waiting.pk, now=waiting.next_attempt_at)
+            return True
+
+        drain(queue, limit=MAX_STEPS, when_idle=backoff_ends)
 
 
 def _travel(when: datetime) -> time_machine.travel:

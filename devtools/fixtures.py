@@ -17,8 +17,9 @@ from django.contrib.auth.models import Group, User
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from approvals.binding import Binding
 from approvals.models import ApprovalRequest, ApprovalStatus
-from approvals.services import ApprovalError, approval_decide
+from approvals.services import approval_decide
 from audit.models import AuditAction
 from automation import services
 from automation.models import (
@@ -33,8 +34,9 @@ from automation.models import (
     State,
 )
 from automation.schemas import normalize_text
-from config.dispatch import Message, inline
-from devtools.services import checkpoint_import, run_move
+from config.dispatch import Message, drain, inline
+from config.errors import ServiceError
+from devtools.services import checkpoint_import, checkpoint_resume, run_nudge
 from policy.models import PolicyVersion
 from policy.services import policy_ensure_defaults
 
@@ -182,7 +184,7 @@ def _run_case(
         if case.get("scenario") == "state_conflict":
             # The one deliberate illegal transition: received straight to executing.
             queue.clear()
-            outcome = run_move(
+            outcome = run_nudge(
                 run_id=run_id,
                 target=State.EXECUTING,
                 reason="deliberate illegal transition",
@@ -207,7 +209,7 @@ def _resume_from_decision(queue: deque[Message], run_id: int, decision: Any) -> 
     _drain(queue, run_id, stop_at=State.ENRICHED)
     queue.clear()  # the classifier call this would have made is replaced by the checkpoint
     checkpoint_import(run_id=run_id, classification=decision, actor_label=ACTOR)
-    outcome = services.run_resume(run_id=run_id, actor_label=ACTOR)
+    outcome = checkpoint_resume(run_id=run_id, actor_label=ACTOR)
     return outcome if outcome not in (State.CLASSIFIED,) else None
 
 
@@ -225,9 +227,9 @@ def _give_approval(
             user=approver,
             approve=True,
             comment="approval from the case set",
-            seen={"fingerprint": request.fingerprint, **approval},
+            seen=Binding.from_dict({"fingerprint": request.fingerprint, **approval}),
         )
-    except ApprovalError as exc:
+    except ServiceError as exc:
         return exc.code
     _drain(queue, run_id)
     if result.code in (Outcome.APPROVAL_STALE, Outcome.APPROVAL_EXPIRED):
@@ -237,20 +239,21 @@ def _give_approval(
 
 def _drain(queue: deque[Message], run_id: int, stop_at: str | None = None) -> None:
     """Run queued messages one by one; when none are left, let due retries come due."""
-    for _ in range(MAX_STEPS_PER_CASE):
-        state = Run.objects.values_list("state", flat=True).get(pk=run_id)
-        if stop_at is not None and state == stop_at:
-            return
-        if queue:
-            queue.popleft().run()
-            continue
+
+    def reached() -> bool:
+        return Run.objects.filter(pk=run_id, state=stop_at).exists()
+
+    def backoff_ends() -> bool:
         run = Run.objects.get(pk=run_id)
-        if run.state == State.ENRICHED and run.next_attempt_at is not None:
-            # Time passes: the backoff has run out and the sweep would now nudge this run.
-            services.run_advance(run_id=run_id, now=run.next_attempt_at)
-            continue
-        return
-    raise FixtureError(f"run {run_id} did not settle within {MAX_STEPS_PER_CASE} steps")
+        if run.state != State.ENRICHED or run.next_attempt_at is None:
+            return False
+        # Time passes: the backoff has run out and the sweep would now nudge this run.
+        services.run_advance(run_id=run_id, now=run.next_attempt_at)
+        return True
+
+    stop = reached if stop_at is not None else None
+    if not drain(queue, limit=MAX_STEPS_PER_CASE, stop=stop, when_idle=backoff_ends):
+        raise FixtureError(f"run {run_id} did not settle within {MAX_STEPS_PER_CASE} steps")
 
 
 def count(*, channel: IntakeChannel, results: list[CaseResult]) -> dict[str, int]:

@@ -11,7 +11,7 @@ from django.db import transaction
 from audit.models import AuditAction
 from automation.models import Checkpoint, Run
 from automation.services.journal import add_checkpoint, record_audit
-from automation.services.operations import refuse_transition
+from automation.services.operations import refuse_transition, run_resume_in_transaction
 from automation.services.sending import run_send
 
 
@@ -33,7 +33,13 @@ def checkpoint_import(
         return checkpoint
 
 
-def run_move(
+def checkpoint_resume(*, run_id: int, actor_label: str) -> str:
+    """Resume from the latest checkpoint with no person behind it (a case set's resume)."""
+    with transaction.atomic(durable=True):
+        return run_resume_in_transaction(run_id=run_id, actor_label=actor_label)
+
+
+def run_nudge(
     *,
     run_id: int,
     target: str,
@@ -41,7 +47,7 @@ def run_move(
     actor_label: str,
     actor: User | None = None,
 ) -> str:
-    """A person asks for a run to reach `target` now.
+    """Record a nudge towards `target` and send the run's next message; nothing moves here.
 
     The state machine stays the only authority: a target that no transition reaches from the
     current state is refused and recorded (`state_conflict`), the run untouched. A reachable

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
+from config.errors import ServiceError
 from policy.models import PolicyVersion
 from policy.schemas import NEW_VERSION, PolicyDocument, version_name_problem
 from policy.signals import version_activated
@@ -24,8 +25,11 @@ REFERENCE_VERSION = "policy-1"
 DEFAULT_VERSION = "default-1"
 
 
-class PolicyError(Exception):
+class PolicyError(ServiceError):
     """A policy document that cannot be stored, with the message an operator should read."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("invalid_policy", message)
 
 
 def describe_validation_error(error: ValidationError) -> str:

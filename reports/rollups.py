@@ -82,11 +82,10 @@ TOUCHING_RECOVERY = (
 )
 # Transitions a person makes, named on the audit trail with their actor: a correction or a
 # resume (classify), a retry, a re-decision, a resolution by hand, a replay closing the
-# original. Retrying a held effect from the admin or the command line leaves only this trace.
+# original. (A retry of a held effect is a RecoveryAction, like every retry.)
 PERSON_MOVES = (
     AuditAction.RUN_CLASSIFY,
     AuditAction.RUN_RETRY_STAGE,
-    AuditAction.RUN_RETRY_EFFECT,
     AuditAction.RUN_RECONSIDER,
     AuditAction.RUN_RESOLVE_BY_HAND,
     AuditAction.RUN_ABANDON,

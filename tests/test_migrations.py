@@ -132,3 +132,51 @@ def test_identity_scopes_are_backfilled_and_mail_effect_keys_follow_their_scope(
         assert effect_keys(apps, mail.pk) == (key("email", mail.fingerprint),) * 2
     finally:
         migrate(latest)
+
+
+# --- 0021: a RecoveryAction for every retry of a held effect --------------------------------
+
+BEFORE_0021 = [("automation", "0020_run_signals_reviewed"), ("audit", "0003_hand_action_index")]
+AFTER_0021 = [("automation", "0021_recovery_actions_for_effect_retries")]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_effect_retries_that_left_only_an_audit_row_get_their_recovery_action() -> None:
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes()
+    try:
+        legacy = Legacy(migrate(BEFORE_0021))
+        person = legacy.apps.get_model("auth", "User").objects.create(username="lead")
+        events = legacy.apps.get_model("audit", "AuditEvent").objects
+        actions = legacy.model("RecoveryAction").objects
+        retried, recorded, by_system = (
+            legacy.run("api", f"evt-{n}", "application/json") for n in range(3)
+        )
+        for run in (retried, recorded):
+            events.create(
+                run=run,
+                actor=person,
+                action="run.retry_effect",
+                from_state="needs_review",
+                to_state="executing",
+                data={"reason": "outage over"},
+            )
+        actions.create(run=recorded, action="retry", actor=person, result="executing")
+        events.create(run=by_system, action="run.retry_effect", to_state="executing")
+
+        apps = migrate(AFTER_0021)
+
+        rows = apps.get_model("automation", "RecoveryAction").objects
+        assert set(rows.values_list("run_id", "action", "actor_id", "reason", "result")) == {
+            (retried.pk, "retry", person.pk, "outage over", "executing"),
+            (recorded.pk, "retry", person.pk, "", "executing"),
+        }
+
+        apps = migrate(BEFORE_0021)
+
+        assert list(
+            apps.get_model("automation", "RecoveryAction").objects.values_list("run_id")
+        ) == [(recorded.pk,)]
+    finally:
+        migrate(latest)

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 from automation.services.backoff import backoff_delay
 from automation.services.effects import (
-    BatchResult,
     effect_deliver,
     effect_is_authorized,
     effect_pause,
     effect_resume,
-    effect_retry,
-    effects_retry_held,
 )
 from automation.services.intake import (
     IntakeResult,
@@ -26,27 +23,29 @@ from automation.services.intake import (
     intake_submit,
 )
 from automation.services.operations import (
-    OPERATIONS,
-    run_operations_for,
     run_reconsider,
-    run_resume,
     sweep_due,
 )
 from automation.services.payloads import effect_key
 from automation.services.pipeline import run_advance
 from automation.services.recovery import (
+    OPERATIONS,
     CorrectionInvalid,
-    RecoveryError,
     batch_create,
     batch_process,
+    effects_retry_held,
+    held_effects_batch,
+    held_effects_select,
     queue_assign,
     queue_claim,
     queue_release,
     run_correct,
+    run_operations_for,
     run_replay,
     run_resolve,
-    run_resume_from_checkpoint,
+    run_resume,
     run_retry,
+    run_retry_effect,
 )
 from automation.services.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK
 
@@ -54,10 +53,8 @@ __all__ = [
     "ADVANCE_RUN_TASK",
     "DELIVER_EFFECT_TASK",
     "OPERATIONS",
-    "BatchResult",
     "CorrectionInvalid",
     "IntakeResult",
-    "RecoveryError",
     "api_token_create",
     "api_tokens_revoke",
     "backoff_delay",
@@ -69,8 +66,9 @@ __all__ = [
     "effect_key",
     "effect_pause",
     "effect_resume",
-    "effect_retry",
     "effects_retry_held",
+    "held_effects_batch",
+    "held_effects_select",
     "intake_admit",
     "intake_submit",
     "queue_assign",
@@ -83,7 +81,7 @@ __all__ = [
     "run_replay",
     "run_resolve",
     "run_resume",
-    "run_resume_from_checkpoint",
     "run_retry",
+    "run_retry_effect",
     "sweep_due",
 ]

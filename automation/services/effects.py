@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.contrib.auth.models import User
@@ -427,18 +426,14 @@ def _delivered(
 # --- people: retry a held effect, pause and resume ----------------------------------------
 
 
-def effect_retry(*, run_id: int, user: User, reason: str, now: datetime | None = None) -> str:
-    """Deliver a held run's effect again: same key, a fresh attempt budget and deadline."""
-    _may_recover(user)  # before the run is read: a refusal records nothing on it
-    with transaction.atomic(durable=True):
-        return effect_retry_in_transaction(run_id=run_id, user=user, reason=reason, now=now)
-
-
 def effect_retry_in_transaction(
     *, run_id: int, user: User, reason: str, now: datetime | None = None
 ) -> str:
-    """effect_retry inside the caller's transaction, for a caller that has checked the
-    person's right to recover runs (retrying a held run's failed stage)."""
+    """Deliver a held run's effect again: same key, a fresh attempt budget and deadline.
+
+    In the caller's transaction, for `recovery._retry`, which has checked the person's right
+    to recover runs and records the RecoveryAction.
+    """
     now = now or timezone.now()
     run = Run.objects.select_for_update().get(pk=run_id)
     if not can_proceed(run.retry_effect):
@@ -468,36 +463,6 @@ def effect_retry_in_transaction(
     # A person asked for it: ahead of any backlog.
     enqueue_after_commit(DELIVER_EFFECT_TASK, effect.pk, priority=Priority.URGENT)
     return run.state
-
-
-@dataclass(frozen=True)
-class BatchResult:
-    selected: int
-    retried: int
-    refused: int
-
-
-def effects_retry_held(
-    *, since: datetime, until: datetime, user: User, reason: str, outcome: str = ""
-) -> BatchResult:
-    """Retry every run held for its effect between two times (after an outage, say)."""
-    _may_recover(user)
-    runs = Run.objects.filter(
-        state=State.NEEDS_REVIEW,
-        outcome=outcome or Outcome.EFFECT_UNAVAILABLE,
-        updated_at__gte=since,
-        updated_at__lt=until,
-    ).order_by("updated_at")
-    ids = list(runs.values_list("pk", flat=True))
-    retried = sum(
-        effect_retry(run_id=run_id, user=user, reason=reason) == State.EXECUTING for run_id in ids
-    )
-    return BatchResult(selected=len(ids), retried=retried, refused=len(ids) - retried)
-
-
-def _may_recover(user: User) -> None:
-    if not user.has_perm("automation.recover_run"):
-        raise PermissionDenied("you may not retry effects")
 
 
 def _may_control(user: User) -> None:

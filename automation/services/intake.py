@@ -228,7 +228,7 @@ def _parse_mail(raw: bytes) -> tuple[MailEvent | None, Any, list[FieldProblem]]:
     """An e-mail read into its event. A message that cannot be read names why."""
     try:
         parsed = parse_message(raw)
-    except Exception as exc:
+    except Exception as exc:  # the email package itself failed on input it does not expect
         event_id = f"sha256:{hashlib.sha256(raw).hexdigest()}"
         problem = FieldProblem(field="message", message=f"could not be parsed: {exc}")
         return None, {"event_id": event_id}, [problem]

@@ -1,11 +1,10 @@
-"""What people (and the sweep) start by hand: resume, re-decide, nudges."""
+"""What people (and the sweep) start by hand: re-decide, nudges; and the resume step."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
@@ -34,24 +33,22 @@ from automation.schemas import (
     ClassifierDecision,
     validation_problems,
 )
-from automation.services.effects import effect_retry
 from automation.services.journal import Stage, record_audit, record_transition
 from automation.services.pipeline import STEPS
 from automation.services.runlog import log_run
 from automation.services.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK, run_send
 from config.dispatch import batch, enqueue_after_commit, oldest_waiting
+from config.errors import state_conflict
 
 # --- operator operations ----------------------------------------------------------------
 
 
-def run_resume(*, run_id: int, actor_label: str, actor: User | None = None) -> str:
-    """Continue from the latest checkpoint, revalidating what it holds before using it."""
-    with transaction.atomic(durable=True):
-        return run_resume_in_transaction(run_id=run_id, actor_label=actor_label, actor=actor)
-
-
 def run_resume_in_transaction(*, run_id: int, actor_label: str, actor: User | None = None) -> str:
-    """run_resume inside the caller's transaction (a person's resume, which records who)."""
+    """Continue from the latest checkpoint, revalidating what it holds before using it.
+
+    In the caller's transaction, for a caller that has checked who asks: the one resume a
+    person starts is `recovery.run_resume`.
+    """
     run = Run.objects.select_for_update(of=("self",)).select_related("channel").get(pk=run_id)
     checkpoint = run.checkpoints.order_by("-sequence").first()
     stored = (checkpoint.data if checkpoint else {}).get("classification")
@@ -106,53 +103,27 @@ def run_reconsider(*, run_id: int, user: User, reason: str) -> str:
     if not user.has_perm(RECOVER_RUN):
         raise PermissionDenied("you may not re-decide runs")
     with transaction.atomic(durable=True):
-        run = Run.objects.select_for_update().get(pk=run_id)
-        if not can_proceed(run.reconsider):
-            return refuse_transition(run, "reconsider", user, SYSTEM, reason=reason)
-        if not has_transition_perm(run.reconsider, user):
-            raise PermissionDenied("you may not re-decide runs")
-        now = timezone.now()
-        open_requests = run.approvals.filter(
-            status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED], consumed_at__isnull=True
-        )
-        for request in open_requests:
-            approvals.approval_invalidate(request=request, refusal=Outcome.APPROVAL_STALE, now=now)
-        record_transition(run, run.reconsider, actor=user, note={"reason": reason})
-        run_send(run)
-        return run.state
+        result = _reconsider(run_id, user, reason)
+    if result == Outcome.STATE_CONFLICT:
+        raise state_conflict("re-deciding")  # recorded and committed first
+    return result
 
 
-class Operation(Protocol):
-    def __call__(self, *, run_id: int, user: User, reason: str) -> str: ...
-
-
-@dataclass(frozen=True)
-class RunOperation:
-    """An operation started from the run's admin page, and the permission it needs: the one
-    its transition declares, checked before anything about the run is read or recorded."""
-
-    service: Operation
-    permission: str
-
-
-# Operations a person can start from the run's admin page, by transition name.
-OPERATIONS: dict[str, RunOperation] = {
-    "reconsider": RunOperation(run_reconsider, RECOVER_RUN),
-    "retry_effect": RunOperation(effect_retry, RECOVER_RUN),
-}
-
-
-def run_operations_for(*, run: Run, user: User) -> list[dict[str, str]]:
-    """The transitions this person may start on this run now, for buttons."""
-    return [
-        {
-            "name": t.name,
-            "label": t.custom.get("label", t.name),
-            "help": t.custom.get("help_text", ""),
-        }
-        for t in run.get_available_user_state_transitions(user)  # type: ignore[attr-defined]
-        if t.custom.get("admin") and t.name in OPERATIONS
-    ]
+def _reconsider(run_id: int, user: User, reason: str) -> str:
+    run = Run.objects.select_for_update().get(pk=run_id)
+    if not can_proceed(run.reconsider):
+        return refuse_transition(run, "reconsider", user, SYSTEM, reason=reason)
+    if not has_transition_perm(run.reconsider, user):
+        raise PermissionDenied("you may not re-decide runs")
+    now = timezone.now()
+    open_requests = run.approvals.filter(
+        status__in=[ApprovalStatus.PENDING, ApprovalStatus.APPROVED], consumed_at__isnull=True
+    )
+    for request in open_requests:
+        approvals.approval_invalidate(request=request, refusal=Outcome.APPROVAL_STALE, now=now)
+    record_transition(run, run.reconsider, actor=user, note={"reason": reason})
+    run_send(run)
+    return run.state
 
 
 def refuse_transition(

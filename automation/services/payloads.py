@@ -7,6 +7,7 @@ import hashlib
 from decimal import Decimal
 from typing import Any
 
+from approvals.binding import Binding
 from automation.extraction import parse_amount
 from automation.mailtext import split_text
 from automation.models import Run
@@ -101,13 +102,13 @@ def policy_for(run: Run) -> PolicyVersion:
     return policy_get(name=run.channel.policy_version or None)
 
 
-def binding_of(run: Run) -> dict[str, str]:
-    return {
-        "fingerprint": run.fingerprint,
-        "workflow_version": run.workflow_version,
-        "policy_version": run.policy_version,
-        "effect": run.effect_name,
-    }
+def binding_of(run: Run) -> Binding:
+    return Binding(
+        fingerprint=run.fingerprint,
+        workflow_version=run.workflow_version,
+        policy_version=run.policy_version,
+        effect=run.effect_name,
+    )
 
 
 def effect_payload_of(run: Run) -> dict[str, Any]:

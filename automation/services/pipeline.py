@@ -654,7 +654,7 @@ def _step_execute_approved(run: Run, now: datetime) -> bool:
     if refusal is not None:
         _reopen_approval(run, refusal, now)
         return True
-    add_checkpoint(run, {"approval_request": request.pk, "binding": binding_of(run)})
+    add_checkpoint(run, {"approval_request": request.pk, "binding": binding_of(run).as_dict()})
     record_transition(
         run,
         run.execute_approved,

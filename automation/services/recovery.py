@@ -1,7 +1,9 @@
 """Exception queues and recovery: claim, correct, retry, resume, replay, resolve, in batches.
 
-Every operation checks a permission, requires a reason, locks the run, goes through the
-state machine, and leaves a RecoveryAction (who, what, why, result) beside the audit trail.
+Every operation checks a permission, locks the run and leaves a RecoveryAction (who, what,
+why, result) beside the audit trail. Those that move a run (correct, retry, resume, replay,
+resolve) also require a reason and go through the state machine. Taking a queue item
+(claim, assign, release) only changes who works the run, not its state, and needs no reason.
 None can skip policy or approval, and none can produce a second effect: retries reuse the
 effect's key, and a replay reaches the same key at the effect boundary.
 """
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
@@ -40,11 +42,13 @@ from automation.models import (
 from automation.schemas import ClassifierDecision, FieldProblem, validation_problems
 from automation.services.effects import effect_retry_in_transaction
 from automation.services.intake import intake_replay
+from automation.services.jobs import job_settled
 from automation.services.journal import Stage, add_checkpoint, record_audit, record_transition
-from automation.services.operations import run_resume_in_transaction
+from automation.services.operations import RECOVER_RUN, run_reconsider, run_resume_in_transaction
 from automation.services.sending import run_send
 from config import dispatch
 from config.dispatch import Priority, enqueue_after_commit
+from config.errors import STATE_CONFLICT, ServiceError, state_conflict
 
 BATCH_TASK = "automation.tasks.process_batch"
 # Holds a person can fix by correcting the interpretation.
@@ -59,15 +63,6 @@ CORRECTABLE = frozenset(
 )
 
 
-class RecoveryError(Exception):
-    """An operation refused, with what the person should read."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 def _require(user: User, permission: str) -> None:
     if not user.has_perm(f"automation.{permission}"):
         raise PermissionDenied(f"you need the {permission} permission")
@@ -75,7 +70,7 @@ def _require(user: User, permission: str) -> None:
 
 def _reason(reason: str) -> str:
     if not reason.strip():
-        raise RecoveryError("reason_required", "say why: the reason goes on the run's record")
+        raise ServiceError("reason_required", "say why: the reason goes on the run's record")
     return reason.strip()
 
 
@@ -106,9 +101,9 @@ def queue_claim(*, run_id: int, user: User) -> Run:
     _require(user, "work_queue")
     run = _locked(run_id)
     if not run.queue:
-        raise RecoveryError("not_queued", "this run is not in an exception queue")
+        raise ServiceError("not_queued", "this run is not in an exception queue")
     if run.owner_id not in (None, user.pk):
-        raise RecoveryError("claimed", f"{run.owner} already works on this run")
+        raise ServiceError("claimed", f"{run.owner} already works on this run")
     return _set_owner(run, user, user, RecoveryKind.CLAIM, "")
 
 
@@ -117,7 +112,7 @@ def queue_assign(*, run_id: int, user: User, assignee: User, reason: str = "") -
     _require(user, "work_queue")
     run = _locked(run_id)
     if not run.queue:
-        raise RecoveryError("not_queued", "this run is not in an exception queue")
+        raise ServiceError("not_queued", "this run is not in an exception queue")
     return _set_owner(run, assignee, user, RecoveryKind.ASSIGN, reason)
 
 
@@ -147,9 +142,12 @@ class CorrectionResult:
     changed: dict[str, list[Any]]
 
 
-class CorrectionInvalid(Exception):
+class CorrectionInvalid(ServiceError):
+    """A correction the classifier's schema or the extraction checks refuse, field by field."""
+
     def __init__(self, problems: list[FieldProblem]) -> None:
-        super().__init__("; ".join(f"{p.field}: {p.message}" for p in problems))
+        text = "; ".join(f"{p.field}: {p.message}" for p in problems)
+        super().__init__("invalid_correction", text)
         self.problems = problems
 
 
@@ -175,7 +173,7 @@ def run_correct(
     with transaction.atomic(durable=True):
         run = _locked(run_id)
         if run.state != State.NEEDS_REVIEW or run.outcome not in CORRECTABLE:
-            raise RecoveryError("state_conflict", f"a {run.state} run cannot be corrected")
+            raise ServiceError(STATE_CONFLICT, f"a {run.state} run cannot be corrected")
         before = run.classification or {}
         after = decision.model_dump(mode="json")
         changed = _diff(before, after)
@@ -217,17 +215,39 @@ def _flatten(classification: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_retry(*, run_id: int, user: User, reason: str) -> str:
-    """Retry the failed stage of a held run, for retryable failures only."""
+    """Retry the failed stage of a held run, for retryable failures only.
+
+    A refusal is recorded (a RecoveryAction) and committed before it is raised.
+    """
     with transaction.atomic(durable=True):
-        return _retry(run_id, user, reason, None)
+        result = _retry(run_id, user, reason, None)
+    if result == Outcome.STATE_CONFLICT:
+        raise state_conflict("retry")
+    return result
 
 
-def _retry(run_id: int, user: User, reason: str, batch: RecoveryBatch | None) -> str:
-    """run_retry in the caller's transaction (a batch's item)."""
+def run_retry_effect(*, run_id: int, user: User, reason: str) -> str:
+    """Deliver a held run's effect again: same key, a fresh attempt budget and deadline.
+
+    Only the effect: a run held for another reason is refused, and the refusal recorded.
+    """
+    with transaction.atomic(durable=True):
+        result = _retry(run_id, user, reason, None, effect_only=True)
+    if result == Outcome.STATE_CONFLICT:
+        raise state_conflict("retry")
+    return result
+
+
+def _retry(
+    run_id: int, user: User, reason: str, batch: RecoveryBatch | None, effect_only: bool = False
+) -> str:
+    """The one retry, in the caller's transaction (a batch's item): a held effect is
+    delivered again, a failed stage run again; either way a RecoveryAction says who and why."""
     _require(user, "recover_run")
     reason = _reason(reason)
     run = _locked(run_id)
-    if run.state == State.NEEDS_REVIEW and run.outcome in EFFECT_HOLDS:
+    if effect_only or (run.state == State.NEEDS_REVIEW and run.outcome in EFFECT_HOLDS):
+        # Refuses, on the audit trail, a run whose effect is not held.
         result = effect_retry_in_transaction(run_id=run.pk, user=user, reason=reason)
     elif run.state == State.NEEDS_REVIEW and run.outcome in RETRYABLE_STAGE_HOLDS:
         record_transition(run, run.retry_stage, actor=user, note={"reason": reason})
@@ -239,8 +259,11 @@ def _retry(run_id: int, user: User, reason: str, batch: RecoveryBatch | None) ->
     return result
 
 
-def run_resume_from_checkpoint(*, run_id: int, user: User, reason: str) -> str:
-    """Continue a held run from its latest checkpoint, revalidating what it holds."""
+def run_resume(*, run_id: int, user: User, reason: str) -> str:
+    """Continue a held run from its latest checkpoint, revalidating what it holds.
+
+    The one resume: it checks the person's permission and records who asked and why.
+    """
     _require(user, "recover_run")
     reason = _reason(reason)
     with transaction.atomic(durable=True):
@@ -248,7 +271,9 @@ def run_resume_from_checkpoint(*, run_id: int, user: User, reason: str) -> str:
             run_id=run_id, actor_label=user.get_username(), actor=user
         )
         _record(_locked(run_id), RecoveryKind.RESUME, user, reason, result)
-        return result
+    if result == Outcome.STATE_CONFLICT:
+        raise state_conflict("resume")
+    return result
 
 
 def run_replay(*, run_id: int, user: User, reason: str) -> Run:
@@ -267,8 +292,8 @@ def _replay(run_id: int, user: User, reason: str, batch: RecoveryBatch | None) -
     reason = _reason(reason)
     original = _locked(run_id)
     if not original.is_terminal:
-        raise RecoveryError(
-            "state_conflict", "only a finished run is replayed; retry or resume this one"
+        raise ServiceError(
+            STATE_CONFLICT, "only a finished run is replayed; retry or resume this one"
         )
     replay = intake_replay(original=original)
     if original.queue:
@@ -301,11 +326,11 @@ def run_resolve(*, run_id: int, user: User, reason: str, evidence: str, done: bo
     _require(user, "recover_run")
     reason = _reason(reason)
     if not evidence.strip():
-        raise RecoveryError("evidence_required", "describe what was done, or why it is dropped")
+        raise ServiceError("evidence_required", "describe what was done, or why it is dropped")
     with transaction.atomic(durable=True):
         run = _locked(run_id)
         if run.state != State.NEEDS_REVIEW:
-            raise RecoveryError("state_conflict", f"a {run.state} run cannot be resolved")
+            raise ServiceError(STATE_CONFLICT, f"a {run.state} run cannot be resolved")
         transition = run.resolve_by_hand if done else run.abandon
         if not has_transition_perm(transition, user):
             raise PermissionDenied("you may not resolve runs")
@@ -333,9 +358,46 @@ def run_resolve(*, run_id: int, user: User, reason: str, evidence: str, done: bo
         return run.state
 
 
+# --- the run's admin page ---------------------------------------------------------------
+
+
+class Operation(Protocol):
+    def __call__(self, *, run_id: int, user: User, reason: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class RunOperation:
+    """An operation started from the run's admin page, and the permission it needs: the one
+    its transition declares, checked before anything about the run is read or recorded."""
+
+    service: Operation
+    permission: str
+
+
+# Operations a person can start from the run's admin page, by transition name.
+OPERATIONS: dict[str, RunOperation] = {
+    "reconsider": RunOperation(run_reconsider, RECOVER_RUN),
+    "retry_effect": RunOperation(run_retry_effect, RECOVER_RUN),
+}
+
+
+def run_operations_for(*, run: Run, user: User) -> list[dict[str, str]]:
+    """The transitions this person may start on this run now, for buttons."""
+    return [
+        {
+            "name": t.name,
+            "label": t.custom.get("label", t.name),
+            "help": t.custom.get("help_text", ""),
+        }
+        for t in run.get_available_user_state_transitions(user)  # type: ignore[attr-defined]
+        if t.custom.get("admin") and t.name in OPERATIONS
+    ]
+
+
 # --- batches -----------------------------------------------------------------------------
 
 BATCH_ACTIONS = (RecoveryKind.RETRY, RecoveryKind.REPLAY)
+HELD_EFFECTS = (Outcome.EFFECT_UNAVAILABLE, Outcome.EFFECT_UNCERTAIN)
 
 
 def batch_select(*, queue: str, since: datetime, until: datetime) -> list[int]:
@@ -360,19 +422,65 @@ def batch_create(
     """Select the runs now; a worker (or the caller) works them (progress on the batch row)."""
     _require(user, "recover_run")
     if action not in BATCH_ACTIONS:
-        raise RecoveryError("bad_action", f"a batch can {' or '.join(BATCH_ACTIONS)}")
-    batch = RecoveryBatch.objects.create(
+        raise ServiceError("bad_action", f"a batch can {' or '.join(BATCH_ACTIONS)}")
+    ids = batch_select(queue=queue, since=since, until=until)
+    batch = _batch_new(action, queue, (since, until), user, reason, ids)
+    if in_worker:
+        enqueue_after_commit(BATCH_TASK, batch.pk, priority=Priority.URGENT)
+    return batch
+
+
+def held_effects_select(*, outcome: str, since: datetime, until: datetime) -> list[int]:
+    """Runs held for their effect (or, asked explicitly, another outcome) in a time window."""
+    return list(
+        Run.objects.filter(
+            state=State.NEEDS_REVIEW, outcome=outcome, updated_at__gte=since, updated_at__lt=until
+        )
+        .order_by("updated_at")
+        .values_list("pk", flat=True)
+    )
+
+
+@transaction.atomic(durable=True)
+def held_effects_batch(
+    *, since: datetime, until: datetime, user: User, reason: str, outcome: str = ""
+) -> RecoveryBatch:
+    """A batch retrying the effect of every run held for it in a window (an outage over).
+
+    The caller works it (`batch_step`); each item is a `run_retry_effect`, recorded alike.
+    """
+    _require(user, "recover_run")
+    outcome = outcome or Outcome.EFFECT_UNAVAILABLE
+    ids = held_effects_select(outcome=outcome, since=since, until=until)
+    return _batch_new(RecoveryKind.RETRY_EFFECT, outcome, (since, until), user, reason, ids)
+
+
+def _batch_new(
+    action: str,
+    queue: str,
+    window: tuple[datetime, datetime],
+    user: User,
+    reason: str,
+    run_ids: list[int],
+) -> RecoveryBatch:
+    since, until = window
+    return RecoveryBatch.objects.create(
         action=action,
         queue=queue,
         since=since,
         until=until,
         reason=_reason(reason),
         created_by=user,
-        run_ids=batch_select(queue=queue, since=since, until=until),
+        run_ids=run_ids,
     )
-    if in_worker:
-        enqueue_after_commit(BATCH_TASK, batch.pk, priority=Priority.URGENT)
-    return batch
+
+
+def effects_retry_held(
+    *, since: datetime, until: datetime, user: User, reason: str, outcome: str = ""
+) -> RecoveryBatch:
+    """Retry every held effect of a window now, in this process; the finished batch."""
+    batch = held_effects_batch(since=since, until=until, user=user, reason=reason, outcome=outcome)
+    return batch_process(batch_id=batch.pk)
 
 
 # Items worked per transaction: their messages go to the `bulk` queue in one statement.
@@ -388,11 +496,7 @@ def batch_step(*, batch_id: int) -> bool:
     """
     with transaction.atomic(durable=True), dispatch.batch(priority=Priority.BULK):
         batch_row = RecoveryBatch.objects.select_for_update().get(pk=batch_id)
-        if batch_row.done >= batch_row.total:
-            if batch_row.status != BatchStatus.FINISHED:
-                batch_row.status = BatchStatus.FINISHED
-                batch_row.finished_at = timezone.now()
-                batch_row.save(update_fields=["status", "finished_at"])
+        if job_settled(batch_row):
             return False
         for run_id in batch_row.run_ids[batch_row.done : batch_row.done + BATCH_CHUNK]:
             ok, why = _batch_item(batch_row, run_id)
@@ -411,10 +515,11 @@ def _batch_item(batch: RecoveryBatch, run_id: int) -> tuple[bool, str]:
             if batch.action == RecoveryKind.REPLAY:
                 _replay(run_id, batch.created_by, batch.reason, batch)
                 return True, ""
-            result = _retry(run_id, batch.created_by, batch.reason, batch)
+            effect_only = batch.action == RecoveryKind.RETRY_EFFECT
+            result = _retry(run_id, batch.created_by, batch.reason, batch, effect_only)
             ok = result != Outcome.STATE_CONFLICT
             return ok, "" if ok else "not retryable in its current state"
-    except (RecoveryError, PermissionDenied, ValueError) as exc:
+    except (ServiceError, PermissionDenied, ValueError) as exc:
         return False, str(exc)
 
 

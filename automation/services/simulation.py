@@ -13,9 +13,9 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.utils import timezone
 
 from automation.models import BatchStatus, Run, Simulation
+from automation.services.jobs import job_settled
 from automation.services.payloads import decision_of
 from config.dispatch import enqueue_after_commit
 from policy.evaluation import Decision
@@ -87,11 +87,7 @@ def simulation_step(*, simulation_id: int) -> bool:
     """Judge the next chunk of runs; False when done. The position commits with each chunk."""
     with transaction.atomic(durable=True):
         simulation = Simulation.objects.select_for_update().get(pk=simulation_id)
-        if simulation.done >= simulation.total:
-            if simulation.status != BatchStatus.FINISHED:
-                simulation.status = BatchStatus.FINISHED
-                simulation.finished_at = timezone.now()
-                simulation.save(update_fields=["status", "finished_at"])
+        if job_settled(simulation):
             return False
         ids = simulation.run_ids[simulation.done : simulation.done + CHUNK]
         new = PolicyVersion.objects.get(name=simulation.policy_version).parsed

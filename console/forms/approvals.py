@@ -4,6 +4,8 @@ from typing import Any
 
 from django import forms
 
+from approvals.binding import Binding
+
 
 class DecisionForm(forms.Form):
     """Approve or reject, carrying the exact binding the approver was shown."""
@@ -22,10 +24,10 @@ class DecisionForm(forms.Form):
         return data
 
     @property
-    def seen(self) -> dict[str, str]:
-        return {
-            "fingerprint": self.cleaned_data["seen_fingerprint"],
-            "workflow_version": self.cleaned_data["seen_workflow_version"],
-            "policy_version": self.cleaned_data["seen_policy_version"],
-            "effect": self.cleaned_data["seen_effect"],
-        }
+    def seen(self) -> Binding:
+        return Binding(
+            fingerprint=self.cleaned_data["seen_fingerprint"],
+            workflow_version=self.cleaned_data["seen_workflow_version"],
+            policy_version=self.cleaned_data["seen_policy_version"],
+            effect=self.cleaned_data["seen_effect"],
+        )

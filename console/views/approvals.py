@@ -11,21 +11,23 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals import selectors
-from approvals.models import ApprovalRequest
-from approvals.services import ApprovalError, approval_decide
+from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.services import APPROVAL_EXPIRED, APPROVAL_STALE, RECORDED, approval_decide
+from config.errors import ServiceError
 from config.http import AuthenticatedHttpRequest
 from config.keyset import BadCursor, Cursor, page_link, parse_cursor
 from console.forms.approvals import DecisionForm
+from console.refusals import show_refusal
 
 RESULT_MESSAGES = {
-    "approved": "Approved. The run continues with exactly the effect you saw.",
-    "rejected": "Rejected. The run stops and your reason is on the record.",
-    "recorded": "Your approval is recorded; this request needs another approver before it runs.",
-    "approval_stale": (
+    ApprovalStatus.APPROVED: "Approved. The run continues with exactly the effect you saw.",
+    ApprovalStatus.REJECTED: "Rejected. The run stops and your reason is on the record.",
+    RECORDED: "Your approval is recorded; this request needs another approver before it runs.",
+    APPROVAL_STALE: (
         "Not used: the request changed since you opened it (input, versions or effect). "
         "Nothing was approved; review the current evidence."
     ),
-    "approval_expired": (
+    APPROVAL_EXPIRED: (
         "Not used: this request expired before you decided. A fresh request will be opened."
     ),
 }
@@ -129,13 +131,15 @@ def decide(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse:
             comment=form.cleaned_data["comment"],
             seen=form.seen,
         )
-    except ApprovalError as exc:
+    except ServiceError as exc:
         if exc.code == "forbidden":
             raise PermissionDenied(exc.message) from exc
-        messages.error(request, exc.message[:1].upper() + exc.message[1:] + ".")
+        show_refusal(request, exc)
         return redirect("approvals:evidence", request_id=approval.pk)
     level = (
-        messages.SUCCESS if result.code in ("approved", "rejected", "recorded") else messages.ERROR
+        messages.SUCCESS
+        if result.code in (ApprovalStatus.APPROVED, ApprovalStatus.REJECTED, RECORDED)
+        else messages.ERROR
     )
     messages.add_message(request, level, RESULT_MESSAGES[result.code])
     return redirect("approvals:evidence", request_id=approval.pk)

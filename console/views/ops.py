@@ -16,8 +16,9 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from automation import selectors, services
-from automation.models import ClassificationAttempt, EffectControl, RecoveryBatch, Run
+from automation.models import ClassificationAttempt, EffectControl, RecoveryBatch, Run, State
 from automation.services.recovery import CORRECTABLE
+from config.errors import ServiceError
 from config.http import AuthenticatedHttpRequest
 from config.keyset import page_link
 from console.forms.ops import (
@@ -29,6 +30,7 @@ from console.forms.ops import (
     RecoveryForm,
     form_problems,
 )
+from console.refusals import show_refusal
 from policy.models import PolicyVersion
 
 VIEW_RUNS = "automation.view_run"
@@ -151,7 +153,7 @@ def run_page(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
         "can_recover": user.has_perm("automation.recover_run"),
         "can_correct": user.has_perm("automation.correct_run")
         and run.outcome in CORRECTABLE
-        and run.state == "needs_review",
+        and run.state == State.NEEDS_REVIEW,
         "can_work": user.has_perm("automation.work_queue") and bool(run.queue),
         "operations": services.run_operations_for(run=run, user=user),
         "problems": _problems(run),
@@ -221,8 +223,8 @@ def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
             )
         except services.CorrectionInvalid as exc:
             form.add_problems(exc.problems)
-        except services.RecoveryError as exc:
-            messages.error(request, exc.message)
+        except ServiceError as exc:
+            show_refusal(request, exc)
             return redirect("automation:run", run_id=run.pk)
         else:
             changed = ", ".join(
@@ -253,8 +255,8 @@ def queue_action(request: AuthenticatedHttpRequest, run_id: int, action: str) ->
             services.queue_assign(run_id=run_id, user=user, assignee=assignee)
         else:
             raise Http404("no such queue action")
-    except services.RecoveryError as exc:
-        messages.error(request, exc.message)
+    except ServiceError as exc:
+        show_refusal(request, exc)
     else:
         messages.success(
             request, f"{action.capitalize()}ed." if action != "assign" else "Assigned."
@@ -276,7 +278,7 @@ def _retry(run_id: int, user: User, form: RecoveryForm) -> str:
 
 def _resume(run_id: int, user: User, form: RecoveryForm) -> str:
     reason = form.cleaned_data["reason"]
-    return services.run_resume_from_checkpoint(run_id=run_id, user=user, reason=reason)
+    return services.run_resume(run_id=run_id, user=user, reason=reason)
 
 
 def _replay(run_id: int, user: User, form: RecoveryForm) -> str:
@@ -316,11 +318,10 @@ def recover(request: AuthenticatedHttpRequest, run_id: int, action: str) -> Http
         return redirect("automation:run", run_id=run_id)
     try:
         result = operation(run_id, request.user, form)
-    except services.RecoveryError as exc:
-        messages.error(request, exc.message)
+    except ServiceError as exc:
+        show_refusal(request, exc)
     else:
-        level = messages.ERROR if result == "state_conflict" else messages.SUCCESS
-        messages.add_message(request, level, f"{action.capitalize()}: {result}")
+        messages.success(request, f"{action.capitalize()}: {result}")
     return redirect("automation:run", run_id=run_id)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,16 +19,17 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
 from django.db.models.signals import post_save
 
+from approvals.binding import Binding
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.services import (
     ADVANCE_RUN_TASK,
-    ApprovalError,
     DecisionResult,
     approval_decide,
 )
 from audit.models import AuditEvent
 from automation.models import Effect, Run, State
 from config.dispatch import Message, inline
+from config.errors import ServiceError
 from tests.conftest import Pipeline, decision_for, make_event
 
 SECURITY_EVENT = make_event(
@@ -54,7 +56,7 @@ def decide(
     *,
     approve: bool = True,
     comment: str = "",
-    seen: dict[str, str] | None = None,
+    seen: Binding | None = None,
     drain: bool = True,
 ) -> DecisionResult:
     """Decide as the console does, then let the pipeline act on what it enqueued."""
@@ -73,7 +75,7 @@ def decide(
 
 def refusal_code(pipeline: Pipeline, request: ApprovalRequest, user: User, **kwargs: Any) -> str:
     """Decide, expecting a refusal; returns its code."""
-    with pytest.raises(ApprovalError) as caught:
+    with pytest.raises(ServiceError) as caught:
         decide(pipeline, request, user, **kwargs)
     return caught.value.code
 
@@ -112,7 +114,7 @@ def test_pipeline_opens_one_request_bound_to_the_run(pipeline: Pipeline) -> None
 
     run = run_of(pending)
     assert ApprovalRequest.objects.filter(run=run).count() == 1
-    assert pending.binding() == {
+    assert pending.binding().as_dict() == {
         "fingerprint": run.fingerprint,
         "workflow_version": "workflow-1",
         "policy_version": "policy-1",
@@ -221,7 +223,7 @@ def test_decision_rows_are_never_edited(
 def test_user_outside_the_group_is_forbidden(
     pipeline: Pipeline, pending: ApprovalRequest, outsider: User
 ) -> None:
-    with pytest.raises(ApprovalError) as caught:
+    with pytest.raises(ServiceError) as caught:
         decide(pipeline, pending, outsider)
 
     assert caught.value.code == "forbidden"
@@ -403,7 +405,7 @@ STALE_VIEWS = {
 def test_stale_view_is_stored_uncounted_and_leaves_the_run_waiting(
     pipeline: Pipeline, pending: ApprovalRequest, approver: User, change: dict[str, str]
 ) -> None:
-    seen = {**pending.binding(), **change}
+    seen = replace(pending.binding(), **change)
 
     result = decide(pipeline, pending, approver, seen=seen)
 
@@ -416,7 +418,7 @@ def test_stale_view_is_stored_uncounted_and_leaves_the_run_waiting(
         "workflow_version": decision.seen_workflow_version,
         "policy_version": decision.seen_policy_version,
         "effect": decision.seen_effect,
-    } == seen
+    } == seen.as_dict()
     assert reload(pending).status == ApprovalStatus.PENDING
     run = run_of(pending)
     assert run.state == State.APPROVAL_REQUIRED
@@ -427,7 +429,7 @@ def test_stale_view_is_stored_uncounted_and_leaves_the_run_waiting(
 def test_fresh_approval_after_a_stale_one_completes_the_run(
     pipeline: Pipeline, pending: ApprovalRequest, approver: User
 ) -> None:
-    decide(pipeline, pending, approver, seen={**pending.binding(), "policy_version": "policy-0"})
+    decide(pipeline, pending, approver, seen=replace(pending.binding(), policy_version="policy-0"))
 
     result = decide(pipeline, pending, approver)
 
@@ -443,7 +445,7 @@ def test_stale_approval_on_a_two_approver_request_does_not_count(
     two_approver_policy: None, pipeline: Pipeline, approver: User, second_approver: User
 ) -> None:
     pending = open_request(pipeline)
-    decide(pipeline, pending, approver, seen={**pending.binding(), "workflow_version": "w-0"})
+    decide(pipeline, pending, approver, seen=replace(pending.binding(), workflow_version="w-0"))
 
     assert decide(pipeline, pending, second_approver).code == "recorded"
     assert reload(pending).status == ApprovalStatus.PENDING
@@ -578,7 +580,7 @@ def test_rejection_and_refusal_queue_the_run_once_after_commit(
             user=approver,
             approve=approve,
             comment=comment,
-            seen={**pending.binding(), **seen_change},
+            seen=replace(pending.binding(), **seen_change),
         )
 
     assert list(queue) == [Message(ADVANCE_RUN_TASK, (pending.run_id,))]
@@ -596,7 +598,7 @@ def test_first_of_two_approvals_queues_nothing(
 
 
 def test_refused_decision_queues_nothing(pending: ApprovalRequest, outsider: User) -> None:
-    with inline() as queue, pytest.raises(ApprovalError):
+    with inline() as queue, pytest.raises(ServiceError):
         approval_decide(request_id=pending.pk, user=outsider, approve=True, seen=pending.binding())
 
     assert list(queue) == []
@@ -607,9 +609,9 @@ def test_refused_decision_queues_nothing(pending: ApprovalRequest, outsider: Use
 
 def _decide_in_threads(
     request: ApprovalRequest, users: list[User]
-) -> list[DecisionResult | ApprovalError]:
+) -> list[DecisionResult | ServiceError]:
     barrier = threading.Barrier(len(users))
-    results: list[DecisionResult | ApprovalError] = [None] * len(users)  # type: ignore[list-item]
+    results: list[DecisionResult | ServiceError] = [None] * len(users)  # type: ignore[list-item]
     unexpected: list[BaseException] = []
 
     def click(index: int, user: User) -> None:
@@ -619,7 +621,7 @@ def _decide_in_threads(
                 results[index] = approval_decide(
                     request_id=request.pk, user=user, approve=True, seen=request.binding()
                 )
-        except ApprovalError as exc:
+        except ServiceError as exc:
             results[index] = exc
         except BaseException as exc:
             unexpected.append(exc)
@@ -636,7 +638,7 @@ def _decide_in_threads(
     return results
 
 
-def _codes(results: list[DecisionResult | ApprovalError]) -> list[str]:
+def _codes(results: list[DecisionResult | ServiceError]) -> list[str]:
     return sorted(r.code for r in results)
 
 

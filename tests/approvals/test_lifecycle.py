@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -13,11 +14,12 @@ from django.utils import timezone
 
 from approvals import selectors
 from approvals.models import ApprovalRequest, ApprovalStatus
-from approvals.services import ApprovalError, approval_decide
+from approvals.services import approval_decide
 from audit.models import AuditEvent
 from automation import services
 from automation.models import Effect, Outcome, Run, State
 from automation.roles import roles_ensure
+from config.errors import ServiceError
 from policy.services import (
     DEFAULTS_DIR,
     parse_policy_text,
@@ -46,7 +48,7 @@ def member(username: str, *groups: str) -> User:
 def approve(pipeline: Pipeline, request: ApprovalRequest, user: User, **seen: str) -> str:
     with pipeline.capture():
         result = approval_decide(
-            request_id=request.pk, user=user, approve=True, seen={**request.binding(), **seen}
+            request_id=request.pk, user=user, approve=True, seen=replace(request.binding(), **seen)
         )
     pipeline.drain()
     return result.code
@@ -83,7 +85,7 @@ def test_redecided_under_a_new_policy_the_old_approval_is_stale(
     assert old.status == ApprovalStatus.STALE
     assert fresh.policy_version == "policy-2"
     assert Run.objects.get(pk=waiting.run_id).policy_version == "policy-2"
-    with pytest.raises(ApprovalError) as refused:
+    with pytest.raises(ServiceError) as refused:
         approve(pipeline, old, approver)
     assert refused.value.code == "approval_stale"
     assert not Effect.objects.exists()
@@ -117,7 +119,7 @@ def test_whoever_redecided_the_run_cannot_approve_it(
     reconsider(pipeline, waiting.run_id, both)
     fresh = ApprovalRequest.objects.get(run_id=waiting.run_id, status=ApprovalStatus.PENDING)
 
-    with pytest.raises(ApprovalError) as refused:
+    with pytest.raises(ServiceError) as refused:
         approve(pipeline, fresh, both)
 
     assert refused.value.code == "separation_of_duties"
@@ -139,9 +141,9 @@ def test_redecide_of_a_completed_run_is_refused_as_state_conflict(
 ) -> None:
     approve(pipeline, waiting, member("ana", "security-approvers"))
     staff = member("sam", "recovery-staff")
-    assert services.run_reconsider(run_id=waiting.run_id, user=staff, reason="x") == (
-        Outcome.STATE_CONFLICT
-    )
+    with pytest.raises(ServiceError) as refused:
+        services.run_reconsider(run_id=waiting.run_id, user=staff, reason="x")
+    assert refused.value.code == Outcome.STATE_CONFLICT
     assert AuditEvent.objects.filter(action="transition.refused", actor=staff).exists()
 
 

@@ -19,11 +19,12 @@ from django.urls import reverse
 
 from approvals import selectors
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
-from approvals.services import ApprovalError, approval_decide
+from approvals.services import approval_decide
 from automation import services
 from automation.models import Effect, EffectStatus, Outcome, Run, State
 from automation.roles import roles_ensure
-from devtools.services import checkpoint_import, run_move
+from config.errors import ServiceError
+from devtools.services import checkpoint_import, run_nudge
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
 EVENT_ID = "evt-sod"
@@ -76,7 +77,7 @@ def decide(
 
 
 def refusal(pipeline: Pipeline, run: Run, user: User, **kwargs: Any) -> str:
-    with pytest.raises(ApprovalError) as refused:
+    with pytest.raises(ServiceError) as refused:
         decide(pipeline, run, user, **kwargs)
     return refused.value.code
 
@@ -205,7 +206,7 @@ def resumed(pipeline: Pipeline, actor: User) -> Run:
     run = pipeline.run(pipeline.submit(SECURITY, [bad]))
     checkpoint_import(run_id=run.pk, classification=READING, actor_label="import")
     with pipeline.capture():
-        services.run_resume_from_checkpoint(run_id=run.pk, user=actor, reason="read by hand")
+        services.run_resume(run_id=run.pk, user=actor, reason="read by hand")
     pipeline.drain()
     return run
 
@@ -265,7 +266,7 @@ def test_an_approval_given_before_acting_on_the_run_stops_counting(
     lead = member("lee", "ops-leads", "security-approvers")
     run = awaiting_approval(pipeline)
     assert decide(pipeline, run, lead) == "recorded"
-    run_move(
+    run_nudge(
         run_id=run.pk,
         target=State.APPROVAL_REQUIRED,
         reason="nudge",

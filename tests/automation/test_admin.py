@@ -23,6 +23,7 @@ from automation.models import (
     State,
 )
 from automation.roles import roles_ensure
+from config.errors import state_conflict
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
 
@@ -249,7 +250,8 @@ def test_recovery_staff_get_a_state_conflict_where_an_operation_does_not_apply(
     )
 
     assert answer.status_code == 200
-    assert [str(m) for m in answer.context["messages"]] == [f"{name}: {Outcome.STATE_CONFLICT}"]
+    refused = state_conflict("re-deciding" if name == "reconsider" else "retry").message
+    assert [str(m) for m in answer.context["messages"]] == [f"{name}: {refused}"]
     assert AuditEvent.objects.filter(run=finished, action="transition.refused").count() == 1
     assert Run.objects.get(pk=finished.pk).state == State.COMPLETED
 

@@ -234,7 +234,7 @@ def test_classifier_answer_survives_another_session_holding_the_run(
     locked, release = threading.Event(), threading.Event()
 
     def hold_row() -> None:
-        # What a duplicate message (or an operator's run_move) does: lock the row.
+        # What a duplicate message (or an operator's run_nudge) does: lock the row.
         try:
             with transaction.atomic():
                 Run.objects.select_for_update().get(pk=run.pk)

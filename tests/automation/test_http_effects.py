@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from email.utils import formatdate
+from io import StringIO
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -26,6 +27,7 @@ from urllib.parse import quote
 import pytest
 from django.contrib.auth.models import Group, User
 from django.core.exceptions import PermissionDenied
+from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
@@ -33,10 +35,14 @@ from automation import services
 from automation.effects.http import verify
 from automation.models import (
     AuditEvent,
+    BatchStatus,
     Effect,
     EffectAttempt,
     EffectStatus,
     Outcome,
+    RecoveryAction,
+    RecoveryBatch,
+    RecoveryKind,
     Run,
     State,
 )
@@ -44,12 +50,11 @@ from automation.roles import roles_ensure
 from automation.services import backoff as retry_timing
 from automation.services.effects import (
     PAUSE_RECHECK,
-    BatchResult,
     effect_deliver,
     effect_pause,
     effect_resume,
-    effects_retry_held,
 )
+from automation.services.recovery import effects_retry_held
 from config.dispatch import Message, inline
 from policy.services import (
     DEFAULTS_DIR,
@@ -59,6 +64,12 @@ from policy.services import (
 )
 from tests.conftest import Pipeline, decision_for, make_event
 from tests.downstream import Downstream, running_downstream
+
+
+def counts(batch: RecoveryBatch) -> tuple[int, int, int]:
+    """Selected, retried and refused runs of a held-effect batch."""
+    return batch.total, batch.succeeded, len(batch.failures)
+
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "s" * 32
@@ -434,7 +445,7 @@ def test_the_deadline_passing_holds_the_run_and_a_batch_retry_delivers_it_once(
         result = effects_retry_held(
             since=since, until=timezone.now(), user=recoverer, reason="outage over"
         )
-    assert result == BatchResult(selected=1, retried=1, refused=0)
+    assert counts(result) == (1, 1, 0)
     pipeline.drain()
 
     refreshed(run, effect)
@@ -469,7 +480,12 @@ def test_batch_retry_after_an_outage_delivers_each_held_effect_once(
     downstream.heal()
     with pipeline.capture():
         result = effects_retry_held(since=since, until=until, user=recoverer, reason="outage over")
-    assert result == BatchResult(selected=2, retried=2, refused=0)
+    assert counts(result) == (2, 2, 0)
+    # One batch row, one RecoveryAction a run, each naming the batch, who and why.
+    assert set(RecoveryAction.objects.values_list("run", "action", "actor", "batch", "reason")) == {
+        (run.pk, RecoveryKind.RETRY, recoverer.pk, result.pk, "outage over") for run, _ in held
+    }
+    assert (result.action, result.status) == (RecoveryKind.RETRY_EFFECT, BatchStatus.FINISHED)
     pipeline.drain()
 
     for run, effect in held:
@@ -505,7 +521,8 @@ def test_batch_retry_after_an_outage_delivers_each_held_effect_once(
         reason="wrong queue",
         outcome=Outcome.LOW_CONFIDENCE,
     )
-    assert refused == BatchResult(selected=1, retried=0, refused=1)
+    assert counts(refused) == (1, 0, 1)
+    assert RecoveryAction.objects.get(run=low_run).result == Outcome.STATE_CONFLICT
     assert Run.objects.get(pk=low_run.pk).state == State.NEEDS_REVIEW
     assert AuditEvent.objects.filter(
         run=low_run, action="transition.refused", data__requested="retry_effect"
@@ -537,6 +554,34 @@ def test_batch_retry_is_refused_to_someone_without_the_recover_permission(
     )
     assert downstream.count() == 2
     assert downstream.performed == []
+
+
+def test_the_retry_held_command_lists_without_commit_and_records_a_batch_with_it(
+    pipeline: Pipeline, downstream: Downstream, http_effect: Any, recoverer: User
+) -> None:
+    http_effect(max_attempts=2)
+    downstream.default = FAIL_503
+    since = timezone.now()
+    run, effect = hold_unavailable(pipeline, "evt-bill-1")
+    downstream.heal()
+    args = ["retry-held", "--since", since.isoformat(), "--reason", "outage over"]
+    args += ["--user", recoverer.username]
+
+    dry = StringIO()
+    call_command("effects", *args, stdout=dry)
+    assert f"would retry the effect of 1 run(s): [{run.pk}]" in dry.getvalue()
+    assert not RecoveryBatch.objects.exists() and not RecoveryAction.objects.exists()
+    assert Run.objects.get(pk=run.pk).version == run.version
+
+    out = StringIO()
+    with pipeline.capture():
+        call_command("effects", *args, "--commit", stdout=out)
+    pipeline.drain()
+
+    assert "1/1 done, 1 ok, 0 failed" in out.getvalue()
+    refreshed(run, effect)
+    assert (run.state, effect.status) == (State.COMPLETED, EffectStatus.DELIVERED)
+    assert RecoveryAction.objects.get(run=run).batch == RecoveryBatch.objects.get()
 
 
 # --- pause and resume ----------------------------------------------------------------------

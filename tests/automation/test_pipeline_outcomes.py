@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -10,6 +11,7 @@ import time_machine
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from approvals.binding import Binding
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import DecisionResult, approval_decide
 from automation import services
@@ -27,7 +29,7 @@ from automation.models import (
     State,
 )
 from config.dispatch import inline
-from devtools.services import run_move
+from devtools.services import run_nudge
 from policy.services import (
     DEFAULTS_DIR,
     parse_policy_text,
@@ -54,9 +56,9 @@ def stages(run: Run) -> list[tuple[str, int, str]]:
     )
 
 
-def seen(request: ApprovalRequest, **overrides: str) -> dict[str, str]:
+def seen(request: ApprovalRequest, **overrides: str) -> Binding:
     """What an approver looking at the request saw (its binding, or a changed copy)."""
-    return {**request.binding(), **overrides}
+    return replace(request.binding(), **overrides)
 
 
 def decide(
@@ -66,7 +68,7 @@ def decide(
     *,
     approve: bool = True,
     comment: str = "",
-    view: dict[str, str] | None = None,
+    view: Binding | None = None,
 ) -> DecisionResult:
     """Decide as `user`; the run's next step, enqueued after commit, joins the pipeline."""
     with pipeline.capture():
@@ -345,7 +347,7 @@ def test_approval_required_opens_a_request_bound_to_the_proposed_effect(
 
     assert run.outcome == ""
     assert run.queue == ""  # it waits in the approval inbox, not in an exception queue
-    assert request.binding() == {
+    assert request.binding().as_dict() == {
         "fingerprint": run.fingerprint,
         "workflow_version": "workflow-1",
         "policy_version": "policy-1",
@@ -475,7 +477,7 @@ def test_state_conflict_refuses_an_unreachable_target_and_leaves_the_run_unchang
     before = Run.objects.values().get(pk=run.pk)
 
     with inline() as queue:
-        answer = run_move(
+        answer = run_nudge(
             run_id=run.pk, target=State.EXECUTING, reason="skip ahead", actor_label="tester"
         )
 
@@ -560,7 +562,7 @@ def test_retrying_a_record_that_still_cannot_be_written_holds_the_run_again(
 
     # An ops lead retries before the cause is fixed: the worker's delivery fails the same way.
     with pipeline.capture():
-        assert services.effect_retry(run_id=run.pk, user=recoverer, reason="try again")
+        assert services.run_retry_effect(run_id=run.pk, user=recoverer, reason="try again")
     pipeline.drain()
 
     assert_held_unwritable(run, attempts=2)

@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
-from approvals.services import ApprovalError, approval_decide
+from approvals.services import approval_decide
 from audit.models import AuditEvent
 from automation import services
 from automation.models import (
@@ -31,6 +31,7 @@ from automation.models import (
     State,
 )
 from automation.roles import roles_ensure
+from config.errors import ServiceError
 from devtools.services import checkpoint_import
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
@@ -104,7 +105,7 @@ def test_claim_assign_release_are_recorded(pipeline: Pipeline) -> None:
     other = person("kim", "ops-leads")
 
     services.queue_claim(run_id=run.pk, user=lead)
-    with pytest.raises(services.RecoveryError, match="already works"):
+    with pytest.raises(ServiceError, match="already works"):
         services.queue_claim(run_id=run.pk, user=other)
     services.queue_assign(run_id=run.pk, user=lead, assignee=other, reason="kim knows sales")
     assert refreshed(run).owner == other
@@ -152,7 +153,7 @@ def test_two_people_claiming_at_once_one_wins(pipeline: Pipeline) -> None:
         lambda: services.queue_claim(run_id=run.pk, user=b),
     )
 
-    assert sorted(type(r).__name__ for r in results) == ["RecoveryError", "Run"]
+    assert sorted(type(r).__name__ for r in results) == ["Run", "ServiceError"]
     assert RecoveryAction.objects.filter(action="claim").count() == 1
 
 
@@ -239,7 +240,7 @@ def test_correction_never_skips_approval_and_the_corrector_cannot_approve(
 
     assert refreshed(run).state == State.APPROVAL_REQUIRED
     request = ApprovalRequest.objects.get(run=run)
-    with pytest.raises(ApprovalError) as refused:
+    with pytest.raises(ServiceError) as refused:
         approval_decide(request_id=request.pk, user=lead, approve=True, seen=request.binding())
     assert refused.value.code == "separation_of_duties"
 
@@ -264,14 +265,16 @@ def test_retry_of_an_exhausted_classifier_gets_a_fresh_budget(pipeline: Pipeline
 def test_retry_of_a_non_retryable_hold_is_refused_and_recorded(pipeline: Pipeline) -> None:
     run = invalid(pipeline)
     staff = person("sam", "recovery-staff")
-    assert services.run_retry(run_id=run.pk, user=staff, reason="x") == Outcome.STATE_CONFLICT
+    with pytest.raises(ServiceError) as refused:
+        services.run_retry(run_id=run.pk, user=staff, reason="x")
+    assert refused.value.code == Outcome.STATE_CONFLICT
     assert refreshed(run).state == State.NEEDS_REVIEW
     assert RecoveryAction.objects.get(action="retry").result == Outcome.STATE_CONFLICT
 
 
 def test_a_reason_is_required(pipeline: Pipeline) -> None:
     run = exhausted(pipeline)
-    with pytest.raises(services.RecoveryError, match="say why"):
+    with pytest.raises(ServiceError, match="say why"):
         services.run_retry(run_id=run.pk, user=person("sam", "recovery-staff"), reason="  ")
 
 
@@ -297,7 +300,9 @@ def test_replaying_a_completed_run_delivers_no_second_effect(pipeline: Pipeline)
 
 
 @pytest.mark.parametrize(
-    "operation", [services.run_reconsider, services.effect_retry], ids=lambda f: f.__name__
+    "operation",
+    [services.run_reconsider, services.run_retry_effect, services.run_resume],
+    ids=lambda f: f.__name__,
 )
 @pytest.mark.parametrize("groups", [("security-approvers",), ()], ids=["approver", "no group"])
 def test_an_operation_without_its_permission_records_nothing_on_the_run(
@@ -315,7 +320,7 @@ def test_an_operation_without_its_permission_records_nothing_on_the_run(
 
 def test_a_run_still_in_flight_is_not_replayed(pipeline: Pipeline) -> None:
     run = exhausted(pipeline)
-    with pytest.raises(services.RecoveryError, match="only a finished run"):
+    with pytest.raises(ServiceError, match="only a finished run"):
         services.run_replay(run_id=run.pk, user=person("sam", "recovery-staff"), reason="x")
 
 
@@ -325,7 +330,7 @@ def test_resume_revalidates_the_checkpoint(pipeline: Pipeline) -> None:
     checkpoint_import(run_id=run.pk, classification=good_reading(), actor_label="ops")
 
     with pipeline.capture():
-        services.run_resume_from_checkpoint(run_id=run.pk, user=staff, reason="fixed by hand")
+        services.run_resume(run_id=run.pk, user=staff, reason="fixed by hand")
     pipeline.drain()
 
     assert refreshed(run).state == State.COMPLETED
@@ -360,7 +365,7 @@ def test_resolved_by_hand_and_abandoned_runs_leave_the_queue_with_evidence(
     )
     evidence = dict(RecoveryAction.objects.values_list("action", "data__evidence"))
     assert evidence == {"resolve": "ticket 4471", "abandon": "same as evt-1"}
-    with pytest.raises(services.RecoveryError, match="describe"):
+    with pytest.raises(ServiceError, match="describe"):
         services.run_resolve(run_id=done_by_hand.pk, user=staff, reason="x", evidence="", done=True)
 
 
@@ -375,7 +380,8 @@ def test_two_staff_retrying_the_same_run_at_once_produce_one_retry(pipeline: Pip
         lambda: services.run_retry(run_id=run.pk, user=b, reason="go"),
     )
 
-    assert sorted(results) == sorted([State.ENRICHED, Outcome.STATE_CONFLICT])
+    codes = [r.code if isinstance(r, ServiceError) else r for r in results]
+    assert sorted(codes) == sorted([State.ENRICHED, Outcome.STATE_CONFLICT])
     assert AuditEvent.objects.filter(run=run, action="run.retry_stage").count() == 1
     assert RecoveryAction.objects.filter(action="retry").count() == 2
 

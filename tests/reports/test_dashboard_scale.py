@@ -141,6 +141,13 @@ def insert_history(lead: User) -> None:
         "FROM automation_run r WHERE mod(r.id, 97) = 0",
         [lead.pk],
     )
+    # The effect retries below, recorded as the product records them.
+    sql(
+        "INSERT INTO automation_recoveryaction (run_id, action, actor_id, reason, result, data, "
+        "created_at) SELECT r.id, 'retry', %s, '', 'executing', '{}', r.created_at "
+        "FROM automation_run r WHERE mod(r.id, 89) = 0",
+        [lead.pk],
+    )
     sql(
         "INSERT INTO audit_auditevent (run_id, actor_id, actor_label, action, from_state, "
         "to_state, data, created_at) SELECT r.id, CASE WHEN mod(r.id, 89) = 0 THEN %s END, "

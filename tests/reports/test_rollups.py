@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from audit.services import audit_record
-from automation.models import IntakeChannel, Run, StageRecord, State
+from automation.models import IntakeChannel, RecoveryAction, RecoveryKind, Run, StageRecord, State
 from automation.roles import roles_ensure
 from reports import histograms, rollups, selectors
 from reports.models import (
@@ -100,6 +100,9 @@ def test_rollups_give_the_raw_numbers_on_months_of_history_and_after_late_change
     run = straight.filter(created_at__lt=now - timedelta(weeks=2)).order_by("-pk")[0]
     lead = User.objects.create_user(username="late-lead")
     audit_record(action="run.retry_effect", actor=lead, run_id=run.pk)
+    RecoveryAction.objects.create(
+        run=run, action=RecoveryKind.RETRY, actor=lead, reason="late", result=State.EXECUTING
+    )
     # And a stage record lands in an hour weeks old: a hand-off that started back then.
     started = run.created_at + timedelta(minutes=1)
     StageRecord.objects.create(

@@ -1,23 +1,17 @@
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
-from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Count
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from automation import services
+from automation.management.commands.recover import user_named, work_batch
 from automation.models import Effect, EffectControl, Outcome
-
-
-def _when(value: str) -> datetime:
-    parsed = parse_datetime(value)
-    if parsed is None:
-        raise CommandError(f"not a date and time: {value!r} (use ISO 8601, e.g. 2026-11-29T09:00)")
-    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed)
+from config.errors import ServiceError
+from config.terminal import when_argument
 
 
 class Command(BaseCommand):
@@ -33,8 +27,8 @@ class Command(BaseCommand):
             if name == "resume":
                 action.add_argument("--rate", type=int, help="deliveries per minute")
         retry = sub.add_parser("retry-held", help="retry runs held for their effect")
-        retry.add_argument("--since", type=_when, required=True)
-        retry.add_argument("--until", type=_when, default=None)
+        retry.add_argument("--since", type=when_argument, required=True)
+        retry.add_argument("--until", type=when_argument, default=None)
         retry.add_argument(
             "--outcome",
             default=Outcome.EFFECT_UNAVAILABLE,
@@ -42,36 +36,43 @@ class Command(BaseCommand):
         )
         retry.add_argument("--reason", required=True)
         retry.add_argument("--user", required=True)
+        retry.add_argument("--commit", action="store_true", help="really do it")
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
         if action == "status":
             self._status()
             return
-        try:
-            user = User.objects.get(username=options["user"])
-        except User.DoesNotExist as exc:
-            raise CommandError(f"no user {options['user']!r}") from exc
+        if action == "retry-held":
+            self._retry_held(options)
+            return
+        user = user_named(options["user"])
         if action == "pause":
             services.effect_pause(name=options["effect"], user=user)
             self.stdout.write(f"{options['effect']}: paused")
-        elif action == "resume":
+        else:
             services.effect_resume(
                 name=options["effect"], user=user, rate_per_minute=options["rate"]
             )
             rate = f" at {options['rate']}/min" if options["rate"] else ""
             self.stdout.write(f"{options['effect']}: resumed{rate}")
-        else:
-            result = services.effects_retry_held(
-                since=options["since"],
-                until=options["until"] or timezone.now(),
-                user=user,
-                reason=options["reason"],
-                outcome=options["outcome"],
+
+    def _retry_held(self, options: dict[str, Any]) -> None:
+        """A batch (its row and a RecoveryAction for each run), or without --commit a list."""
+        window = {"since": options["since"], "until": options["until"] or timezone.now()}
+        if not options["commit"]:
+            ids = services.held_effects_select(outcome=options["outcome"], **window)
+            self.stdout.write(f"would retry the effect of {len(ids)} run(s): {ids[:50]}")
+            self.stdout.write("dry run: add --commit to do it")
+            return
+        user = user_named(options["user"])
+        try:
+            batch = services.held_effects_batch(
+                user=user, reason=options["reason"], outcome=options["outcome"], **window
             )
-            self.stdout.write(
-                f"selected={result.selected} retried={result.retried} refused={result.refused}"
-            )
+        except (ServiceError, PermissionDenied) as exc:
+            raise CommandError(str(exc)) from exc
+        work_batch(batch, self.stdout)
 
     def _status(self) -> None:
         rows = Effect.objects.values("name", "status").annotate(n=Count("pk")).order_by("name")

@@ -6,27 +6,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from automation.services.intake import channel_get_or_create
 from automation.services.mailbox import mail_intake, mail_sources
-from config.dispatch import inline
+from config.dispatch import drain, inline
+from config.terminal import ProgressBar
 from policy.services import policy_available
-
-
-class ProgressBar:
-    """One redrawn line on stderr: `[#######.............]  35/100 messages`."""
-
-    def __init__(self, stream: OutputWrapper, width: int = 30) -> None:
-        self.stream = stream
-        self.width = width
-
-    def __call__(self, done: int, total: int) -> None:
-        filled = self.width * done // total
-        bar = "#" * filled + "." * (self.width - filled)
-        end = "\n" if done == total else ""
-        self.stream.write(f"\r[{bar}] {done:>{len(str(total))}}/{total} messages", ending=end)
-        self.stream.flush()
 
 
 class Command(BaseCommand):
@@ -63,7 +49,7 @@ class Command(BaseCommand):
             )
         mode = options["progress"]
         show = mode == "always" or (mode == "auto" and len(sources) >= 20 and sys.stderr.isatty())
-        progress = ProgressBar(self.stderr) if show and sources else None
+        progress = ProgressBar(self.stderr, unit="messages") if show and sources else None
         # TERM finishes the message in hand, then stops and prints the summary.
         stopping = {"now": False}
         previous = signal.signal(signal.SIGTERM, lambda *_: stopping.update(now=True))
@@ -78,8 +64,7 @@ class Command(BaseCommand):
             if options["process"]:
                 with inline() as queue:
                     batch = take_in()
-                    while queue:
-                        queue.popleft().run()
+                    drain(queue, limit=None)
             else:
                 batch = take_in()
         finally:

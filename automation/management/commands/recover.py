@@ -5,18 +5,18 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 from django.utils import timezone
 
-from automation.management.commands.effects import _when
 from automation.models import RecoveryBatch
 from automation.services.recovery import (
     BATCH_ACTIONS,
-    RecoveryError,
     batch_create,
     batch_select,
     batch_step,
 )
+from config.errors import ServiceError
+from config.terminal import ProgressBar, when_argument
 
 
 class Command(BaseCommand):
@@ -27,8 +27,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--queue", required=True, help="e.g. effect_unavailable")
-        parser.add_argument("--since", type=_when, required=True)
-        parser.add_argument("--until", type=_when, default=None)
+        parser.add_argument("--since", type=when_argument, required=True)
+        parser.add_argument("--until", type=when_argument, default=None)
         parser.add_argument("--action", choices=BATCH_ACTIONS, required=True)
         parser.add_argument("--reason", required=True)
         parser.add_argument("--user", required=True, help="who does it (for the record)")
@@ -41,10 +41,7 @@ class Command(BaseCommand):
             self.stdout.write(f"would {options['action']} {len(ids)} run(s): {ids[:50]}")
             self.stdout.write("dry run: add --commit to do it")
             return
-        try:
-            user = User.objects.get(username=options["user"])
-        except User.DoesNotExist as exc:
-            raise CommandError(f"no user {options['user']!r}") from exc
+        user = user_named(options["user"])
         try:
             batch = batch_create(
                 action=options["action"],
@@ -55,25 +52,33 @@ class Command(BaseCommand):
                 reason=options["reason"],
                 in_worker=False,
             )
-        except (RecoveryError, PermissionDenied) as exc:
+        except (ServiceError, PermissionDenied) as exc:
             raise CommandError(str(exc)) from exc
-        stop = {"now": False}
-        signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
-        while not stop["now"] and batch_step(batch_id=batch.pk):
-            batch.refresh_from_db()
-            self._progress(batch)
-        batch.refresh_from_db()
-        self.stdout.write("")
-        self.stdout.write(
-            f"batch {batch.pk}: {batch.done}/{batch.total} done, {batch.succeeded} ok, "
-            f"{len(batch.failures)} failed" + (" (stopped early)" if stop["now"] else "")
-        )
-        for failure in batch.failures:
-            self.stdout.write(f"  run {failure['run']}: {failure['reason']}")
+        work_batch(batch, self.stdout)
 
-    def _progress(self, batch: RecoveryBatch) -> None:
-        width = 30
-        filled = width * batch.done // max(batch.total, 1)
-        bar = "#" * filled + "." * (width - filled)
-        self.stdout.write(f"\r[{bar}] {batch.done}/{batch.total}", ending="")
-        self.stdout.flush()
+
+def user_named(username: str) -> User:
+    try:
+        return User.objects.get(username=username)
+    except User.DoesNotExist as exc:
+        raise CommandError(f"no user {username!r}") from exc
+
+
+def work_batch(batch: RecoveryBatch, out: OutputWrapper) -> None:
+    """Work a batch in this process with a progress bar, then say how it went. TERM stops it
+    after the chunk in hand; the batch row keeps its position for a worker to carry on."""
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    progress = ProgressBar(out, unit="runs")
+    while not stop["now"] and batch_step(batch_id=batch.pk):
+        batch.refresh_from_db()
+        progress(batch.done, batch.total)
+    batch.refresh_from_db()
+    if batch.done < batch.total:
+        out.write("")  # end the bar's line
+    out.write(
+        f"batch {batch.pk}: {batch.done}/{batch.total} done, {batch.succeeded} ok, "
+        f"{len(batch.failures)} failed" + (" (stopped early)" if stop["now"] else "")
+    )
+    for failure in batch.failures:
+        out.write(f"  run {failure['run']}: {failure['reason']}")

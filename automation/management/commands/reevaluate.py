@@ -6,8 +6,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from automation.management.commands.effects import _when
 from automation.services.simulation import simulation_start, simulation_step
+from config.terminal import when_argument
 from policy.models import PolicyVersion
 
 
@@ -16,8 +16,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--policy", required=True, help="the version to judge them by")
-        parser.add_argument("--since", type=_when, required=True)
-        parser.add_argument("--until", type=_when, default=None)
+        parser.add_argument("--since", type=when_argument, required=True)
+        parser.add_argument("--until", type=when_argument, default=None)
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:

@@ -1,16 +1,18 @@
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from config.terminal import parse_when
 from reports.rollups import rollups_rebuild
 
 
-def _day(text: str) -> date:
+def _day(text: str) -> datetime:
+    """A day's midnight, UTC, the start the rollups are counted from."""
     try:
-        return date.fromisoformat(text)
+        return parse_when(text, zone=UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     except ValueError as exc:
         raise CommandError(f"--since takes a date such as 2026-01-31, not {text!r}") from exc
 
@@ -24,8 +26,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         since = None
         if options["since"]:
-            day = _day(options["since"])
-            since = datetime(day.year, day.month, day.day, tzinfo=UTC)
+            since = _day(options["since"])
         try:
             hours = rollups_rebuild(since=since)
         except ValueError as exc:
