@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from config.errors import field_messages
 from policy.schemas import canonical_json
 
 
@@ -345,14 +346,8 @@ def read_json(raw: bytes) -> tuple[Any, FieldProblem | None]:
 
 
 def validation_problems(error: ValidationError) -> list[FieldProblem]:
-    """The one place that turns pydantic errors into what users read: field and message."""
-    problems = []
-    for item in error.errors():
-        location = ".".join(str(part) for part in item["loc"]) or "body"
-        message = item["msg"]
-        if item["type"] == "extra_forbidden":
-            message = "is not part of the contract"
-        elif item["type"] == "missing":
-            message = "is required"
-        problems.append(FieldProblem(field=location, message=message))
-    return problems
+    """Pydantic's errors as the API and the pages show them (config.errors.field_messages)."""
+    return [
+        FieldProblem(field=where, message=message)
+        for where, message in field_messages(error, root="body")
+    ]

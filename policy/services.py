@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from config.errors import ServiceError
+from config.errors import ServiceError, field_messages
 from policy.models import PolicyVersion
 from policy.schemas import NEW_VERSION, PolicyDocument, version_name_problem
 from policy.signals import version_activated
@@ -33,11 +33,10 @@ class PolicyError(ServiceError):
 
 
 def describe_validation_error(error: ValidationError) -> str:
-    parts = []
-    for item in error.errors():
-        where = ".".join(str(p) for p in item["loc"]) or "document"
-        parts.append(f"{where}: {item['msg']}")
-    return "; ".join(parts)
+    """Pydantic's errors as one line an operator reads (config.errors.field_messages)."""
+    return "; ".join(
+        f"{where}: {message}" for where, message in field_messages(error, root="document")
+    )
 
 
 # Limits on a policy document's text, checked before it is turned into values: the shipped
