@@ -1,4 +1,4 @@
-"""Risk signals: a policy's phrases and patterns matched on the sender's own words.
+"""Risk signals: a policy's phrases and patterns matched on what a message says and carries.
 
 Deterministic and explainable: the same text and policy version give the same hits, and each
 hit names the phrase and the sentence it was found in, so an approver sees why. Phrases match
@@ -18,6 +18,8 @@ from policy.schemas import PolicyDocument, SignalAction, SignalRule
 
 SENTENCE_LIMIT = 240
 _SPACE = re.compile(r"\s+")
+# Typographic apostrophes (U+2019 and kin) and hyphens are written plainly.
+_PLAIN = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u2010": "-", "\u2011": "-"})
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
 
 
@@ -36,7 +38,7 @@ class SignalHit:
 
 def fold(text: str) -> str:
     """Lower case, no accents, one space between words: what phrases are compared on."""
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    decomposed = unicodedata.normalize("NFKD", text.casefold().translate(_PLAIN))
     bare = "".join(c for c in decomposed if not unicodedata.combining(c))
     return _SPACE.sub(" ", bare).strip()
 

@@ -91,7 +91,7 @@ class SignalAction(StrEnum):
 # quantifiers (`(a+)+` can take exponential time on a crafted message).
 PHRASE = Annotated[str, Field(min_length=2, max_length=200)]
 PATTERN = Annotated[str, Field(min_length=2, max_length=200)]
-MAX_PHRASES = 200
+MAX_PHRASES = 400
 LANGUAGE = re.compile(r"[a-z]{2}")
 NESTED_QUANTIFIER = re.compile(r"\([^()]*[+*}][^()]*\)\s*[+*{]")
 

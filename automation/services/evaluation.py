@@ -137,6 +137,12 @@ class EvaluationReport:
         return sum(r.category == SECURITY for r in labelled), len(labelled)
 
     @property
+    def security_straight_through(self) -> tuple[int, int]:
+        """Security messages that ran straight through: policy's promise is that this is 0."""
+        labelled = [r for r in self.readings if r.label_category == SECURITY]
+        return sum(r.straight_through for r in labelled), len(labelled)
+
+    @property
     def wrong_straight_through(self) -> tuple[int, int, int]:
         """(read wrong and run straight through, run straight through, read wrong): the number
         that matters is the first over the second, what nobody looked at and was wrong."""
@@ -184,6 +190,7 @@ class EvaluationReport:
             "extraction_problems_caught": [caught, labelled],
             "per_category": self.per_category,
             "security_recall": [security, security_labelled],
+            "security_straight_through": list(self.security_straight_through),
             "wrong_among_straight_through": [wrong_through, through],
             "wrong_readings_straight_through": [wrong_through, wrong],
             "reliability": self.reliability,
@@ -209,6 +216,7 @@ class EvaluationReport:
         wrong_through, through, wrong = self.wrong_straight_through
         out += [
             f"security recall: {security}/{security_labelled}",
+            "security messages run straight through: {}/{}".format(*self.security_straight_through),
             f"read wrong among those run straight through: {wrong_through}/{through}"
             + (f" = {wrong_through / through:.1%}" if through else ""),
             f"wrong readings that ran straight through: {wrong_through}/{wrong}",

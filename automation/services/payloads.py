@@ -9,7 +9,7 @@ from typing import Any
 
 from approvals.binding import Binding
 from automation.extraction import parse_amount
-from automation.mailtext import split_text
+from automation.mailtext import FORWARDED, OWN, QUOTED, split_text
 from automation.models import Run
 from automation.schemas import AccountTier, is_mail
 from policy.evaluation import Decision, EventFacts, Interpretation, evaluate
@@ -48,12 +48,22 @@ def interpretation_of(classification: dict[str, Any]) -> Interpretation:
 
 
 def sender_text(run: Run) -> str:
-    """What policy's signals are matched on: the subject and the sender's own words (for an
-    e-mail, without the quoted replies, forwards, signature and disclaimer it carries)."""
+    """What policy's signals are matched on: the subject and everything the message says or
+    carries, except its signature and legal disclaimer. The reading takes its request from
+    the sender's own words only; the net is wider on purpose. A risk in a forward (new bank
+    details in a forwarded invoice) or in the thread a reply quotes (a follow-up to prompts
+    nobody started) is still a risk, and policy must see it."""
     normalized = run.normalized or {}
     subject, body = str(normalized.get("subject") or ""), str(normalized.get("body") or "")
-    own = split_text(body).own if is_mail(normalized) else body
-    return f"{subject}\n\n{own}"
+    if not is_mail(normalized):
+        return f"{subject}\n\n{body}"
+    parts = split_text(body)
+    carried = [parts.text(kind) for kind in (OWN, QUOTED, FORWARDED)] + [
+        str(attachment.get("text") or "")
+        for attachment in normalized.get("attachments") or []
+        if attachment.get("content_type") == "message/rfc822"
+    ]
+    return "\n\n".join(text for text in (subject, *carried) if text)
 
 
 def decision_of(run: Run, policy: PolicyDocument) -> Decision:

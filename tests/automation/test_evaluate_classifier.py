@@ -86,6 +86,8 @@ def test_accuracy_and_the_share_sent_to_people_are_counted(tmp_path: Path) -> No
 
     # The figures that say whether the reading can be trusted.
     assert report["security_recall"] == [1, 1]
+    assert report["security_straight_through"] == [0, 1]  # it waited for an approver
+    assert "security messages run straight through: 0/1" in text
     assert report["wrong_among_straight_through"] == [1, 2]  # 15 ran through, read wrong
     assert report["wrong_readings_straight_through"] == [1, 1]
     assert report["per_category"]["billing"] == {

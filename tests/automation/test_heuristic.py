@@ -295,3 +295,45 @@ def test_a_mail_with_no_clear_signal_says_it_is_unclear() -> None:
     # One billing word and one sales word, and no stated type to choose between them.
     assert mail("refund and quote")["reason_code"] == "unclear.tie"
     assert mail("Please refund the invoice and send a quote.")["reason_code"] == "billing_keywords"
+
+
+@pytest.mark.parametrize(
+    ("subject", "body"),
+    [
+        # Calm reports, with none of the alarm words in the subject.
+        ("Question", "I keep getting approval prompts on my authenticator app. It wasn't me."),
+        ("Laptop", "My laptop was stolen last night and it is still logged in to Gatehouse."),
+        (
+            "Kurze Frage",
+            "Auf meinem Handy kam ein Bestätigungscode, den ich nicht angefordert habe.",
+        ),
+        (
+            "Petite question",
+            "Quelqu'un d'autre s'est connecté depuis l'étranger, ce n'était pas moi.",
+        ),
+        ("Consulta", "Hay un usuario administrador que no reconocemos; no fuimos nosotros."),
+        ("Vraagje", "Een oud-medewerker heeft nog toegang tot ons account."),
+        (
+            "Domanda",
+            "Ho inserito le credenziali su una pagina finta, non ero io a chiedere il codice.",
+        ),
+    ],
+)
+def test_a_calm_report_of_someone_else_in_an_account_is_security(subject: str, body: str) -> None:
+    reading = read(mail_event(body, subject=subject))
+    assert (reading["category"], reading["requested_effect"]) == (
+        "security",
+        "queue_account_review",
+    )
+
+
+def test_a_locked_out_user_who_mentions_mfa_is_not_read_as_an_attack() -> None:
+    body = "I can't sign in since we reset MFA; every login attempt says the account is locked."
+    assert read(mail_event(body, subject="Locked out"))["category"] == "support"
+
+
+def test_typographic_apostrophes_read_like_plain_ones() -> None:
+    plain = read(mail_event("Someone signed in and it wasn't me.", subject="Hi"))
+    curly = read(mail_event("Someone signed in and it wasn\u2019t me.", subject="Hi"))
+    assert curly["category"] == plain["category"] == "security"
+    assert curly["confidence"] == plain["confidence"]

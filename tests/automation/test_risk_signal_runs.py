@@ -97,22 +97,25 @@ def test_an_approval_signal_asks_the_signals_approvers(signalled: Pipeline) -> N
     assert run.stages.get(stage=StageName.DECIDE).outcome == StageOutcome.RISK_SIGNAL
 
 
-def test_only_the_senders_own_words_are_read(signalled: Pipeline) -> None:
+def test_signals_see_what_a_mail_carries_but_not_its_signature(signalled: Pipeline) -> None:
     run = submit(signalled, "Please create a follow-up for this request.")
     assert run.state == State.COMPLETED
     mail = {
         "source": "email",
         "subject": "Fwd: invoice",
         "body": (
-            "This looks like phishing to me.\n\n"
+            "Is this one real?\n\n"
+            "Best regards,\nAna\nNever share your api key with anyone.\n\n"
             "---------- Forwarded message ---------\n"
             "From: billing@fake.test\n"
             "Please pay to our new bank details today.\n"
         ),
     }
     run.normalized = mail
-    assert "new bank details" not in sender_text(run)
-    assert "phishing" in sender_text(run)
+    text = sender_text(run)
+    assert "new bank details" in text  # a risk in a forward is still a risk
+    assert "Is this one real?" in text
+    assert "api key" not in text  # the signature is no one's request
 
 
 def test_an_unclear_reading_is_held_even_under_a_zero_threshold(pipeline: Pipeline) -> None:

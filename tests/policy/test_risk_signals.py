@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from policy.evaluation import EventFacts, Interpretation, Verdict, evaluate
 from policy.risk_signals import fold, match_signals
 from policy.schemas import PolicyDocument, SignalRule
-from policy.services import PolicyError
+from policy.services import DEFAULT_VERSION, DEFAULTS_DIR, PolicyError, parse_policy_text
 from tests.policy.test_evaluation import policy_with
 
 APPROVERS = {"group": "finance-approvers"}
@@ -120,3 +120,34 @@ def test_a_version_without_signals_keeps_its_checksum() -> None:
     plain = policy_with()
     assert '"signals"' not in plain.canonical_json()
     assert '"signals"' in policy_with(signals=SIGNALS).canonical_json()
+
+
+@pytest.fixture(scope="module")
+def default_policy() -> PolicyDocument:
+    return parse_policy_text((DEFAULTS_DIR / f"{DEFAULT_VERSION}.yaml").read_text())
+
+
+@pytest.mark.parametrize(
+    ("text", "signal"),
+    [
+        ("A code came that I didn\u2019t request.", "account_compromise"),  # typographic '
+        ("Ich habe den Bestätigungscode nie angefordert.", "sign_in_factor_change"),
+        ("Mon ordinateur a été volé hier soir.", "account_compromise"),
+        (
+            "Vorrei cambiare il numero per la verifica: nuovo numero in allegato.",
+            "sign_in_factor_change",
+        ),
+        ("Hemos recibido nuevos datos bancarios del proveedor.", "payment_change"),
+        ("We zien aanmeldingen vanuit een land waar niemand van ons is.", "account_compromise"),
+    ],
+)
+def test_the_default_policy_hears_risk_in_six_languages(
+    default_policy: PolicyDocument, text: str, signal: str
+) -> None:
+    assert signal in [hit.name for hit in match_signals(default_policy, text)]
+
+
+def test_the_default_policy_lets_an_ordinary_request_through(
+    default_policy: PolicyDocument,
+) -> None:
+    assert match_signals(default_policy, "Please send us a quote for 40 more seats.") == []

@@ -84,6 +84,7 @@ def _figures(report: EvaluationReport) -> dict[str, str]:
         "category accuracy": share(report.category_correct, n),
         "effect accuracy": share(report.effect_correct, n),
         "security recall": share(security, labelled),
+        "security run straight through": share(*report.security_straight_through),
         "routed to people": share(report.to_people, n),
         "read wrong among straight through": share(wrong_through, through),
     }
