@@ -212,8 +212,13 @@ def policy_available(*, name: str | None) -> bool:
     return PolicyVersion.objects.filter(is_active=True).exists()
 
 
-def policy_get(*, name: str | None) -> PolicyVersion:
-    """The named version, or the active one when name is None."""
+def policy_get(*, name: str | None, document: bool = True) -> PolicyVersion:
+    """The named version, or the active one when name is None.
+
+    With document=False the stored document is left in the database until it is read: a
+    process validates each version once (`PolicyVersion.parsed`), so the pipeline, which
+    asks for the policy on every run, reads and decodes it only the first time."""
+    versions = PolicyVersion.objects.all() if document else PolicyVersion.objects.defer("document")
     if name:
-        return PolicyVersion.objects.get(name=name)
-    return PolicyVersion.objects.get(is_active=True)
+        return versions.get(name=name)
+    return versions.get(is_active=True)

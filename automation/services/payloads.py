@@ -109,7 +109,7 @@ def facts_of(run: Run) -> EventFacts:
 
 
 def policy_for(run: Run) -> PolicyVersion:
-    return policy_get(name=run.channel.policy_version or None)
+    return policy_get(name=run.channel.policy_version or None, document=False)
 
 
 def binding_of(run: Run) -> Binding:

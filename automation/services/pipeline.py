@@ -90,8 +90,10 @@ from policy.evaluation import Verdict, approval_for
 
 # --- carrying a run -----------------------------------------------------------------------
 
-# Open runs beside this one are counted up to this many (enrichment evidence).
-OPEN_RUNS_COUNTED = 1000
+# Open runs beside this one are counted up to this many (enrichment evidence: "how busy").
+# Each count walks that many index entries for every run taken, so in a backlog a larger cap
+# costs every run more work in PostgreSQL than all its own writes; 100 says "busy" as well.
+OPEN_RUNS_COUNTED = 100
 # A run never takes more steps in one message than this (a guard against a loop in the table).
 MAX_STEPS = 16
 
