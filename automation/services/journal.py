@@ -94,15 +94,16 @@ def insert_together(tables: list[list[Any]]) -> None:
         for row in rows:
             params.extend(f.get_db_prep_save(f.pre_save(row, True), connection) for f in fields)
         values = ", ".join([row_sql] * len(rows))
-        statements.append(
-            f"INSERT INTO {connection.ops.quote_name(meta.db_table)} ({columns}) VALUES {values}"
-        )
+        table = connection.ops.quote_name(meta.db_table)
+        # Names from the models' own metadata; every value is a parameter.
+        statements.append(f"INSERT INTO {table} ({columns}) VALUES {values}")  # noqa: S608
     if not statements:
         return
     # Every statement but the last runs as a data-modifying WITH query of the last one.
     *first, last = statements
     sql = "".join(
-        ("WITH " if n == 0 else ", ") + f"w{n} AS ({statement})" for n, statement in enumerate(first)
+        ("WITH " if n == 0 else ", ") + f"w{n} AS ({statement})"
+        for n, statement in enumerate(first)
     )
     with connection.cursor() as cursor:
         cursor.execute(f"{sql} {last}".strip(), params)
