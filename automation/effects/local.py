@@ -13,6 +13,7 @@ from automation.models import (
     InternalNotification,
     LocalEffectRecord,
 )
+from config.sql import insert_new
 
 
 class LocalAdapter:
@@ -30,16 +31,16 @@ class LocalAdapter:
 
     def deliver(self, effect: Effect) -> Delivery:
         # The caller holds the effect's row lock, and every delivery of this key goes through
-        # that row: no one else can be writing this record now, so no race needs a savepoint.
-        # (The caller takes one all the same: a record that cannot be written holds the run.)
-        record = self.model._default_manager.filter(idempotency_key=effect.idempotency_key).first()
-        if record is None:
-            record = self.model._default_manager.create(
-                idempotency_key=effect.idempotency_key,
-                run_id=effect.run_id,
-                payload=effect.payload,
-                **self.columns(effect),
-            )
+        # that row; the unique key settles it all the same: a repeat inserts nothing and
+        # answers with the record the first delivery wrote.
+        record = self.model(
+            idempotency_key=effect.idempotency_key,
+            run_id=effect.run_id,
+            payload=effect.payload,
+            **self.columns(effect),
+        )
+        if not insert_new(record, unique="idempotency_key"):
+            record = self.model._default_manager.get(idempotency_key=effect.idempotency_key)
         return Delivery(DeliveryResult.DELIVERED, reference=f"{self.prefix}:{record.pk}")
 
     def columns(self, effect: Effect) -> dict[str, Any]:

@@ -16,7 +16,6 @@ from types import MethodType
 from typing import Any, TypeVar, cast
 
 from django.contrib.auth.models import User
-from django.db import connection
 from django.utils import timezone
 from django_fsm import FSMField
 
@@ -32,6 +31,7 @@ from automation.models import (
     StageRecord,
 )
 from automation.services.runlog import log_run
+from config.sql import insert_together
 
 
 @dataclass
@@ -74,39 +74,6 @@ class _Journal:
             ]
         )
         self.rows.clear()
-
-
-def insert_together(tables: list[list[Any]]) -> None:
-    """Insert new rows of several tables (a list of rows per table) in one statement, each
-    table's rows in the order given: one round trip instead of one per table.
-
-    The rows are written as `bulk_create` writes them (no `save()`, no signals), with their
-    fields' defaults and database preparation; their primary keys are not read back."""
-    statements: list[str] = []
-    params: list[Any] = []
-    for rows in tables:
-        if not rows:
-            continue
-        meta = rows[0]._meta
-        fields = [f for f in meta.concrete_fields if not f.primary_key]
-        columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-        row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
-        for row in rows:
-            params.extend(f.get_db_prep_save(f.pre_save(row, True), connection) for f in fields)
-        values = ", ".join([row_sql] * len(rows))
-        table = connection.ops.quote_name(meta.db_table)
-        # Names from the models' own metadata; every value is a parameter.
-        statements.append(f"INSERT INTO {table} ({columns}) VALUES {values}")  # noqa: S608
-    if not statements:
-        return
-    # Every statement but the last runs as a data-modifying WITH query of the last one.
-    *first, last = statements
-    sql = "".join(
-        ("WITH " if n == 0 else ", ") + f"w{n} AS ({statement})"
-        for n, statement in enumerate(first)
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(f"{sql} {last}".strip(), params)
 
 
 _journal: contextvars.ContextVar[_Journal | None] = contextvars.ContextVar(

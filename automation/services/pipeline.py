@@ -86,6 +86,7 @@ from automation.services.payloads import (
 )
 from automation.signals import classifier_call_starting
 from config.dispatch import Priority
+from config.sql import insert_new
 from policy.evaluation import Verdict, approval_for
 
 # --- carrying a run -----------------------------------------------------------------------
@@ -526,22 +527,22 @@ def _open_approval(run: Run, now: datetime) -> ApprovalRequest:
 def _write_effect(run: Run, *, authorization: dict[str, Any], now: datetime) -> Effect:
     """Write the outbox row in the transaction that moved the run to executing."""
     attempts, deadline = effect_budget(run.effect_name, now)
-    effect, created = Effect.objects.select_for_update().get_or_create(
-        idempotency_key=effect_key(
-            scope=run.identity_scope, fingerprint=run.fingerprint, effect=run.effect_name
-        ),
-        defaults={
-            "run": run,
-            "name": run.effect_name,
-            "payload": effect_payload_of(run),
-            "authorization": authorization,
-            "attempt_limit": attempts,
-            "deadline_at": deadline,
-        },
+    key = effect_key(scope=run.identity_scope, fingerprint=run.fingerprint, effect=run.effect_name)
+    effect = Effect(
+        idempotency_key=key,
+        run=run,
+        name=run.effect_name,
+        payload=effect_payload_of(run),
+        authorization=authorization,
+        attempt_limit=attempts,
+        deadline_at=deadline,
     )
-    if not created and effect.run_id != run.pk:
+    if insert_new(effect, unique="idempotency_key"):
+        return effect  # delivered by the run's next step (see _step_executing)
+    effect = Effect.objects.select_for_update().get(idempotency_key=key)
+    if effect.run_id != run.pk:
         return _reach_existing_effect(run, effect, authorization, now)
-    return effect  # delivered by the run's next step (see _step_executing)
+    return effect
 
 
 def _reach_existing_effect(

@@ -1,0 +1,62 @@
+"""config.sql: rows of several tables in one statement, and an insert that a unique key may
+turn into nothing, each as the ORM would have written them."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from automation.models import FollowUp, Run, StageName, StageOutcome, StageRecord
+from config.sql import insert_new, insert_together
+from tests.conftest import Pipeline, make_event
+
+pytestmark = pytest.mark.django_db
+
+
+def a_run(pipeline: Pipeline) -> Run:
+    return pipeline.run(pipeline.submit(make_event(event_id="evt-sql"), drain=False))
+
+
+def test_rows_of_several_tables_are_one_statement_with_their_defaults(pipeline: Pipeline) -> None:
+    run = a_run(pipeline)
+    before = StageRecord.objects.filter(run=run).count()
+    now = timezone.now()
+    stages = [
+        StageRecord(
+            run=run,
+            stage=name,
+            outcome=StageOutcome.ACCEPTED,
+            started_at=now,
+            finished_at=now,
+            duration_ms=0,
+        )
+        for name in (StageName.VALIDATE, StageName.NORMALIZE)
+    ]
+    follow_up = FollowUp(idempotency_key="k-1", run=run, payload={"a": 1}, route="r", subject="s")
+
+    with CaptureQueriesContext(connection) as queries:
+        insert_together([stages, [], [follow_up]])
+
+    assert len(queries.captured_queries) == 1
+    written = list(StageRecord.objects.filter(run=run).order_by("pk")[before:])
+    assert [row.stage for row in written] == [StageName.VALIDATE, StageName.NORMALIZE]
+    stored = FollowUp.objects.get(idempotency_key="k-1")
+    assert stored.payload == {"a": 1}  # JSON prepared as the field prepares it
+    assert stored.created_at is not None  # auto_now_add filled in
+
+
+def test_an_insert_that_meets_its_unique_key_writes_nothing(pipeline: Pipeline) -> None:
+    run = a_run(pipeline)
+    first = FollowUp(idempotency_key="k-2", run=run, payload={}, route="r", subject="first")
+    again = FollowUp(idempotency_key="k-2", run=run, payload={}, route="r", subject="again")
+
+    assert insert_new(first, unique="idempotency_key") is True
+    assert first.pk is not None and not first._state.adding
+    assert insert_new(again, unique="idempotency_key") is False
+    assert again.pk is None
+    assert FollowUp.objects.get(idempotency_key="k-2").subject == "first"
+    first.subject = "changed"
+    first.save()  # an UPDATE of the inserted row, not a second insert
+    assert FollowUp.objects.filter(idempotency_key="k-2").count() == 1
