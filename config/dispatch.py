@@ -158,18 +158,19 @@ def _insert(messages: list[Message]) -> None:
     from django_q.models import OrmQ
 
     from config.broker import queue_key
+    from config.sql import insert_together
 
     now = timezone.now()
-    OrmQ.objects.using(Conf.ORM).bulk_create(
-        [
-            OrmQ(
-                key=queue_key(Conf.CLUSTER_NAME, message.priority),
-                payload=_package(message),
-                lock=now,
-            )
-            for message in messages
-        ]
-    )
+    rows = [
+        OrmQ(
+            key=queue_key(Conf.CLUSTER_NAME, message.priority), payload=_package(message), lock=now
+        )
+        for message in messages
+    ]
+    if Conf.ORM == "default":
+        insert_together([rows])  # one statement, without bulk_create's bookkeeping
+    else:
+        OrmQ.objects.using(Conf.ORM).bulk_create(rows)
 
 
 def _broker_for(priority: Priority) -> Any:

@@ -41,7 +41,7 @@ from automation.schemas import (
     storage_problems,
     validation_problems,
 )
-from automation.services.journal import Stage, record_audit, record_transition
+from automation.services.journal import Stage, journal, record_audit, record_transition
 from automation.services.payloads import facts_of, policy_for
 from automation.services.runlog import logs_intake
 from automation.services.sending import ADVANCE_RUN_TASK
@@ -335,24 +335,26 @@ def _create_run(
         _thread_link(run, normalized)
     run.dispatched_at = timezone.now()  # its first message is sent with it, below
     run.save()
-    stage.record(run, StageOutcome.ACCEPTED)
-    record_audit(run, AuditAction.RUN_RECEIVED, intake=intake, fingerprint=run.fingerprint)
-    if replay_of is None and is_mail(normalized):
-        _thread_adopt(run)
-    allowed = check_request_allowed(policy_for(run).parsed, facts_of(run))
-    if not allowed.passed:
-        rules = [allowed.as_dict()]
-        record_transition(
-            run,
-            run.fail,
-            checkpoint={"rules": rules},
-            outcome=Outcome.UNSUPPORTED_REQUEST,
-            field="requested_action",
-            detail=allowed.text,
-            rules=rules,
-            finished_at=timezone.now(),
-        )
-        return run
+    # A new run has no history yet: its rows are written together, its first checkpoint is 1.
+    with journal(run, last_sequence=0):
+        stage.record(run, StageOutcome.ACCEPTED)
+        record_audit(run, AuditAction.RUN_RECEIVED, intake=intake, fingerprint=run.fingerprint)
+        if replay_of is None and is_mail(normalized):
+            _thread_adopt(run)
+        allowed = check_request_allowed(policy_for(run).parsed, facts_of(run))
+        if not allowed.passed:
+            rules = [allowed.as_dict()]
+            record_transition(
+                run,
+                run.fail,
+                checkpoint={"rules": rules},
+                outcome=Outcome.UNSUPPORTED_REQUEST,
+                field="requested_action",
+                detail=allowed.text,
+                rules=rules,
+                finished_at=timezone.now(),
+            )
+            return run
     # A person's replay is awaited; a batch of replays goes to `bulk` (recovery.batch_step).
     priority = Priority.URGENT if replay_of is not None else Priority.LIVE
     enqueue_after_commit(ADVANCE_RUN_TASK, run.pk, priority=priority)
