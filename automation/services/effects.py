@@ -46,7 +46,7 @@ from automation.models import (
 )
 from automation.schemas import storable
 from automation.services.backoff import backoff_delay
-from automation.services.journal import Stage, record_audit, record_transition
+from automation.services.journal import Stage, record_audit, record_transition, write_row
 from automation.services.locking import lock_run
 from automation.services.payloads import binding_of
 from automation.services.runlog import log_run
@@ -135,7 +135,7 @@ def effect_deliver_locked(
     except UNWRITABLE as exc:
         _hold_unwritable(effect, run, exc, now)
         return True
-    attempt = EffectAttempt.objects.create(
+    attempt = EffectAttempt(
         effect=effect,
         attempt=effect.attempts,
         started_at=now,
@@ -143,6 +143,7 @@ def effect_deliver_locked(
         outcome=delivery.outcome,
         detail=delivery.reference,
     )
+    write_row(run, attempt)
     _log_attempt(run, effect, attempt)
     _delivered(effect, run, delivery, now, save_run=False)
     return True

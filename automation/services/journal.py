@@ -16,6 +16,7 @@ from types import MethodType
 from typing import Any, TypeVar, cast
 
 from django.contrib.auth.models import User
+from django.db.models import Model
 from django.utils import timezone
 from django_fsm import FSMField
 
@@ -63,16 +64,14 @@ class _Journal:
     """The history rows of one run's transaction, written together when it is done."""
 
     run_id: int
-    rows: list[StageRecord | Checkpoint | AuditEvent] = field(default_factory=list)
+    rows: list[Model] = field(default_factory=list)
     last_sequence: int | None = None
 
     def flush(self) -> None:
-        insert_together(
-            [
-                [row for row in self.rows if isinstance(row, model)]
-                for model in (StageRecord, Checkpoint, AuditEvent)
-            ]
-        )
+        tables: dict[type[Model], list[Model]] = {}
+        for row in self.rows:  # by table, each table in the order its rows were made
+            tables.setdefault(type(row), []).append(row)
+        insert_together(list(tables.values()))
         self.rows.clear()
 
 
@@ -96,7 +95,13 @@ def journal(run: Run, *, last_sequence: int | None = None) -> Iterator[_Journal]
     current.flush()  # not reached when the block raised: its transaction rolls back
 
 
-R = TypeVar("R", StageRecord, Checkpoint, AuditEvent)
+R = TypeVar("R", bound=Model)
+
+
+def write_row(run: Run, row: R) -> R:
+    """Write a new history row of the run (a classifier or delivery attempt): with the run's
+    journal when one is open, at once otherwise. Its primary key is then not read back."""
+    return _write(run, row)
 
 
 def _write(run: Run | None, row: R) -> R:

@@ -74,6 +74,7 @@ from automation.services.journal import (
     record_audit,
     record_transition,
     versions_of,
+    write_row,
 )
 from automation.services.locking import lock_run
 from automation.services.payloads import (
@@ -299,7 +300,7 @@ def _record_classification(
     run: Run, attempt: int, stage: Stage, raw: Any, error: Exception | None, now: datetime
 ) -> None:
     outcome, decision, problems = _judge_output(raw, error)
-    ClassificationAttempt.objects.create(
+    row = ClassificationAttempt(
         run=run,
         attempt=attempt,
         classifier=run.channel.classifier,
@@ -310,6 +311,7 @@ def _record_classification(
         errors=[p.model_dump() for p in problems],
         latency_ms=int((timezone.now() - stage.started_at).total_seconds() * 1000),
     )
+    write_row(run, row)
     if error is not None:
         _classifier_failed(run, stage, error, now)
     elif decision is None:
