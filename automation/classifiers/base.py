@@ -33,6 +33,10 @@ class ClassifierInput:
 
 
 class Classifier(Protocol):
+    """`local = True` on an implementation says it is pure and in-process (no network, no
+    model, answers in milliseconds): the pipeline then calls it inside the run's transaction
+    instead of leasing the attempt and calling it outside any transaction."""
+
     name: str
 
     def classify(self, event: ClassifierInput, attempt: int, *, deadline: float) -> Any: ...

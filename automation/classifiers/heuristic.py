@@ -1037,6 +1037,8 @@ def _mark_parts(
 
 class HeuristicClassifier:
     name = "heuristic"
+    # Pure and in-process: the pipeline reads with it inside the run's transaction.
+    local = True
     version = VERSION
 
     def classify(self, event: ClassifierInput, attempt: int, *, deadline: float) -> Any:

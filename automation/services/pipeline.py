@@ -31,6 +31,7 @@ from approvals.selectors import run_conflicted_user_ids
 from audit.models import AuditAction
 from automation.classifiers import get_classifier
 from automation.classifiers.base import (
+    Classifier,
     ClassifierInput,
     ClassifierRefused,
     ClassifierTimeout,
@@ -130,7 +131,8 @@ def _advance(run_id: int, now: datetime, *, durable: bool) -> str | None:
         run = lock_run(run_id)
         if run is None:
             return None
-        with journal(run) as written:
+        # A run still at `received` has no checkpoint yet (no transition leads back to it).
+        with journal(run, last_sequence=0 if run.state == State.RECEIVED else None) as written:
             moved, call = _carry(run, now)
             if call is None:
                 _message_done(run, moved)
@@ -147,6 +149,12 @@ def _carry(run: Run, now: datetime) -> tuple[bool, ClassifierCall | None]:
     moved = False
     for _ in range(MAX_STEPS):
         if run.state == State.ENRICHED:
+            classifier = _local_classifier(run)
+            if classifier is not None:
+                if not _classify_locally(run, classifier, now):
+                    return moved, None
+                moved = True
+                continue
             call = _claim_classifier_attempt(run, now)
             return moved or call is not None, call
         step = LOCAL_STEPS.get(run.state)
@@ -251,14 +259,36 @@ def _claim_classifier_attempt(run: Run, now: datetime) -> ClassifierCall | None:
     )
 
 
-def _classify(call: ClassifierCall, now: datetime, *, durable: bool) -> str | None:
-    """Call the classifier (no transaction, no lock held), then record the answer and carry
-    the run on from it."""
-    run, attempt = call.run, call.attempt
+def _local_classifier(run: Run) -> Classifier | None:
+    """The run's classifier when it is local (`local = True`: pure, in-process, no network
+    and no model, like the heuristic); None for any other, or one that cannot be loaded."""
+    try:
+        classifier = get_classifier(run.channel.classifier)
+    except ClassifierUnavailable:
+        return None  # the lease path reports it
+    return classifier if getattr(classifier, "local", False) else None
+
+
+def _classify_locally(run: Run, classifier: Classifier, now: datetime) -> bool:
+    """A local classifier reads the run in the carrying transaction, under the run's lock, as
+    a local effect is delivered in it: no lease and no second transaction, since there is no
+    call to wait for. The reading is recorded exactly as a remote one. False when a backoff
+    has not run out."""
+    if run.next_attempt_at and run.next_attempt_at > now:
+        return False
+    run.classify_attempts += 1
+    attempt = run.classify_attempts
+    stage = Stage(StageName.CLASSIFY, attempt=attempt)
     classifier_call_starting.send(sender=Run, run_id=run.pk)
-    classifier = get_classifier(run.channel.classifier)
-    raw: Any = None
-    error: Exception | None = None
+    raw, error = _call_classifier(classifier, run, attempt)
+    _record_classification(run, attempt, stage, raw, error, now)
+    return True
+
+
+def _call_classifier(
+    classifier: Classifier, run: Run, attempt: int
+) -> tuple[Any, Exception | None]:
+    """(raw output, None), or (None, the retryable error)."""
     try:
         raw = classifier.classify(
             ClassifierInput(run.channel.name, run.event_id, run.normalized or {}),
@@ -266,7 +296,17 @@ def _classify(call: ClassifierCall, now: datetime, *, durable: bool) -> str | No
             deadline=float(setting("CLASSIFIER_DEADLINE_SECONDS")),
         )
     except (ClassifierTimeout, ClassifierUnavailable) as exc:
-        error = exc
+        return None, exc
+    return raw, None
+
+
+def _classify(call: ClassifierCall, now: datetime, *, durable: bool) -> str | None:
+    """Call the classifier (no transaction, no lock held), then record the answer and carry
+    the run on from it."""
+    run, attempt = call.run, call.attempt
+    classifier_call_starting.send(sender=Run, run_id=run.pk)
+    classifier = get_classifier(run.channel.classifier)
+    raw, error = _call_classifier(classifier, run, attempt)
     with transaction.atomic(durable=durable):
         # Wait for the lock: whoever holds the row now is not taking this attempt (we hold
         # its lease), and an answer in hand is never dropped.

@@ -23,6 +23,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_q.models import OrmQ
 from django_q.signing import SignedPackage
@@ -153,16 +154,10 @@ def database_url() -> str:
     return f"postgres://{user}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
-def test_a_worker_killed_mid_run_loses_no_step_and_repeats_no_effect(
-    pipeline: Pipeline, tmp_path: Path
-) -> None:
-    event = make_event(event_id="evt-killed")
-    pipeline.record("evt-killed", [decision_for(event)] * 2)
-    marker = tmp_path / "kill-once"
-    marker.touch()
-    run = submit(pipeline, event)
+def run_cluster_until_completed(run: Run, marker: Path) -> None:
+    """One qcluster worker, which SIGKILLs itself once at the classifier call, until the run
+    completes (or 60 s pass)."""
     connection.close()  # the cluster's processes use their own sessions
-
     cluster = subprocess.Popen(
         [sys.executable, "manage.py", "qcluster"],
         cwd=REPO,
@@ -190,6 +185,18 @@ def test_a_worker_killed_mid_run_loses_no_step_and_repeats_no_effect(
         os.killpg(cluster.pid, signal.SIGKILL)  # the test is about the run, not shutdown
         cluster.wait(timeout=30)
 
+
+def test_a_worker_killed_mid_run_loses_no_step_and_repeats_no_effect(
+    pipeline: Pipeline, tmp_path: Path
+) -> None:
+    event = make_event(event_id="evt-killed")
+    pipeline.record("evt-killed", [decision_for(event)] * 2)
+    marker = tmp_path / "kill-once"
+    marker.touch()
+    run = submit(pipeline, event)
+
+    run_cluster_until_completed(run, marker)
+
     assert not marker.exists()  # a worker did die in the classifier call
     run.refresh_from_db()
     assert (run.state, run.outcome) == (State.COMPLETED, Outcome.COMPLETED)
@@ -197,4 +204,44 @@ def test_a_worker_killed_mid_run_loses_no_step_and_repeats_no_effect(
     assert ClassificationAttempt.objects.filter(run=run).count() == 1
     stages = Counter(StageRecord.objects.filter(run=run).values_list("stage", flat=True))
     assert stages == Counter(STAGES)  # nothing lost, nothing twice
+    assert FollowUp.objects.filter(run=run).count() == 1
+
+
+def test_a_local_classifier_reads_inside_the_run_transaction(policy: None, tmp_path: Path) -> None:
+    """The heuristic needs no lease: a straight-through run is one transaction in its worker,
+    and a worker killed in the reading takes the whole carry with it, to be done once again."""
+    channel = services.channel_get_or_create(name="local", classifier="heuristic")
+    with CaptureQueriesContext(connection) as queries:
+        result = services.intake_submit(
+            channel=channel,
+            raw=json.dumps(make_event(event_id="evt-local")).encode(),
+            content_type="application/json",
+            source="test",
+        )
+        assert result.run is not None
+        intake_commits = sum(q["sql"] == "COMMIT" for q in queries.captured_queries)
+        assert services.run_advance(run_id=result.run.pk) == State.COMPLETED
+    worker_commits = sum(q["sql"] == "COMMIT" for q in queries.captured_queries) - intake_commits
+    assert worker_commits == 1
+    read = Run.objects.get(pk=result.run.pk)
+    assert read.lease_expires_at is None and read.classify_attempts == 1
+
+    marker = tmp_path / "kill-once"
+    marker.touch()
+    result = services.intake_submit(
+        channel=channel,
+        raw=json.dumps(make_event(event_id="evt-local-killed")).encode(),
+        content_type="application/json",
+        source="test",
+    )
+    assert result.run is not None
+    run_cluster_until_completed(result.run, marker)
+
+    assert not marker.exists()  # a worker did die in the reading
+    run = Run.objects.get(pk=result.run.pk)
+    assert (run.state, run.outcome) == (State.COMPLETED, Outcome.COMPLETED)
+    assert run.classify_attempts == 1  # the killed transaction took its attempt with it
+    assert ClassificationAttempt.objects.filter(run=run).count() == 1
+    stages = Counter(StageRecord.objects.filter(run=run).values_list("stage", flat=True))
+    assert stages == Counter(STAGES)
     assert FollowUp.objects.filter(run=run).count() == 1
