@@ -22,6 +22,7 @@ from automation.models import (
     AuditEvent,
     Checkpoint,
     ClassificationAttempt,
+    ClassifierModel,
     Effect,
     EffectAttempt,
     EffectControl,
@@ -500,3 +501,25 @@ class EffectControlAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         for control in queryset:
             services.effect_resume(name=control.name, user=request.user, rate_per_minute=rate)
         self.message_user(request, f"resumed {queryset.count()} effect(s)")
+
+
+@admin.register(ClassifierModel)
+class ClassifierModelAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+    """Trained models of the learned classifier: what each was trained on and how it
+    scored. `train_classifier` makes them; they never change."""
+
+    list_display = ["version", "is_active", "trained_at", "training_size", "cv_accuracy"]
+    list_filter = ["is_active"]
+    ordering = ["-trained_at"]
+    exclude = ["artifact"]
+    readonly_fields = [
+        "version",
+        "checksum",
+        "is_active",
+        "trained_at",
+        "training_size",
+        "categories",
+        "cv_accuracy",
+        "held_out",
+        "sources",
+    ]

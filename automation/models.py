@@ -957,3 +957,32 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ClassifierModel(models.Model):
+    """A trained model of the `learned` classifier: a versioned artifact, never changed once
+    stored. The version names its checksum, so a run's classifier_version names the exact
+    model that read it. One version at most is active: the one the classifier uses."""
+
+    version = models.CharField(max_length=40, unique=True)  # learned-<checksum prefix>
+    checksum = models.CharField(max_length=64)  # sha256 of the artifact
+    artifact = models.BinaryField()  # the fitted scikit-learn pipeline (pickle)
+    trained_at = models.DateTimeField(default=timezone.now)
+    training_size = models.PositiveIntegerField()
+    categories = models.JSONField(default=list)
+    cv_accuracy = models.FloatField(null=True)  # cross-validated, on the training set
+    held_out = models.JSONField(default=dict)  # {set: {"right": n, "of": m}}
+    sources = models.JSONField(default=list)  # what it was trained on
+    is_active = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_active"],
+                condition=models.Q(is_active=True),
+                name="classifier_model_one_active",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.version

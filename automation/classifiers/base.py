@@ -48,6 +48,7 @@ class Classifier(Protocol):
 CLASSIFIERS = {
     "recorded": "automation.classifiers.recorded.RecordedClassifier",
     "heuristic": "automation.classifiers.heuristic.HeuristicClassifier",
+    "learned": "automation.classifiers.learned.LearnedClassifier",
     "openai-compatible": "automation.classifiers.openai_compatible.OpenAICompatibleClassifier",
 }
 

@@ -937,6 +937,16 @@ MAIL_EFFECTS = {
 }
 
 
+def intent_text(normalized: dict[str, Any], parts: MessageParts | None = None) -> str:
+    """What a request is read from: the subject and, for an e-mail, the sender's own words
+    (without quotes, forwards, signature and disclaimer); for an event, its body."""
+    subject = str(normalized.get("subject", ""))
+    if is_mail(normalized):
+        parts = parts or split_text(str(normalized.get("body", "")))
+        return f"{subject}.\n\n{parts.own}"
+    return f"{subject}. {normalized.get('body', '')}"
+
+
 def read(normalized: dict[str, Any]) -> dict[str, Any]:
     """The proposal for one event; pure, so tests and replays get the same answer.
 
@@ -946,12 +956,9 @@ def read(normalized: dict[str, Any]) -> dict[str, Any]:
     part of the message it came from."""
     mail = is_mail(normalized)
     subject = str(normalized.get("subject", ""))
-    if mail:
-        parts = split_text(str(normalized.get("body", "")))
-        intent = f"{subject}.\n\n{parts.own}"
-        original = event_text(normalized)
-    else:
-        intent = original = f"{subject}. {normalized.get('body', '')}"
+    parts = split_text(str(normalized.get("body", ""))) if mail else MessageParts()
+    intent = intent_text(normalized, parts if mail else None)
+    original = event_text(normalized) if mail else intent
     category, best, confidence, tied = _intent(_plain(intent), normalized)
     carried = mail and best == 0
     if carried:  # nothing in the sender's own words: what they sent along is all there is

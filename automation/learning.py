@@ -1,0 +1,203 @@
+"""The `learned` classifier's model: trained on labelled requests, stored as a versioned
+artifact, loaded once per process.
+
+The model reads what the heuristic reads, a request's subject and the sender's own words
+(`heuristic.intent_text`), as TF-IDF word (1-2) and character (3-5, within words) n-grams;
+a linear support-vector model, its scores calibrated into probabilities (sigmoid, on
+held-out folds), picks the category. It learns the
+category only: the fields, amounts, dates and the effect stay the heuristic's extraction,
+and policy decides as for any reading.
+
+Training holds back a fixed part of every labelled set (the files whose name hashes into
+the held-back quarter, so the split is the same on every machine) and reports accuracy on
+that part, next to a cross-validated accuracy on the rest. The artifact is a pickle written
+by this module into the product's own database; it is loaded only after its checksum matches
+the one stored with it.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import pickle
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from automation.classifiers.heuristic import intent_text
+from automation.mail import parse_message
+from automation.models import ClassifierModel
+from automation.schemas import MailEvent
+
+# One labelled file in this many is held back from training, by a hash of its name.
+HOLD_BACK_ONE_IN = 4
+# Below this probability for its best category the model says it is unclear.
+ABSTAIN_BELOW = 0.5
+
+
+class TrainingError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Example:
+    source: str  # the labelled set's folder name
+    file: str
+    text: str
+    category: str
+
+    @property
+    def held_back(self) -> bool:
+        digest = hashlib.sha256(f"{self.source}/{self.file}".encode()).digest()
+        return digest[0] % HOLD_BACK_ONE_IN == 0
+
+
+@dataclass
+class TrainingReport:
+    model: ClassifierModel
+    trained_on: int
+    held_out: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        model = self.model
+        out = [
+            f"{model.version}: trained on {self.trained_on} labelled requests "
+            f"({', '.join(model.categories)}), checksum {model.checksum[:12]}",
+            "cross-validated accuracy on the training part: "
+            + (f"{model.cv_accuracy:.1%}" if model.cv_accuracy is not None else "n/a"),
+        ]
+        for name, figures in self.held_out.items():
+            right, of = figures["right"], figures["of"]
+            share = f" = {right / of:.1%}" if of else ""
+            out.append(f"held back from {name}: {right}/{of} right{share}")
+        return out
+
+
+def examples_from(labels: Path) -> list[Example]:
+    """The labelled e-mails of one set (labels.csv beside its .eml files), read as the
+    classifier reads them; unusable and replayed files are left out."""
+    source = labels.parent.name
+    found = []
+    with labels.open(newline="", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            if row.get("expected_intake") != "new" or not row.get("category"):
+                continue
+            raw = (labels.parent / row["file"]).read_bytes()
+            parsed = parse_message(raw)
+            event = MailEvent.model_validate(parsed.event())
+            text = intent_text(event.normalized())
+            found.append(Example(source, row["file"], text, row["category"]))
+    return found
+
+
+def _pipeline(smallest_class: int) -> Any:
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.pipeline import FeatureUnion, Pipeline
+    from sklearn.svm import LinearSVC
+
+    features = FeatureUnion(
+        [
+            ("words", TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, lowercase=True)),
+            (
+                "chars",
+                TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True),
+            ),
+        ]
+    )
+    linear = LinearSVC(C=1.0, class_weight="balanced")
+    folds = min(3, smallest_class)
+    model = CalibratedClassifierCV(linear, method="sigmoid", cv=folds) if folds >= 2 else linear
+    return Pipeline([("features", features), ("model", model)])
+
+
+def _cross_validated(texts: list[str], labels: list[str], smallest: int) -> float | None:
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+
+    folds = min(5, smallest)
+    if folds < 2:
+        return None
+    splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=0)
+    scores = cross_val_score(_pipeline(smallest - smallest // folds), texts, labels, cv=splitter)
+    return float(scores.mean())
+
+
+def classifier_train(*, labels: list[Path], activate: bool = True) -> TrainingReport:
+    """Train on every labelled set's training part, report on its held-back part, store the
+    artifact as a new version (the active one unless told otherwise)."""
+    examples = [example for path in labels for example in examples_from(path)]
+    training = [e for e in examples if not e.held_back]
+    categories = sorted({e.category for e in training})
+    if len(categories) < 2:
+        raise TrainingError("training needs labelled requests of at least two categories")
+    texts, targets = [e.text for e in training], [e.category for e in training]
+    smallest = min(targets.count(name) for name in categories)
+    pipeline = _pipeline(smallest)
+    pipeline.fit(texts, targets)
+    held_out: dict[str, dict[str, int]] = {}
+    for path in labels:
+        kept = [e for e in examples if e.held_back and e.source == path.parent.name]
+        guesses = pipeline.predict([e.text for e in kept]) if kept else []
+        right = sum(str(g) == e.category for g, e in zip(guesses, kept, strict=True))
+        held_out[path.parent.name] = {"right": right, "of": len(kept)}
+    artifact = pickle.dumps(pipeline, protocol=pickle.HIGHEST_PROTOCOL)
+    checksum = hashlib.sha256(artifact).hexdigest()
+    with transaction.atomic(durable=True):
+        model, _ = ClassifierModel.objects.get_or_create(
+            version=f"learned-{checksum[:12]}",
+            defaults={
+                "checksum": checksum,
+                "artifact": artifact,
+                "trained_at": timezone.now(),
+                "training_size": len(training),
+                "categories": categories,
+                "cv_accuracy": _cross_validated(texts, targets, smallest),
+                "held_out": held_out,
+                "sources": [str(path) for path in labels],
+            },
+        )
+        if activate:
+            ClassifierModel.objects.filter(is_active=True).exclude(pk=model.pk).update(
+                is_active=False
+            )
+            ClassifierModel.objects.filter(pk=model.pk).update(is_active=True)
+            model.is_active = True
+    return TrainingReport(model, len(training), held_out)
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    version: str
+    pipeline: Any
+
+    def read(self, text: str) -> tuple[str, float]:
+        """(category, its probability)."""
+        probabilities = self.pipeline.predict_proba([text])[0]
+        best = int(probabilities.argmax())
+        return str(self.pipeline.classes_[best]), float(probabilities[best])
+
+
+_LOADED: dict[str, LoadedModel] = {}
+
+
+def active_model() -> LoadedModel | None:
+    """The active model, unpickled once per process (by checksum); None when none is."""
+    row = ClassifierModel.objects.filter(is_active=True).values("version", "checksum").first()
+    if row is None:
+        return None
+    loaded = _LOADED.get(row["checksum"])
+    if loaded is None:
+        artifact = bytes(
+            ClassifierModel.objects.values_list("artifact", flat=True).get(version=row["version"])
+        )
+        if hashlib.sha256(artifact).hexdigest() != row["checksum"]:
+            raise TrainingError(
+                f"{row['version']}: the stored artifact does not match its checksum"
+            )
+        loaded = LoadedModel(row["version"], pickle.loads(artifact))  # noqa: S301 - our own artifact, checksummed
+        _LOADED.clear()
+        _LOADED[row["checksum"]] = loaded
+    return loaded

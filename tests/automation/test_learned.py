@@ -1,0 +1,110 @@
+"""The learned classifier: trained on labelled sets with a fixed held-back part, stored as a
+checksummed, versioned artifact, read with inside the pipeline like the heuristic."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from automation import learning
+from automation.classifiers.base import ClassifierInput, ClassifierRefused, ClassifierUnavailable
+from automation.classifiers.learned import LearnedClassifier
+from automation.learning import classifier_train
+from automation.models import ClassificationAttempt, ClassifierModel, IntakeChannel, Run
+from automation.services import channel_get_or_create, intake_submit, run_advance
+
+pytestmark = pytest.mark.django_db
+
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "mail" / "labels.csv"
+EVALUATION = SAMPLES.parents[1] / "mail-eval" / "labels.csv"
+
+
+@pytest.fixture
+def trained(policy: None) -> ClassifierModel:
+    return classifier_train(labels=[SAMPLES]).model
+
+
+def test_training_stores_a_checksummed_version_and_reports_the_held_back_part(
+    policy: None,
+) -> None:
+    report = classifier_train(labels=[SAMPLES, EVALUATION])
+    model = ClassifierModel.objects.get(pk=report.model.pk)
+
+    artifact = bytes(model.artifact)
+    assert model.checksum == hashlib.sha256(artifact).hexdigest()
+    assert model.version == f"learned-{model.checksum[:12]}"
+    assert model.is_active
+    examples = learning.examples_from(SAMPLES) + learning.examples_from(EVALUATION)
+    held = [e for e in examples if e.held_back]
+    assert model.training_size == len(examples) - len(held) > 0
+    assert set(model.categories) == {"billing", "sales", "security", "support"}
+    assert model.cv_accuracy is not None and 0 < model.cv_accuracy <= 1
+    # Each set's held-back quarter, the same files on every machine, never trained on.
+    assert {name: f["of"] for name, f in model.held_out.items()} == {
+        "mail": sum(e.source == "mail" for e in held),
+        "mail-eval": sum(e.source == "mail-eval" for e in held),
+    }
+    assert all(0 <= f["right"] <= f["of"] for f in model.held_out.values())
+    assert any(line.startswith("held back from mail-eval:") for line in report.lines())
+
+
+def test_a_second_model_takes_over_and_only_one_is_active(trained: ClassifierModel) -> None:
+    other = classifier_train(labels=[SAMPLES, EVALUATION]).model
+    assert list(ClassifierModel.objects.filter(is_active=True)) == [other]
+    assert LearnedClassifier().version == other.version
+
+
+def test_a_run_read_by_the_learned_classifier_names_the_model(trained: ClassifierModel) -> None:
+    channel = channel_get_or_create(name="learned-api", classifier="learned")
+    assert channel.classifier_version == trained.version
+    event = {
+        "event_id": "evt-learned",
+        "source": "web_form",
+        "request_type": "billing",
+        "subject": "Refund of a double charge",
+        "body": "We were charged twice for invoice INV-2044. Please refund the second payment.",
+        "account_tier": "standard",
+        "requested_action": "send_internal_notification",
+    }
+    result = intake_submit(
+        channel=channel, raw=json.dumps(event).encode(), content_type="application/json", source="t"
+    )
+    assert result.run is not None
+    run_advance(run_id=result.run.pk)
+
+    run = Run.objects.get(pk=result.run.pk)
+    attempt = ClassificationAttempt.objects.get(run=run)
+    assert (attempt.classifier, attempt.classifier_version) == ("learned", trained.version)
+    assert run.classification is not None
+    assert run.classification["category"] in trained.categories
+    assert 0 < run.classification["confidence"] <= 1
+    # The fields are the heuristic's extraction, with their sources.
+    assert run.classification["fields"]["reference"]["value"] == "INV-2044"
+
+
+def test_below_its_calibrated_confidence_it_abstains(
+    trained: ClassifierModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("automation.classifiers.learned.ABSTAIN_BELOW", 1.01)
+    event = ClassifierInput("api", "e-1", {"subject": "Quote", "body": "Quote for 40 seats?"})
+    reading = LearnedClassifier().classify(event, 1, deadline=1.0)
+    assert reading["reason_code"] == "unclear"  # policy sends an unclear reading to a person
+
+
+def test_without_a_model_it_is_unavailable_and_a_damaged_one_is_refused(policy: None) -> None:
+    event = ClassifierInput("api", "e-1", {"subject": "Quote", "body": "Quote please"})
+    with pytest.raises(ClassifierUnavailable):
+        LearnedClassifier().classify(event, 1, deadline=1.0)
+    model = classifier_train(labels=[SAMPLES]).model
+    ClassifierModel.objects.filter(pk=model.pk).update(artifact=b"not the model")
+    learning._LOADED.clear()
+    with pytest.raises(ClassifierRefused):
+        LearnedClassifier().classify(event, 1, deadline=1.0)
+
+
+def test_a_channel_is_stamped_with_no_model_yet(policy: None) -> None:
+    channel = channel_get_or_create(name="learned-new", classifier="learned")
+    assert IntakeChannel.objects.get(pk=channel.pk).classifier_version == "learned-untrained"
