@@ -211,34 +211,23 @@ def test_a_local_classifier_reads_inside_the_run_transaction(policy: None, tmp_p
     """The heuristic needs no lease: a straight-through run is one transaction in its worker,
     and a worker killed in the reading takes the whole carry with it, to be done once again."""
     channel = services.channel_get_or_create(name="local", classifier="heuristic")
+    local = Pipeline(channel)
     with CaptureQueriesContext(connection) as queries:
-        result = services.intake_submit(
-            channel=channel,
-            raw=json.dumps(make_event(event_id="evt-local")).encode(),
-            content_type="application/json",
-            source="test",
-        )
-        assert result.run is not None
+        read = submit(local, make_event(event_id="evt-local"))
         intake_commits = sum(q["sql"] == "COMMIT" for q in queries.captured_queries)
-        assert services.run_advance(run_id=result.run.pk) == State.COMPLETED
+        assert services.run_advance(run_id=read.pk) == State.COMPLETED
     worker_commits = sum(q["sql"] == "COMMIT" for q in queries.captured_queries) - intake_commits
     assert worker_commits == 1
-    read = Run.objects.get(pk=result.run.pk)
+    read.refresh_from_db()
     assert read.lease_expires_at is None and read.classify_attempts == 1
 
     marker = tmp_path / "kill-once"
     marker.touch()
-    result = services.intake_submit(
-        channel=channel,
-        raw=json.dumps(make_event(event_id="evt-local-killed")).encode(),
-        content_type="application/json",
-        source="test",
-    )
-    assert result.run is not None
-    run_cluster_until_completed(result.run, marker)
+    run = submit(local, make_event(event_id="evt-local-killed"))
+    run_cluster_until_completed(run, marker)
 
     assert not marker.exists()  # a worker did die in the reading
-    run = Run.objects.get(pk=result.run.pk)
+    run.refresh_from_db()
     assert (run.state, run.outcome) == (State.COMPLETED, Outcome.COMPLETED)
     assert run.classify_attempts == 1  # the killed transaction took its attempt with it
     assert ClassificationAttempt.objects.filter(run=run).count() == 1
