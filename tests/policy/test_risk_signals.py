@@ -139,6 +139,8 @@ def default_policy() -> PolicyDocument:
         ),
         ("Hemos recibido nuevos datos bancarios del proveedor.", "payment_change"),
         ("We zien aanmeldingen vanuit een land waar niemand van ons is.", "account_compromise"),
+        ("Could you reset the MFA and change the email on my account?", "account_access_change"),
+        ("Può reimpostare la password e aggiungere un utente?", "account_access_change"),
     ],
 )
 def test_the_default_policy_hears_risk_in_six_languages(
