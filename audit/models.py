@@ -59,6 +59,10 @@ class AuditAction(models.TextChoices):
     INTAKE_IDEMPOTENT_REPLAY = "intake.idempotent_replay"
     INTAKE_IDEMPOTENCY_CONFLICT = "intake.idempotency_conflict"
     # Effects.
+    QA_SAMPLED = "qa.sampled"
+    QA_CONFIRMED = "qa.confirmed"
+    QA_CORRECTED = "qa.corrected"
+    QA_RECONCILED = "qa.reconciled"
     EFFECT_ADOPTED = "effect.adopted"
     EFFECT_PAUSED = "effect.paused"
     EFFECT_RESUMED = "effect.resumed"

@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from automation.classifiers.heuristic import intent_text
 from automation.mail import parse_message
-from automation.models import ClassifierModel
+from automation.models import ClassifierModel, Label
 from automation.schemas import MailEvent
 
 # One labelled file in this many is held back from training, by a hash of its name.
@@ -93,6 +93,22 @@ def examples_from(labels: Path) -> list[Example]:
     return found
 
 
+# The name people's labels are reported under, beside the labelled sets' folder names.
+PEOPLE = "labels"
+
+
+def examples_from_people() -> list[Example]:
+    """People's judgements (Label rows): for each run the latest one, on the run's stored
+    input, read as the classifier reads it."""
+    latest: dict[int, Label] = {}
+    for label in Label.objects.select_related("run").order_by("created_at", "id"):
+        latest[label.run_id] = label
+    return [
+        Example(PEOPLE, f"run-{run_id}", intent_text(label.run.normalized or {}), label.category)
+        for run_id, label in sorted(latest.items())
+    ]
+
+
 def _pipeline(smallest_class: int) -> Any:
     from sklearn.calibration import CalibratedClassifierCV
     from sklearn.feature_extraction.text import TfidfVectorizer
@@ -125,10 +141,15 @@ def _cross_validated(texts: list[str], labels: list[str], smallest: int) -> floa
     return float(scores.mean())
 
 
-def classifier_train(*, labels: list[Path], activate: bool = True) -> TrainingReport:
-    """Train on every labelled set's training part, report on its held-back part, store the
-    artifact as a new version (the active one unless told otherwise)."""
+def classifier_train(
+    *, labels: list[Path], people: bool = False, activate: bool = True
+) -> TrainingReport:
+    """Train on every labelled set's training part (and, with `people`, on the labels people
+    gave), report on each held-back part, store the artifact as a new version (the active
+    one unless told otherwise)."""
     examples = [example for path in labels for example in examples_from(path)]
+    if people:
+        examples += examples_from_people()
     training = [e for e in examples if not e.held_back]
     categories = sorted({e.category for e in training})
     if len(categories) < 2:
@@ -138,11 +159,11 @@ def classifier_train(*, labels: list[Path], activate: bool = True) -> TrainingRe
     pipeline = _pipeline(smallest)
     pipeline.fit(texts, targets)
     held_out: dict[str, dict[str, int]] = {}
-    for path in labels:
-        kept = [e for e in examples if e.held_back and e.source == path.parent.name]
+    for source in dict.fromkeys(e.source for e in examples):
+        kept = [e for e in examples if e.held_back and e.source == source]
         guesses = pipeline.predict([e.text for e in kept]) if kept else []
         right = sum(str(g) == e.category for g, e in zip(guesses, kept, strict=True))
-        held_out[path.parent.name] = {"right": right, "of": len(kept)}
+        held_out[source] = {"right": right, "of": len(kept)}
     artifact = pickle.dumps(pipeline, protocol=pickle.HIGHEST_PROTOCOL)
     checksum = hashlib.sha256(artifact).hexdigest()
     with transaction.atomic(durable=True):
@@ -156,7 +177,7 @@ def classifier_train(*, labels: list[Path], activate: bool = True) -> TrainingRe
                 "categories": categories,
                 "cv_accuracy": _cross_validated(texts, targets, smallest),
                 "held_out": held_out,
-                "sources": [str(path) for path in labels],
+                "sources": [str(path) for path in labels] + ([PEOPLE] if people else []),
             },
         )
         if activate:

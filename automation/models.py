@@ -986,3 +986,92 @@ class ClassifierModel(models.Model):
 
     def __str__(self) -> str:
         return self.version
+
+
+class QAStatus(models.TextChoices):
+    OPEN = "open"
+    CONFIRMED = "confirmed"  # the reading was right
+    CORRECTED = "corrected"  # the reading was wrong; the effect had already happened
+
+
+class QAReview(models.Model):
+    """A straight-through run policy sampled for a person to review after the fact. Made in
+    the transaction that authorized the effect; it never holds the run or its effect.
+
+    A correction re-runs nothing: the effect is done. It leaves the review waiting for an ops
+    lead to reconcile (the `reconcile` queue) until someone says what was done about it."""
+
+    run = models.OneToOneField(Run, on_delete=models.PROTECT, related_name="qa_review")
+    route = models.CharField(max_length=100)
+    group = models.CharField(max_length=150)  # who reviews it
+    policy_version = models.CharField(max_length=100)
+    classifier_version = models.CharField(max_length=200)
+    reading = models.JSONField()  # category, effect, confidence and fields, as judged
+    status = models.CharField(max_length=20, choices=QAStatus.choices, default=QAStatus.OPEN)
+    created_at = models.DateTimeField(default=timezone.now)
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="qa_reviews",
+    )
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    correction = models.JSONField(default=dict, blank=True)  # category, effect, fields, note
+    reconciled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="qa_reconciliations",
+    )
+    reconciled_at = models.DateTimeField(null=True, blank=True)
+    reconcile_note = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [
+            # The QA queue: open reviews in order, by group.
+            models.Index(
+                fields=["group", "created_at", "id"],
+                condition=models.Q(status="open"),
+                name="qa_open_idx",
+            ),
+            # The reconcile queue: corrected after the effect, not yet reconciled.
+            models.Index(
+                fields=["reviewed_at", "id"],
+                condition=models.Q(status="corrected", reconciled_at__isnull=True),
+                name="qa_reconcile_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"QA of run #{self.run_id} ({self.status})"
+
+
+class LabelSource(models.TextChoices):
+    QA_CONFIRMED = "qa_confirmed"
+    QA_CORRECTED = "qa_corrected"
+    CORRECTION = "correction"  # a held run corrected in the correction queue
+    APPROVAL = "approval"  # an approver approved the effect the reading proposed
+
+
+class Label(models.Model):
+    """A person's judgement of one reading: measured truth for the learning loop. Who gave
+    it and when, the reading judged, the classifier version that made it, and the category
+    and effect the person says are right. Append-only."""
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="labels")
+    source = models.CharField(max_length=20, choices=LabelSource.choices)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    created_at = models.DateTimeField(default=timezone.now)
+    classifier_version = models.CharField(max_length=200)
+    reading = models.JSONField()  # the category, effect and confidence judged
+    category = models.CharField(max_length=50)  # what the person says it is
+    effect = models.CharField(max_length=100)
+    reading_was_right = models.BooleanField()
+
+    class Meta:
+        indexes = [models.Index(fields=["created_at", "id"], name="label_created_idx")]
+
+    def __str__(self) -> str:
+        return f"label of run #{self.run_id}: {self.category}/{self.effect}"

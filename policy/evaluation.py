@@ -6,6 +6,7 @@ which is what lets a decision be explained months later and re-evaluated under a
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
@@ -13,6 +14,10 @@ from typing import Any
 
 from policy.risk_signals import SignalHit, match_signals
 from policy.schemas import ApprovalRule, PolicyDocument, SignalAction
+
+# The queue of sampled runs a person reviews after the fact, and who owns it by default.
+QA_QUEUE = "qa_review"
+DEFAULT_QA_OWNER = "ops-leads"
 
 
 class Verdict(StrEnum):
@@ -290,3 +295,17 @@ def approval_for(policy: PolicyDocument, effect: str, rules: list[dict[str, Any]
     if found is None:
         raise ValueError(f"policy {policy.version} names no approver for {effect!r}")
     return found
+
+
+def qa_sample(policy: PolicyDocument, route: str, fingerprint: str) -> str | None:
+    """The group that reviews this straight-through run after the fact, when policy samples it
+    (None otherwise). Deterministic: a hash of the policy version and the run's fingerprint
+    against the route's rate, so a simulation or a re-evaluation picks the same runs."""
+    sampling = policy.qa_sampling
+    if sampling is None:
+        return None
+    rate = sampling.rate_for(route)
+    digest = hashlib.sha256(f"{policy.version}:{fingerprint}".encode()).digest()
+    if int.from_bytes(digest[:8], "big") / 2**64 >= rate:
+        return None
+    return sampling.owners.get(route) or policy.queue_owners.get(QA_QUEUE) or DEFAULT_QA_OWNER

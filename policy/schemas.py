@@ -61,6 +61,20 @@ class ConfidencePolicy(Strict):
         return self.per_category.get(category, self.default)
 
 
+class QASampling(Strict):
+    """Runs that went straight through and a person reviews after the fact (QA): a share per
+    route, chosen by a hash of the run's fingerprint and the policy version, so simulation
+    and re-evaluation choose the same runs. Sampling never delays an effect."""
+
+    default: Share = 0.0
+    routes: dict[NonEmpty, Share] = Field(default_factory=dict)
+    # The group that reviews a route's samples; else the `qa_review` queue owner.
+    owners: dict[NonEmpty, NonEmpty] = Field(default_factory=dict)
+
+    def rate_for(self, route: str) -> float:
+        return self.routes.get(route, self.default)
+
+
 class AmountLimit(Strict):
     """For one account tier: above `approval_above` a person approves, above `block_above` no."""
 
@@ -98,7 +112,8 @@ NESTED_QUANTIFIER = re.compile(r"\([^()]*[+*}][^()]*\)\s*[+*{]")
 
 class SignalRule(Strict):
     """A named risk signal: phrases per language (and patterns), matched deterministically on
-    the sender's own words. The classifier and the prompt cannot switch it off."""
+    what a message says and carries (not its signature or disclaimer). The classifier and the
+    prompt cannot switch it off."""
 
     version: Annotated[int, Field(ge=1)] = 1
     description: str = ""
@@ -158,6 +173,7 @@ class PolicyDocument(Strict):
     queue_owners: dict[NonEmpty, NonEmpty] = Field(default_factory=dict)
     # Risk signals by name (account_compromise, payment_change, ...): each a rule of its own.
     signals: dict[SignalName, SignalRule] = Field(default_factory=dict)
+    qa_sampling: QASampling | None = None
 
     @field_validator("version")
     @classmethod
@@ -188,8 +204,10 @@ class PolicyDocument(Strict):
 
     def canonical_json(self) -> str:
         data = self.model_dump(mode="json")
-        if not data["signals"]:  # a version without signals keeps the checksum it always had
-            del data["signals"]
+        # A version without signals or sampling keeps the checksum it always had.
+        for optional in ("signals", "qa_sampling"):
+            if not data[optional]:
+                del data[optional]
         return canonical_json(data)
 
     def checksum(self) -> str:

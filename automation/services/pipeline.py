@@ -47,6 +47,7 @@ from automation.models import (
     ClassifierResult,
     Effect,
     EffectStatus,
+    LabelSource,
     Outcome,
     Run,
     StageName,
@@ -86,10 +87,11 @@ from automation.services.payloads import (
     effect_payload_of,
     policy_for,
 )
+from automation.services.quality import label_record, qa_review_open, reading_of
 from automation.signals import classifier_call_starting
 from config.dispatch import Priority
 from config.sql import insert_new
-from policy.evaluation import Verdict, approval_for
+from policy.evaluation import Verdict, approval_for, qa_sample
 
 # --- carrying a run -----------------------------------------------------------------------
 
@@ -443,6 +445,11 @@ def _step_decide(run: Run, now: datetime) -> bool:
         "effect": decision.effect,
         "rules": [r.as_dict() for r in decision.rules],
     }
+    if decision.verdict == Verdict.EXECUTE:
+        # Sampled for a person's review after the fact; the effect goes ahead all the same.
+        group = qa_sample(policy.parsed, decision.route or "", run.fingerprint)
+        if group is not None:
+            decided["qa_sample"] = group
     _apply_decision(run, stage, decision.verdict, decided, now)
     return True
 
@@ -503,6 +510,8 @@ def _apply_decision(
             decided=decided,
             save=False,
         )
+        if "qa_sample" in decided:
+            qa_review_open(run, group=decided["qa_sample"], decided=decided)
         effect = _write_effect(run, authorization={"policy_version": run.policy_version}, now=now)
         _deliver_written(run, effect, now)
 
@@ -708,6 +717,16 @@ def _step_execute_approved(run: Run, now: datetime) -> bool:
         save=False,
     )
     approvals.approval_consume(request=request, now=now)
+    reading = reading_of(run)
+    for approver in request.decisions.filter(approve=True, counted=True).select_related("user"):
+        # Approving the effect the reading proposed says the reading was right.
+        label_record(
+            run,
+            source=LabelSource.APPROVAL,
+            actor=approver.user,
+            category=reading["category"],
+            effect=reading["effect"],
+        )
     effect = _write_effect(
         run,
         authorization={"policy_version": run.policy_version, "approval_request": request.pk},

@@ -30,6 +30,7 @@ from automation.models import (
     BatchStatus,
     Effect,
     EffectStatus,
+    LabelSource,
     Outcome,
     RecoveryAction,
     RecoveryBatch,
@@ -45,6 +46,7 @@ from automation.services.intake import intake_replay
 from automation.services.jobs import job_settled
 from automation.services.journal import Stage, add_checkpoint, record_audit, record_transition
 from automation.services.operations import RECOVER_RUN, run_reconsider, run_resume_in_transaction
+from automation.services.quality import label_record
 from automation.services.sending import run_send
 from config import dispatch
 from config.dispatch import Priority, enqueue_after_commit
@@ -177,6 +179,13 @@ def run_correct(
         before = run.classification or {}
         after = decision.model_dump(mode="json")
         changed = _diff(before, after)
+        label_record(
+            run,
+            source=LabelSource.CORRECTION,
+            actor=user,
+            category=after["category"],
+            effect=after["requested_effect"],
+        )
         add_checkpoint(run, {"classification": after, "corrected_by": user.pk}, "correction")
         record_transition(
             run,

@@ -24,12 +24,21 @@ class Command(BaseCommand):
             help="labels.csv files (default: the sample and the evaluation sets)",
         )
         parser.add_argument(
+            "--labels-from-people",
+            action="store_true",
+            help="train on the labels people gave (QA, corrections, approvals) as well",
+        )
+        parser.add_argument(
             "--keep-active", action="store_true", help="store the model without activating it"
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            report = classifier_train(labels=options["labels"], activate=not options["keep_active"])
+            report = classifier_train(
+                labels=options["labels"],
+                people=options["labels_from_people"],
+                activate=not options["keep_active"],
+            )
         except (OSError, TrainingError) as exc:
             raise CommandError(str(exc)) from exc
         for line in report.lines():

@@ -1,0 +1,199 @@
+"""QA sampling of straight-through runs, a reviewer's confirmation or correction, the
+reconcile queue, and the labels people's judgements leave behind."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
+from django.core.management import call_command
+
+from audit.models import AuditEvent
+from automation.models import FollowUp, Label, LabelSource, QAReview, QAStatus, Run, State
+from automation.roles import roles_ensure
+from automation.services import run_correct
+from automation.services.quality import qa_confirm, qa_correct, qa_reconcile
+from config.errors import ServiceError
+from policy.evaluation import qa_sample
+from policy.services import (
+    DEFAULTS_DIR,
+    parse_policy_text,
+    policy_version_activate,
+    policy_version_create,
+)
+from tests.approvals.test_decide import decide, open_request
+from tests.conftest import Pipeline, _user, decision_for, make_event
+from tests.policy.test_evaluation import policy_with
+
+pytestmark = pytest.mark.django_db
+
+
+def sampling(pipeline: Pipeline, rate: float, name: str = "policy-qa") -> Pipeline:
+    """policy-1 sampling every route at `rate`, service desk samples reviewed by qa-desk."""
+    data = yaml.safe_load((DEFAULTS_DIR / "policy-1.yaml").read_text(encoding="utf-8"))
+    data.update(
+        version=name,
+        qa_sampling={"default": rate, "owners": {"service_desk": "qa-desk"}},
+    )
+    policy_version_create(document=parse_policy_text(yaml.safe_dump(data)))
+    policy_version_activate(name=name)
+    return pipeline
+
+
+def straight_through(pipeline: Pipeline, event_id: str) -> Run:
+    event = make_event(event_id=event_id)
+    return pipeline.run(pipeline.submit(event, [decision_for(event)]))
+
+
+def test_sampling_is_deterministic_and_close_to_its_rate() -> None:
+    policy = policy_with(qa_sampling={"routes": {"finance": 0.2}, "default": 0.0})
+    prints = [hashlib.sha256(str(n).encode()).hexdigest() for n in range(2000)]
+    picked = [p for p in prints if qa_sample(policy, "finance", p)]
+    assert 0.16 < len(picked) / len(prints) < 0.24
+    assert picked == [p for p in prints if qa_sample(policy, "finance", p)]  # same again
+    assert not any(qa_sample(policy, "service_desk", p) for p in prints)  # its rate is 0
+    assert qa_sample(policy, "finance", picked[0]) == "ops-leads"  # the default owner
+    other = policy_with(version="policy-x", qa_sampling={"default": 0.2})
+    assert [p for p in prints if qa_sample(other, "finance", p)] != picked  # version in the hash
+
+
+def test_a_version_without_sampling_keeps_its_checksum() -> None:
+    plain = policy_with()
+    assert plain.checksum() == policy_with(qa_sampling=None).checksum()
+    assert policy_with(qa_sampling={"default": 0.1}).checksum() != plain.checksum()
+
+
+def test_a_sampled_run_completes_as_usual_and_waits_for_review(pipeline: Pipeline) -> None:
+    run = straight_through(sampling(pipeline, 1.0), "evt-qa-1")
+
+    assert (run.state, FollowUp.objects.filter(run=run).count()) == (State.COMPLETED, 1)
+    review = QAReview.objects.get(run=run)
+    assert (review.status, review.group, review.route) == (
+        QAStatus.OPEN,
+        "qa-desk",
+        "service_desk",
+    )
+    assert review.policy_version == "policy-qa"
+    assert review.reading["category"] == "support"
+    assert AuditEvent.objects.filter(run=run, action="qa.sampled").exists()
+
+
+def test_a_run_not_sampled_gets_no_review(pipeline: Pipeline) -> None:
+    run = straight_through(sampling(pipeline, 0.0), "evt-qa-0")
+    assert run.state == State.COMPLETED
+    assert not QAReview.objects.filter(run=run).exists()
+
+
+def test_a_confirmation_labels_the_reading_right(pipeline: Pipeline) -> None:
+    run = straight_through(sampling(pipeline, 1.0), "evt-qa-2")
+    reviewer = _user("quinn", "qa-desk")
+
+    qa_confirm(review_id=run.qa_review.pk, user=reviewer)
+
+    label = Label.objects.get(run=run)
+    assert (label.source, label.actor, label.reading_was_right) == (
+        LabelSource.QA_CONFIRMED,
+        reviewer,
+        True,
+    )
+    assert label.classifier_version == run.classifier_version
+    with pytest.raises(ServiceError):  # decided once
+        qa_confirm(review_id=run.qa_review.pk, user=reviewer)
+
+
+def test_a_correction_runs_nothing_again_and_waits_to_be_reconciled(
+    pipeline: Pipeline, ops_lead: User
+) -> None:
+    run = straight_through(sampling(pipeline, 1.0), "evt-qa-3")
+    reviewer = _user("quinn", "qa-desk")
+
+    review = qa_correct(
+        review_id=run.qa_review.pk,
+        user=reviewer,
+        category="billing",
+        effect="send_internal_notification",
+        note="a refund request",
+    )
+    pipeline.drain()
+
+    run.refresh_from_db()
+    assert run.state == State.COMPLETED
+    assert FollowUp.objects.filter(run=run).count() == 1  # the effect is not run again
+    assert review.status == QAStatus.CORRECTED
+    label = Label.objects.get(run=run)
+    assert (label.category, label.reading_was_right) == ("billing", False)
+    assert list(QAReview.objects.filter(status=QAStatus.CORRECTED, reconciled_at=None)) == [review]
+
+    roles_ensure()
+    with pytest.raises(ServiceError):
+        qa_reconcile(review_id=review.pk, user=ops_lead, note="  ")
+    qa_reconcile(review_id=review.pk, user=ops_lead, note="called finance; refund raised")
+    review.refresh_from_db()
+    assert review.reconciled_by == ops_lead and review.reconcile_note.startswith("called")
+    assert AuditEvent.objects.filter(run=run, action="qa.reconciled").exists()
+
+
+def test_only_the_routes_group_reviews_and_a_correction_must_change_something(
+    pipeline: Pipeline,
+) -> None:
+    run = straight_through(sampling(pipeline, 1.0), "evt-qa-4")
+    outsider = _user("otto", "finance-approvers")
+    with pytest.raises(PermissionDenied):
+        qa_confirm(review_id=run.qa_review.pk, user=outsider)
+    with pytest.raises(ServiceError):
+        qa_correct(
+            review_id=run.qa_review.pk,
+            user=_user("quinn", "qa-desk"),
+            category="support",
+            effect="create_follow_up",
+        )
+
+
+def test_a_correction_in_the_queue_and_an_approval_leave_labels(
+    pipeline: Pipeline, approver: User, ops_lead: User
+) -> None:
+    roles_ensure()
+    low = make_event(event_id="evt-low")
+    held = pipeline.run(pipeline.submit(low, [decision_for(low, reason_code="unclear")]))
+    corrected: dict[str, Any] = dict(held.classification or {})
+    with pipeline.capture():
+        run_correct(run_id=held.pk, user=ops_lead, corrected=corrected, reason="read it")
+    pipeline.drain()
+    assert Label.objects.get(run=held).source == LabelSource.CORRECTION
+
+    request = open_request(pipeline)
+    decide(pipeline, request, approver)
+    label = Label.objects.get(run=request.run)
+    assert (label.source, label.actor, label.reading_was_right) == (
+        LabelSource.APPROVAL,
+        approver,
+        True,
+    )
+
+
+def test_labels_are_exported_as_a_labelled_set(pipeline: Pipeline, tmp_path: Path) -> None:
+    run = straight_through(sampling(pipeline, 1.0), "evt-qa-5")
+    qa_correct(
+        review_id=run.qa_review.pk,
+        user=_user("quinn", "qa-desk"),
+        category="billing",
+        effect="send_internal_notification",
+    )
+
+    call_command("export_labels", str(tmp_path))
+
+    with (tmp_path / "labels.csv").open(encoding="utf-8") as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert (row["file"], row["category"], row["effect"]) == (
+        f"run-{run.pk}.json",
+        "billing",
+        "send_internal_notification",
+    )
+    assert json.loads((tmp_path / row["file"]).read_bytes())["event_id"] == "evt-qa-5"
