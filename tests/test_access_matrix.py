@@ -49,7 +49,15 @@ from django_q.signing import SignedPackage
 from approvals.models import ApprovalDecision, ApprovalRequest
 from approvals.services import approval_decide, approval_escalate
 from automation import services
-from automation.models import EffectControl, IntakeChannel, Outcome, RecoveryBatch, Run, Simulation
+from automation.models import (
+    ClassifierModel,
+    EffectControl,
+    IntakeChannel,
+    Outcome,
+    RecoveryBatch,
+    Run,
+    Simulation,
+)
 from automation.roles import roles_ensure
 from automation.services.simulation import simulation_start
 from console.exports import EXPORTS
@@ -310,6 +318,7 @@ EXPECTED: dict[str, Row] = {
     **admin_model("automation.followup", view=READERS),
     **admin_model("automation.accountreview", view=READERS),
     **admin_model("automation.internalnotification", view=READERS),
+    **admin_model("automation.classifiermodel", view=READERS),
     # --- admin: configuration ops leads change -------------------------------------------
     **admin_model("automation.intakechannel", view=READERS, add=SU, change=LEADS),
     # Tokens are issued by a command and only revoked here: never added or deleted.
@@ -628,6 +637,9 @@ def build_admin_rows(users: dict[str, User]) -> None:
     AccessLog.objects.create(**seen)
     AccessFailureLog.objects.create(**seen)
     Delivery.objects.create(idempotency_key="k" * 64, signature="s", status=200)
+    ClassifierModel.objects.create(
+        version="learned-matrix", checksum="0" * 64, artifact=b"", training_size=0
+    )
     services.effect_pause(name="create_follow_up", user=users[OPS])
     services.effect_resume(name="create_follow_up", user=users[OPS], rate_per_minute=None)
 
