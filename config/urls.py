@@ -4,7 +4,7 @@ from django.apps import apps
 from django.contrib import admin
 from django.urls import include, path
 
-from console.urls import approval_urls, ops_urls, report_urls
+from console.urls import approval_urls, ops_urls, quality_urls, report_urls
 from reports.metrics import metrics_view
 
 admin.site.site_header = "Gatehouse"
@@ -17,6 +17,7 @@ urlpatterns = [
     path("approvals/", include(approval_urls)),
     path("api/v1/", include("automation.api_urls")),
     path("reports/", include(report_urls)),
+    path("qa/", include(quality_urls)),
     path("metrics", metrics_view, name="metrics"),
     path("", include(ops_urls)),
 ]

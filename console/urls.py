@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from console.views import approvals, ops, policy, reports
+from console.views import approvals, ops, policy, quality, reports
 
 approval_urls = (
     [
@@ -19,6 +19,16 @@ approval_urls = (
         path("<int:request_id>/raw", approvals.raw_input, name="raw"),
     ],
     "approvals",
+)
+
+quality_urls = (
+    [
+        path("", quality.qa_queue, name="queue"),
+        path("reconcile/", quality.reconcile_queue, name="reconcile_queue"),
+        path("<int:review_id>/", quality.qa_review, name="review"),
+        path("<int:review_id>/reconcile", quality.reconcile, name="reconcile"),
+    ],
+    "quality",
 )
 
 ops_urls = (

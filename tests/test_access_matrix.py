@@ -54,6 +54,7 @@ from automation.models import (
     EffectControl,
     IntakeChannel,
     Outcome,
+    QAReview,
     RecoveryBatch,
     Run,
     Simulation,
@@ -240,6 +241,12 @@ EXPECTED: dict[str, Row] = {
     "approvals:raw[finance]": page(READERS | {FINANCE}),
     "approvals:raw[escalated]": page(READERS | {SECURITY}),
     # Deciding: the group the request is routed to, ops leads once it is escalated to them.
+    # QA samples: anyone signed in sees the samples of their own groups (the sample here is
+    # the ops leads'); whoever reconciles (work_queue) reads every sample and reconciles.
+    "quality:queue": page(SIGNED_IN),
+    "quality:review": form(RECOVERERS),
+    "quality:reconcile_queue": page(RECOVERERS),
+    "quality:reconcile": action(RECOVERERS),
     "approvals:decide[security]": action(frozenset({SECURITY, SUPERUSER})),
     "approvals:decide[finance]": action(frozenset({FINANCE, SUPERUSER})),
     "approvals:decide[escalated]": action(frozenset({SECURITY, OPS, SUPERUSER})),
@@ -398,6 +405,11 @@ def _request(name: str) -> Kwargs:
 
 PER_REQUEST = {name: _request(name) for name in ("security", "finance", "escalated")}
 
+
+def _qa_review(w: World, run: str) -> int:
+    return QAReview.objects.get(run=w.runs[run]).pk
+
+
 # Arguments for the URLs that take some, by URL name: label -> kwargs. A label becomes part
 # of the row's key ("approvals:evidence[finance]").
 VARIANTS: dict[str, dict[str, Kwargs]] = {
@@ -419,6 +431,8 @@ VARIANTS: dict[str, dict[str, Kwargs]] = {
     "approvals:raw": PER_REQUEST,
     "approvals:decide": PER_REQUEST,
     "reports:csv": {"": lambda w: {"panel": next(iter(EXPORTS))}},
+    "quality:review": {"": lambda w: {"review_id": _qa_review(w, "completed")}},
+    "quality:reconcile": {"": lambda w: {"review_id": _qa_review(w, "other-channel")}},
     "api:run": {"own-channel": _run("completed"), "other-channel": _run("other-channel")},
     "receiver:receive": {"": lambda w: {"effect": "send_internal_notification"}},
     "admin:view_on_site": {
@@ -644,6 +658,22 @@ def build_admin_rows(users: dict[str, User]) -> None:
     services.effect_resume(name="create_follow_up", user=users[OPS], rate_per_minute=None)
 
 
+def _qa_samples(runs: dict[str, Run]) -> None:
+    """An open QA sample of the ops leads, and one corrected that waits to be reconciled."""
+    for name, status in (("completed", "open"), ("other-channel", "corrected")):
+        QAReview.objects.create(
+            run=runs[name],
+            route="service_desk",
+            group=OPS,
+            policy_version="policy-1",
+            classifier_version="recorded-classifier-1",
+            reading={"category": "support", "effect": "create_follow_up", "confidence": 0.9},
+            status=status,
+            reviewed_at=timezone.now() if status == "corrected" else None,
+            correction={"category": "billing", "effect": "send_internal_notification"},
+        )
+
+
 def build_world(pipeline: Pipeline) -> World:
     users = make_users()
     runs = build_runs(pipeline, users)
@@ -656,6 +686,7 @@ def build_world(pipeline: Pipeline) -> World:
         for name in ("security", "finance", "escalated")
     }
     build_admin_rows(users)
+    _qa_samples(runs)
     now = timezone.now()
     draft = _policy("matrix-draft")
     _, key = services.api_token_create(name="partner", channel=pipeline.channel)

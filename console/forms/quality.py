@@ -1,0 +1,26 @@
+"""Forms of the QA review: a reviewer's correction, an ops lead's reconciliation."""
+
+from __future__ import annotations
+
+from django import forms
+
+from automation.schemas import EffectName, RequestType
+
+
+class QACorrectionForm(forms.Form):
+    category = forms.ChoiceField(choices=[(m.value, m.value) for m in RequestType])
+    effect = forms.ChoiceField(choices=[(m.value, m.value) for m in EffectName])
+    note = forms.CharField(
+        required=False,
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="what the request really asked for",
+    )
+
+
+class ReconcileForm(forms.Form):
+    note = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="what was done about the effect that followed the wrong reading",
+    )

@@ -1,0 +1,144 @@
+"""QA review pages: the samples waiting for a reviewer's groups, one sample's review (confirm
+or correct the reading), and the reconcile queue of ops leads."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from automation.models import QAReview, QAStatus
+from automation.services.quality import qa_confirm, qa_correct, qa_reconcile
+from config.errors import ServiceError
+from config.http import AuthenticatedHttpRequest
+from config.keyset import BadCursor, Page, keyset_page, page_link, parse_cursor
+from console.forms.quality import QACorrectionForm, ReconcileForm
+from console.refusals import show_refusal
+
+PAGE_SIZE = 50
+WORK_QUEUE = "automation.work_queue"
+
+
+def _groups(request: AuthenticatedHttpRequest) -> list[str]:
+    return list(request.user.groups.values_list("name", flat=True))
+
+
+def _page(
+    request: AuthenticatedHttpRequest, rows: QuerySet[QAReview], time_field: str
+) -> Page[QAReview]:
+    try:
+        after = parse_cursor(request.GET["after"]) if "after" in request.GET else None
+        before = parse_cursor(request.GET["before"]) if "before" in request.GET else None
+    except BadCursor:
+        after = before = None
+    return keyset_page(rows, time_field=time_field, size=PAGE_SIZE, after=after, before=before)
+
+
+@require_GET
+@login_required
+def qa_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """The samples waiting for the reviewer's groups, oldest first."""
+    rows = QAReview.objects.filter(status=QAStatus.OPEN).select_related("run")
+    if not request.user.is_superuser:
+        rows = rows.filter(group__in=_groups(request))
+    page = _page(request, rows, "created_at")
+    context = {
+        "reviews": page.items,
+        "next_link": page_link(request.GET, "after", page.next),
+        "previous_link": page_link(request.GET, "before", page.previous),
+        "may_reconcile": request.user.has_perm(WORK_QUEUE),
+    }
+    return render(request, "quality/queue.html", context)
+
+
+def _review_for(request: AuthenticatedHttpRequest, review_id: int) -> QAReview:
+    review = get_object_or_404(
+        QAReview.objects.select_related("run", "reviewer", "reconciled_by"), pk=review_id
+    )
+    user = request.user
+    if not (user.is_superuser or review.group in _groups(request) or user.has_perm(WORK_QUEUE)):
+        raise Http404("no such sample")  # another group's sample is none of their business
+    return review
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def qa_review(request: AuthenticatedHttpRequest, review_id: int) -> HttpResponse:
+    """One sample: the request, the reading, and the reviewer's verdict on it."""
+    review = _review_for(request, review_id)
+    form = QACorrectionForm(
+        request.POST if request.POST.get("verdict") == "correct" else None,
+        initial={"category": review.reading["category"], "effect": review.reading["effect"]},
+    )
+    if request.method == "POST":
+        try:
+            if request.POST.get("verdict") == "confirm":
+                qa_confirm(review_id=review.pk, user=request.user)
+                messages.success(request, "Confirmed: the reading was right.")
+                return redirect("quality:queue")
+            if form.is_valid():
+                qa_correct(
+                    review_id=review.pk,
+                    user=request.user,
+                    category=form.cleaned_data["category"],
+                    effect=form.cleaned_data["effect"],
+                    note=form.cleaned_data["note"],
+                )
+                messages.success(
+                    request, "Corrected. The effect is not run again: an ops lead reconciles it."
+                )
+                return redirect("quality:queue")
+        except PermissionDenied:
+            raise
+        except ServiceError as error:
+            show_refusal(request, error)
+            return redirect("quality:review", review_id=review.pk)
+    context = {
+        "review": review,
+        "run": review.run,
+        "form": form,
+        "may_review": review.status == QAStatus.OPEN
+        and (request.user.is_superuser or review.group in _groups(request)),
+    }
+    return render(request, "quality/review.html", context, status=400 if form.errors else 200)
+
+
+@require_GET
+@login_required
+@permission_required(WORK_QUEUE, raise_exception=True)
+def reconcile_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Samples whose reading was wrong after their effect had happened: what was done?"""
+    rows = QAReview.objects.filter(
+        status=QAStatus.CORRECTED, reconciled_at__isnull=True
+    ).select_related("run", "reviewer")
+    page = _page(request, rows, "reviewed_at")
+    context = {
+        "reviews": page.items,
+        "form": ReconcileForm(),
+        "next_link": page_link(request.GET, "after", page.next),
+        "previous_link": page_link(request.GET, "before", page.previous),
+    }
+    return render(request, "quality/reconcile.html", context)
+
+
+@require_POST
+@login_required
+@permission_required(WORK_QUEUE, raise_exception=True)
+def reconcile(request: AuthenticatedHttpRequest, review_id: int) -> HttpResponse:
+    form = ReconcileForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Say what was done: it goes on the run's record.")
+        return redirect("quality:reconcile_queue")
+    try:
+        qa_reconcile(review_id=review_id, user=request.user, note=form.cleaned_data["note"])
+    except QAReview.DoesNotExist as exc:
+        raise Http404("no such sample") from exc
+    except ServiceError as error:
+        show_refusal(request, error)
+    else:
+        messages.success(request, f"Sample #{review_id} reconciled.")
+    return redirect("quality:reconcile_queue")
