@@ -75,6 +75,8 @@ class AuditAction(models.TextChoices):
     POLICY_ACTIVATED = "policy.activated"
     API_TOKEN_REVOKED = "api_token.revoked"  # noqa: S105 - an action name, not a secret
     CHANNEL_CLASSIFIER_CHANGED = "channel.classifier_changed"
+    CLASSIFIER_PROMOTED = "classifier.promoted"
+    CLASSIFIER_ROLLED_BACK = "classifier.rolled_back"
     CUSTOMERS_LOADED = "customers.loaded"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
@@ -16,6 +17,7 @@ from django.utils.html import format_html, format_html_join
 
 from audit.admin import without_approval_rows
 from automation import services
+from automation.classifiers.base import CLASSIFIERS
 from automation.models import (
     AccountReview,
     ApiToken,
@@ -418,8 +420,42 @@ admin.site.register(AccountReview, LocalEffectAdmin)
 admin.site.register(InternalNotification, LocalEffectAdmin)
 
 
+class IntakeChannelForm(forms.ModelForm):  # type: ignore[type-arg]
+    shadow_classifiers = forms.CharField(
+        required=False,
+        help_text="classifiers that read every run beside the live one without acting, "
+        "comma-separated (for example: learned)",
+    )
+
+    class Meta:
+        model = IntakeChannel
+        fields = [
+            "name",
+            "classifier",
+            "classifier_version",
+            "workflow_version",
+            "prompt_version",
+            "policy_version",
+            "max_classifier_attempts",
+            "shares_mail_identity",
+            "shadow_classifiers",
+        ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.initial["shadow_classifiers"] = ", ".join(self.instance.shadow_classifiers or [])
+
+    def clean_shadow_classifiers(self) -> list[str]:
+        names = [n.strip() for n in self.cleaned_data["shadow_classifiers"].split(",") if n.strip()]
+        unknown = sorted(set(names) - set(CLASSIFIERS))
+        if unknown:
+            raise forms.ValidationError(f"not an installed classifier: {', '.join(unknown)}")
+        return list(dict.fromkeys(names))
+
+
 @admin.register(IntakeChannel)
 class IntakeChannelAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    form = IntakeChannelForm
     list_display = ["name", "classifier", "workflow_version", "prompt_version", "policy_version"]
     search_fields = ["name"]
     ordering = ["name"]  # pages of a list must not shift between requests

@@ -130,6 +130,9 @@ class IntakeChannel(models.Model):
     # that takes real mail shares one identity scope for it (MAIL_SCOPE). A sandbox, such as a
     # classifier evaluation, keeps its mail to itself so it never meets, or waits for, real mail.
     shares_mail_identity = models.BooleanField(default=True)
+    # Classifiers that read every run of the channel beside the live one, without acting
+    # (shadow mode): their readings are stored for comparison, never decided on.
+    shadow_classifiers = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
@@ -1075,3 +1078,62 @@ class Label(models.Model):
 
     def __str__(self) -> str:
         return f"label of run #{self.run_id}: {self.category}/{self.effect}"
+
+
+class ShadowOutcome(models.TextChoices):
+    READ = "read"  # a reading that meets the decision schema
+    INVALID = "invalid"  # an answer that does not
+    FAILED = "failed"  # the classifier raised, or was unavailable
+    TIMEOUT = "timeout"  # no answer within the deadline
+
+
+class ShadowReading(models.Model):
+    """A shadow classifier's reading of a run: stored for comparison with the live reading,
+    never decided on, never an effect or a queue item. Made by a low-priority task of its
+    own, after the run's classification committed; one per run and classifier."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="shadow_readings")
+    classifier = models.CharField(max_length=50)
+    classifier_version = models.CharField(max_length=200)
+    outcome = models.CharField(max_length=20, choices=ShadowOutcome.choices)
+    reading = models.JSONField(default=dict)  # the validated reading, when READ
+    raw_output = models.JSONField(null=True)
+    error = models.TextField(blank=True)
+    latency_ms = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "classifier"], name="shadow_one_per_run")
+        ]
+        indexes = [models.Index(fields=["classifier", "created_at"], name="shadow_by_time_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.classifier} on run #{self.run_id}: {self.outcome}"
+
+
+class ClassifierPromotion(models.Model):
+    """A channel's live classifier switched to a candidate on the evidence of a comparison,
+    by a person with the right to change channels; rolled back by one action too."""
+
+    channel = models.ForeignKey(IntakeChannel, on_delete=models.PROTECT)
+    from_classifier = models.CharField(max_length=50)
+    from_version = models.CharField(max_length=200)
+    to_classifier = models.CharField(max_length=50)
+    to_version = models.CharField(max_length=200)
+    evidence = models.JSONField()  # the comparison's figures it was based on
+    promoted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="promotions"
+    )
+    promoted_at = models.DateTimeField(default=timezone.now)
+    rolled_back_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="rollbacks",
+    )
+    rolled_back_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.channel_id}: {self.from_classifier} -> {self.to_classifier}"

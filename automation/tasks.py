@@ -6,6 +6,7 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from automation import services
 from automation.models import Effect
+from automation.services import shadow
 from automation.services.runlog import log_run_id
 from automation.services.simulation import simulation_process
 
@@ -40,3 +41,7 @@ def process_batch(batch_id: int) -> None:
 
 def process_simulation(simulation_id: int) -> None:
     simulation_process(simulation_id=simulation_id)
+
+
+def shadow_read(run_id: int, classifier: str) -> str:
+    return shadow.shadow_read(run_id=run_id, classifier=classifier)

@@ -27,6 +27,18 @@ quality_urls = (
         path("reconcile/", quality.reconcile_queue, name="reconcile_queue"),
         path("<int:review_id>/", quality.qa_review, name="review"),
         path("<int:review_id>/reconcile", quality.reconcile, name="reconcile"),
+        path("channels/<slug:name>/", quality.channel_classifiers, name="channel"),
+        path(
+            "channels/<slug:name>/shadow/<slug:classifier>/",
+            quality.shadow_comparison,
+            name="comparison",
+        ),
+        path(
+            "channels/<slug:name>/shadow/<slug:classifier>/promote",
+            quality.promote,
+            name="promote",
+        ),
+        path("promotions/<int:promotion_id>/rollback", quality.rollback, name="rollback"),
     ],
     "quality",
 )

@@ -51,6 +51,7 @@ from approvals.services import approval_decide, approval_escalate
 from automation import services
 from automation.models import (
     ClassifierModel,
+    ClassifierPromotion,
     EffectControl,
     IntakeChannel,
     Outcome,
@@ -247,6 +248,11 @@ EXPECTED: dict[str, Row] = {
     "quality:review": form(RECOVERERS),
     "quality:reconcile_queue": page(RECOVERERS),
     "quality:reconcile": action(RECOVERERS),
+    # A channel's classifiers: read like runs; promoted and rolled back by who changes channels.
+    "quality:channel": page(READERS),
+    "quality:comparison": page(READERS),
+    "quality:promote": action(LEADS),
+    "quality:rollback": action(LEADS),
     "approvals:decide[security]": action(frozenset({SECURITY, SUPERUSER})),
     "approvals:decide[finance]": action(frozenset({FINANCE, SUPERUSER})),
     "approvals:decide[escalated]": action(frozenset({SECURITY, OPS, SUPERUSER})),
@@ -433,6 +439,10 @@ VARIANTS: dict[str, dict[str, Kwargs]] = {
     "reports:csv": {"": lambda w: {"panel": next(iter(EXPORTS))}},
     "quality:review": {"": lambda w: {"review_id": _qa_review(w, "completed")}},
     "quality:reconcile": {"": lambda w: {"review_id": _qa_review(w, "other-channel")}},
+    "quality:channel": {"": lambda w: {"name": SHADOWED}},
+    "quality:comparison": {"": lambda w: {"name": SHADOWED, "classifier": "heuristic"}},
+    "quality:promote": {"": lambda w: {"name": SHADOWED, "classifier": "heuristic"}},
+    "quality:rollback": {"": lambda w: {"promotion_id": ClassifierPromotion.objects.get().pk}},
     "api:run": {"own-channel": _run("completed"), "other-channel": _run("other-channel")},
     "receiver:receive": {"": lambda w: {"effect": "send_internal_notification"}},
     "admin:view_on_site": {
@@ -658,6 +668,30 @@ def build_admin_rows(users: dict[str, User]) -> None:
     services.effect_resume(name="create_follow_up", user=users[OPS], rate_per_minute=None)
 
 
+SHADOWED = "shadowed"
+
+
+def _shadowed_channel(users: dict[str, User]) -> None:
+    """A channel the heuristic reads in shadow, with one earlier promotion to roll back."""
+    channel = IntakeChannel.objects.create(
+        name=SHADOWED,
+        classifier="recorded",
+        classifier_version="recorded-classifier-1",
+        workflow_version="workflow-1",
+        prompt_version="prompt-1",
+        shadow_classifiers=["heuristic"],
+    )
+    ClassifierPromotion.objects.create(
+        channel=channel,
+        from_classifier="heuristic",
+        from_version="heuristic-3",
+        to_classifier="recorded",
+        to_version="recorded-classifier-1",
+        evidence={},
+        promoted_by=users[OPS],
+    )
+
+
 def _qa_samples(runs: dict[str, Run]) -> None:
     """An open QA sample of the ops leads, and one corrected that waits to be reconciled."""
     for name, status in (("completed", "open"), ("other-channel", "corrected")):
@@ -687,6 +721,7 @@ def build_world(pipeline: Pipeline) -> World:
     }
     build_admin_rows(users)
     _qa_samples(runs)
+    _shadowed_channel(users)
     now = timezone.now()
     draft = _policy("matrix-draft")
     _, key = services.api_token_create(name="partner", channel=pipeline.channel)

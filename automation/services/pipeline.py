@@ -88,6 +88,7 @@ from automation.services.payloads import (
     policy_for,
 )
 from automation.services.quality import label_record, qa_review_open, reading_of
+from automation.services.shadow import shadows_send
 from automation.signals import classifier_call_starting
 from config.dispatch import Priority
 from config.sql import insert_new
@@ -432,6 +433,7 @@ def _accept_classification(run: Run, stage: Stage, decision: ClassifierDecision)
         decision=payload,
         save=False,
     )
+    shadows_send(run)  # candidates read it too, later, on their own
 
 
 def _step_decide(run: Run, now: datetime) -> bool:

@@ -3,16 +3,25 @@ or correct the reading), and the reconcile queue of ops leads."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from automation.models import QAReview, QAStatus
+from automation.models import ClassifierPromotion, IntakeChannel, QAReview, QAStatus
 from automation.services.quality import qa_confirm, qa_correct, qa_reconcile
+from automation.services.shadow import (
+    CHANGE_CHANNEL,
+    classifier_promote,
+    classifier_rollback,
+    shadow_compare,
+)
 from config.errors import ServiceError
 from config.http import AuthenticatedHttpRequest
 from config.keyset import BadCursor, Page, keyset_page, page_link, parse_cursor
@@ -142,3 +151,96 @@ def reconcile(request: AuthenticatedHttpRequest, review_id: int) -> HttpResponse
     else:
         messages.success(request, f"Sample #{review_id} reconciled.")
     return redirect("quality:reconcile_queue")
+
+
+# --- shadow comparison and promotion ------------------------------------------------------
+
+VIEW_RUNS = "automation.view_run"
+PERIODS = {"7d": 7, "30d": 30, "90d": 90}
+
+
+@require_GET
+@login_required
+@permission_required(VIEW_RUNS, raise_exception=True)
+def channel_classifiers(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
+    """A channel's live classifier, the ones reading in its shadow, and its promotions."""
+    channel = get_object_or_404(IntakeChannel, name=name)
+    context = {
+        "channel": channel,
+        "promotions": ClassifierPromotion.objects.filter(channel=channel)
+        .select_related("promoted_by", "rolled_back_by")
+        .order_by("-promoted_at")[:20],
+    }
+    return render(request, "quality/channel.html", context)
+
+
+@require_GET
+@login_required
+@permission_required(VIEW_RUNS, raise_exception=True)
+def shadow_comparison(
+    request: AuthenticatedHttpRequest, name: str, classifier: str
+) -> HttpResponse:
+    """Live and shadow readings side by side over a period, and the promote button."""
+    channel = get_object_or_404(IntakeChannel, name=name)
+    period = request.GET.get("period", "30d")
+    days = PERIODS.get(period, 30)
+    until = timezone.now()
+    comparison = shadow_compare(
+        channel=channel, classifier=classifier, since=until - timedelta(days=days), until=until
+    )
+    context = {
+        "channel": channel,
+        "classifier": classifier,
+        "comparison": comparison,
+        "period": period if period in PERIODS else "30d",
+        "periods": list(PERIODS),
+        "is_shadow": classifier in (channel.shadow_classifiers or []),
+        "may_promote": request.user.has_perm(CHANGE_CHANNEL),
+        "verdicts": sorted(comparison.verdicts.items()),
+        # A Counter in a template: `.items` would look up the key "items" (and count 0).
+        "failures": sorted(comparison.shadow_failures.items()),
+    }
+    return render(request, "quality/comparison.html", context)
+
+
+@require_POST
+@login_required
+def promote(request: AuthenticatedHttpRequest, name: str, classifier: str) -> HttpResponse:
+    channel = get_object_or_404(IntakeChannel, name=name)
+    period = request.POST.get("period", "30d")
+    until = timezone.now()
+    comparison = shadow_compare(
+        channel=channel,
+        classifier=classifier,
+        since=until - timedelta(days=PERIODS.get(period, 30)),
+        until=until,
+    )
+    try:
+        classifier_promote(
+            channel_id=channel.pk,
+            classifier=classifier,
+            user=request.user,
+            evidence=comparison.evidence(),
+        )
+    except ServiceError as error:
+        show_refusal(request, error)
+        return redirect("quality:comparison", name=name, classifier=classifier)
+    messages.success(request, f"{channel.name} now reads with {classifier}.")
+    return redirect("quality:channel", name=name)
+
+
+@require_POST
+@login_required
+def rollback(request: AuthenticatedHttpRequest, promotion_id: int) -> HttpResponse:
+    promotion = get_object_or_404(
+        ClassifierPromotion.objects.select_related("channel"), pk=promotion_id
+    )
+    try:
+        classifier_rollback(promotion_id=promotion.pk, user=request.user)
+    except ServiceError as error:
+        show_refusal(request, error)
+    else:
+        messages.success(
+            request, f"{promotion.channel.name} reads with {promotion.from_classifier} again."
+        )
+    return redirect("quality:channel", name=promotion.channel.name)

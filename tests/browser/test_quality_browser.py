@@ -9,7 +9,15 @@ from collections.abc import Callable
 import pytest
 import yaml
 
-from automation.models import FollowUp, Label, QAReview, QAStatus, Run, State
+from automation.models import (
+    ClassifierPromotion,
+    FollowUp,
+    Label,
+    QAReview,
+    QAStatus,
+    Run,
+    State,
+)
 from policy.services import (
     DEFAULTS_DIR,
     parse_policy_text,
@@ -83,3 +91,33 @@ def test_a_reviewer_confirms_one_sample_and_corrects_another_and_a_lead_reconcil
     expect(lead_page.get_by_role("status")).to_contain_text("reconciled")
     expect(lead_page.get_by_test_id("reconcile-empty")).to_be_visible()
     assert QAReview.objects.get(run=wrong).reconcile_note == "finance raised the refund"
+
+
+def test_an_ops_lead_compares_a_shadow_promotes_it_and_rolls_it_back(
+    page: Page, make_person: Callable[..., Person], pipeline: Pipeline
+) -> None:
+    channel = pipeline.channel
+    channel.shadow_classifiers = ["heuristic"]
+    channel.save(update_fields=["shadow_classifiers"])
+    for n, body in enumerate(
+        ["Please create a follow-up about my access.", "Please refund the double charge."]
+    ):
+        event = make_event(event_id=f"evt-shadow-{n}", body=body)
+        pipeline.submit(event, [decision_for(event)])
+    lead = make_person("leo", "ops-leads")
+
+    log_in(page, lead, f"/qa/channels/{channel.name}/")
+    expect(page.get_by_test_id("live-classifier")).to_have_text("recorded")
+    page.get_by_test_id("compare-heuristic").click()
+    expect(page.get_by_test_id("compared")).to_have_text("2")
+    expect(page.get_by_test_id("disagreements")).to_contain_text("billing")
+    page.screenshot(path="/tmp/shadow-comparison.png", full_page=True)  # noqa: S108
+    page.get_by_test_id("promote").click()
+
+    expect(page.get_by_role("status")).to_contain_text("now reads with heuristic")
+    expect(page.get_by_test_id("live-classifier")).to_have_text("heuristic")
+    promotion = ClassifierPromotion.objects.get()
+    assert promotion.evidence["compared"] == 2 and promotion.promoted_by == lead.user
+    page.get_by_test_id(f"rollback-{promotion.pk}").click()
+    expect(page.get_by_role("status")).to_contain_text("reads with recorded again")
+    expect(page.get_by_test_id("live-classifier")).to_have_text("recorded")
