@@ -8,6 +8,7 @@ classes in gatehouse.css, so the page needs no inline style.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -17,7 +18,9 @@ from django.utils.safestring import SafeString
 
 from reports.selectors import (
     ApprovalWaiting,
+    ErrorRate,
     Handoff,
+    Quality,
     RuleChange,
     Share,
     StageDuration,
@@ -325,7 +328,10 @@ def _bar_group(
 ALL_RUNS = "All runs"
 
 
-def straight_through_chart(panel: StraightThrough) -> SafeString:
+READ_WRONG = "Read wrong (QA)"
+
+
+def straight_through_chart(panel: StraightThrough, quality: Quality | None = None) -> SafeString:
     span = panel.until - panel.since
     labels = [w.start.strftime("%m-%d") for w in panel.weeks]
     series = [
@@ -344,6 +350,16 @@ def straight_through_chart(panel: StraightThrough) -> SafeString:
         )
         for route in panel.routes
     ]
+    if quality is not None and quality.weeks:
+        # The measured error rate beside the rate: a rising rate is no gain if it rises too.
+        wrong = [quality.overall(w.start) for w in panel.weeks]
+        series.append(
+            Series(
+                READ_WRONG,
+                [_pct(e.rate) if e else None for e in wrong],
+                [error_rate_text(e) for e in wrong],
+            )
+        )
     markers = [
         Marker(
             a.version,
@@ -463,4 +479,41 @@ def stages_chart(panel: list[StageDuration]) -> SafeString:
         groups=groups,
         fmt=milliseconds,
         empty="No stage ran in this period",
+    )
+
+
+def error_rate_text(errors: ErrorRate | None) -> str:
+    """ "4.0% (1.1%-13.5%, 50 reviewed)": a QA error rate with its 95% interval and sample."""
+    if errors is None or not errors.reviewed:
+        return "no review"
+    low, high = errors.interval or (0.0, 0.0)
+    interval = f"{percent(low)} to {percent(high)}"
+    return f"{percent(errors.rate)} ({interval}, {errors.reviewed} reviewed)"
+
+
+def quality_chart(quality: Quality) -> SafeString:
+    """The weekly error rate of reviewed QA samples, over all routes and per route."""
+    starts = sorted({w.start for w in quality.weeks})
+    if not starts:
+        return SafeString("")
+    routes = sorted({w.route for w in quality.weeks if w.route})
+    cells = {(w.start, w.route): w.errors for w in quality.weeks}
+    series = [
+        Series(
+            name or "All routes",
+            [_pct(cells[(s, name)].rate) if (s, name) in cells else None for s in starts],
+            [error_rate_text(cells.get((s, name))) for s in starts],
+            strong=not name,
+        )
+        for name in ["", *routes]
+    ]
+    top = max((v for line in series for v in line.values if v is not None), default=0.0)
+    return line_chart(
+        chart_id="measured-quality",
+        title="Straight-through runs read wrong, per week",
+        description="Weekly share of reviewed QA samples whose reading a person corrected, "
+        "over all routes and per route.",
+        labels=[s.strftime("%m-%d") for s in starts],
+        series=series,
+        top=max(10.0, min(100.0, 10 * math.ceil(top / 10))),
     )

@@ -164,6 +164,26 @@ def stage_durations(period: Period, now: datetime) -> Table:
     return Table(["stage", "attempts", "median_ms", "p95_ms"], rows)
 
 
+def measured_quality(period: Period, now: datetime) -> Table:
+    quality = selectors.measured_quality(period=period)
+    rows: list[list[str | int]] = []
+    for week in quality.weeks:
+        low, high = week.errors.interval or (None, None)
+        rows.append(
+            [
+                week.start.date().isoformat(),
+                spreadsheet_safe(week.route or "all"),
+                week.errors.reviewed,
+                week.errors.wrong,
+                _rate(week.errors.rate),
+                _rate(low),
+                _rate(high),
+            ]
+        )
+    header = ["week", "route", "reviewed", "read_wrong", "error_rate", "ci95_low", "ci95_high"]
+    return Table(header, rows)
+
+
 EXPORTS: dict[str, Callable[[Period, datetime], Table]] = {
     "straight-through": straight_through,
     "handoffs": handoffs,
@@ -171,4 +191,5 @@ EXPORTS: dict[str, Callable[[Period, datetime], Table]] = {
     "pending-approvals": pending_approvals,
     "rule-changes": rule_changes,
     "stage-durations": stage_durations,
+    "measured-quality": measured_quality,
 }

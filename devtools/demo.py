@@ -11,7 +11,8 @@ from django.contrib.auth.models import Group, User
 from django.db import transaction
 
 from automation import services
-from automation.models import ApiToken
+from automation.learning import classifier_train
+from automation.models import ApiToken, ClassifierModel
 from automation.roles import roles_ensure
 from devtools.fixtures import record_classifier_outcomes
 from policy.services import policy_ensure_defaults
@@ -53,6 +54,21 @@ def _rotate_demo_token() -> str:
     return key
 
 
+LABELLED_SAMPLES = Path(__file__).resolve().parent.parent / "tests" / "data" / "mail" / "labels.csv"
+
+
+def _learning_loop() -> None:
+    """A trained `learned` model (on the sample set's training part, when none is active),
+    reading the e-mail channel in shadow: the sample mailbox then gives the comparison page
+    something to show."""
+    if not ClassifierModel.objects.filter(is_active=True).exists() and LABELLED_SAMPLES.exists():
+        classifier_train(labels=[LABELLED_SAMPLES])
+    email = services.channel_get_or_create(name="email")
+    if "learned" not in (email.shadow_classifiers or []) and email.classifier != "learned":
+        email.shadow_classifiers = [*(email.shadow_classifiers or []), "learned"]
+        email.save(update_fields=["shadow_classifiers"])
+
+
 def demo_prepare() -> DemoSetup:
     policy_ensure_defaults()
     roles_ensure()
@@ -60,6 +76,7 @@ def demo_prepare() -> DemoSetup:
     for username, groups in DEMO_USERS.items():
         setup.passwords[username] = _demo_user(username, groups)
     setup.token = _rotate_demo_token()
+    _learning_loop()
     channel = services.channel_get_or_create(name="demo", classifier="recorded")
     for case in json.loads(SAMPLES.read_text())["cases"]:
         record_classifier_outcomes(channel, case)

@@ -28,8 +28,18 @@ from django.contrib.auth.models import Group, User
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide
 from automation import services
-from automation.models import IntakeChannel, RecordedOutcome, Run, State
+from automation.models import (
+    IntakeChannel,
+    Label,
+    LabelSource,
+    QAReview,
+    QAStatus,
+    RecordedOutcome,
+    Run,
+    State,
+)
 from automation.roles import roles_ensure
+from automation.services.quality import reading_of
 from config.dispatch import Message, drain, inline
 from config.errors import ServiceError
 from policy.models import PolicyVersion
@@ -348,4 +358,61 @@ def history_seed(*, now: datetime, weeks: int = 8, per_day: int = 3, seed: int =
         history.play(now)
     finally:
         quiet.setLevel(level)
+    _qa_history(channel, people.lead, rng, now)
     return Seeded(runs=history.runs, weeks=weeks)
+
+
+# About this share of the history's straight-through runs were sampled for QA and reviewed;
+# of those, about this share read wrongly.
+QA_SHARE = 0.2
+QA_WRONG = 0.08
+
+
+def _qa_history(channel: IntakeChannel, reviewer: User, rng: random.Random, now: datetime) -> None:
+    """QA reviews of past straight-through runs, reviewed a day later (a few still open), with
+    the labels they left: the reports' measured error rate has weeks to show."""
+    done = Run.objects.filter(
+        channel=channel,
+        state=State.COMPLETED,
+        approvals__isnull=True,
+        qa_review__isnull=True,  # a policy that samples has already made it one
+    )
+    for run in done.order_by("pk"):
+        if rng.random() >= QA_SHARE or run.finished_at is None:
+            continue
+        reading = reading_of(run)
+        reviewed_at = run.finished_at + timedelta(days=1)
+        review = QAReview.objects.create(
+            run=run,
+            route=run.route or "",
+            group="ops-leads",
+            policy_version=run.policy_version,
+            classifier_version=run.classifier_version,
+            reading=reading,
+            created_at=run.finished_at,
+        )
+        if reviewed_at >= now:
+            continue  # waiting for its reviewer
+        wrong = rng.random() < QA_WRONG
+        category, effect = (
+            ("billing", "send_internal_notification")
+            if wrong
+            else (reading["category"], reading["effect"])
+        )
+        QAReview.objects.filter(pk=review.pk).update(
+            status=QAStatus.CORRECTED if wrong else QAStatus.CONFIRMED,
+            reviewer=reviewer,
+            reviewed_at=reviewed_at,
+            correction={"category": category, "effect": effect} if wrong else {},
+        )
+        Label.objects.create(
+            run=run,
+            source=LabelSource.QA_CORRECTED if wrong else LabelSource.QA_CONFIRMED,
+            actor=reviewer,
+            created_at=reviewed_at,
+            classifier_version=run.classifier_version,
+            reading={k: reading[k] for k in ("category", "effect", "confidence")},
+            category=category,
+            effect=effect,
+            reading_was_right=not wrong,
+        )

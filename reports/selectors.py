@@ -7,14 +7,18 @@ same number of queries with twenty runs or a million, and the run indexes keep e
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import reduce
 from typing import Any
 
+from django.db.models import Count, Q
+from django.db.models.functions import TruncWeek
+
 from approvals.models import ApprovalRequest, ApprovalStatus
 from audit.models import AuditAction, AuditEvent
-from automation.models import StageName, StageOutcome, State
+from automation.models import Label, QAReview, QAStatus, StageName, StageOutcome, State
 from reports import histograms
 from reports.histograms import Histogram, Key
 from reports.models import RollupMark
@@ -459,6 +463,104 @@ def stage_durations(*, period: Period, figures: Rolled | None = None) -> list[St
 # --- the dashboard --------------------------------------------------------------------------
 
 
+# --- 6. measured quality: QA samples and people's labels --------------------------------
+
+# The normal quantile of a two-sided 95% interval.
+Z95 = 1.959964
+
+
+@dataclass(frozen=True)
+class ErrorRate:
+    """Of the sampled straight-through runs a person reviewed, how many were read wrongly,
+    with a 95% Wilson interval (honest with few samples, never outside 0..1)."""
+
+    reviewed: int
+    wrong: int
+
+    @property
+    def rate(self) -> float | None:
+        return _share(self.wrong, self.reviewed)
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        n = self.reviewed
+        if not n:
+            return None
+        p = self.wrong / n
+        centre = (p + Z95**2 / (2 * n)) / (1 + Z95**2 / n)
+        half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n**2)) / (1 + Z95**2 / n)
+        return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass(frozen=True)
+class QualityWeek:
+    start: datetime
+    route: str  # "" for all routes
+    errors: ErrorRate
+
+
+@dataclass(frozen=True)
+class VersionAccuracy:
+    classifier_version: str
+    labels: int
+    right: int
+
+    @property
+    def accuracy(self) -> float | None:
+        return _share(self.right, self.labels)
+
+
+@dataclass(frozen=True)
+class Quality:
+    weeks: list[QualityWeek]  # all routes first, then each route, week by week
+    by_version: list[VersionAccuracy]
+    labels_per_week: list[tuple[datetime, int]]
+
+    def overall(self, start: datetime) -> ErrorRate | None:
+        """The week's error rate over every route, for the straight-through table."""
+        return next((w.errors for w in self.weeks if w.start == start and not w.route), None)
+
+
+def measured_quality(*, period: Period) -> Quality:
+    """QA samples taken in the period (by the week their run went through) and reviewed, and
+    the labels people gave in it. Samples are a small share of runs: these read their own
+    tables, not the runs."""
+    reviewed = QAReview.objects.filter(
+        created_at__gte=period.since, created_at__lt=period.until
+    ).exclude(status=QAStatus.OPEN)
+    rows = reviewed.annotate(week=TruncWeek("created_at")).values("week", "route")
+    cells = rows.annotate(
+        reviewed=Count("id"), wrong=Count("id", filter=Q(status=QAStatus.CORRECTED))
+    ).order_by("week", "route")
+    per_route = [
+        QualityWeek(c["week"], c["route"], ErrorRate(c["reviewed"], c["wrong"])) for c in cells
+    ]
+    totals: dict[datetime, ErrorRate] = {}
+    for week in per_route:
+        before = totals.get(week.start, ErrorRate(0, 0))
+        totals[week.start] = ErrorRate(
+            before.reviewed + week.errors.reviewed, before.wrong + week.errors.wrong
+        )
+    overall = [QualityWeek(start, "", errors) for start, errors in sorted(totals.items())]
+    labels = Label.objects.filter(created_at__gte=period.since, created_at__lt=period.until)
+    versions = (
+        labels.values("classifier_version")
+        .annotate(n=Count("id"), right=Count("id", filter=Q(reading_was_right=True)))
+        .order_by("-n", "classifier_version")
+    )
+    weekly = (
+        labels.annotate(week=TruncWeek("created_at"))
+        .values("week")
+        .annotate(n=Count("id"))
+        .order_by("week")
+    )
+    return Quality(
+        weeks=overall + per_route,
+        by_version=[VersionAccuracy(v["classifier_version"], v["n"], v["right"]) for v in versions],
+        labels_per_week=[(w["week"], w["n"]) for w in weekly],
+    )
+
+
 @dataclass(frozen=True)
 class Dashboard:
     period: Period
@@ -467,6 +569,7 @@ class Dashboard:
     approvals: ApprovalWaiting
     rule_changes: list[RuleChange]
     stages: list[StageDuration]
+    quality: Quality
 
 
 def dashboard(*, period: Period, now: datetime) -> Dashboard:
@@ -478,4 +581,5 @@ def dashboard(*, period: Period, now: datetime) -> Dashboard:
         approvals=approval_waits(period=period, now=now, figures=figures),
         rule_changes=rule_changes(period=period, now=now),
         stages=stage_durations(period=period, figures=figures),
+        quality=measured_quality(period=period),
     )

@@ -7,7 +7,7 @@ from datetime import timedelta
 from django import template
 
 from console import charts
-from reports.selectors import Share, Week
+from reports.selectors import ErrorRate, Share, Week
 
 register = template.Library()
 
@@ -50,3 +50,8 @@ def route_share(week: Week, route: str) -> str:
 @register.filter
 def lookup(mapping: dict[str, object], key: str) -> object:
     return mapping.get(key)
+
+
+@register.filter
+def error_rate(errors: ErrorRate | None) -> str:
+    return charts.error_rate_text(errors)

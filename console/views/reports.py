@@ -44,9 +44,14 @@ def dashboard(request: AuthenticatedHttpRequest) -> HttpResponse:
         "query": _period_query(request),
         "data": data,
         "now": now,
+        # Each week's QA error rate over every route, beside its straight-through rate.
+        "qa_by_week": {w.start: w.errors for w in data.quality.weeks if not w.route},
         "charts": {
-            "straight_through": charts.straight_through_chart(data.straight_through),
-            "straight_through_legend": charts.legend(route_names),
+            "straight_through": charts.straight_through_chart(data.straight_through, data.quality),
+            "straight_through_legend": charts.legend(
+                route_names + ([charts.READ_WRONG] if data.quality.weeks else [])
+            ),
+            "quality": charts.quality_chart(data.quality),
             "handoffs": charts.handoffs_chart(data.handoffs),
             "handoffs_legend": charts.legend(["This period", "Previous period"]),
             "approvals": charts.approvals_chart(data.approvals),

@@ -34,6 +34,9 @@ def test_seeded_history_fills_every_panel_and_is_made_once() -> None:
     assert data.approvals.overall.decided > 0 and data.approvals.pending_total == 2
     assert all(change.after.runs for change in data.rule_changes[:2])
     assert {s.stage for s in data.stages} >= {"intake", "classify", "decide", "execute"}
+    # QA samples of past straight-through runs, reviewed and labelled: a measured error rate.
+    assert sum(w.errors.reviewed for w in data.quality.weeks if not w.route) > 0
+    assert data.quality.by_version and data.quality.labels_per_week
 
     again = StringIO()
     call_command("seed_history", stdout=again)
