@@ -21,6 +21,8 @@ SAMPLES = Path(__file__).resolve().parent / "demo_samples.json"
 DEMO_USERS = {
     "admin": [],
     "approver": ["security-approvers"],
+    # Amounts over a tier's approval limit (and bank-detail changes) go to finance.
+    "finance": ["finance-approvers"],
     "opslead": ["ops-leads"],
     "recovery": ["recovery-staff"],
     "auditor": ["auditors"],

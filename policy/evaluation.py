@@ -142,11 +142,17 @@ def _confidence_rule(policy: PolicyDocument, reading: Interpretation) -> FiredRu
     threshold = policy.confidence.threshold_for(reading.category)
     if threshold <= 0.0:
         return None
-    confidence = reading.confidence if reading.confidence is not None else 0.0
+    if reading.confidence is None:
+        # No confidence is not a confidence of 0: say what is missing. It cannot pass.
+        return FiredRule(
+            f"confidence.{reading.category}",
+            False,
+            f"the reading gave no confidence; {threshold:.2f} is needed for {reading.category!r}",
+        )
     return FiredRule(
         f"confidence.{reading.category}",
-        confidence >= threshold,
-        f"confidence {confidence:.2f} must reach {threshold:.2f} for {reading.category!r}",
+        reading.confidence >= threshold,
+        f"confidence {reading.confidence:.2f} must reach {threshold:.2f} for {reading.category!r}",
     )
 
 

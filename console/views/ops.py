@@ -248,19 +248,20 @@ def queue_action(request: AuthenticatedHttpRequest, run_id: int, action: str) ->
     try:
         if action == "claim":
             services.queue_claim(run_id=run_id, user=user)
+            done = "Claimed."
         elif action == "release":
             services.queue_release(run_id=run_id, user=user)
+            done = "Released: the run is back in the queue for anyone to take."
         elif action == "assign":
             assignee = get_object_or_404(User, username=request.POST.get("assignee", ""))
             services.queue_assign(run_id=run_id, user=user, assignee=assignee)
+            done = f"Assigned to {assignee.get_username()}."
         else:
             raise Http404("no such queue action")
     except ServiceError as exc:
         show_refusal(request, exc)
     else:
-        messages.success(
-            request, f"{action.capitalize()}ed." if action != "assign" else "Assigned."
-        )
+        messages.success(request, done)
     return _back(request, run_id)
 
 

@@ -120,6 +120,23 @@ def test_claim_assign_release_are_recorded(pipeline: Pipeline) -> None:
     ]
 
 
+def test_queue_buttons_answer_in_plain_words(pipeline: Pipeline) -> None:
+    run = exhausted(pipeline)
+    lead, other = person("lee", "ops-leads"), person("kim", "ops-leads")
+    client = Client()
+    client.force_login(lead)
+
+    def said(action: str, **form: str) -> list[str]:
+        url = reverse("automation:queue_action", args=[run.pk, action])
+        response = client.post(url, form, follow=True)
+        return [str(m) for m in response.context["messages"]]
+
+    assert said("claim") == ["Claimed."]
+    assert said("assign", assignee="kim") == ["Assigned to kim."]
+    client.force_login(other)
+    assert said("release") == ["Released: the run is back in the queue for anyone to take."]
+
+
 def test_claiming_needs_the_queue_permission(pipeline: Pipeline) -> None:
     run = exhausted(pipeline)
     with pytest.raises(PermissionDenied):

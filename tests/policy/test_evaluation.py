@@ -406,7 +406,10 @@ def test_missing_confidence_under_a_threshold_is_low_confidence(
 
     assert decision.verdict == Verdict.LOW_CONFIDENCE
     assert refusing_ids(decision) == ["confidence.support"]
-    assert decision.refusing_rules[0].text.startswith("confidence 0.00 must reach 0.80")
+    # Said as what it is: no confidence, not a confidence of 0.
+    assert decision.refusing_rules[0].text == (
+        "the reading gave no confidence; 0.80 is needed for 'support'"
+    )
 
 
 def test_confident_account_review_still_needs_approval(confident: PolicyDocument) -> None:
