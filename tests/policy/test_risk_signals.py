@@ -141,6 +141,8 @@ def default_policy() -> PolicyDocument:
         ("We zien aanmeldingen vanuit een land waar niemand van ons is.", "account_compromise"),
         ("Could you reset the MFA and change the email on my account?", "account_access_change"),
         ("Può reimpostare la password e aggiungere un utente?", "account_access_change"),
+        ("Ich kann mich seit heute nicht mehr anmelden.", "account_access"),
+        ("Sinds vanochtend kan ik niet inloggen.", "account_access"),
     ],
 )
 def test_the_default_policy_hears_risk_in_six_languages(
