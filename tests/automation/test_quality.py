@@ -197,3 +197,40 @@ def test_labels_are_exported_as_a_labelled_set(pipeline: Pipeline, tmp_path: Pat
         "send_internal_notification",
     )
     assert json.loads((tmp_path / row["file"]).read_bytes())["event_id"] == "evt-qa-5"
+
+
+def test_the_qa_queue_pages_by_keyset_and_shows_only_the_readers_groups(
+    pipeline: Pipeline,
+) -> None:
+    from django.test import Client
+
+    from console.views.quality import PAGE_SIZE
+
+    run = straight_through(sampling(pipeline, 0.0), "evt-page")
+    QAReview.objects.bulk_create(
+        QAReview(
+            run=Run.objects.create(
+                channel=pipeline.channel,
+                intake=run.intake,
+                event_id=f"evt-page-{n}",
+                identity_scope="pages",
+                workflow_version="workflow-1",
+            ),
+            route="service_desk",
+            group="qa-desk" if n % 2 == 0 else "elsewhere",
+            policy_version="policy-qa",
+            classifier_version="recorded-classifier-1",
+            reading={"category": "support", "effect": "create_follow_up"},
+        )
+        for n in range(2 * PAGE_SIZE + 4)
+    )
+    client = Client()
+    client.force_login(_user("quinn", "qa-desk"))
+
+    first = client.get("/qa/")
+    shown = first.context["reviews"]
+    assert len(shown) == PAGE_SIZE and {r.group for r in shown} == {"qa-desk"}
+    second = client.get("/qa/" + first.context["next_link"])
+    assert len(second.context["reviews"]) == 2  # 52 of the desk's, 50 a page
+    assert not {r.pk for r in shown} & {r.pk for r in second.context["reviews"]}
+    assert 'rel="prev"' in second.content.decode()
