@@ -12,7 +12,7 @@ from django.db import transaction
 
 from automation import services
 from automation.learning import classifier_train
-from automation.models import ApiToken, ClassifierModel
+from automation.models import ApiToken, ClassifierModel, Run
 from automation.roles import roles_ensure
 from devtools.fixtures import record_classifier_outcomes
 from policy.services import policy_ensure_defaults
@@ -81,6 +81,12 @@ def demo_prepare() -> DemoSetup:
     _learning_loop()
     channel = services.channel_get_or_create(name="demo", classifier="recorded")
     for case in json.loads(SAMPLES.read_text())["cases"]:
+        event_id = str(case["event"].get("event_id", ""))
+        if Run.objects.filter(channel=channel, event_id=event_id).exists():
+            # Taken in on an earlier start: a second start adds nothing (a request that was
+            # invalid would otherwise fail once more, as a new run, on every start).
+            setup.samples[event_id] = "already taken in"
+            continue
         record_classifier_outcomes(channel, case)
         result = services.intake_submit(
             channel=channel,

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 
-from automation.models import ClassifierModel, IntakeChannel
+from automation.models import ClassifierModel, IntakeChannel, Run
 
 pytestmark = pytest.mark.django_db
 
@@ -28,3 +28,12 @@ def test_the_demo_has_someone_for_every_approval_group_and_the_learning_loop() -
     assert "finance" in out.getvalue()
     assert ClassifierModel.objects.filter(is_active=True).exists()
     assert IntakeChannel.objects.get(name="email").shadow_classifiers == ["learned"]
+
+
+def test_a_second_start_adds_nothing() -> None:
+    call_command("demo_setup", stdout=StringIO())
+    runs = Run.objects.count()
+    again = StringIO()
+    call_command("demo_setup", stdout=again)
+    assert Run.objects.count() == runs  # the invalid sample does not fail once more
+    assert "already taken in" in again.getvalue()
