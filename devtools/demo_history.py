@@ -366,6 +366,8 @@ def history_seed(*, now: datetime, weeks: int = 8, per_day: int = 3, seed: int =
 # of those, about this share read wrongly.
 QA_SHARE = 0.2
 QA_WRONG = 0.08
+# Samples of runs that went through in the last days are not reviewed yet.
+QA_WAITING = timedelta(days=4)
 
 
 def _qa_history(channel: IntakeChannel, reviewer: User, rng: random.Random, now: datetime) -> None:
@@ -391,8 +393,8 @@ def _qa_history(channel: IntakeChannel, reviewer: User, rng: random.Random, now:
             reading=reading,
             created_at=run.finished_at,
         )
-        if reviewed_at >= now:
-            continue  # waiting for its reviewer
+        if run.finished_at >= now - QA_WAITING:
+            continue  # the last days' samples wait for their reviewer
         wrong = rng.random() < QA_WRONG
         category, effect = (
             ("billing", "send_internal_notification")

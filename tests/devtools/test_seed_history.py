@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from automation.models import Run
+from automation.models import QAReview, Run
 from reports import selectors
 
 
@@ -37,6 +37,7 @@ def test_seeded_history_fills_every_panel_and_is_made_once() -> None:
     # QA samples of past straight-through runs, reviewed and labelled: a measured error rate.
     assert sum(w.errors.reviewed for w in data.quality.weeks if not w.route) > 0
     assert data.quality.by_version and data.quality.labels_per_week
+    assert QAReview.objects.filter(status="open").exists()  # the last days' samples wait
 
     again = StringIO()
     call_command("seed_history", stdout=again)
