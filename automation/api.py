@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from automation import selectors, services
 from automation.conf import IntSetting, setting
 from automation.models import ApiToken, Outcome
+from automation.openapi import openapi_document
 from automation.services.intake import MAIL_TYPE
 from policy.models import PolicyVersion
 
@@ -120,3 +121,9 @@ def run_detail(request: HttpRequest, token: ApiToken, run_id: int) -> JsonRespon
     if run is None:
         return _error(404, "not_found", "no such run for this token")
     return JsonResponse(selectors.run_detail(run))
+
+
+@require_GET
+def openapi(request: HttpRequest) -> JsonResponse:
+    """The API described for integrators (OpenAPI 3.1): public, like any API's reference."""
+    return JsonResponse(openapi_document())

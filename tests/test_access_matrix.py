@@ -262,6 +262,8 @@ EXPECTED: dict[str, Row] = {
     "metrics": page(REPORTERS | {SCRAPER}),
     # --- machine endpoints: the session does not count, the credential does ------------------
     "api:events": {"GET": same(NOT_ALLOWED), "POST": who({INTEGRATOR}, refused=LOGIN)},
+    # The API's description is public, as any API's reference is.
+    "api:openapi": {"GET": same(ALLOW), "POST": same(NOT_ALLOWED)},
     "api:run[own-channel]": {"GET": who({INTEGRATOR}, refused=LOGIN), "POST": same(NOT_ALLOWED)},
     "api:run[other-channel]": {
         "GET": who((), refused=LOGIN) | {INTEGRATOR: DENY},
