@@ -165,20 +165,30 @@ def _amount_rules(
         return []
     tier = facts.account_tier
     rules = []
+    amount = reading.amount
+    # Each rule says what happened: within the limit, or over it and what that does.
     if limit.block_above is not None:
+        within = amount <= limit.block_above
         rules.append(
             FiredRule(
                 f"amount.{tier}.block",
-                reading.amount <= limit.block_above,
-                f"amount {reading.amount} must not exceed {limit.block_above} for {tier} accounts",
+                within,
+                f"amount {amount} is within the limit of {limit.block_above} for {tier} accounts"
+                if within
+                else f"amount {amount} is over the limit of {limit.block_above} for {tier} "
+                "accounts: nothing is done",
             )
         )
     if limit.approval_above is not None:
+        within = amount <= limit.approval_above
         rules.append(
             FiredRule(
                 f"amount.{tier}.approval",
-                reading.amount <= limit.approval_above,
-                f"amount {reading.amount} above {limit.approval_above} needs approval "
+                within,
+                f"amount {amount} needs no approval: {tier} accounts need one above "
+                f"{limit.approval_above}"
+                if within
+                else f"amount {amount} is over {limit.approval_above}: a person approves it "
                 f"for {tier} accounts",
             )
         )

@@ -70,10 +70,7 @@ def compare(run: Run, old: PolicyDocument, new: PolicyDocument) -> dict[str, Any
     before, after = decision_of(run, old), decision_of(run, new)
     if _verdict(before) == _verdict(after) and before.effect == after.effect:
         return None
-    old_rules = {r.rule_id: r.passed for r in before.rules}
-    differing = [
-        r.as_dict() for r in after.rules if old_rules.get(r.rule_id, not r.passed) != r.passed
-    ]
+    differing = _differing_rules(before, after)
     return {
         "run": run.pk,
         "event_id": run.event_id,
@@ -81,6 +78,30 @@ def compare(run: Run, old: PolicyDocument, new: PolicyDocument) -> dict[str, Any
         "new": _verdict(after),
         "rules": differing,
     }
+
+
+# What a rule's change did to the run, said in plain words on the simulation page.
+NOW_STOPS = "now stops it"
+NOW_LETS_THROUGH = "now lets it through"
+REMOVED = "no longer in the policy"
+
+
+def _differing_rules(before: Decision, after: Decision) -> list[dict[str, Any]]:
+    """The rules that made the difference, each with what it now does: a rule whose result
+    changed, a new rule that fails, or a failing rule the new version no longer has. A new
+    rule that passes changed nothing, and is not listed."""
+    old = {r.rule_id: r for r in before.rules}
+    new = {r.rule_id for r in after.rules}
+    differing = []
+    for rule in after.rules:
+        was = old.get(rule.rule_id)
+        if (was is None and not rule.passed) or (was is not None and was.passed != rule.passed):
+            change = NOW_LETS_THROUGH if rule.passed else NOW_STOPS
+            differing.append({**rule.as_dict(), "change": change})
+    for rule in before.rules:
+        if rule.rule_id not in new and not rule.passed:
+            differing.append({**rule.as_dict(), "change": REMOVED})
+    return differing
 
 
 def simulation_step(*, simulation_id: int) -> bool:

@@ -5,6 +5,7 @@ Pure unit tests: no database, no clock. The policy is the shipped YAML document.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -558,3 +559,32 @@ def test_an_unstated_request_still_needs_the_approvals_policy_names(
     )
     assert decision.verdict == Verdict.APPROVE
     assert decision.approval is not None and decision.approval.group == "security-approvers"
+
+
+def test_an_amount_rule_says_what_happened_not_the_condition() -> None:
+    policy = policy_with(
+        amount_limits={"priority": {"approval_above": "5000", "block_above": "10000"}},
+        amount_approval={"group": "finance-approvers"},
+    )
+    priority = EventFacts(
+        request_type="billing",
+        requested_action="send_internal_notification",
+        account_tier="priority",
+    )
+
+    def amount_rule(amount: str) -> tuple[bool, str]:
+        read = Interpretation(
+            "billing", "finance", "send_internal_notification", amount=Decimal(amount)
+        )
+        decision = evaluate(policy, priority, read)
+        rule = next(r for r in decision.rules if r.rule_id == "amount.priority.approval")
+        return rule.passed, rule.text
+
+    assert amount_rule("1250.00") == (
+        True,
+        "amount 1250.00 needs no approval: priority accounts need one above 5000",
+    )
+    assert amount_rule("7500") == (
+        False,
+        "amount 7500 is over 5000: a person approves it for priority accounts",
+    )

@@ -168,9 +168,33 @@ def test_a_threshold_change_moves_a_run_to_low_confidence_in_simulation_only(
     assert (simulation.total, simulation.status) == (1, "finished")
     [change] = simulation.changes
     assert (change["run"], change["old"], change["new"]) == (run.pk, "execute", "low_confidence")
-    assert [r["rule_id"] for r in change["rules"]] == ["confidence.support"]
+    assert [(r["rule_id"], r["change"]) for r in change["rules"]] == [
+        ("confidence.support", "now stops it")
+    ]
     assert list(Run.objects.values()) == runs_before
     assert list(Effect.objects.values()) == effects_before
+
+
+def test_a_new_rule_that_passes_is_not_what_made_the_difference(pipeline: Pipeline) -> None:
+    event = make_event(event_id="evt-sim-2")
+    reading = decision_for(event)
+    reading["value"]["confidence"] = 0.6
+    run = pipeline.run(pipeline.submit(event, [reading]))
+    # A threshold the run meets, and one for its category it does not: only the second
+    # changed the decision.
+    save(version="policy-3", confidence={"default": 0.5, "per_category": {"support": 0.9}})
+    simulation = simulation_process(
+        simulation_id=simulation_start(
+            version="policy-3",
+            since=run.created_at,
+            until=run.created_at,
+            user=None,
+            in_worker=False,
+        ).pk
+    )
+    [change] = simulation.changes
+    assert [r["change"] for r in change["rules"]] == ["now stops it"]
+    assert all(not r["passed"] for r in change["rules"])
 
 
 def test_reevaluate_command_reports_the_changes(pipeline: Pipeline) -> None:
