@@ -209,7 +209,11 @@ def _claim(effect_id: int, adapter: EffectAdapter, now: datetime) -> tuple[Effec
         ):
             # The budget ran out while the effect waited (a pause, a lost attempt).
             _retry_or_hold(
-                effect, run, Delivery(DeliveryResult.RETRY, error_class="BudgetSpent"), now
+                effect,
+                run,
+                Delivery(DeliveryResult.RETRY, error_class="BudgetSpent"),
+                now,
+                Stage(StageName.EXECUTE, effect.attempts),
             )
             return None
         wait = _held_back(effect, now)
@@ -305,7 +309,9 @@ def _record(
         effect.last_error = delivery.error_class or (
             "" if delivery.outcome == DeliveryResult.DELIVERED else f"HTTP {delivery.status_code}"
         )
-        _apply(effect, run, adapter, delivery, now)
+        # The execute stage took the call's time, not the moment of recording its answer.
+        stage = Stage(StageName.EXECUTE, attempt, started_at=started_at, duration_ms=elapsed_ms)
+        _apply(effect, run, adapter, delivery, now, stage=stage)
         return effect.status
 
 
@@ -326,19 +332,28 @@ def _log_attempt(run: Run, effect: Effect, attempt: EffectAttempt) -> None:
 
 
 def _apply(
-    effect: Effect, run: Run, adapter: EffectAdapter, delivery: Delivery, now: datetime
+    effect: Effect,
+    run: Run,
+    adapter: EffectAdapter,
+    delivery: Delivery,
+    now: datetime,
+    *,
+    stage: Stage | None = None,
 ) -> None:
+    """What a delivery's answer does to the effect and the run. `stage` is the execute stage
+    as it was timed (a remote delivery's call); else it is timed from here."""
+    stage = stage or Stage(StageName.EXECUTE, effect.attempts)
     outcome = delivery.outcome
     if outcome == DeliveryResult.UNCERTAIN and adapter.honours_idempotency_keys:
         outcome = DeliveryResult.RETRY  # the receiver deduplicates by key: sending again is safe
     if outcome == DeliveryResult.DELIVERED:
-        _delivered(effect, run, delivery, now)
+        _delivered(effect, run, delivery, now, stage=stage)
     elif outcome == DeliveryResult.REJECTED:
         _finish(effect, EffectStatus.REJECTED)
         record_transition(
             run,
             run.fail,
-            stage=Stage(StageName.EXECUTE, effect.attempts),
+            stage=stage,
             stage_outcome=StageOutcome.REJECTED,
             checkpoint={"effect": effect.pk, "response_status": delivery.status_code},
             outcome=Outcome.EFFECT_REJECTED,
@@ -351,17 +366,19 @@ def _apply(
         record_transition(
             run,
             run.hold,
-            stage=Stage(StageName.EXECUTE, effect.attempts),
+            stage=stage,
             stage_outcome=StageOutcome.UNCERTAIN,
             outcome=Outcome.EFFECT_UNCERTAIN,
             field=effect.name,
             detail=f"{delivery.error_class}: sent, no answer; reconcile with the receiver",
         )
     else:
-        _retry_or_hold(effect, run, delivery, now)
+        _retry_or_hold(effect, run, delivery, now, stage)
 
 
-def _retry_or_hold(effect: Effect, run: Run, delivery: Delivery, now: datetime) -> None:
+def _retry_or_hold(
+    effect: Effect, run: Run, delivery: Delivery, now: datetime, stage: Stage
+) -> None:
     delay = max(backoff_delay(effect.attempts), delivery.retry_after or 0.0)
     next_at = now + timedelta(seconds=delay)
     spent = effect.attempts >= effect.attempt_limit
@@ -370,26 +387,34 @@ def _retry_or_hold(effect: Effect, run: Run, delivery: Delivery, now: datetime) 
     effect.next_attempt_at = None if spent or late else next_at
     effect.save()
     if effect.next_attempt_at is not None:
-        Stage(StageName.EXECUTE, effect.attempts).record(
-            run, StageOutcome.RETRY_SCHEDULED, delivery.error_class
-        )
+        stage.record(run, StageOutcome.RETRY_SCHEDULED, delivery.error_class)
         return
     reason = "attempt limit reached" if spent else "deadline passed"
     tries = f"{effect.attempts} attempt{'' if effect.attempts == 1 else 's'}"
     last = delivery.error_class or f"HTTP {delivery.status_code}"
     _hold_unavailable(
-        effect, run, StageOutcome.UNAVAILABLE, f"{reason} after {tries}; last: {last}"
+        effect,
+        run,
+        StageOutcome.UNAVAILABLE,
+        f"{reason} after {tries}; last: {last}",
+        stage=stage,
     )
 
 
 def _hold_unavailable(
-    effect: Effect, run: Run, stage_outcome: StageOutcome, detail: str, *, save: bool = True
+    effect: Effect,
+    run: Run,
+    stage_outcome: StageOutcome,
+    detail: str,
+    *,
+    save: bool = True,
+    stage: Stage | None = None,
 ) -> None:
     """Hold the run for a person: the effect cannot be delivered as things stand."""
     record_transition(
         run,
         run.hold,
-        stage=Stage(StageName.EXECUTE, effect.attempts),
+        stage=stage or Stage(StageName.EXECUTE, effect.attempts),
         stage_outcome=stage_outcome,
         outcome=Outcome.EFFECT_UNAVAILABLE,
         field=effect.name,
@@ -405,7 +430,13 @@ def _finish(effect: Effect, status: str) -> None:
 
 
 def _delivered(
-    effect: Effect, run: Run, delivery: Delivery, now: datetime, *, save_run: bool = True
+    effect: Effect,
+    run: Run,
+    delivery: Delivery,
+    now: datetime,
+    *,
+    save_run: bool = True,
+    stage: Stage | None = None,
 ) -> None:
     effect.status = EffectStatus.DELIVERED
     effect.response_ref = delivery.reference
@@ -413,7 +444,7 @@ def _delivered(
     effect.lease_expires_at = None
     effect.next_attempt_at = None
     effect.save()
-    Stage(StageName.EXECUTE, effect.attempts).record(run, StageOutcome.DELIVERED)
+    (stage or Stage(StageName.EXECUTE, effect.attempts)).record(run, StageOutcome.DELIVERED)
     record_transition(
         run,
         run.complete,

@@ -42,10 +42,16 @@ class Stage:
     name: StageName
     attempt: int = 1
     started_at: datetime = field(default_factory=timezone.now)
+    # Known already (a call timed elsewhere, such as a remote delivery); else timed here.
+    duration_ms: int | None = None
     _clock: float = field(default_factory=time.monotonic)
 
     def record(self, run: Run, outcome: StageOutcome, error_class: str = "") -> StageRecord:
-        elapsed_ms = int((time.monotonic() - self._clock) * 1000)
+        elapsed_ms = (
+            self.duration_ms
+            if self.duration_ms is not None
+            else int((time.monotonic() - self._clock) * 1000)
+        )
         row = StageRecord(
             run=run,
             stage=self.name,

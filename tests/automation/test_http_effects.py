@@ -240,6 +240,11 @@ def test_503_three_times_then_200_is_delivered_once_after_four_attempts_on_the_b
     rows = list(EffectAttempt.objects.filter(effect=effect).order_by("attempt"))
     assert [row.started_at for row in rows] == starts
     assert all(0 <= row.duration_ms < 2000 for row in rows)
+    # Each execute stage is the call it timed: its start and duration, not the moment the
+    # answer was recorded (which made every delivery look like 0 ms in the reports).
+    calls = run.stages.filter(stage="execute", outcome__in=["retry_scheduled", "delivered"])
+    timed = [(s.attempt, s.started_at, s.duration_ms) for s in calls.order_by("attempt")]
+    assert timed == [(row.attempt, row.started_at, row.duration_ms) for row in rows]
     # Downstream: four requests under one key, signed, and one effect performed.
     assert downstream.keys() == [effect.idempotency_key] * 4
     assert downstream.performed == [effect.idempotency_key]
