@@ -171,8 +171,10 @@ def event(n: int, tag: str) -> bytes:
             "event_id": f"bench-{tag}-{n}",
             "source": "web_form",
             "request_type": "support",
-            "subject": f"Cannot log in to the portal ({n})",
-            "body": "I cannot log in since this morning, the password reset is not working. "
+            # A plain support request the default policy lets through: no risk signal (a
+            # message about signing in or passwords is held for a person under default-1).
+            "subject": f"CSV export fails ({n})",
+            "body": "The CSV export of our reports fails with an error since this morning. "
             "Please create a follow-up so support can help.",
             "account_tier": "standard",
             "requested_action": "create_follow_up",
