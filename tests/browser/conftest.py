@@ -42,6 +42,10 @@ os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "1"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 HERE = Path(__file__).resolve().parent
+# Full-page screenshots for a person to read, kept after the run (CI keeps the folder).
+ARTIFACTS = Path(
+    os.environ.get("GATEHOUSE_ARTIFACTS", HERE.parents[1] / "artifacts" / "screenshots")
+)
 PLAYWRIGHT_MISSING = "needs Chromium and the playwright package: pip install -e '.[dev]'"
 
 
@@ -71,6 +75,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason=MISSING)
     for item in ours:
         item.add_marker(skip)
+
+
+def screenshot(page: Page, name: str) -> Path:
+    """Save a full-page screenshot as an artifact (`artifacts/screenshots/<name>.png`)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
 
 
 # --- the browser --------------------------------------------------------------------------

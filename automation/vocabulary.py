@@ -1,0 +1,424 @@
+"""The words people see: a human label and a one-line explanation for every code.
+
+Each state, outcome, queue, stage, rule kind, recovery action, audit action and status is
+named here once. Pages, flash messages, CSV headers and the README's tables read these;
+the codes themselves are stable identifiers for the API, the database and the logs, and a
+page shows them only as secondary text. A code nobody named yet still reads as words
+(`risk_signal` → "Risk signal"), never as a blank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from approvals.models import ApprovalStatus
+from audit.models import AuditAction
+from automation.models import (
+    BatchStatus,
+    EffectStatus,
+    Outcome,
+    QAStatus,
+    RecoveryKind,
+    ShadowOutcome,
+    StageName,
+    StageOutcome,
+    State,
+)
+from automation.schemas import EffectName, RequestType, Route
+from policy.evaluation import Verdict
+
+
+@dataclass(frozen=True)
+class Term:
+    label: str
+    explanation: str
+
+
+class Kind(StrEnum):
+    STATE = "state"
+    OUTCOME = "outcome"
+    QUEUE = "queue"
+    STAGE = "stage"
+    STAGE_OUTCOME = "stage_outcome"
+    RULE = "rule"
+    RECOVERY = "recovery"
+    AUDIT = "audit"
+    EFFECT_STATUS = "effect_status"
+    APPROVAL_STATUS = "approval_status"
+    QA_STATUS = "qa_status"
+    BATCH_STATUS = "batch_status"
+    CATEGORY = "category"
+    ROUTE = "route"
+    EFFECT = "effect"
+    ROLE = "role"
+    SLA = "sla"
+    PREVIEW = "preview"
+    VERDICT = "verdict"
+    SHADOW = "shadow"
+
+
+STATES: dict[str, Term] = {
+    State.RECEIVED: Term("Received", "Stored as it arrived; nothing has been checked yet."),
+    State.VALIDATED: Term("Checked", "The request's shape and identity were checked."),
+    State.NORMALIZED: Term("Prepared", "Text and fields were put in one form and fingerprinted."),
+    State.ENRICHED: Term("Looked up", "The customer and account were looked up; reading next."),
+    State.CLASSIFIED: Term("Read", "The request was read; policy decides what happens next."),
+    State.APPROVAL_REQUIRED: Term(
+        "Waiting for approval", "Policy requires a person to approve the effect first."
+    ),
+    State.APPROVED: Term("Approved", "A person approved the effect; it is delivered next."),
+    State.EXECUTING: Term("Delivering", "The effect is being delivered to its system."),
+    State.COMPLETED: Term("Done", "The effect was delivered, or a person finished it by hand."),
+    State.BLOCKED: Term("Stopped by policy", "A policy rule refused the effect; nothing was done."),
+    State.NEEDS_REVIEW: Term(
+        "Needs a person", "Held in an exception queue until someone corrects or recovers it."
+    ),
+    State.FAILED: Term("Failed", "Ended without its effect: refused, rejected or abandoned."),
+}
+
+OUTCOMES: dict[str, Term] = {
+    Outcome.COMPLETED: Term("Done", "The run finished and its effect happened."),
+    Outcome.IDEMPOTENT_REPLAY: Term(
+        "Already received", "The same request was sent again; the first answer was repeated."
+    ),
+    Outcome.IDEMPOTENCY_CONFLICT: Term(
+        "Reused request id", "A different request reused an id already taken; it was refused."
+    ),
+    Outcome.INVALID_EVENT: Term(
+        "Unreadable request", "The request was malformed or missing required parts."
+    ),
+    Outcome.UNSUPPORTED_REQUEST: Term(
+        "Not allowed", "The request asked for something this policy does not allow."
+    ),
+    Outcome.CLASSIFICATION_INVALID: Term(
+        "Unusable reading", "The classifier's answer did not fit the expected shape."
+    ),
+    Outcome.EXTRACTION_INVALID: Term(
+        "Fields need checking", "A field read from the request failed its checks."
+    ),
+    Outcome.LOW_CONFIDENCE: Term(
+        "Unsure reading", "The reading was less sure than the policy requires."
+    ),
+    Outcome.RISK_SIGNAL: Term(
+        "Risk signal", "The request mentions something policy wants a person to read first."
+    ),
+    Outcome.RETRY_EXHAUSTED: Term(
+        "Classifier unavailable", "The classifier failed every attempt it was given."
+    ),
+    Outcome.POLICY_BLOCK: Term("Stopped by policy", "A policy rule refused the effect."),
+    Outcome.APPROVAL_STALE: Term(
+        "Approval out of date", "The run or policy changed after approval; a fresh one is needed."
+    ),
+    Outcome.APPROVAL_EXPIRED: Term(
+        "Approval expired", "Nobody decided before the approval's deadline."
+    ),
+    Outcome.APPROVAL_REJECTED: Term("Rejected", "An approver rejected the effect."),
+    Outcome.EFFECT_UNAVAILABLE: Term(
+        "Delivery failed", "The effect's system could not be reached within its attempts."
+    ),
+    Outcome.EFFECT_REJECTED: Term("Delivery refused", "The effect's system refused the effect."),
+    Outcome.EFFECT_UNCERTAIN: Term(
+        "Delivery unknown", "It is not known whether the effect's system did it; check first."
+    ),
+    Outcome.STATE_CONFLICT: Term(
+        "Not possible now", "The run is not in a state where that can be done."
+    ),
+}
+
+# Exception queues are named after the outcome that put a run there; a few are not outcomes.
+QUEUES: dict[str, Term] = {
+    **OUTCOMES,
+    "needs_review": Term("Needs a person", "Runs held for a person, whatever the reason."),
+    "approval_required": Term("Waiting for approval", "Effects waiting for an approver."),
+    "qa_review": Term("Quality review", "Runs sampled after the fact to check their reading."),
+}
+
+STAGES: dict[str, Term] = {
+    StageName.INTAKE: Term("Intake", "The request was received and stored."),
+    StageName.VALIDATE: Term("Check", "Shape and identity were checked."),
+    StageName.NORMALIZE: Term("Prepare", "Text and fields were put in one form."),
+    StageName.ENRICH: Term("Look up", "Customer and account were looked up."),
+    StageName.CLASSIFY: Term("Read", "The classifier read the request."),
+    StageName.DECIDE: Term("Decide", "Policy decided what happens."),
+    StageName.APPROVE: Term("Approve", "A person decided on the effect."),
+    StageName.EXECUTE: Term("Deliver", "The effect was sent to its system."),
+    StageName.COMPLETE: Term("Finish", "The run was closed."),
+}
+
+STAGE_OUTCOMES: dict[str, Term] = {
+    **{code: Term(term.label, term.explanation) for code, term in OUTCOMES.items()},
+    StageOutcome.OK: Term("Done", "The stage finished."),
+    StageOutcome.ACCEPTED: Term("Accepted", "The reading fitted the expected shape."),
+    StageOutcome.RETRY_SCHEDULED: Term("Will try again", "It failed; another attempt is due."),
+    StageOutcome.CORRECTED: Term("Corrected by a person", "A person's reading replaced it."),
+    StageOutcome.RESUMED: Term("Resumed", "Continued from a stored checkpoint."),
+    StageOutcome.APPROVAL_REQUIRED: Term("Sent for approval", "A person approves it first."),
+    StageOutcome.AUTHORIZED: Term("Allowed", "Policy, or a valid approval, allowed the effect."),
+    StageOutcome.APPROVED: Term("Approved", "An approver approved the effect."),
+    StageOutcome.DELIVERED: Term("Delivered", "The effect's system confirmed it."),
+    StageOutcome.ALREADY_DELIVERED: Term(
+        "Already delivered", "The same effect had been delivered before; not sent again."
+    ),
+    StageOutcome.REJECTED: Term("Refused", "The effect's system refused it."),
+    StageOutcome.UNCERTAIN: Term("Unknown", "No clear answer from the effect's system."),
+    StageOutcome.UNAVAILABLE: Term("Unreachable", "The delivery attempts ran out."),
+    StageOutcome.UNWRITABLE: Term(
+        "Could not be recorded", "The local record could not be written as it was."
+    ),
+}
+
+# Rule ids are "<kind>.<detail>": the kind names what the rule checks.
+RULE_KINDS: dict[str, Term] = {
+    "allowlist": Term("Allowed actions", "The requested action must be one the policy allows."),
+    "proposal": Term("Allowed effects", "The effect read must be one the policy allows."),
+    "route": Term("Route", "The route read must be the policy's route for the category."),
+    "match": Term("Matches the request", "The reading must agree with what the request says."),
+    "confidence": Term("Confidence", "The reading must be at least this sure."),
+    "reading": Term("Clear reading", "The reading must find a clear category."),
+    "amount": Term("Amount limit", "Amounts above a tier's limit need approval or are refused."),
+    "signal": Term("Risk signal", "Words policy wants a person to read first."),
+}
+
+RECOVERY: dict[str, Term] = {
+    RecoveryKind.CLAIM: Term("Claim", "Take the run: others see you work on it."),
+    RecoveryKind.ASSIGN: Term("Assign", "Give the run to someone to work on."),
+    RecoveryKind.RELEASE: Term("Release", "Put the run back for anyone to take."),
+    RecoveryKind.CORRECT: Term("Correct the reading", "Fix the fields; policy decides again."),
+    RecoveryKind.RETRY: Term("Retry", "Run the failed step again with a fresh budget."),
+    RecoveryKind.RESUME: Term("Resume", "Continue from the last stored checkpoint."),
+    RecoveryKind.REPLAY: Term(
+        "Replay", "Start a new run from the stored input under today's policy."
+    ),
+    RecoveryKind.RESOLVE: Term("Resolve by hand", "Record that a person did what the run was for."),
+    RecoveryKind.ABANDON: Term("Abandon", "Give the run up; nothing more will be done."),
+    RecoveryKind.RETRY_EFFECT: Term(
+        "Retry the delivery", "Deliver the held effect again under the same key."
+    ),
+    "reconsider": Term("Decide again", "Send the run through the active policy again."),
+}
+
+AUDIT: dict[str, Term] = {
+    AuditAction.RUN_VALIDATE: Term("Checked", "The request's shape and identity passed."),
+    AuditAction.RUN_NORMALIZE: Term("Prepared", "Text and fields were put in one form."),
+    AuditAction.RUN_ENRICH: Term("Looked up", "Customer and account were looked up."),
+    AuditAction.RUN_SCHEDULE_CLASSIFIER_RETRY: Term(
+        "Reading retry scheduled", "The classifier failed; another attempt is due."
+    ),
+    AuditAction.RUN_CLASSIFY: Term("Read", "A reading of the request was accepted."),
+    AuditAction.RUN_REQUIRE_APPROVAL: Term("Sent for approval", "Policy asked for an approver."),
+    AuditAction.RUN_APPROVE: Term("Approved", "The effect was approved."),
+    AuditAction.RUN_RECONSIDER: Term("Decided again", "A person sent the run back to policy."),
+    AuditAction.RUN_INVALIDATE_APPROVAL: Term(
+        "Approval no longer valid", "The approval did not match the run any more."
+    ),
+    AuditAction.RUN_REFUSE_APPROVAL: Term("Approval refused", "The approval could not be used."),
+    AuditAction.RUN_EXECUTE: Term("Allowed by policy", "Policy let the effect go ahead."),
+    AuditAction.RUN_EXECUTE_APPROVED: Term("Delivery started", "The approved effect went ahead."),
+    AuditAction.RUN_RETRY_EFFECT: Term("Delivery retried", "A person sent the effect again."),
+    AuditAction.RUN_COMPLETE: Term("Done", "The run finished with its effect."),
+    AuditAction.RUN_BLOCK: Term("Stopped by policy", "A policy rule refused the effect."),
+    AuditAction.RUN_HOLD: Term("Held for a person", "The run went to an exception queue."),
+    AuditAction.RUN_FAIL: Term("Failed", "The run ended without its effect."),
+    AuditAction.RUN_RETRY_STAGE: Term("Reading retried", "A person asked for another reading."),
+    AuditAction.RUN_RESOLVE_BY_HAND: Term("Resolved by hand", "A person finished the run."),
+    AuditAction.RUN_ABANDON: Term("Abandoned", "A person gave the run up."),
+    AuditAction.RUN_CLOSE_EXCEPTION: Term("Taken out of its queue", "Replayed or acknowledged."),
+    AuditAction.RUN_CORRECT_READING: Term("Reading corrected", "A person fixed what was read."),
+    AuditAction.RUN_RESUME: Term("Resumed", "Continued with the reading stored earlier."),
+    AuditAction.RUN_REPLAY: Term("Replayed", "A new run was started from this one's input."),
+    AuditAction.RUN_RECEIVED: Term("Received", "The request arrived and was stored."),
+    AuditAction.RUN_THREAD_LINKED: Term("Linked to its thread", "A reply found its earlier mail."),
+    AuditAction.RUN_RESUMED: Term("Resumed", "Continued from a stored checkpoint."),
+    AuditAction.RUN_REPLAYED: Term("Replayed", "A new run was started from this one's input."),
+    AuditAction.RUN_REPLAY_STARTED: Term("Started as a replay", "Made from an earlier input."),
+    AuditAction.RUN_NUDGED: Term("Nudged", "Its next step was sent again."),
+    AuditAction.SWEEP_NUDGED: Term("Nudged by the sweep", "A lost step was sent again."),
+    AuditAction.TRANSITION_REFUSED: Term("Refused", "An action was asked that its state forbids."),
+    AuditAction.CHECKPOINT_IMPORTED: Term("Checkpoint imported", "Brought in from elsewhere."),
+    AuditAction.INTAKE_IDEMPOTENT_REPLAY: Term("Sent again", "A repeat of a received request."),
+    AuditAction.INTAKE_IDEMPOTENCY_CONFLICT: Term("Id reused", "A different request, same id."),
+    AuditAction.QA_SAMPLED: Term("Sampled for review", "Chosen for a quality review."),
+    AuditAction.QA_CONFIRMED: Term("Reading confirmed", "A reviewer found the reading right."),
+    AuditAction.QA_CORRECTED: Term("Reading corrected", "A reviewer found the reading wrong."),
+    AuditAction.QA_RECONCILED: Term("Reconciled", "What was done about a wrong reading."),
+    AuditAction.EFFECT_ADOPTED: Term("Delivery adopted", "An earlier delivery was taken over."),
+    AuditAction.EFFECT_PAUSED: Term("Deliveries paused", "Deliveries of an effect were paused."),
+    AuditAction.EFFECT_RESUMED: Term("Deliveries resumed", "Deliveries of an effect resumed."),
+    AuditAction.APPROVAL_APPROVE: Term("Approved", "An approver approved the effect."),
+    AuditAction.APPROVAL_REJECT: Term("Rejected", "An approver rejected the effect."),
+    AuditAction.APPROVAL_EXPIRED: Term("Approval expired", "Nobody decided in time."),
+    AuditAction.APPROVAL_ESCALATED: Term("Escalated", "Handed to the escalation group."),
+    AuditAction.POLICY_ACTIVATED: Term("Policy activated", "A policy version became active."),
+    AuditAction.API_TOKEN_REVOKED: Term("API token revoked", "An integration lost its token."),
+    AuditAction.CHANNEL_CLASSIFIER_CHANGED: Term("Classifier changed", "A channel's reader."),
+    AuditAction.CLASSIFIER_PROMOTED: Term("Classifier promoted", "A shadow became the reader."),
+    AuditAction.CLASSIFIER_ROLLED_BACK: Term("Classifier rolled back", "The old reader is back."),
+    AuditAction.CUSTOMERS_LOADED: Term("Customers loaded", "The customer list was loaded."),
+}
+
+EFFECT_STATUSES: dict[str, Term] = {
+    EffectStatus.PENDING: Term("Not sent yet", "Waiting for its delivery."),
+    EffectStatus.DELIVERED: Term("Delivered", "Its system confirmed it."),
+    EffectStatus.RETRY_WAIT: Term("Will try again", "A delivery failed; another is due."),
+    EffectStatus.REJECTED: Term("Refused", "Its system refused it."),
+    EffectStatus.UNCERTAIN: Term("Unknown", "Not known whether its system did it."),
+}
+
+APPROVAL_STATUSES: dict[str, Term] = {
+    ApprovalStatus.PENDING: Term("Waiting", "Nobody has decided yet."),
+    ApprovalStatus.APPROVED: Term("Approved", "Approved by enough approvers."),
+    ApprovalStatus.REJECTED: Term("Rejected", "An approver rejected it."),
+    ApprovalStatus.STALE: Term("Out of date", "The run or policy changed; it no longer applies."),
+    ApprovalStatus.EXPIRED: Term("Expired", "Nobody decided before the deadline."),
+}
+
+QA_STATUSES: dict[str, Term] = {
+    QAStatus.OPEN: Term("To review", "Nobody has reviewed it yet."),
+    QAStatus.CONFIRMED: Term("Confirmed", "The reading was right."),
+    QAStatus.CORRECTED: Term("Corrected", "The reading was wrong."),
+}
+
+BATCH_STATUSES: dict[str, Term] = {
+    BatchStatus.PREVIEW: Term("Preview", "Shown to a person; nothing has been done yet."),
+    BatchStatus.QUEUED: Term("Waiting to start", "A worker will pick it up."),
+    BatchStatus.RUNNING: Term("Running", "A worker is going through its runs."),
+    BatchStatus.FINISHED: Term("Finished", "Every run in it was worked."),
+}
+
+CATEGORIES: dict[str, Term] = {
+    RequestType.SUPPORT: Term("Support", "Help with the product or an account."),
+    RequestType.BILLING: Term("Billing", "Invoices, payments and refunds."),
+    RequestType.SALES: Term("Sales", "Buying, upgrading or pricing."),
+    RequestType.SECURITY: Term("Security", "Possible account compromise or risky changes."),
+}
+
+ROUTES: dict[str, Term] = {
+    Route.SERVICE_DESK: Term("Service desk", "The support team."),
+    Route.FINANCE: Term("Finance", "The finance team."),
+    Route.COMMERCIAL: Term("Commercial", "The sales team."),
+    Route.SECURITY_REVIEW: Term("Security review", "The security team."),
+}
+
+EFFECTS: dict[str, Term] = {
+    EffectName.CREATE_FOLLOW_UP: Term("Create a follow-up", "A ticket for the team to act on."),
+    EffectName.QUEUE_ACCOUNT_REVIEW: Term(
+        "Queue an account review", "Ask the security team to review the account."
+    ),
+    EffectName.SEND_INTERNAL_NOTIFICATION: Term(
+        "Notify the team", "An internal message to the team."
+    ),
+}
+
+# The role groups (automation.roles), as a person reads them: what each may do.
+ROLE_NAMES: dict[str, Term] = {
+    "security-approvers": Term(
+        "Security approver", "Decides the account reviews and security requests sent to you."
+    ),
+    "finance-approvers": Term(
+        "Finance approver", "Decides amounts over a limit and changes of bank details."
+    ),
+    "ops-leads": Term(
+        "Ops lead", "Works the exception queues, recovers runs, changes policy, reads reports."
+    ),
+    "recovery-staff": Term("Recovery staff", "Works the exception queues and recovers runs."),
+    "auditors": Term("Auditor", "Reads runs, approvals, policy and reports; changes nothing."),
+}
+
+# What a replay, retry or re-decision would come to (automation.services.preview.Result).
+PREVIEW_RESULTS: dict[str, Term] = {
+    "sent": Term("Would be sent", "The effect would be delivered."),
+    "deduplicated": Term(
+        "Already delivered", "The same effect was delivered under its key; not sent again."
+    ),
+    "approval": Term("Would wait for approval", "An approver decides before anything is sent."),
+    "refused": Term("Would now be refused", "The active policy refuses it; nothing is done."),
+    "queued": Term("Would go to a queue", "A person reads it first."),
+    "read_again": Term("Read again first", "The classifier reads it again; that decides."),
+    "not_possible": Term("Not possible now", "The run's state does not allow this action."),
+}
+
+# Where something waiting for a person stands against its deadline (approvals.selectors).
+SLA: dict[str, Term] = {
+    "due": Term("Due", "Waiting within its time."),
+    "overdue": Term("Overdue", "Waiting longer than it should: past its deadline."),
+    "escalated": Term("Escalated", "Past its deadline and handed to the escalation group."),
+}
+
+# What policy decides for a reading (policy.evaluation.Verdict): the classifier comparison.
+VERDICTS: dict[str, Term] = {
+    Verdict.EXECUTE: Term("Straight through", "Policy lets the effect go ahead with no person."),
+    Verdict.APPROVE: Term("Waits for approval", "An approver decides before the effect."),
+    Verdict.BLOCK: Term("Stopped by policy", "A policy rule refuses the effect."),
+    Verdict.LOW_CONFIDENCE: Term("Unsure reading", "Held for a person: the reading is not sure."),
+    Verdict.UNSUPPORTED: Term("Not allowed", "Refused: this policy does not allow it."),
+    Verdict.RISK_SIGNAL: Term("Risk signal", "Held for a person to read first."),
+}
+
+# How a classifier reading in shadow answered (automation.models.ShadowOutcome).
+SHADOW_OUTCOMES: dict[str, Term] = {
+    ShadowOutcome.READ: Term("Read", "It gave a reading of the expected shape."),
+    ShadowOutcome.INVALID: Term("Unusable answer", "Its answer did not fit the expected shape."),
+    ShadowOutcome.FAILED: Term("Failed", "It raised an error or could not be loaded."),
+    ShadowOutcome.TIMEOUT: Term("No answer in time", "It did not answer within its deadline."),
+}
+
+VOCABULARY: Mapping[Kind, Mapping[str, Term]] = {
+    Kind.STATE: STATES,
+    Kind.OUTCOME: OUTCOMES,
+    Kind.QUEUE: QUEUES,
+    Kind.STAGE: STAGES,
+    Kind.STAGE_OUTCOME: STAGE_OUTCOMES,
+    Kind.RULE: RULE_KINDS,
+    Kind.RECOVERY: RECOVERY,
+    Kind.AUDIT: AUDIT,
+    Kind.EFFECT_STATUS: EFFECT_STATUSES,
+    Kind.APPROVAL_STATUS: APPROVAL_STATUSES,
+    Kind.QA_STATUS: QA_STATUSES,
+    Kind.BATCH_STATUS: BATCH_STATUSES,
+    Kind.CATEGORY: CATEGORIES,
+    Kind.ROUTE: ROUTES,
+    Kind.EFFECT: EFFECTS,
+    Kind.ROLE: ROLE_NAMES,
+    Kind.SLA: SLA,
+    Kind.PREVIEW: PREVIEW_RESULTS,
+    Kind.VERDICT: VERDICTS,
+    Kind.SHADOW: SHADOW_OUTCOMES,
+}
+
+
+def humanize(code: str) -> str:
+    """Words for a code nobody named: `billing_keywords` → "Billing keywords"."""
+    words = code.replace("_", " ").replace(".", " ").replace("-", " ").strip()
+    return words[:1].upper() + words[1:]
+
+
+def term(kind: Kind | str, code: object) -> Term:
+    """The label and explanation of a code; a rule id is looked up by its kind."""
+    text = "" if code is None else str(code)
+    table = VOCABULARY[Kind(kind)]
+    if Kind(kind) == Kind.RULE:
+        text = text.split(".", 1)[0]
+    found = table.get(text)
+    if found is not None:
+        return found
+    return Term(humanize(text) if text else "—", "")
+
+
+def label(kind: Kind | str, code: object) -> str:
+    return term(kind, code).label
+
+
+def explain(kind: Kind | str, code: object) -> str:
+    return term(kind, code).explanation
+
+
+def markdown_table(kind: Kind | str, heading: str) -> str:
+    """A README table of one kind: label, code, explanation (the README's tables are this)."""
+    rows = [f"| {heading} | code | what it means |", "|---|---|---|"]
+    rows += [
+        f"| {entry.label} | `{code}` | {entry.explanation} |"
+        for code, entry in VOCABULARY[Kind(kind)].items()
+    ]
+    return "\n".join(rows)

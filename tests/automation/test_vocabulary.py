@@ -1,0 +1,91 @@
+"""Every code people can meet has its words, written once; the README's tables are those words."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import cast
+
+import pytest
+from django_fsm import FSMField
+
+from approvals.models import ApprovalStatus
+from audit.models import AuditAction
+from automation import vocabulary
+from automation.models import (
+    BatchStatus,
+    EffectStatus,
+    Outcome,
+    QAStatus,
+    RecoveryKind,
+    Run,
+    StageName,
+    StageOutcome,
+    State,
+)
+from automation.schemas import EffectName, RequestType, Route
+from automation.vocabulary import Kind
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+NAMED: list[tuple[Kind, type[Enum]]] = [
+    (Kind.STATE, State),
+    (Kind.OUTCOME, Outcome),
+    (Kind.QUEUE, Outcome),
+    (Kind.STAGE, StageName),
+    (Kind.STAGE_OUTCOME, StageOutcome),
+    (Kind.RECOVERY, RecoveryKind),
+    (Kind.AUDIT, AuditAction),
+    (Kind.EFFECT_STATUS, EffectStatus),
+    (Kind.APPROVAL_STATUS, ApprovalStatus),
+    (Kind.QA_STATUS, QAStatus),
+    (Kind.BATCH_STATUS, BatchStatus),
+    (Kind.CATEGORY, RequestType),
+    (Kind.ROUTE, Route),
+    (Kind.EFFECT, EffectName),
+]
+
+
+@pytest.mark.parametrize(("kind", "codes"), NAMED, ids=[f"{k}" for k, _ in NAMED])
+def test_every_code_has_a_label_and_an_explanation(kind: Kind, codes: type[Enum]) -> None:
+    table = vocabulary.VOCABULARY[kind]
+    missing = [member.value for member in codes if member.value not in table]
+    assert not missing, f"name these {kind} codes in automation/vocabulary.py: {missing}"
+    for member in codes:
+        entry = table[member.value]
+        assert entry.label and entry.explanation, member.value
+        assert "_" not in entry.label, f"{member.value}: a label is words, not a code"
+
+
+def test_every_action_a_transition_offers_has_its_words() -> None:
+    field = cast(FSMField, Run._meta.get_field("state"))
+    actions = {t.custom["action"] for t in field.get_all_transitions(Run) if t.custom.get("action")}
+    assert actions == {
+        "correct",
+        "resume",
+        "retry",
+        "retry_effect",
+        "reconsider",
+        "replay",
+        "resolve",
+        "abandon",
+    }
+    assert actions <= set(vocabulary.RECOVERY)
+
+
+def test_a_code_nobody_named_still_reads_as_words() -> None:
+    assert vocabulary.label("outcome", "something_new") == "Something new"
+    assert vocabulary.label("rule", "signal.account_compromise") == "Risk signal"
+    assert vocabulary.label("state", None) == "—"
+
+
+@pytest.mark.parametrize(
+    ("kind", "heading"), [("state", "State"), ("outcome", "Outcome"), ("recovery", "Action")]
+)
+def test_the_readme_tables_are_the_vocabulary(kind: str, heading: str) -> None:
+    table = vocabulary.markdown_table(kind, heading)
+
+    assert table in README.read_text(encoding="utf-8"), (
+        f"README's {kind} table is out of date: paste automation.vocabulary.markdown_table"
+        f"({kind!r}, {heading!r})"
+    )
