@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from automation import statechart
+from automation.vocabulary import markdown_table
+
+
+class Command(BaseCommand):
+    help = (
+        "Print the run states as a Mermaid diagram read from the code (the README's), or with "
+        "--table the README's table of states."
+    )
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--table", action="store_true", help="print the table of states")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["table"]:
+            self.stdout.write(markdown_table("state", "State"))
+        else:
+            self.stdout.write(statechart.mermaid())
