@@ -45,6 +45,9 @@ class AuditAction(models.TextChoices):
     RUN_RESOLVE_BY_HAND = "run.resolve_by_hand"
     RUN_ABANDON = "run.abandon"
     RUN_CLOSE_EXCEPTION = "run.close_exception"
+    RUN_CORRECT_READING = "run.correct_reading"
+    RUN_RESUME = "run.resume"
+    RUN_REPLAY = "run.replay"
     # What else happens to a run.
     RUN_RECEIVED = "run.received"
     RUN_THREAD_LINKED = "run.thread_linked"

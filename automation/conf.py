@@ -21,6 +21,7 @@ IntSetting = Literal[
     "RETRY_BACKOFF_CAP_SECONDS",
     "STAGE_LEASE_SECONDS",
     "EFFECT_LEASE_SECONDS",
+    "PREVIEW_FRESH_SECONDS",
 ]
 StrSetting = Literal[
     "WORKFLOW_VERSION",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from django.conf import settings
@@ -11,7 +12,7 @@ from django.utils import timezone
 from django_fsm import ConcurrentTransition, ConcurrentTransitionMixin, FSMField, transition
 
 from audit.models import AuditEvent
-from automation.schemas import FIELD_PATH_LIMIT, SUBJECT_LIMIT
+from automation.schemas import FIELD_PATH_LIMIT, SUBJECT_LIMIT, ClassifierDecision
 
 __all__ = ["AuditEvent"]  # re-exported: every run's history is read from here
 
@@ -34,6 +35,29 @@ class State(models.TextChoices):
 def run_holds_stage(run: Any) -> bool:
     """A run held because a stage ran out of attempts (worth another try)."""
     return run.outcome in RETRYABLE_STAGE_HOLDS
+
+
+def run_reading_correctable(run: Any) -> bool:
+    """A hold a person ends by correcting the reading (not an effect's or a policy's)."""
+    return run.outcome in CORRECTABLE_HOLDS
+
+
+def run_has_stored_reading(run: Any) -> bool:
+    """Whether a resume can continue this run: its last checkpoint holds a reading that fits
+    the classifier's schema and that policy has not judged yet (one stored before a crash, or
+    imported by an operator for a run whose own reading was unusable). A run whose reading
+    was judged already (held by policy, or for its effect) has nothing to resume."""
+    if run.pk is None:
+        return False
+    checkpoint = run.checkpoints.order_by("-sequence").first()
+    stored = (checkpoint.data if checkpoint else {}).get("classification")
+    if not isinstance(stored, dict) or stored == run.classification:
+        return False
+    try:
+        ClassifierDecision.model_validate(stored)
+    except ValueError:
+        return False
+    return True
 
 
 def run_holds_effect(run: Any) -> bool:
@@ -92,6 +116,16 @@ EFFECT_HOLDS = frozenset({Outcome.EFFECT_UNAVAILABLE, Outcome.EFFECT_UNCERTAIN})
 # Failures answered to the sender or decided by a person: no exception queue for them.
 ANSWERED_FAILURES = frozenset(
     {Outcome.INVALID_EVENT, Outcome.UNSUPPORTED_REQUEST, Outcome.APPROVAL_REJECTED}
+)
+# Holds a person can end by correcting the interpretation.
+CORRECTABLE_HOLDS = frozenset(
+    {
+        Outcome.LOW_CONFIDENCE,
+        Outcome.RISK_SIGNAL,  # confirming or correcting the reading is reading the run
+        Outcome.CLASSIFICATION_INVALID,
+        Outcome.EXTRACTION_INVALID,
+        Outcome.RETRY_EXHAUSTED,
+    }
 )
 # Holds a person may send back to the classifier.
 RETRYABLE_STAGE_HOLDS = frozenset({Outcome.RETRY_EXHAUSTED})
@@ -155,6 +189,16 @@ class IntakeRecord(models.Model):
     # Set only on a record kept after its admission failed: why it has no run.
     admission_error = models.TextField(blank=True, help_text="why no run was made, if none was")
     received_at = models.DateTimeField(auto_now_add=True)
+    # The SHA-256 of `raw`, set on insert: how a folder read again knows which files it took
+    # (services.mailbox), even a message that could not be read and so has no Message-ID.
+    raw_sha256 = models.CharField(max_length=64, blank=True, editable=False)
+
+    class Meta:
+        indexes = [
+            # WHERE raw_sha256 = ... AND source = ... AND channel_id = ...: was this file
+            # taken in before (services.mailbox); a digest names a few rows at most.
+            models.Index(fields=["raw_sha256"], name="intake_raw_sha256_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"intake #{self.pk} via {self.channel_id}"
@@ -162,6 +206,7 @@ class IntakeRecord(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         if self.pk is not None:
             raise ValueError("an intake record is never modified")
+        self.raw_sha256 = hashlib.sha256(bytes(self.raw)).hexdigest()
         super().save(*args, **kwargs)
 
     @property
@@ -372,12 +417,47 @@ class Run(ConcurrentTransitionMixin, models.Model):
         self.next_attempt_at = next_attempt_at
         self.lease_expires_at = None
 
-    @transition(field=state, source=[State.ENRICHED, State.NEEDS_REVIEW], target=State.CLASSIFIED)
-    def classify(self, *, decision: dict[str, Any], by_person: bool = False) -> None:
-        if by_person and self.outcome == Outcome.RISK_SIGNAL:
+    @transition(field=state, source=State.ENRICHED, target=State.CLASSIFIED)
+    def classify(self, *, decision: dict[str, Any]) -> None:
+        self._accept_reading(decision)
+
+    @transition(
+        field=state,
+        source=State.NEEDS_REVIEW,
+        target=State.CLASSIFIED,
+        conditions=[lambda run: run_reading_correctable(run)],
+        permission="automation.correct_run",
+        custom={
+            "action": "correct",
+            "label": "Correct the reading",
+            "help_text": "Fix the category, effect or fields the classifier read; policy then "
+            "decides again with your reading.",
+        },
+    )
+    def correct_reading(self, *, decision: dict[str, Any]) -> None:
+        if self.outcome == Outcome.RISK_SIGNAL:
             # A person read the run the signals held: those holds are done for this run.
             held = {r["rule_id"] for r in self.rules if r["rule_id"].startswith("signal.")}
             self.signals_reviewed = sorted(held | set(self.signals_reviewed))
+        self._accept_reading(decision)
+
+    @transition(
+        field=state,
+        source=[State.ENRICHED, State.NEEDS_REVIEW],
+        target=State.CLASSIFIED,
+        conditions=[lambda run: run_has_stored_reading(run)],
+        permission="automation.recover_run",
+        custom={
+            "action": "resume",
+            "label": "Resume from the last checkpoint",
+            "help_text": "Continue with the reading stored at the last checkpoint; policy "
+            "decides again, no classifier call.",
+        },
+    )
+    def resume(self, *, decision: dict[str, Any]) -> None:
+        self._accept_reading(decision)
+
+    def _accept_reading(self, decision: dict[str, Any]) -> None:
         self.classification = decision
         self.category = decision["category"]
         self.reason_code = decision["reason_code"]
@@ -400,6 +480,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
         permission="automation.recover_run",
         custom={
             "admin": True,
+            "action": "reconsider",
             "label": "Decide again",
             "help_text": "Send the run through policy again under the active version; "
             "its open approval request becomes stale and a fresh one is opened if needed.",
@@ -436,9 +517,10 @@ class Run(ConcurrentTransitionMixin, models.Model):
         permission="automation.recover_run",
         custom={
             "admin": True,
-            "label": "Retry the effect",
-            "help_text": "Deliver the held effect again with the same idempotency key and a "
-            "fresh attempt budget.",
+            "action": "retry_effect",
+            "label": "Retry the delivery",
+            "help_text": "Deliver the held effect again under the same key, with a fresh "
+            "attempt budget; its system will not do it twice.",
         },
     )
     def retry_effect(self) -> None:
@@ -506,6 +588,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
         permission="automation.recover_run",
         custom={
             "admin": True,
+            "action": "retry",
             "label": "Retry the classifier",
             "help_text": "Call the classifier again with a fresh attempt budget.",
         },
@@ -519,6 +602,12 @@ class Run(ConcurrentTransitionMixin, models.Model):
         source=State.NEEDS_REVIEW,
         target=State.COMPLETED,
         permission="automation.recover_run",
+        custom={
+            "action": "resolve",
+            "label": "Resolved by hand",
+            "help_text": "Record that you did what the run was for (say how in the evidence); "
+            "the run is done and nothing is sent.",
+        },
     )
     def resolve_by_hand(self, *, finished_at: Any) -> None:
         # A person did what the run was for (or confirmed the effect happened): recorded with
@@ -532,6 +621,13 @@ class Run(ConcurrentTransitionMixin, models.Model):
         source=State.NEEDS_REVIEW,
         target=State.FAILED,
         permission="automation.recover_run",
+        custom={
+            "action": "abandon",
+            "label": "Abandon",
+            "help_text": "Give the run up: nothing is sent and it leaves the queue; say why in "
+            "the evidence.",
+            "danger": True,
+        },
     )
     def abandon(self, *, finished_at: Any) -> None:
         # Given up by a person: the hold's outcome code stays as the reason.
@@ -541,6 +637,22 @@ class Run(ConcurrentTransitionMixin, models.Model):
     @transition(field=state, source=State.FAILED, target=State.FAILED)
     def close_exception(self) -> None:
         """A failed run taken out of its exception queue (replayed or acknowledged)."""
+        self._enter_queue("")
+
+    @transition(
+        field=state,
+        source=TERMINAL_STATE_LIST,
+        target=None,  # a replay is a new run: this one stays as it ended
+        permission="automation.recover_run",
+        custom={
+            "action": "replay",
+            "label": "Replay",
+            "help_text": "Start a new run from the stored input under today's policy; an "
+            "effect already delivered is not delivered again.",
+        },
+    )
+    def replay(self) -> None:
+        """A finished run replayed as a new one: it stays as it ended, out of any queue."""
         self._enter_queue("")
 
     def _enter_queue(self, queue: str) -> None:
@@ -870,6 +982,7 @@ class RecoveryKind(models.TextChoices):
 class BatchStatus(models.TextChoices):
     """How far a batch (a RecoveryBatch, a Simulation) has got."""
 
+    PREVIEW = "preview"  # a batch shown to a person before it starts (never a simulation)
     QUEUED = "queued"
     RUNNING = "running"
     FINISHED = "finished"
@@ -906,6 +1019,12 @@ class RecoveryBatch(ProgressJob):
     reason = models.TextField()
     succeeded = models.PositiveIntegerField(default=0)
     failures = models.JSONField(default=list)  # [{"run": id, "reason": ...}]
+    # What a person was shown before starting it (automation.services.preview): a row per
+    # run and the active policy then. It starts only while young and still true.
+    preview = models.JSONField(default=list, blank=True)
+    previewed_at = models.DateTimeField(null=True, blank=True)
+    preview_policy = models.CharField(max_length=100, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name_plural = "recovery batches"

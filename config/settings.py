@@ -262,6 +262,9 @@ GATEHOUSE: dict[str, Any] = {
     "STAGE_LEASE_SECONDS": env_int("GATEHOUSE_STAGE_LEASE", 90),
     # An effect delivery claimed and not finished within this is tried again (same key).
     "EFFECT_LEASE_SECONDS": env_int("GATEHOUSE_EFFECT_LEASE", 60),
+    # A batch recovery starts only from a preview younger than this (and still true: same
+    # active policy, no run changed since).
+    "PREVIEW_FRESH_SECONDS": env_int("GATEHOUSE_PREVIEW_FRESH", 900),
     # Effects delivered over HTTP, by effect name: {"url", "secret", "connect_timeout",
     # "read_timeout", "max_attempts", "deadline_seconds", "honours_idempotency_keys"}.
     "HTTP_EFFECTS": json.loads(os.environ.get("GATEHOUSE_HTTP_EFFECTS") or "{}"),

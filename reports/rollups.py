@@ -81,7 +81,7 @@ TOUCHING_RECOVERY = (
     RecoveryKind.ABANDON,
 )
 # Transitions a person makes, named on the audit trail with their actor: a correction or a
-# resume (classify), a retry, a re-decision, a resolution by hand, a replay closing the
+# resume, a retry, a re-decision, a resolution by hand, a replay closing the
 # original. (A retry of a held effect is a RecoveryAction, like every retry.)
 PERSON_MOVES = (
     AuditAction.RUN_CLASSIFY,
@@ -90,6 +90,9 @@ PERSON_MOVES = (
     AuditAction.RUN_RESOLVE_BY_HAND,
     AuditAction.RUN_ABANDON,
     AuditAction.RUN_CLOSE_EXCEPTION,
+    AuditAction.RUN_CORRECT_READING,
+    AuditAction.RUN_RESUME,
+    AuditAction.RUN_REPLAY,
 )
 
 

@@ -7,6 +7,12 @@ commands call these functions; nothing else changes a run.
 
 from __future__ import annotations
 
+from automation.services.actions import queue_action, queue_actions, run_action, run_actions
+from automation.services.activation import (
+    SIMULATION_FRESH_FOR,
+    activation_simulation,
+    policy_activate_after_simulation,
+)
 from automation.services.backoff import backoff_delay
 from automation.services.effects import (
     effect_deliver,
@@ -28,16 +34,21 @@ from automation.services.operations import (
 )
 from automation.services.payloads import effect_key
 from automation.services.pipeline import run_advance
+from automation.services.preview import preview_runs, preview_summary
 from automation.services.recovery import (
     OPERATIONS,
     CorrectionInvalid,
     batch_create,
+    batch_preview,
     batch_process,
+    batch_start,
     effects_retry_held,
     held_effects_batch,
     held_effects_select,
+    preview_staleness,
     queue_assign,
     queue_claim,
+    queue_claim_many,
     queue_release,
     run_correct,
     run_operations_for,
@@ -53,13 +64,17 @@ __all__ = [
     "ADVANCE_RUN_TASK",
     "DELIVER_EFFECT_TASK",
     "OPERATIONS",
+    "SIMULATION_FRESH_FOR",
     "CorrectionInvalid",
     "IntakeResult",
+    "activation_simulation",
     "api_token_create",
     "api_tokens_revoke",
     "backoff_delay",
     "batch_create",
+    "batch_preview",
     "batch_process",
+    "batch_start",
     "channel_get_or_create",
     "effect_deliver",
     "effect_is_authorized",
@@ -71,9 +86,18 @@ __all__ = [
     "held_effects_select",
     "intake_admit",
     "intake_submit",
+    "policy_activate_after_simulation",
+    "preview_runs",
+    "preview_staleness",
+    "preview_summary",
+    "queue_action",
+    "queue_actions",
     "queue_assign",
     "queue_claim",
+    "queue_claim_many",
     "queue_release",
+    "run_action",
+    "run_actions",
     "run_advance",
     "run_correct",
     "run_operations_for",

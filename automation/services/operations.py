@@ -74,7 +74,7 @@ def run_resume_in_transaction(*, run_id: int, actor_label: str, actor: User | No
         return Outcome.CLASSIFICATION_INVALID
     record_transition(
         run,
-        run.classify,
+        run.resume,
         stage=stage,
         stage_outcome=StageOutcome.RESUMED,
         actor=actor,

@@ -22,9 +22,11 @@ from django_fsm import has_transition_perm
 from pydantic import ValidationError
 
 from audit.models import AuditAction
+from automation.conf import setting
 from automation.customers import customers_known
 from automation.extraction import extraction_problems
 from automation.models import (
+    CORRECTABLE_HOLDS,
     EFFECT_HOLDS,
     RETRYABLE_STAGE_HOLDS,
     BatchStatus,
@@ -46,23 +48,17 @@ from automation.services.intake import intake_replay
 from automation.services.jobs import job_settled
 from automation.services.journal import Stage, add_checkpoint, record_audit, record_transition
 from automation.services.operations import RECOVER_RUN, run_reconsider, run_resume_in_transaction
+from automation.services.preview import preview_runs
 from automation.services.quality import label_record
 from automation.services.sending import run_send
 from config import dispatch
 from config.dispatch import Priority, enqueue_after_commit
 from config.errors import STATE_CONFLICT, ServiceError, state_conflict
+from policy.services import policy_get
 
 BATCH_TASK = "automation.tasks.process_batch"
 # Holds a person can fix by correcting the interpretation.
-CORRECTABLE = frozenset(
-    {
-        Outcome.LOW_CONFIDENCE,
-        Outcome.RISK_SIGNAL,  # confirming or correcting the reading is reading the run
-        Outcome.CLASSIFICATION_INVALID,
-        Outcome.EXTRACTION_INVALID,
-        Outcome.RETRY_EXHAUSTED,
-    }
-)
+CORRECTABLE = CORRECTABLE_HOLDS
 
 
 def _require(user: User, permission: str) -> None:
@@ -125,6 +121,52 @@ def queue_release(*, run_id: int, user: User) -> Run:
     return _set_owner(run, None, user, RecoveryKind.RELEASE, "")
 
 
+# Most runs one bulk claim takes: a page of a queue, twice over.
+CLAIM_MANY_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class ClaimMany:
+    """What a bulk claim did: the runs now the user's, those another person holds (run id to
+    their username), and those no longer in a queue (worked or gone meanwhile)."""
+
+    claimed: list[int]
+    taken: dict[int, str]
+    not_queued: list[int]
+
+
+@transaction.atomic(durable=True)
+def queue_claim_many(*, run_ids: list[int], user: User) -> ClaimMany:
+    """Take every listed queue item that is free (or already the user's); leave the rest.
+
+    The rows are locked in one statement, in id order: two people claiming overlapping sets
+    at once wait for each other row by row in the same order, so they cannot deadlock, and
+    whoever locks a run first owns it (the other sees the owner and skips it)."""
+    _require(user, "work_queue")
+    wanted = sorted(set(run_ids))
+    if len(wanted) > CLAIM_MANY_LIMIT:
+        raise ServiceError(
+            "too_many",
+            f"nothing was claimed: claim at most {CLAIM_MANY_LIMIT} runs at once "
+            f"({len(wanted)} were chosen)",
+        )
+    runs = Run.objects.select_for_update(of=("self",)).filter(pk__in=wanted).order_by("pk")
+    queued = [run for run in runs if run.queue]
+    claimed = []
+    for run in queued:
+        if run.owner_id == user.pk:
+            run.owner = user  # the previous owner _set_owner records, without a query
+        if run.owner_id in (None, user.pk):
+            _set_owner(run, user, user, RecoveryKind.CLAIM, "")
+            claimed.append(run.pk)
+    # Others' runs: their owners named by id as the locked rows hold them, in one query.
+    others = {run.pk: run.owner_id for run in queued if run.owner_id != user.pk}
+    names = dict(User.objects.filter(pk__in=set(others.values())).values_list("pk", "username"))
+    taken = {pk: names.get(owner, "") for pk, owner in others.items()}
+    not_queued = [pk for pk in wanted if pk not in claimed and pk not in taken]
+    return ClaimMany(claimed=claimed, taken=taken, not_queued=not_queued)
+
+
 def _set_owner(run: Run, owner: User | None, user: User, action: RecoveryKind, reason: str) -> Run:
     previous = run.owner.get_username() if run.owner else None
     run.owner = owner
@@ -176,7 +218,7 @@ def run_correct(
         run = _locked(run_id)
         if run.state != State.NEEDS_REVIEW or run.outcome not in CORRECTABLE:
             raise ServiceError(STATE_CONFLICT, f"a {run.state} run cannot be corrected")
-        before = run.classification or {}
+        before = run.classification or _last_reading(run)
         after = decision.model_dump(mode="json")
         changed = _diff(before, after)
         label_record(
@@ -189,17 +231,24 @@ def run_correct(
         add_checkpoint(run, {"classification": after, "corrected_by": user.pk}, "correction")
         record_transition(
             run,
-            run.classify,
+            run.correct_reading,
             stage=Stage(StageName.CLASSIFY),
             stage_outcome=StageOutcome.CORRECTED,
             actor=user,
             note={"reason": reason, "changed": changed},
             decision=after,
-            by_person=True,
         )
         _record(run, RecoveryKind.CORRECT, user, reason, "resumed", changed=changed)
         run_send(run)
         return CorrectionResult(run, changed)
+
+
+def _last_reading(run: Run) -> dict[str, Any]:
+    """What the classifier last answered, when no reading was accepted (an unusable one): what
+    the person corrected, so the change recorded is theirs."""
+    attempt = run.classifications.order_by("-attempt").first()
+    raw = attempt.raw_output if attempt else None
+    return raw if isinstance(raw, dict) else {}
 
 
 def _diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[Any]]:
@@ -304,15 +353,13 @@ def _replay(run_id: int, user: User, reason: str, batch: RecoveryBatch | None) -
         raise ServiceError(
             STATE_CONFLICT, "only a finished run is replayed; retry or resume this one"
         )
+    if not has_transition_perm(original.replay, user):
+        raise PermissionDenied("you may not replay runs")
     replay = intake_replay(original=original)
-    if original.queue:
-        record_transition(
-            original, original.close_exception, actor=user, note={"replayed_as": replay.pk}
-        )
     # On the trail of both runs, with who did it: whoever replays a run has acted on the
     # replay and may not approve it (approvals.selectors reads these rows).
-    record_audit(
-        original, AuditAction.RUN_REPLAYED, actor=user, replayed_as=replay.pk, reason=reason
+    record_transition(
+        original, original.replay, actor=user, note={"replayed_as": replay.pk, "reason": reason}
     )
     record_audit(
         replay, AuditAction.RUN_REPLAY_STARTED, actor=user, replay_of=original.pk, reason=reason
@@ -439,6 +486,65 @@ def batch_create(
     return batch
 
 
+@transaction.atomic(durable=True)
+def batch_preview(
+    *, action: str, queue: str, since: datetime, until: datetime, user: User, reason: str
+) -> RecoveryBatch:
+    """Select the runs and say what the batch would do to each; nothing starts until a
+    person starts it from this preview (`batch_start`), while it is still true."""
+    _require(user, "recover_run")
+    if action not in BATCH_ACTIONS:
+        raise ServiceError("bad_action", f"a batch can {' or '.join(BATCH_ACTIONS)}")
+    ids = batch_select(queue=queue, since=since, until=until)
+    batch = _batch_new(action, queue, (since, until), user, reason, ids)
+    batch.preview = [row.as_dict() for row in preview_runs(run_ids=ids, action=action, user=user)]
+    batch.previewed_at = timezone.now()
+    batch.preview_policy = policy_get(name=None, document=False).name
+    batch.status = BatchStatus.PREVIEW
+    batch.save(update_fields=["preview", "previewed_at", "preview_policy", "status"])
+    return batch
+
+
+def preview_staleness(batch: RecoveryBatch, user: User, now: datetime) -> str:
+    """Why the batch's preview no longer holds ("" while it does): too old, another policy
+    active since, or a run that would now come to something else."""
+    if batch.previewed_at is None:
+        return "it was never previewed"
+    age = (now - batch.previewed_at).total_seconds()
+    limit = setting("PREVIEW_FRESH_SECONDS")
+    if age > limit:
+        return f"it is {int(age // 60)} minutes old; a batch starts from one under {limit // 60}"
+    active = policy_get(name=None, document=False).name
+    if active != batch.preview_policy:
+        return f"the active policy is now {active}, not {batch.preview_policy}"
+    now_rows = [
+        r.as_dict() for r in preview_runs(run_ids=batch.run_ids, action=batch.action, user=user)
+    ]
+    changed = sum(1 for a, b in zip(batch.preview, now_rows, strict=False) if a != b)
+    changed += abs(len(batch.preview) - len(now_rows))
+    if changed:
+        return f"{changed} run{'' if changed == 1 else 's'} would now come to something else"
+    return ""
+
+
+def batch_start(*, batch_id: int, user: User) -> RecoveryBatch:
+    """Start a previewed batch: only by someone who may recover runs, and only while its
+    preview is fresh and still true. A refused start leaves the preview as it was."""
+    _require(user, "recover_run")
+    with transaction.atomic(durable=True):
+        batch = RecoveryBatch.objects.select_for_update().get(pk=batch_id)
+        if batch.status != BatchStatus.PREVIEW:
+            raise ServiceError(STATE_CONFLICT, "this batch has already been started")
+        stale = preview_staleness(batch, user, timezone.now())
+        if stale:
+            raise ServiceError("preview_stale", f"the preview is out of date: {stale}")
+        batch.status = BatchStatus.QUEUED
+        batch.started_at = timezone.now()
+        batch.save(update_fields=["status", "started_at"])
+        enqueue_after_commit(BATCH_TASK, batch.pk, priority=Priority.URGENT)
+        return batch
+
+
 def held_effects_select(*, outcome: str, since: datetime, until: datetime) -> list[int]:
     """Runs held for their effect (or, asked explicitly, another outcome) in a time window."""
     return list(
@@ -505,8 +611,8 @@ def batch_step(*, batch_id: int) -> bool:
     """
     with transaction.atomic(durable=True), dispatch.batch(priority=Priority.BULK):
         batch_row = RecoveryBatch.objects.select_for_update().get(pk=batch_id)
-        if job_settled(batch_row):
-            return False
+        if batch_row.status == BatchStatus.PREVIEW or job_settled(batch_row):
+            return False  # a preview is worked only once a person starts it
         for run_id in batch_row.run_ids[batch_row.done : batch_row.done + BATCH_CHUNK]:
             ok, why = _batch_item(batch_row, run_id)
             batch_row.done += 1

@@ -8,25 +8,30 @@ from django import forms
 from django.core.exceptions import NON_FIELD_ERRORS
 
 from automation.schemas import EffectName, FieldProblem, RequestType, Route
+from automation.vocabulary import Kind, label
 from config.inputs import BoundedDateTimeField, check_window
-from config.keyset import BadCursor, Cursor, parse_cursor
+from config.keyset import NEWEST, OLDEST, BadCursor, Cursor, parse_cursor
 
 FIELD_PREFIX = "field_"
 
 
-def _choices(enum: Any) -> list[tuple[str, str]]:
-    return [(member.value, member.value) for member in enum]
+def _choices(enum: Any, kind: Kind) -> list[tuple[str, str]]:
+    """The codes as options a person reads: the label shown, the code sent."""
+    return [(member.value, label(kind, member.value)) for member in enum]
 
 
 class CorrectionForm(forms.Form):
     """The interpretation of a held run, as a person corrects it."""
 
-    category = forms.ChoiceField(choices=_choices(RequestType))
-    recommended_route = forms.ChoiceField(choices=_choices(Route))
-    requested_effect = forms.ChoiceField(choices=_choices(EffectName))
-    reason_code = forms.CharField(max_length=100)
+    category = forms.ChoiceField(choices=_choices(RequestType, Kind.CATEGORY))
+    recommended_route = forms.ChoiceField(label="Route", choices=_choices(Route, Kind.ROUTE))
+    requested_effect = forms.ChoiceField(label="Effect", choices=_choices(EffectName, Kind.EFFECT))
+    reason_code = forms.CharField(
+        max_length=100,
+        help_text="A short code for why, as the classifier gives it (e.g. support_request).",
+    )
     reason = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 2}), help_text="why: it goes on the record"
+        widget=forms.Textarea(attrs={"rows": 2}), help_text="Why: it goes on the run's record."
     )
 
     def __init__(
@@ -70,7 +75,7 @@ class CorrectionForm(forms.Form):
             parts = problem.field.split(".")
             name = FIELD_PREFIX + parts[1] if parts[0] == "fields" and len(parts) > 1 else parts[0]
             message = problem.message
-            if "should match pattern" in message:
+            if "should match pattern" in message or "characters that are not allowed" in message:
                 message = "Use only lower-case letters, digits, dots, dashes and underscores."
             self.add_error(name if name in self.fields else None, message)
 
@@ -81,7 +86,12 @@ class RecoveryForm(forms.Form):
 
 
 class BatchForm(forms.Form):
-    action = forms.ChoiceField(choices=[("retry", "Retry"), ("replay", "Replay")])
+    action = forms.ChoiceField(
+        choices=[
+            ("retry", "Retry the failed step"),
+            ("replay", "Replay under today's policy"),
+        ]
+    )
     since = BoundedDateTimeField()
     until = BoundedDateTimeField()
     reason = forms.CharField(max_length=2000)
@@ -143,6 +153,11 @@ class QueueFilterForm(WindowForm):
     )
     after = CursorField(required=False, label="Page")
     before = CursorField(required=False, label="Page")
+    order = forms.ChoiceField(
+        required=False,
+        choices=[(OLDEST, "Held longest first"), (NEWEST, "Most recently held first")],
+        label="Order",
+    )
     field_order = ["q", "route", "owner", "older_than_hours", "since", "until"]  # as shown
 
     def value(self, name: str) -> Any:

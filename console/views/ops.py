@@ -9,18 +9,22 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from automation import selectors, services
-from automation.models import ClassificationAttempt, EffectControl, RecoveryBatch, Run, State
-from automation.services.recovery import CORRECTABLE
+from approvals import selectors as approval_selectors
+from approvals.models import ApprovalStatus
+from automation import selectors, services, statechart
+from automation.conf import setting
+from automation.models import ClassificationAttempt, EffectControl, RecoveryBatch, Run
+from automation.vocabulary import label
 from config.errors import ServiceError
 from config.http import AuthenticatedHttpRequest
-from config.keyset import page_link
+from config.keyset import OLDEST, page_link
 from console.forms.ops import (
     FIELD_PREFIX,
     BatchForm,
@@ -102,6 +106,16 @@ def _filters(form: QueueFilterForm) -> selectors.QueueFilters:
         search=form.value("q") or "",
         after=form.value("after"),
         before=form.value("before"),
+        order=form.value("order") or OLDEST,
+    )
+
+
+def _people() -> list[User]:
+    """Who a queue item can be given to."""
+    return list(
+        User.objects.filter(is_active=True, groups__name__in=["ops-leads", "recovery-staff"])
+        .distinct()
+        .order_by("username")[:200]
     )
 
 
@@ -127,37 +141,49 @@ def queue(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
         "filter_form": filter_form,
         "now": now,
         "batch_form": batch_form,
-        "people": User.objects.filter(
-            is_active=True, groups__name__in=["ops-leads", "recovery-staff"]
-        )
-        .distinct()
-        .order_by("username"),
+        "people": _people(),
         "page_size": selectors.QUEUE_PAGE_SIZE,
     }
     status = 400 if filter_form.errors else 200
     return render(request, "automation/queue.html", context, status=status)
 
 
+def _may_read(user: User, run: Run) -> bool:
+    """Whoever reads runs; and an approver, a run with a request routed to them."""
+    if user.has_perm(VIEW_RUNS):
+        return True
+    return (
+        user.has_perm("approvals.view_approvalrequest")
+        and approval_selectors.visible_requests(user).filter(run=run).exists()
+    )
+
+
 @require_GET
 @login_required
-@permission_required(VIEW_RUNS, raise_exception=True)
 def run_page(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(
         Run.objects.select_related("channel", "intake", "owner", "replay_of", "thread_parent"),
         pk=run_id,
     )
     user = request.user
+    if not _may_read(user, run):
+        raise PermissionDenied("you may not read this run")
     context = {
         "run": run,
         **selectors.run_page(run),
-        "can_recover": user.has_perm("automation.recover_run"),
-        "can_correct": user.has_perm("automation.correct_run")
-        and run.outcome in CORRECTABLE
-        and run.state == State.NEEDS_REVIEW,
-        "can_work": user.has_perm("automation.work_queue") and bool(run.queue),
-        "operations": services.run_operations_for(run=run, user=user),
+        "actions": services.run_actions(run, user),
+        "queue_actions": services.queue_actions(run, user),
+        "reads_runs": user.has_perm(VIEW_RUNS),
+        "may_act": any(
+            user.has_perm(f"automation.{p}") for p in ("recover_run", "work_queue", "correct_run")
+        ),
+        "people": _people() if user.has_perm("automation.work_queue") and run.queue else [],
+        "approval_links": approval_selectors.visible_requests(user).filter(
+            run=run, status=ApprovalStatus.PENDING
+        ),
         "problems": _problems(run),
     }
+    context["diagram"] = statechart.run_diagram(run, context["history"])
     return render(request, "automation/run.html", context)
 
 
@@ -198,6 +224,8 @@ def _current_reading(run: Run) -> dict[str, Any]:
 @permission_required("automation.correct_run", raise_exception=True)
 def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run, pk=run_id)
+    if services.run_action(run, request.user, "correct") is None:
+        return _not_offered(request, run, "Correcting the reading")
     reading = _current_reading(run)
     found = reading.get("fields")
     fields: dict[str, Any] = found if isinstance(found, dict) else {}
@@ -227,11 +255,7 @@ def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
             show_refusal(request, exc)
             return redirect("automation:run", run_id=run.pk)
         else:
-            changed = ", ".join(
-                name.removeprefix("fields.").replace("_", " ") for name in result.changed
-            )
-            changed = changed or "nothing"
-            messages.success(request, f"Corrected ({changed}); the run goes through policy again.")
+            messages.success(request, _corrected_text(result.changed))
             return redirect("automation:run", run_id=run.pk)
     status = 400 if request.method == "POST" else 200
     context = {"run": run, "form": form, "problems": _problems(run)}
@@ -245,24 +269,51 @@ def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
 @permission_required("automation.work_queue", raise_exception=True)
 def queue_action(request: AuthenticatedHttpRequest, run_id: int, action: str) -> HttpResponse:
     user = request.user
+    run = get_object_or_404(Run, pk=run_id)
+    offered = services.queue_action(run, user, action)
+    if offered is None:
+        return _not_offered(request, run, action.capitalize())
     try:
         if action == "claim":
             services.queue_claim(run_id=run_id, user=user)
-            done = "Claimed."
+            done = "Claimed: the run is yours to work on."
         elif action == "release":
             services.queue_release(run_id=run_id, user=user)
             done = "Released: the run is back in the queue for anyone to take."
-        elif action == "assign":
+        else:
             assignee = get_object_or_404(User, username=request.POST.get("assignee", ""))
             services.queue_assign(run_id=run_id, user=user, assignee=assignee)
             done = f"Assigned to {assignee.get_username()}."
-        else:
-            raise Http404("no such queue action")
     except ServiceError as exc:
         show_refusal(request, exc)
     else:
         messages.success(request, done)
     return _back(request, run_id)
+
+
+def _not_offered(request: HttpRequest, run: Run, what: str) -> HttpResponse:
+    """An action the run page does not offer: refused before any service sees it (a hand-made
+    POST, or a page opened before the run moved on)."""
+    messages.error(
+        request,
+        f"{what} is not possible for this run now: it is “{label('state', run.state)}”"
+        + (f" ({label('outcome', run.outcome)})" if run.outcome else "")
+        + ". The run page shows what can be done.",
+    )
+    response = redirect("automation:run", run_id=run.pk)
+    response.status_code = 303
+    return response
+
+
+def _corrected_text(changed: dict[str, list[Any]]) -> str:
+    """Which values changed, in words: only those a person changed (a person's reading is
+    given confidence 1.0 by the service; that is not something they changed)."""
+    names = [
+        name.removeprefix("fields.").replace("_", " ") for name in changed if name != "confidence"
+    ]
+    if not names:
+        return "Confirmed as read, nothing changed; policy decides again."
+    return f"Corrected {', '.join(names)}; policy decides again."
 
 
 def _back(request: HttpRequest, run_id: int) -> HttpResponse:
@@ -273,33 +324,52 @@ def _back(request: HttpRequest, run_id: int) -> HttpResponse:
     return redirect("automation:run", run_id=run_id)
 
 
+def _state_now(run_id: int) -> str:
+    run = Run.objects.only("state", "outcome").get(pk=run_id)
+    return f"The run is now “{label('state', run.state)}”."
+
+
 def _retry(run_id: int, user: User, form: RecoveryForm) -> str:
-    return services.run_retry(run_id=run_id, user=user, reason=form.cleaned_data["reason"])
+    services.run_retry(run_id=run_id, user=user, reason=form.cleaned_data["reason"])
+    return _state_now(run_id)
+
+
+def _retry_effect(run_id: int, user: User, form: RecoveryForm) -> str:
+    services.run_retry_effect(run_id=run_id, user=user, reason=form.cleaned_data["reason"])
+    return _state_now(run_id)
 
 
 def _resume(run_id: int, user: User, form: RecoveryForm) -> str:
-    reason = form.cleaned_data["reason"]
-    return services.run_resume(run_id=run_id, user=user, reason=reason)
+    services.run_resume(run_id=run_id, user=user, reason=form.cleaned_data["reason"])
+    return _state_now(run_id)
+
+
+def _reconsider(run_id: int, user: User, form: RecoveryForm) -> str:
+    services.run_reconsider(run_id=run_id, user=user, reason=form.cleaned_data["reason"])
+    return _state_now(run_id)
 
 
 def _replay(run_id: int, user: User, form: RecoveryForm) -> str:
     replay = services.run_replay(run_id=run_id, user=user, reason=form.cleaned_data["reason"])
-    return f"replayed as run {replay.pk}"
+    return f"The new run is #{replay.pk}."
 
 
 def _resolver(done: bool) -> Any:
     def resolve(run_id: int, user: User, form: RecoveryForm) -> str:
         data = form.cleaned_data
-        return services.run_resolve(
+        services.run_resolve(
             run_id=run_id, user=user, reason=data["reason"], evidence=data["evidence"], done=done
         )
+        return _state_now(run_id)
 
     return resolve
 
 
 RECOVERY = {
     "retry": _retry,
+    "retry_effect": _retry_effect,
     "resume": _resume,
+    "reconsider": _reconsider,
     "replay": _replay,
     "resolve": _resolver(done=True),
     "abandon": _resolver(done=False),
@@ -313,17 +383,42 @@ def recover(request: AuthenticatedHttpRequest, run_id: int, action: str) -> Http
     operation = RECOVERY.get(action)
     if operation is None:
         raise Http404("no such recovery operation")
+    run = get_object_or_404(Run, pk=run_id)
+    offered = services.run_action(run, request.user, action)
+    if offered is None:
+        return _not_offered(request, run, vocabulary_action(action))
     form = RecoveryForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Give a reason: it goes on the run's record.")
         return redirect("automation:run", run_id=run_id)
+    if offered.needs_evidence and not form.cleaned_data["evidence"].strip():
+        messages.error(request, f"{offered.label}: describe what was done, or why it is dropped.")
+        return redirect("automation:run", run_id=run_id)
     try:
         result = operation(run_id, request.user, form)
     except ServiceError as exc:
-        show_refusal(request, exc)
+        show_refusal(request, exc, prefix=f"{offered.label}: ")
     else:
-        messages.success(request, f"{action.capitalize()}: {result}")
+        messages.success(request, f"{offered.label}: done. {result}")
     return redirect("automation:run", run_id=run_id)
+
+
+def vocabulary_action(action: str) -> str:
+    return label("recovery", action)
+
+
+@require_GET
+@login_required
+@permission_required("automation.recover_run", raise_exception=True)
+def preview(request: AuthenticatedHttpRequest, run_id: int, action: str) -> HttpResponse:
+    """What a replay, retry or re-decision of this run would do, with the form that starts it."""
+    run = get_object_or_404(Run.objects.select_related("channel"), pk=run_id)
+    offered = services.run_action(run, request.user, action)
+    if offered is None or not offered.previewed:
+        return _not_offered(request, run, vocabulary_action(action))
+    rows = services.preview_runs(run_ids=[run.pk], action=action, user=request.user)
+    context = {"run": run, "action": offered, "row": rows[0] if rows else None}
+    return render(request, "automation/preview.html", context)
 
 
 @require_POST
@@ -340,7 +435,7 @@ def batch_new(request: AuthenticatedHttpRequest, queue_name: str) -> HttpRespons
         )
         return redirect("automation:queue", name=queue_name)
     data = form.cleaned_data
-    batch = services.batch_create(
+    batch = services.batch_preview(
         action=data["action"],
         queue=queue_name,
         since=data["since"],
@@ -351,10 +446,49 @@ def batch_new(request: AuthenticatedHttpRequest, queue_name: str) -> HttpRespons
     return redirect("automation:batch", batch_id=batch.pk)
 
 
+BATCH_ROWS_SHOWN = 200
+
+
 @require_GET
 @login_required
 @permission_required(VIEW_RUNS, raise_exception=True)
 def batch(request: AuthenticatedHttpRequest, batch_id: int) -> HttpResponse:
     item = get_object_or_404(RecoveryBatch.objects.select_related("created_by"), pk=batch_id)
     percent = 100 * item.done // item.total if item.total else 100
-    return render(request, "automation/batch.html", {"batch": item, "percent": percent})
+    now = timezone.now()
+    age = (now - item.previewed_at).total_seconds() if item.previewed_at else None
+    context: dict[str, Any] = {
+        "batch": item,
+        "percent": percent,
+        "summary": services.preview_summary(item.preview),
+        "rows": item.preview[:BATCH_ROWS_SHOWN],
+        "more": max(0, len(item.preview) - BATCH_ROWS_SHOWN),
+        "fresh_for": max(0, int(setting("PREVIEW_FRESH_SECONDS") - age)) if age is not None else 0,
+    }
+    shown = [r["run"] for r in context["rows"]]
+    now_in = dict(Run.objects.filter(pk__in=shown).values_list("pk", "state"))
+    done = {
+        a.run_id: f"{label('recovery', a.action)}; "
+        f"the run is now {label('state', now_in.get(a.run_id))}"
+        for a in item.recoveryaction_set.filter(run_id__in=shown)
+    }
+    failed = {f["run"]: f["reason"] for f in item.failures}
+    context["rows"] = [
+        {**row, "done": done.get(row["run"], ""), "failed": failed.get(row["run"], "")}
+        for row in context["rows"]
+    ]
+    return render(request, "automation/batch.html", context)
+
+
+@require_POST
+@login_required
+@permission_required("automation.recover_run", raise_exception=True)
+def batch_start(request: AuthenticatedHttpRequest, batch_id: int) -> HttpResponse:
+    get_object_or_404(RecoveryBatch, pk=batch_id)
+    try:
+        services.batch_start(batch_id=batch_id, user=request.user)
+    except ServiceError as exc:
+        show_refusal(request, exc, prefix="Not started: ")
+    else:
+        messages.success(request, "Started: the batch works through its runs in the background.")
+    return redirect("automation:batch", batch_id=batch_id)

@@ -131,7 +131,7 @@ def test_queue_buttons_answer_in_plain_words(pipeline: Pipeline) -> None:
         response = client.post(url, form, follow=True)
         return [str(m) for m in response.context["messages"]]
 
-    assert said("claim") == ["Claimed."]
+    assert said("claim") == ["Claimed: the run is yours to work on."]
     assert said("assign", assignee="kim") == ["Assigned to kim."]
     client.force_login(other)
     assert said("release") == ["Released: the run is back in the queue for anyone to take."]
@@ -192,7 +192,7 @@ def test_correction_resumes_through_policy_and_is_recorded(pipeline: Pipeline) -
     assert "requested_effect" in result.changed or "category" in result.changed
     action = RecoveryAction.objects.get(action="correct")
     assert (action.actor, action.reason) == (lead, "effect misread")
-    assert AuditEvent.objects.filter(run=run, action="run.classify", actor=lead).exists()
+    assert AuditEvent.objects.filter(run=run, action="run.correct_reading", actor=lead).exists()
     assert FollowUp.objects.count() == 1
 
 

@@ -12,6 +12,7 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from automation.models import (
     TERMINAL_STATES,
+    Checkpoint,
     IntakeChannel,
     IntakeRecord,
     Outcome,
@@ -42,6 +43,9 @@ KWARGS: dict[str, dict[str, Any]] = {
     "enrich": {"enrichment": {"account_tier": "standard"}},
     "schedule_classifier_retry": {"next_attempt_at": NOW},
     "classify": {"decision": DECISION},
+    "correct_reading": {"decision": DECISION},
+    "resume": {"decision": DECISION},
+    "replay": {},
     "require_approval": {"decided": DECIDED},
     "approve": {},
     "invalidate_approval": {"outcome": Outcome.APPROVAL_STALE},
@@ -108,7 +112,7 @@ def row(run: Run) -> dict[str, Any]:
 
 def test_every_transition_has_arguments_and_the_table_covers_every_state() -> None:
     assert set(DECLARED) == set(KWARGS)
-    reached = {target for moves in DECLARED.values() for target in moves.values()}
+    reached = {target for moves in DECLARED.values() for target in moves.values()} - {None}
     assert reached | {State.RECEIVED} == set(State)
     assert len(ILLEGAL) > 100
 
@@ -144,14 +148,24 @@ def test_declared_transition_moves_the_run(
     intake: IntakeRecord, name: str, source: str, target: str
 ) -> None:
     # retry_effect and retry_stage are only for runs held for those reasons.
-    held_for = {"retry_effect": Outcome.EFFECT_UNAVAILABLE, "retry_stage": Outcome.RETRY_EXHAUSTED}
+    # correct_reading only for holds a reading ends; resume only from a stored reading.
+    held_for = {
+        "retry_effect": Outcome.EFFECT_UNAVAILABLE,
+        "retry_stage": Outcome.RETRY_EXHAUSTED,
+        "correct_reading": Outcome.LOW_CONFIDENCE,
+    }
     run = run_in(intake, source, held_for.get(name, ""))
+    if name == "resume":
+        Checkpoint.objects.create(
+            run=run, sequence=1, state=source, versions={}, data={"classification": DECISION}
+        )
     version = run.version
 
     getattr(run, name)(**KWARGS[name])
     run.save()
 
-    assert row(run)["state"] == target
+    # A transition without a target (a replay) leaves the run in the state it was in.
+    assert row(run)["state"] == (source if target is None else target)
     assert row(run)["version"] == version + 1
 
 
@@ -189,9 +203,9 @@ def test_a_failure_by_a_rule_keeps_the_rule(intake: IntakeRecord) -> None:
     )
 
 
-# The one move a terminal run allows stays where it is: a failed run leaves its exception
-# queue (after a replay, say) without ever being reopened.
-STAYS_TERMINAL = {"close_exception"}
+# The moves a terminal run allows stay where it is: a failed run leaves its exception queue
+# (acknowledged), and any finished run can be replayed as a new run, never reopened.
+STAYS_TERMINAL = {"close_exception", "replay"}
 
 
 @pytest.mark.parametrize("state", sorted(TERMINAL_STATES))
@@ -200,7 +214,7 @@ def test_terminal_state_is_never_left(intake: IntakeRecord, state: str) -> None:
 
     available = {t.name: t.target for t in run.get_available_state_transitions()}  # type: ignore[attr-defined]
     assert set(available) <= STAYS_TERMINAL
-    assert all(target == state for target in available.values())
+    assert all(target in (state, None) for target in available.values())
     for name, kwargs in KWARGS.items():
         if name in available:
             continue
