@@ -13,6 +13,8 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.expressions import RawSQL
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.utils.timesince import timesince, timeuntil
 
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from audit.models import APPROVAL_ACTIONS, AuditEvent
@@ -40,9 +42,21 @@ def visible_requests(user: User) -> QuerySet[ApprovalRequest]:
 
 
 def sla_state(request: ApprovalRequest, now: datetime) -> str:
-    if request.escalated_at is not None:
+    return sla_of(request.escalate_at, now, escalated=request.escalated_at is not None)
+
+
+def sla_of(due_at: datetime, now: datetime, *, escalated: bool = False) -> str:
+    """due, overdue or escalated: where something waiting stands against its deadline."""
+    if escalated:
         return "escalated"
-    return "overdue" if now >= request.escalate_at else "due"
+    return "overdue" if now >= due_at else "due"
+
+
+def sla_when(due_at: datetime, now: datetime) -> str:
+    """How far the deadline is, in one unit: "in 5 hours", or "by 2 days" once past it."""
+    if now < due_at:
+        return f"in {timeuntil(due_at, now, depth=1)}"
+    return f"by {timesince(due_at, now, depth=1)}"
 
 
 # --- separation of duties -----------------------------------------------------------------
@@ -200,16 +214,26 @@ class InboxRow:
     request: ApprovalRequest
     age: timedelta
     sla: str
+    sla_when: str
     can_decide: bool
+    # The rule that asked for a person (its text and id), and the reader's reason code: the
+    # rule's sentence is the reason, the code only a note beside it.
     reason: str
+    reason_rule: str
+    reason_code: str
     amount: str | None
     approvals_given: int
+    subject: str
+    sender: str  # the customer's name when known, else who sent it
+    routed_to: str  # the group that decides it now
 
 
-def _one_line_reason(request: ApprovalRequest) -> str:
-    rules = request.evidence.get("rules") or []
-    text = rules[0]["text"] if rules else "policy requires approval"
-    return f"{request.evidence.get('reason_code') or 'no reason code'}: {text}"
+def _reason_rule(request: ApprovalRequest) -> dict[str, Any] | None:
+    """The rule that asked for a person: the first one that did not pass (an amount over its
+    limit, a risk signal), else the effect's own approval rule."""
+    rules = [r for r in request.evidence.get("rules") or [] if isinstance(r, dict)]
+    refusing = [r for r in rules if not r.get("passed")]
+    return next(iter(refusing or rules), None)
 
 
 def _amount(request: ApprovalRequest) -> str | None:
@@ -243,6 +267,24 @@ def inbox_requests(
     return requests
 
 
+# What a row shows of its run's request, read by the database from the JSON: the run's
+# large documents (the whole message, the reading, the rules) are never loaded for a list.
+RUN_DOCUMENTS = ("normalized", "classification", "enrichment", "rules", "signals_reviewed")
+
+
+def run_list_columns(prefix: str = "") -> dict[str, KeyTextTransform]:
+    """A run's subject and sender and its customer's name, as annotations (list_subject,
+    list_sender, list_sender_name, list_customer); `prefix` is the path to the run (`run__`
+    from an approval request)."""
+    normalized, enrichment = f"{prefix}normalized", f"{prefix}enrichment"
+    return {
+        "list_subject": KeyTextTransform("subject", normalized),
+        "list_sender": KeyTextTransform("sender", normalized),
+        "list_sender_name": KeyTextTransform("sender_name", normalized),
+        "list_customer": KeyTextTransform("name", KeyTransform("customer", enrichment)),
+    }
+
+
 def inbox_page(
     *,
     user: User,
@@ -251,13 +293,25 @@ def inbox_page(
     now: datetime,
     after: Cursor | None = None,
     before: Cursor | None = None,
+    newest_first: bool = False,
 ) -> InboxPage:
-    """One page of pending requests, oldest first, by keyset on (created_at, id). A fixed
+    """One page of pending requests, oldest first (or newest first), by keyset on
+    (created_at, id) over approval_pending_idx, read backwards for newest first. A fixed
     number of queries whatever the number of rows."""
     requests = inbox_requests(user=user, scope=scope, overdue_only=overdue_only, now=now)
-    requests = requests.select_related("run").prefetch_related("decisions")
+    requests = (
+        requests.select_related("run")
+        .defer(*(f"run__{name}" for name in RUN_DOCUMENTS))
+        .annotate(**run_list_columns("run__"))
+        .prefetch_related("decisions")
+    )
     page = keyset_page(
-        requests, time_field="created_at", size=INBOX_LIMIT, after=after, before=before
+        requests,
+        time_field="created_at",
+        size=INBOX_LIMIT,
+        after=after,
+        before=before,
+        descending=newest_first,
     )
     conflicted = conflicted_request_ids(user, page.items)
     groups = user_groups(user)
@@ -273,15 +327,34 @@ def inbox(*, user: User, scope: str, overdue_only: bool, now: datetime) -> list[
 def _row(
     user: User, request: ApprovalRequest, now: datetime, conflicted: bool, groups: set[str]
 ) -> InboxRow:
+    rule = _reason_rule(request)
     return InboxRow(
         request=request,
         age=now - request.created_at,
         sla=sla_state(request, now),
+        sla_when=sla_when(request.escalate_at, now),
         can_decide=can_decide(user, request, conflicted=conflicted, groups=groups),
-        reason=_one_line_reason(request),
+        reason=str(rule.get("text") or "") if rule else "",
+        reason_rule=str(rule.get("rule_id") or "") if rule else "",
+        reason_code=str(request.evidence.get("reason_code") or ""),
         amount=_amount(request),
         approvals_given=sum(1 for d in request.decisions.all() if d.counted and d.approve),
+        subject=_listed(request, "list_subject") or str(request.effect_payload.get("subject", "")),
+        sender=list_sender(request),
+        routed_to=request.escalate_to if request.escalated_at else request.group,
     )
+
+
+def list_sender(row: Any) -> str:
+    """Who a listed request is from, by run_list_columns: the customer's name when known,
+    else the sender's name or address ("" for an event that names neither)."""
+    names = ("list_customer", "list_sender_name", "list_sender")
+    return next((_listed(row, name) for name in names if _listed(row, name)), "")
+
+
+def _listed(row: Any, name: str) -> str:
+    """An annotation of run_list_columns: "" when the key is missing or null."""
+    return str(getattr(row, name, None) or "")
 
 
 def default_scope(user: User) -> str:
@@ -339,7 +412,11 @@ def evidence(request: ApprovalRequest) -> dict[str, Any]:
         marked = {**attachment, "marked": any(flag for _, flag in text)}
         attachments.append((marked, text))
     enrichment = run.enrichment or {}
+    customer = enrichment.get("customer") or {}
     return {
+        # What the request is about, for its title: the subject, else the customer, else the
+        # request's own id.
+        "title_subject": normalized.get("subject") or customer.get("name") or run.event_id,
         "mail": normalized if normalized.get("source") == "email" else None,
         "attachments": attachments,
         "customer": enrichment.get("customer"),

@@ -8,8 +8,11 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db.models import Count, Min, Q, QuerySet
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
 
 from approvals.models import ApprovalDecision
+from approvals.selectors import RUN_DOCUMENTS, run_list_columns
+from automation.api_schemas import RunDetail, RunSummary
 from automation.models import (
     Effect,
     EffectAttempt,
@@ -21,7 +24,7 @@ from automation.models import (
     State,
 )
 from automation.schemas import EffectName, is_mail
-from config.keyset import Cursor, Page, keyset_page
+from config.keyset import NEWEST, OLDEST, Cursor, Page, keyset_page
 from config.round_trip import read_lists
 
 # What an integrator's token may read: the runs taken in through its own channel, and no
@@ -43,9 +46,10 @@ def channel_may_read(*, run: Run, channel: IntakeChannel) -> bool:
     return run.channel_id == channel.pk
 
 
-def run_summary(run: Run, *, readable: bool = True) -> dict[str, Any]:
-    """What the API says of a run; the address of its detail only to those who may read it."""
-    summary: dict[str, Any] = {
+def run_summary(run: Run, *, run_page: str, readable: bool = True) -> RunSummary:
+    """What the API says of a run; the addresses of its detail and of its page in the console
+    only to those who may read it."""
+    summary: RunSummary = {
         "id": run.pk,
         "event_id": run.event_id,
         "state": run.state,
@@ -53,15 +57,14 @@ def run_summary(run: Run, *, readable: bool = True) -> dict[str, Any]:
     }
     if readable:
         summary["url"] = f"/api/v1/runs/{run.pk}"
+        summary["links"] = {"run_page": run_page}
     return summary
 
 
-def run_detail(run: Run) -> dict[str, Any]:
-    stages = run.stages.order_by("started_at", "pk").values(
-        "stage", "attempt", "started_at", "duration_ms", "outcome", "error_class"
-    )
+def run_detail(run: Run, *, run_page: str) -> RunDetail:
+    stages = run.stages.order_by("started_at", "pk")
     return {
-        **run_summary(run),
+        **run_summary(run, run_page=run_page),
         "failure": {"field": run.failure_field, "detail": run.failure_detail}
         if run.failure_field or run.failure_detail
         else None,
@@ -78,7 +81,17 @@ def run_detail(run: Run) -> dict[str, Any]:
         "rules": run.rules,
         "created_at": run.created_at.isoformat(),
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-        "stages": [{**stage, "started_at": stage["started_at"].isoformat()} for stage in stages],
+        "stages": [
+            {
+                "stage": stage.stage,
+                "attempt": stage.attempt,
+                "started_at": stage.started_at.isoformat(),
+                "duration_ms": stage.duration_ms,
+                "outcome": stage.outcome,
+                "error_class": stage.error_class,
+            }
+            for stage in stages
+        ],
         "checkpoints": run.checkpoints.count(),
     }
 
@@ -86,6 +99,14 @@ def run_detail(run: Run) -> dict[str, Any]:
 # --- exception queues and the run page ---------------------------------------------------
 
 QUEUE_PAGE_SIZE = 100
+# How long a held run may wait in its queue before it is overdue: a day, the time policy gives
+# an approval before it escalates by default (ApprovalRule.escalate_after_hours). Counted from
+# queued_at, so claiming a run does not reset it.
+QUEUE_SLA = timedelta(hours=24)
+# The amount the reading extracted (classification.fields.amount.value), as stored.
+_AMOUNT = KeyTextTransform(
+    "value", KeyTransform("amount", KeyTransform("fields", "classification"))
+)
 
 
 @dataclass(frozen=True)
@@ -129,6 +150,7 @@ class QueueFilters:
     search: str = ""
     after: Cursor | None = None  # the page after this position in the queue
     before: Cursor | None = None  # the page before it
+    order: str = OLDEST  # or NEWEST: held longest first, or most recently held first
 
 
 def identifier_match(term: str) -> Q:
@@ -143,11 +165,20 @@ def identifier_match(term: str) -> Q:
 
 
 def queue_items(*, queue: str, filters: QueueFilters, now: datetime) -> Page[Run]:
-    """A page of a queue's runs, oldest first; one query with owner and channel joined.
+    """A page of a queue's runs, oldest first (or newest first); one query with owner and
+    channel joined. Each run carries what its row shows of its documents as annotations
+    (list_subject, list_sender, list_sender_name, list_customer, list_amount); the documents
+    themselves are not loaded.
 
-    Keyset pages over run_held_queue_idx (queue, queued_at, id): the thousandth page costs
-    what the first does."""
-    runs = Run.objects.filter(queue=queue).exclude(queue="").select_related("owner", "channel")
+    Keyset pages over run_held_queue_idx (queue, queued_at, id), read backwards for newest
+    first: the thousandth page costs what the first does."""
+    runs = (
+        Run.objects.filter(queue=queue)
+        .exclude(queue="")
+        .select_related("owner", "channel")
+        .defer(*RUN_DOCUMENTS)
+        .annotate(**run_list_columns(), list_amount=_AMOUNT)
+    )
     if filters.route:
         runs = runs.filter(route=filters.route)
     if filters.owner == "none":
@@ -168,7 +199,13 @@ def queue_items(*, queue: str, filters: QueueFilters, now: datetime) -> Page[Run
         size=QUEUE_PAGE_SIZE,
         after=filters.after,
         before=filters.before,
+        descending=filters.order == NEWEST,
     )
+
+
+def queue_due_at(run: Run) -> datetime | None:
+    """When a held run is due to be worked: QUEUE_SLA after it was queued."""
+    return run.queued_at + QUEUE_SLA if run.queued_at else None
 
 
 def run_page(run: Run) -> dict[str, Any]:

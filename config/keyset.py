@@ -65,14 +65,15 @@ def keyset_page(
     size: int,
     after: Cursor | None = None,
     before: Cursor | None = None,
+    descending: bool = False,
 ) -> Page[M]:
-    """One page of rows in (time, id) order, oldest first: after a cursor, before one, or the
-    first page. One query: a row more than the page is read to know whether another follows."""
+    """One page of rows in (time, id) order, oldest first (newest first when `descending`):
+    after a cursor, before one, or the first page. `after` is the side the next link goes to,
+    in the order shown. One query: a row more than the page is read to know whether another
+    follows. Either direction reads the same (time, id) index, forwards or backwards."""
     if before is not None:
-        earlier = Q(**{f"{time_field}__lt": before.at}) | Q(
-            **{time_field: before.at, "pk__lt": before.pk}
-        )
-        found = list(rows.filter(earlier).order_by(f"-{time_field}", "-pk")[: size + 1])
+        earlier = rows.filter(_beyond(time_field, before, later=descending))
+        found = list(earlier.order_by(*_order(time_field, newest_first=not descending))[: size + 1])
         more_before = len(found) > size
         items = found[:size][::-1]
         return Page(
@@ -81,10 +82,8 @@ def keyset_page(
             previous=_cursor(items[0], time_field) if more_before else None,
         )
     if after is not None:
-        rows = rows.filter(
-            Q(**{f"{time_field}__gt": after.at}) | Q(**{time_field: after.at, "pk__gt": after.pk})
-        )
-    found = list(rows.order_by(time_field, "pk")[: size + 1])
+        rows = rows.filter(_beyond(time_field, after, later=not descending))
+    found = list(rows.order_by(*_order(time_field, newest_first=descending))[: size + 1])
     items = found[:size]
     return Page(
         items=items,
@@ -93,9 +92,41 @@ def keyset_page(
     )
 
 
+def _beyond(time_field: str, cursor: Cursor, *, later: bool) -> Q:
+    """The rows past the cursor's position: later in (time, id) order, or earlier."""
+    op = "gt" if later else "lt"
+    return Q(**{f"{time_field}__{op}": cursor.at}) | Q(
+        **{time_field: cursor.at, f"pk__{op}": cursor.pk}
+    )
+
+
+def _order(time_field: str, *, newest_first: bool) -> tuple[str, str]:
+    return (f"-{time_field}", "-pk") if newest_first else (time_field, "pk")
+
+
 def _cursor(row: Any, time_field: str) -> Cursor | None:
     at = getattr(row, time_field)
     return Cursor(at=at, pk=row.pk) if at is not None else None
+
+
+# The orders a keyset list is offered in, as its address says (`?order=newest`).
+OLDEST, NEWEST = "oldest", "newest"
+ORDERS = (OLDEST, NEWEST)
+
+
+def order_of(query: QueryDict) -> str:
+    """The order the address asks for; oldest first for anything else."""
+    order = query.get("order", OLDEST)
+    return order if order in ORDERS else OLDEST
+
+
+def order_link(query: QueryDict, order: str) -> str:
+    """The query string of the same list in another order: the same filters, the first page."""
+    query = query.copy()
+    query.pop("after", None)
+    query.pop("before", None)
+    query["order"] = order
+    return "?" + query.urlencode()
 
 
 def page_link(query: QueryDict, key: str, cursor: Cursor | None) -> str:

@@ -15,7 +15,7 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import APPROVAL_EXPIRED, APPROVAL_STALE, RECORDED, approval_decide
 from config.errors import ServiceError
 from config.http import AuthenticatedHttpRequest
-from config.keyset import BadCursor, Cursor, page_link, parse_cursor
+from config.keyset import NEWEST, BadCursor, Cursor, order_of, page_link, parse_cursor
 from console.forms.approvals import DecisionForm
 from console.refusals import show_refusal
 
@@ -53,18 +53,23 @@ def inbox(request: AuthenticatedHttpRequest) -> HttpResponse:
         bad_cursor = False
     except BadCursor:  # a hand-made or damaged link: the first page, and a 400 that says so
         after, before, bad_cursor = None, None, True
+    order = order_of(request.GET)
+    now = timezone.now()
     page = selectors.inbox_page(
         user=request.user,
         scope=scope,
         overdue_only=overdue,
-        now=timezone.now(),
+        now=now,
         after=after,
         before=before,
+        newest_first=order == NEWEST,
     )
     context = {
         "rows": page.rows,
         "scope": scope,
         "overdue": overdue,
+        "order": order,
+        "now": now,
         "scopes": selectors.SCOPES,
         "next_link": page_link(request.GET, "after", page.next),
         "previous_link": page_link(request.GET, "before", page.previous),
@@ -103,11 +108,13 @@ def _render_evidence(
 ) -> HttpResponse:
     user = request.user
     conflicted = bool(selectors.conflicted_request_ids(user, [approval]))
+    now = timezone.now()
     context = {
         "approval": approval,
         "run": approval.run,
         "form": form,
-        "sla": selectors.sla_state(approval, timezone.now()),
+        "now": now,
+        "sla": selectors.sla_state(approval, now),
         "can_decide": selectors.can_decide(user, approval, conflicted=conflicted),
         "conflicted": conflicted,
         **selectors.evidence(approval),

@@ -77,9 +77,9 @@ def test_inbox_lists_the_request_with_age_sla_and_reason(waiting: ApprovalReques
     assert page.status_code == 200
     html = page.content.decode()
     assert "evt-sec-1" in html
-    assert "queue_account_review" in html
-    assert "security_sensitive" in html
-    assert ">due<" in html
+    assert "Queue an account review" in html
+    assert "security_sensitive" in html  # the reason code, as secondary text
+    assert ">Due<" in html
     assert 'data-testid="nav-inbox-count">1<' in html
 
 

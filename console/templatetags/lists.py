@@ -1,0 +1,201 @@
+"""The words and links of the lists people work from (the approvals inbox, a queue):
+`{% load lists %}`.
+
+What a run or a request stores is written for the record: a JSON list of field problems,
+a policy rule's text that quotes codes. These turn it into sentences a person reads, with
+the codes left to secondary text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import Any
+
+from django import template
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.text import Truncator
+
+from approvals.selectors import InboxRow, sla_of, sla_when
+from automation import vocabulary
+from automation.selectors import queue_due_at
+from config.keyset import order_link
+
+register = template.Library()
+
+# A reason is one line: longer stored text is cut at a word, the whole of it on hover.
+REASON_WORDS = 24
+
+# Policy rule texts (policy.evaluation) quote the codes they are about.
+SIGNAL_TEXT = re.compile(r"signal (?P<name>[a-z][a-z0-9_]*) \(v\d+, [a-z]+\): ")
+APPROVAL_TEXT = re.compile(
+    r"'(?P<effect>[a-z_]+)' needs (?P<count>\d+) approvals? from '(?P<group>[^']+)'"
+)
+
+
+@register.simple_tag(takes_context=True)
+def ordered(context: template.Context, order: str) -> str:
+    """This list's address in `order`, keeping every filter: `{% ordered 'newest' %}`."""
+    return order_link(context["request"].GET, order)
+
+
+@register.simple_tag
+def sla(due_at: datetime | None, now: datetime, escalated: bool = False) -> SafeString:
+    """The SLA badge in words (Due, Overdue, Escalated) and how far the deadline is."""
+    if due_at is None:
+        return format_html('<span class="muted">—</span>')
+    state = sla_of(due_at, now, escalated=bool(escalated))
+    entry = vocabulary.term(vocabulary.Kind.SLA, state)
+    return format_html(
+        '<span class="badge {}" title="{}">{}</span> <span class="when">{}</span>',
+        state,
+        entry.explanation,
+        entry.label,
+        sla_when(due_at, now),
+    )
+
+
+@register.filter
+def queue_due(run: Any) -> datetime | None:
+    """When a held run is due to be worked (automation.selectors.QUEUE_SLA)."""
+    return queue_due_at(run)
+
+
+@register.filter
+def rule_sentence(text: str) -> str:
+    """A policy rule's text with its codes in words: "Risk signal “Account compromise”: …",
+    "Queue an account review needs 1 approval from security-approvers"."""
+    text = _codes_in_words(text)
+    return text[:1].upper() + text[1:]
+
+
+def _codes_in_words(text: str) -> str:
+    text = SIGNAL_TEXT.sub(lambda m: f"risk signal “{vocabulary.humanize(m['name'])}”: ", text)
+    text = APPROVAL_TEXT.sub(_approval_words, text)
+    return QUOTED_CODE.sub(_quoted_words, text)
+
+
+# A code a rule's text quotes ('create_follow_up'), said as its label where it is one of ours.
+QUOTED_CODE = re.compile(r"'([a-z][a-z0-9_]*)'")
+QUOTED_KINDS = (
+    vocabulary.Kind.EFFECT,
+    vocabulary.Kind.ROUTE,
+    vocabulary.Kind.CATEGORY,
+    vocabulary.Kind.OUTCOME,
+)
+
+
+def _quoted_words(match: re.Match[str]) -> str:
+    code = match[1]
+    for kind in QUOTED_KINDS:
+        if code in vocabulary.VOCABULARY[kind]:
+            return f"“{vocabulary.label(kind, code)}”"
+    return match[0]
+
+
+def _approval_words(match: re.Match[str]) -> str:
+    count = int(match["count"])
+    effect = vocabulary.label(vocabulary.Kind.EFFECT, match["effect"])
+    return f"{effect} needs {count} approval{'' if count == 1 else 's'} from {match['group']}"
+
+
+@register.filter
+def approval_reason(row: InboxRow) -> str:
+    """Why a request waits for a person, in one line: the sentence of the rule that asked."""
+    if not row.reason:
+        return "Policy requires a person to approve this effect."
+    return rule_sentence(row.reason)
+
+
+@register.filter
+def hold_reason(run: Any) -> str:
+    """Why a run is held, in plain sentences: the field problems stored as JSON read as
+    "Amount: '1.250.00 EUR' has two decimal separators.", a stored message as it is (after
+    the field it is about), codes in words."""
+    problems = _problems(run.failure_detail)
+    if problems is not None:
+        return " ".join(
+            _sentence(f"{field_words(p.get('field'))}: {_message(p)}") for p in problems
+        )
+    detail = _codes_in_words(str(run.failure_detail or ""))
+    field = field_words(run.failure_field) if run.failure_field else ""
+    if field and not detail.lower().startswith(field.lower()):
+        detail = f"{field}: {detail}" if detail else field
+    return _sentence(detail) if detail else ""
+
+
+@register.filter
+def one_line(text: str) -> str:
+    return Truncator(text).words(REASON_WORDS, truncate="…")
+
+
+def _problems(detail: str) -> list[dict[str, Any]] | None:
+    """The [{field, message}] a validation hold stores, or None for a plain message."""
+    if not detail.startswith("["):
+        return None
+    try:
+        found = json.loads(detail)
+    except json.JSONDecodeError:
+        return None
+    if isinstance(found, list) and found and all(isinstance(p, dict) for p in found):
+        return found
+    return None
+
+
+def field_words(field: object) -> str:
+    """A stored field path in words: `fields.customer_reference` is "Customer reference", an
+    effect's name its label, `output` the classifier's answer."""
+    field = str(field or "")
+    if field in vocabulary.EFFECTS:
+        return vocabulary.label(vocabulary.Kind.EFFECT, field)
+    if field in ("output", "body"):
+        return "The classifier's answer"
+    parts = [p for p in field.split(".") if p not in ("fields", "value") and not p.isdigit()]
+    return vocabulary.humanize(" ".join(parts)) if parts else "The answer"
+
+
+# The start of pydantic's messages, as a person would say it after the field's name.
+MESSAGE_STARTS = (
+    (re.compile(r"^must be one of "), None),  # one of a closed set: the codes are not words
+    (re.compile(r"^Input should be '"), None),  # as stored before messages were plain words
+    (re.compile(r"^String should match pattern .*"), "uses characters that are not allowed"),
+    (re.compile(r"^(Input|String|Value) should "), "should "),
+    (re.compile(r"^Value error, "), ""),
+)
+
+
+def _message(problem: dict[str, Any]) -> str:
+    message = str(problem.get("message", ""))
+    for pattern, said in MESSAGE_STARTS:
+        if pattern.match(message):
+            if said is None:
+                return "is not one of the allowed values"
+            return pattern.sub(said, message, count=1)
+    return message
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "!", "?", "…")) else text + "."
+
+
+# How the effect payload's values read: the kind of word each key holds.
+PAYLOAD_KINDS = {
+    "effect": vocabulary.Kind.EFFECT,
+    "route": vocabulary.Kind.ROUTE,
+    "request_type": vocabulary.Kind.CATEGORY,
+}
+
+
+@register.filter
+def payload_rows(payload: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The proposed effect's parameters as (label, value in words, value as stored) rows."""
+    rows = []
+    for key, value in payload.items():
+        kind = PAYLOAD_KINDS.get(key)
+        shown = vocabulary.label(kind, value) if kind else str(value)
+        rows.append((vocabulary.humanize(key), shown, str(value)))
+    return rows
