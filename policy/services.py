@@ -121,6 +121,12 @@ def policy_version_activate(*, name: str, user: User | None = None) -> PolicyVer
     return _version_activate(name, user)
 
 
+def policy_version_activate_in_transaction(*, name: str, user: User | None = None) -> PolicyVersion:
+    """policy_version_activate inside the caller's transaction: for a service that checks
+    more (a fresh simulation) under the same locks before the version becomes active."""
+    return _version_activate(name, user)
+
+
 def policy_load_file(*, path: Path, activate: bool) -> tuple[PolicyVersion, bool]:
     document = parse_policy_text(path.read_text(encoding="utf-8"))
     with transaction.atomic(durable=True):

@@ -1,36 +1,50 @@
-"""Policy pages for ops leads: versions, the editor with its diff, simulation, activation."""
+"""Policy pages for ops leads: versions, the editor, the diff, simulation, activation.
+
+A version is activated from the console only after a fresh simulation of it, through a
+confirmation page that shows what it would change (automation.services.activation).
+"""
 
 from __future__ import annotations
 
 import difflib
 import re
+from collections import Counter
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import yaml
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
-from django.http import HttpResponse
+from django.http import HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from automation.models import Simulation
+from automation.models import Simulation, State
+from automation.services import (
+    SIMULATION_FRESH_FOR,
+    activation_simulation,
+    policy_activate_after_simulation,
+)
 from automation.services.simulation import SIMULATE, simulation_start
+from automation.vocabulary import Kind, humanize, label, term
+from config.errors import ServiceError
 from config.http import AuthenticatedHttpRequest
 from console.forms.ops import SimulationForm
+from console.forms.policy import PolicyForm, Problem, parse_yaml
+from console.refusals import show_refusal
 from policy.models import PolicyVersion
-from policy.schemas import VERSION_NAME_MAX_LENGTH, version_name_problem
-from policy.services import (
-    PolicyError,
-    parse_policy_text,
-    policy_version_activate,
-    policy_version_create,
-)
+from policy.schemas import VERSION_NAME_MAX_LENGTH, PolicyDocument, version_name_problem
+from policy.services import PolicyError, policy_version_create
 from reports.selectors import policy_impacts
 
 VIEW = "policy.view_policyversion"
+ACTIVATE = "policy.activate_policyversion"
+NAME_TAKEN = (
+    "another version already has this name: versions never change, so give this one a new name"
+)
 
 
 def as_yaml(policy: PolicyVersion | None, **changes: str) -> str:
@@ -69,6 +83,159 @@ def _active() -> PolicyVersion | None:
     return PolicyVersion.objects.filter(is_active=True).first()
 
 
+# --- what a simulation's changes mean, in words ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class VerdictWords:
+    """A decision (policy.evaluation.Verdict) in the vocabulary's words."""
+
+    kind: Kind  # the vocabulary entry that names what the decision does to a run
+    code: str
+    was: tuple[str, str]  # what such runs did: one run, several runs
+    now: str  # what they would do
+
+
+VERDICTS = {
+    "execute": VerdictWords(
+        Kind.STATE, State.COMPLETED, ("went straight through",) * 2, "go straight through"
+    ),
+    "approve": VerdictWords(
+        Kind.STATE, State.APPROVAL_REQUIRED, ("waited for approval",) * 2, "wait for approval"
+    ),
+    "block": VerdictWords(
+        Kind.STATE,
+        State.BLOCKED,
+        ("was stopped by policy", "were stopped by policy"),
+        "be stopped by policy",
+    ),
+    "low_confidence": VerdictWords(
+        Kind.OUTCOME,
+        "low_confidence",
+        ("went to a person as an unsure reading", "went to a person as unsure readings"),
+        "go to a person as an unsure reading",
+    ),
+    "unsupported": VerdictWords(
+        Kind.OUTCOME,
+        "unsupported_request",
+        ("was refused as not allowed", "were refused as not allowed"),
+        "be refused as not allowed",
+    ),
+    "risk_signal": VerdictWords(
+        Kind.OUTCOME,
+        "risk_signal",
+        ("was held for a person to read first", "were held for a person to read first"),
+        "be held for a person to read first (a risk signal)",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Said:
+    """A code as people read it: the label, its explanation, the code as secondary text."""
+
+    label: str
+    explanation: str
+    code: str
+
+
+def verdict_said(code: str) -> Said:
+    words = VERDICTS.get(code)
+    if words is None:
+        return Said(humanize(code), "", code)
+    entry = term(words.kind, words.code)
+    return Said(entry.label, entry.explanation, code)
+
+
+@dataclass(frozen=True)
+class Move:
+    """How many runs of a simulation one version decides one way and the other another."""
+
+    old: Said
+    new: Said
+    runs: int
+
+    @property
+    def sentence(self) -> str:
+        runs = f"{self.runs} run{'' if self.runs == 1 else 's'}"
+        was, now = VERDICTS.get(self.old.code), VERDICTS.get(self.new.code)
+        if was is None or now is None:
+            return f"{runs}: {self.old.label} would now be {self.new.label}."
+        did = was.was[0 if self.runs == 1 else 1]
+        if self.old.code == self.new.code:
+            return f"{runs} that {did} would still {now.now}, with another effect."
+        return f"{runs} that {did} would now {now.now}."
+
+
+def moves_of(simulation: Simulation) -> list[Move]:
+    """The simulation's changes counted by (decided, would be), the largest first."""
+    counted = Counter((change["old"], change["new"]) for change in simulation.changes)
+    return [
+        Move(verdict_said(old), verdict_said(new), runs)
+        for (old, new), runs in sorted(counted.items(), key=lambda item: (-item[1], item[0]))
+    ]
+
+
+# --- what a version says, in words ----------------------------------------------------------
+
+
+# What a signal's hit does to a run (policy.schemas.SignalAction).
+ACTIONS = [
+    ("hold", "held for a person"),
+    ("approval", "waits for an approver"),
+    ("block", "stopped"),
+]
+
+
+def hours(value: int) -> str:
+    return f"{value} hour{'' if value == 1 else 's'}"
+
+
+def policy_in_words(document: PolicyDocument) -> list[tuple[str, list[str]]]:
+    """The parts of a document an ops lead changes most, as sentences (the YAML has the rest)."""
+    approvals = [
+        f"{label(Kind.EFFECT, effect)}: {rule.approvers} of {rule.group} approve; expires after "
+        f"{hours(rule.expires_after_hours)}"
+        + (
+            f", goes to {rule.escalate_to} after {hours(rule.escalate_after_hours)}"
+            if rule.escalate_to
+            else ""
+        )
+        for effect, rule in document.approvals.items()
+    ]
+    confidence = [f"Every category: at least {document.confidence.default:g} sure"] + [
+        f"{label(Kind.CATEGORY, category)}: at least {share:g} sure"
+        for category, share in document.confidence.per_category.items()
+    ]
+    limits = [
+        f"{humanize(tier)}: approval above {limit.approval_above or 'no limit'}, "
+        f"stopped above {limit.block_above or 'no limit'}"
+        for tier, limit in document.amount_limits.items()
+    ]
+    signals = [
+        f"{humanize(name)}: {dict(ACTIONS)[signal.action.value]}, "
+        f"{sum(len(found) for found in signal.phrases.values())} phrases"
+        for name, signal in document.signals.items()
+    ]
+    return [
+        (
+            "Routes",
+            [
+                f"{label(Kind.CATEGORY, c)} goes to {label(Kind.ROUTE, r)}"
+                for c, r in document.routes.items()
+            ],
+        ),
+        ("Allowed effects", [label(Kind.EFFECT, effect) for effect in document.allowed_effects]),
+        ("Approvals", approvals or ["No effect needs an approval"]),
+        ("Confidence thresholds", confidence),
+        ("Amount limits", limits or ["No amount limits"]),
+        ("Risk signals", signals or ["No risk signals"]),
+    ]
+
+
+# --- the pages -------------------------------------------------------------------------------
+
+
 @require_GET
 @login_required
 @permission_required(VIEW, raise_exception=True)
@@ -85,22 +252,69 @@ def policy_list(request: AuthenticatedHttpRequest) -> HttpResponse:
 @login_required
 @permission_required("policy.add_policyversion", raise_exception=True)
 def policy_new(request: AuthenticatedHttpRequest) -> HttpResponse:
-    active = _active()
+    """The form for the common changes, and the whole document as YAML for the rest."""
+    source = request.POST.get("base") or request.GET.get("from")
+    base = get_object_or_404(PolicyVersion, name=source) if source else _active()
+    if request.method == "POST" and "document" in request.POST:
+        return _save_yaml(request, base)
+    form = _policy_form(base, request.POST if request.method == "POST" else None)
+    if form is not None and form.is_bound and form.is_valid():
+        document = form.document()
+        saved = _save(request, form, document) if document is not None else None
+        if saved is not None:
+            return saved
+    return _editor(request, base, form, text=_suggested_yaml(base), problems=[])
+
+
+def _policy_form(base: PolicyVersion | None, data: QueryDict | None) -> PolicyForm | None:
+    """The form on `base` (bound to `data` when given); None when there is no version to
+    start from: only the YAML can make the first one."""
+    if base is None:
+        return None
+    return PolicyForm(data, base=base, initial={"version": next_name(base.name)})
+
+
+def _suggested_yaml(base: PolicyVersion | None) -> str:
+    return as_yaml(base, version=next_name(base.name), note="") if base else ""
+
+
+def _save(
+    request: AuthenticatedHttpRequest, form: PolicyForm, document: PolicyDocument
+) -> HttpResponse | None:
+    try:
+        version, _ = policy_version_create(document=document, author=request.user)
+    except PolicyError:  # the schema passed it: the name is taken by another document
+        form.add_problem(("version",), NAME_TAKEN)
+        return None
+    messages.success(request, f"Saved {version.name} as a draft.")
+    return redirect("automation:policy", name=version.name)
+
+
+def _save_yaml(request: AuthenticatedHttpRequest, base: PolicyVersion | None) -> HttpResponse:
     text = request.POST.get("document", "")
-    error = ""
-    if request.method == "POST":
+    document, problems = parse_yaml(text)
+    if document is not None:
         try:
-            document = parse_policy_text(text)
             version, _ = policy_version_create(document=document, author=request.user)
-        except PolicyError as exc:
-            error = str(exc)
+        except PolicyError:  # the schema passed it: the name is taken by another document
+            problems = [Problem("Version", "version", NAME_TAKEN)]
         else:
             messages.success(request, f"Saved {version.name} as a draft.")
             return redirect("automation:policy", name=version.name)
-    else:
-        text = as_yaml(active, version=next_name(active.name), note="") if active else ""
-    context = {"text": text, "error": error, "active": active}
-    return render(request, "policy/edit.html", context, status=400 if error else 200)
+    return _editor(request, base, _policy_form(base, None), text=text, problems=problems)
+
+
+def _editor(
+    request: AuthenticatedHttpRequest,
+    base: PolicyVersion | None,
+    form: PolicyForm | None,
+    *,
+    text: str,
+    problems: list[Problem],
+) -> HttpResponse:
+    refused = bool(problems) or (form is not None and form.is_bound and bool(form.errors))
+    context = {"base": base, "active": _active(), "form": form, "text": text, "problems": problems}
+    return render(request, "policy/edit.html", context, status=400 if refused else 200)
 
 
 def _detail_context(version: PolicyVersion, simulation_form: SimulationForm) -> dict[str, Any]:
@@ -115,10 +329,12 @@ def _detail_context(version: PolicyVersion, simulation_form: SimulationForm) -> 
         )
     )
     now = timezone.now()
+    fresh, not_fresh = activation_simulation(name=version.name)
     return {
         "version": version,
         "active": active,
         "text": as_yaml(version),
+        "said": policy_in_words(version.parsed),
         "diff": diff,
         "simulations": Simulation.objects.filter(policy_version=version.name).order_by(
             "-created_at"
@@ -126,6 +342,10 @@ def _detail_context(version: PolicyVersion, simulation_form: SimulationForm) -> 
         "simulation_form": simulation_form,
         "since": now - timedelta(days=30),
         "until": now + timedelta(minutes=1),
+        "fresh": fresh,
+        "fresh_moves": moves_of(fresh) if fresh else [],
+        "not_fresh": not_fresh,
+        "fresh_hours": int(SIMULATION_FRESH_FOR.total_seconds() // 3600),
     }
 
 
@@ -152,16 +372,44 @@ def policy_simulate(request: AuthenticatedHttpRequest, name: str) -> HttpRespons
     return redirect("automation:simulation", simulation_id=simulation.pk)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @login_required
 # Checked before the version is looked up (the service checks again): someone who may not
 # activate learns nothing about which version names exist.
-@permission_required("policy.activate_policyversion", raise_exception=True)
+@permission_required(ACTIVATE, raise_exception=True)
 def policy_activate(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
-    get_object_or_404(PolicyVersion, name=name)
-    policy_version_activate(name=name, user=request.user)
-    messages.success(request, f"{name} is now the active policy. Runs decided from now on use it.")
+    """GET: what activating would change, and the confirmation. POST: activate, when the
+    simulation confirmed is still fresh (the service checks it again under its lock)."""
+    version = get_object_or_404(PolicyVersion, name=name)
+    if request.method == "GET":
+        return _confirmation(request, version)
+    raw = request.POST.get("simulation", "")
+    simulation_id = int(raw) if raw.isdigit() and len(raw) < 12 else None
+    try:
+        policy_version = policy_activate_after_simulation(
+            name=name, user=request.user, simulation_id=simulation_id
+        )
+    except ServiceError as exc:
+        show_refusal(request, exc, prefix="Not activated. ")
+        return redirect("automation:policy", name=name)
+    messages.success(
+        request,
+        f"{policy_version.name} is now the active policy. Runs decided from now on use it.",
+    )
     return redirect("automation:policy", name=name)
+
+
+def _confirmation(request: AuthenticatedHttpRequest, version: PolicyVersion) -> HttpResponse:
+    fresh, not_fresh = activation_simulation(name=version.name)
+    context = {
+        "version": version,
+        "active": _active(),
+        "simulation": fresh,
+        "moves": moves_of(fresh) if fresh else [],
+        "not_fresh": not_fresh,
+        "fresh_hours": int(SIMULATION_FRESH_FOR.total_seconds() // 3600),
+    }
+    return render(request, "policy/activate.html", context)
 
 
 @require_GET
@@ -169,14 +417,14 @@ def policy_activate(request: AuthenticatedHttpRequest, name: str) -> HttpRespons
 @permission_required(VIEW, raise_exception=True)
 def simulation(request: AuthenticatedHttpRequest, simulation_id: int) -> HttpResponse:
     item = get_object_or_404(Simulation, pk=simulation_id)
-    moves: dict[str, int] = {}
-    for change in item.changes:
-        key = f"{change['old']} → {change['new']}"
-        moves[key] = moves.get(key, 0) + 1
+    changes = [
+        {**change, "old_said": verdict_said(change["old"]), "new_said": verdict_said(change["new"])}
+        for change in item.changes[:200]
+    ]
     context = {
         "simulation": item,
         "policy_url": policy_url(item.policy_version),
-        "moves": sorted(moves.items()),
-        "changes": item.changes[:200],
+        "moves": moves_of(item),
+        "changes": changes,
     }
     return render(request, "policy/simulation.html", context)

@@ -16,7 +16,7 @@ from audit.models import AuditEvent
 from automation.models import Run, State
 from policy.models import PolicyVersion
 from policy.services import DEFAULTS_DIR, parse_policy_text, policy_version_create
-from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, log_in
+from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, log_in, screenshot
 from tests.browser.test_ops_browser import forged_post, message
 from tests.conftest import Pipeline, decision_for, make_event
 
@@ -128,33 +128,42 @@ def test_ops_lead_edits_the_threshold_sees_diff_and_simulation_and_activates(
 
     expect(page).to_have_url(re.compile(r"/policy/simulations/\d+/$"))
     expect(page.get_by_role("heading", level=1)).to_have_text("Simulation of policy-2")
-    expect(page.get_by_test_id("simulation-status")).to_have_text("finished", timeout=15_000)
+    expect(page.get_by_test_id("simulation-status")).to_contain_text("Finished", timeout=15_000)
     expect(page.get_by_test_id("simulation-progress")).to_contain_text("1 / 1")
-    expect(page.get_by_test_id("simulation-summary")).to_have_text(
-        "1 decision would change: 1 execute → low_confidence."
+    expect(page.get_by_test_id("simulation-summary")).to_have_text("1 decision would change:")
+    expect(page.get_by_test_id("impact-sentences")).to_have_text(
+        "1 run that went straight through would now go to a person as an unsure reading."
     )
     changes = page.get_by_test_id("simulation-changes").locator("tbody tr")
     expect(changes).to_have_count(1)
     expect(changes.locator("td")).to_have_text(
-        [f"#{run.pk} · {run.event_id}", "execute", "low_confidence", re.compile(r".+")]
+        [
+            f"#{run.pk} · {run.event_id}",
+            "Done execute",
+            "Unsure reading low_confidence",
+            re.compile(r"^Confidence now stops it: .+"),
+        ]
     )
-    expect(changes.locator("td").nth(3).locator("code")).to_have_text(["confidence.support"])
+    expect(changes.locator("td").nth(3).locator("small.code")).to_have_text(["confidence.support"])
     page.screenshot(path=SIM_PNG, full_page=True)
 
     page.get_by_role("link", name="← policy-2").click()
 
     expect(page).to_have_url(re.compile(r"/policy/policy-2/$"))
-    expect(page.get_by_role("listitem").filter(has_text="would change")).to_contain_text(
-        "1/1 runs, 1 would change (finished)"
+    expect(page.get_by_test_id("simulations").get_by_role("listitem")).to_contain_text(
+        ["1 of 1 run judged, 1 would be decided differently · Finished"]
     )
-    page.get_by_role("button", name="Activate policy-2").click()
+    page.get_by_role("link", name="Activate policy-2").click()
+
+    expect(page).to_have_url(re.compile(r"/policy/policy-2/activate$"))
+    page.get_by_role("button", name="Confirm: activate policy-2").click()
 
     expect(page).to_have_url(re.compile(r"/policy/policy-2/$"))
     expect(message(page)).to_have_text(
         "policy-2 is now the active policy. Runs decided from now on use it."
     )
     expect(page.get_by_role("heading", level=1).locator(".badge")).to_have_text("active")
-    expect(page.get_by_role("button", name="Activate policy-2")).to_have_count(0)
+    expect(page.get_by_role("link", name="Activate policy-2")).to_have_count(0)
 
     assert list(PolicyVersion.objects.filter(is_active=True).values_list("name", flat=True)) == [
         "policy-2"
@@ -214,6 +223,7 @@ def test_an_auditor_cannot_edit_or_activate(
     expect(page.get_by_role("heading", level=1)).to_have_text("policy-2 draft")
     expect(page.get_by_test_id("diff")).to_contain_text("+  default: 0.8")  # they may read it
     expect(page.get_by_role("button", name=re.compile(r"^Activate"))).to_have_count(0)
+    expect(page.get_by_role("link", name=re.compile(r"^Activate"))).to_have_count(0)
 
     response = page.goto("/policy/new")
     assert response is not None and response.status == 403
@@ -224,3 +234,104 @@ def test_an_auditor_cannot_edit_or_activate(
 
     assert PolicyVersion.objects.get(is_active=True).name == "policy-1"
     assert not AuditEvent.objects.filter(action="policy.activated", actor=auditor.user).exists()
+
+
+# --- the form ----------------------------------------------------------------------------
+
+
+def test_ops_lead_changes_a_threshold_with_the_form_simulates_confirms_and_activates(
+    page: Page, ops_lead: Person, completed_run: Run
+) -> None:
+    open_new_version(page, ops_lead)
+    common = page.get_by_role("region", name="Common changes")
+    expect(common.get_by_label("Version name")).to_have_value("policy-2")
+    threshold = common.get_by_label("Every category", exact=True)
+    expect(threshold).to_have_value("0.0")
+    expect(common.get_by_text("0.8 means 80% sure")).to_be_visible()  # help in plain words
+    threshold.fill("0.8")
+    common.get_by_label("What changes and why").fill("Unsure readings go to a person.")
+    screenshot(page, "policy-editor")
+    common.get_by_role("button", name="Save these changes as a draft").click()
+
+    expect(page).to_have_url(re.compile(r"/policy/policy-2/$"))
+    expect(message(page)).to_have_text("Saved policy-2 as a draft.")
+    expect(page.get_by_test_id("diff").locator("span.add")).to_contain_text(["+  default: 0.8"])
+    expect(page.get_by_test_id("in-words")).to_contain_text("Every category: at least 0.8 sure")
+    # Not before a simulation: the page says why, and offers no way to activate.
+    expect(page.get_by_test_id("activation-needs")).to_have_text(
+        "Not yet: activation needs a finished simulation of this version: simulate it first."
+    )
+    expect(page.get_by_role("link", name="Activate policy-2")).to_have_count(0)
+    expect(page.get_by_role("button", name=re.compile("Activate"))).to_have_count(0)
+
+    page.get_by_role("button", name="Simulate").click()
+
+    expect(page).to_have_url(re.compile(r"/policy/simulations/\d+/$"))
+    expect(page.get_by_test_id("simulation-status")).to_contain_text("Finished")
+    impact = "1 run that went straight through would now go to a person as an unsure reading."
+    expect(page.get_by_test_id("impact-sentences")).to_have_text(impact)
+    moves = page.get_by_test_id("moves").locator("tbody tr td")
+    expect(moves).to_have_text(["Done execute", "Unsure reading low_confidence", "1"])
+    page.get_by_role("link", name="← policy-2").click()
+
+    activation = page.get_by_test_id("activation")
+    expect(activation).to_contain_text(impact)
+    # Below what it is based on: the difference and the simulations.
+    diff_box = page.get_by_test_id("diff").bounding_box()
+    activation_box = activation.bounding_box()
+    assert diff_box is not None and activation_box is not None
+    assert activation_box["y"] > diff_box["y"]
+    activation.get_by_role("link", name="Activate policy-2").click()
+
+    expect(page).to_have_url(re.compile(r"/policy/policy-2/activate$"))
+    expect(page.get_by_role("heading", level=1)).to_have_text("Activate policy-2?")
+    expect(page.get_by_test_id("impact")).to_contain_text(impact)
+    expect(page.get_by_test_id("impact")).to_contain_text("1 run judged again")
+    expect(page.get_by_test_id("moves").locator("tbody tr td")).to_have_text(
+        ["Done execute", "Unsure reading low_confidence", "1"]
+    )
+    assert PolicyVersion.objects.get(is_active=True).name == "policy-1"  # not before confirming
+    screenshot(page, "policy-activate")
+    page.get_by_role("button", name="Confirm: activate policy-2").click()
+
+    expect(page).to_have_url(re.compile(r"/policy/policy-2/$"))
+    expect(message(page)).to_have_text(
+        "policy-2 is now the active policy. Runs decided from now on use it."
+    )
+    expect(page.get_by_role("heading", level=1).locator(".badge")).to_have_text("active")
+    version = PolicyVersion.objects.get(is_active=True)
+    assert (version.name, version.author, version.note) == (
+        "policy-2",
+        ops_lead.user,
+        "Unsure readings go to a person.",
+    )
+    base = PolicyVersion.objects.get(name="policy-1").document
+    assert version.document == {
+        **base,
+        "version": "policy-2",
+        "note": "Unsure readings go to a person.",
+        "confidence": {"default": 0.8, "per_category": {}},
+    }
+
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Policy").click()
+    expect(page.get_by_test_id("impact").get_by_test_id("impact-none").first).to_contain_text(
+        "No runs decided under this version yet"
+    )
+
+
+def test_a_wrong_value_in_the_form_is_explained_next_to_it(
+    page: Page, ops_lead: Person, pipeline: Pipeline
+) -> None:
+    open_new_version(page, ops_lead)
+    common = page.get_by_role("region", name="Common changes")
+    common.get_by_label("Every category", exact=True).fill("1.5")
+    common.get_by_role("button", name="Save these changes as a draft").click()
+
+    expect(page).to_have_url(re.compile(r"/policy/new$"))
+    expect(page.get_by_test_id("form-problems")).to_contain_text("Not saved.")
+    field = common.locator(".field", has=page.get_by_label("Every category", exact=True))
+    expect(field.get_by_test_id("field-error")).to_have_text("Must be at most 1.0.")
+    expect(common.get_by_label("Every category", exact=True)).to_have_value("1.5")
+    expect(page.locator("main")).not_to_contain_text("Value error")
+    expect(page.locator("main")).not_to_contain_text("Input should")
+    assert not PolicyVersion.objects.filter(name="policy-2").exists()

@@ -120,8 +120,9 @@ def test_activation_page_refuses_a_person_without_the_permission_whatever_the_na
     client.force_login(User.objects.create_user("nobody"))
 
     for name in ("policy-2", "no-such-version"):
-        response = client.post(reverse("automation:policy_activate", args=[name]))
-        assert response.status_code == 403
+        url = reverse("automation:policy_activate", args=[name])
+        assert client.post(url).status_code == 403
+        assert client.get(url).status_code == 403  # the confirmation page too
     assert PolicyVersion.objects.get(is_active=True).name == "policy-1"
 
 
@@ -249,9 +250,14 @@ def test_editor_saves_a_draft_shows_the_diff_simulates_and_activates(
         started = client.post(reverse("automation:policy_simulate", args=["policy-2"]), {})
     pipeline.drain()
     result = client.get(started["Location"]).content.decode()
-    assert "1 execute → low_confidence" in result
+    moved = "1 run that went straight through would now go to a person as an unsure reading."
+    assert moved in result
 
-    client.post(reverse("automation:policy_activate", args=["policy-2"]))
+    url = reverse("automation:policy_activate", args=["policy-2"])
+    confirmation = client.get(url).content.decode()
+    assert moved in confirmation
+    simulation = Simulation.objects.get()
+    client.post(url, {"simulation": simulation.pk})
     assert PolicyVersion.objects.get(is_active=True).name == "policy-2"
     assert Simulation.objects.count() == 1
     listing = client.get(reverse("automation:policies")).content.decode()
