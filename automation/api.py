@@ -9,12 +9,14 @@ from functools import wraps
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
+from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from automation import selectors, services
+from automation.api_schemas import ApiError
 from automation.conf import IntSetting, setting
-from automation.models import ApiToken, Outcome
+from automation.models import ApiToken, Outcome, Run
 from automation.openapi import openapi_document
 from automation.services.intake import MAIL_TYPE
 from policy.models import PolicyVersion
@@ -30,8 +32,13 @@ STATUS_BY_CODE = {
 }
 
 
-def _error(status: int, code: str, message: str, **extra: Any) -> JsonResponse:
-    return JsonResponse({"error": code, "message": message, **extra}, status=status)
+def _error(status: int, code: ApiError, message: str) -> JsonResponse:
+    return JsonResponse({"error": code, "message": message}, status=status)
+
+
+def _run_page(request: HttpRequest, run: Run) -> str:
+    """The run's page in the console, absolute: the answer is read far from this host."""
+    return request.build_absolute_uri(reverse("automation:run", args=[run.pk]))
 
 
 def token_required(view: View) -> View:
@@ -43,7 +50,7 @@ def token_required(view: View) -> View:
         header = request.headers.get("Authorization", "")
         scheme, _, key = header.partition(" ")
         if scheme.lower() != "bearer" or not key.strip():
-            return _error(401, "unauthenticated", "send 'Authorization: Bearer <token>'")
+            return _error(401, ApiError.UNAUTHENTICATED, "send 'Authorization: Bearer <token>'")
         digest = hashlib.sha256(key.strip().encode()).hexdigest()
         token = (
             ApiToken.objects.filter(key_hash=digest, is_active=True)
@@ -51,7 +58,7 @@ def token_required(view: View) -> View:
             .first()
         )
         if token is None:
-            return _error(401, "unauthenticated", "unknown or revoked token")
+            return _error(401, ApiError.UNAUTHENTICATED, "unknown or revoked token")
         return view(request, token, *args, **kwargs)
 
     return wrapper
@@ -68,13 +75,14 @@ def _body_problem(request: HttpRequest) -> JsonResponse | None:
     if content_type not in ACCEPTED_TYPES:
         return _error(
             415,
-            "unsupported_media_type",
+            ApiError.UNSUPPORTED_MEDIA_TYPE,
             "send an event as application/json or an e-mail message as message/rfc822",
         )
     limit = setting(ACCEPTED_TYPES[content_type])
     declared = request.headers.get("Content-Length") or "0"
     if (declared.isdigit() and int(declared) > limit) or len(request.body) > limit:
-        return _error(413, "too_large", f"a {content_type} request is at most {limit} bytes")
+        message = f"a request sent as {content_type} is at most {limit} bytes"
+        return _error(413, ApiError.TOO_LARGE, message)
     return None
 
 
@@ -96,7 +104,7 @@ def submit_event(request: HttpRequest, token: ApiToken) -> JsonResponse:
         # The raw request is kept; nothing can be decided until a policy is loaded.
         return _error(
             503,
-            "no_active_policy",
+            ApiError.NO_ACTIVE_POLICY,
             "no policy version is active, so nothing can be taken in: "
             "an operator runs `manage.py load_policy`; send the event again then",
         )
@@ -105,7 +113,9 @@ def submit_event(request: HttpRequest, token: ApiToken) -> JsonResponse:
         # A duplicate may name a run another channel took in (e-mail identity is shared):
         # see selectors.run_for_channel for what this token may then read of it.
         readable = selectors.channel_may_read(run=result.run, channel=token.channel)
-        body["run"] = selectors.run_summary(result.run, readable=readable)
+        body["run"] = selectors.run_summary(
+            result.run, readable=readable, run_page=_run_page(request, result.run)
+        )
     if result.problems:
         body["problems"] = [p.model_dump() for p in result.problems]
     status = STATUS_BY_CODE[result.code]
@@ -119,11 +129,14 @@ def submit_event(request: HttpRequest, token: ApiToken) -> JsonResponse:
 def run_detail(request: HttpRequest, token: ApiToken, run_id: int) -> JsonResponse:
     run = selectors.run_for_channel(run_id=run_id, channel=token.channel)
     if run is None:
-        return _error(404, "not_found", "no such run for this token")
-    return JsonResponse(selectors.run_detail(run))
+        return _error(404, ApiError.NOT_FOUND, "no such run for this token")
+    return JsonResponse(selectors.run_detail(run, run_page=_run_page(request, run)))
 
 
 @require_GET
 def openapi(request: HttpRequest) -> JsonResponse:
-    """The API described for integrators (OpenAPI 3.1): public, like any API's reference."""
-    return JsonResponse(openapi_document())
+    """The API described for integrators (OpenAPI 3.1): public, like any API's reference.
+    It names its page for people (the same document, rendered) by an absolute address."""
+    reference = request.build_absolute_uri(reverse("automation:api_reference"))
+    external = {"description": "The same reference as a page for people", "url": reference}
+    return JsonResponse({**openapi_document(), "externalDocs": external})

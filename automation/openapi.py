@@ -1,8 +1,11 @@
 """The intake and run APIs as an OpenAPI 3.1 document, generated from the pydantic contracts.
 
-Served at /api/v1/openapi.json. The request schema is the intake contract itself
-(`schemas.IntakeEvent.model_json_schema`), so the document cannot drift from what the API
-accepts; its examples are posted to the real API by the tests.
+Served at /api/v1/openapi.json, and as a page for people at /integrators/api/ (console,
+views/integrators.py, rendered from this same document). The request schema is the intake
+contract itself (`schemas.IntakeEvent.model_json_schema`) and the response schemas are the
+answers' contracts (`api_schemas`), so the document cannot drift from what the API accepts
+and says; the tests post its request examples to the real API and check its answers, and its
+response examples, against these schemas.
 """
 
 from __future__ import annotations
@@ -10,7 +13,15 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from automation.schemas import FieldProblem, IntakeEvent
+from pydantic import TypeAdapter
+
+from automation.api_schemas import (
+    ApiError,
+    ErrorAnswer,
+    RunDetail,
+    SubmitAnswer,
+)
+from automation.schemas import IntakeEvent
 
 REF = "#/components/schemas/{model}"
 
@@ -55,57 +66,232 @@ MAIL_EXAMPLE = (
 )
 
 
-def _run_summary() -> dict[str, Any]:
+# The intake contract's fields, described for integrators (a test holds that each field of
+# IntakeEvent has its sentence here).
+INTAKE_FIELDS: dict[str, str] = {
+    "event_id": "Your id for this request, unique within your channel. The same id again "
+    "with the same content is answered as a replay (200); with other content, as a "
+    "conflict (409).",
+    "source": "Where the request came from.",
+    "request_type": "What the request is about, as the sender says. The classifier reads the "
+    "text as well, and policy checks that the two agree.",
+    "subject": "The request's subject line.",
+    "body": "The request's text, as the customer wrote it.",
+    "account_tier": "The customer's tier: limits and approvals may differ for priority accounts.",
+    "requested_action": "The effect the sender asks for: create_follow_up, "
+    "queue_account_review or send_internal_notification. Any other action is answered "
+    "`unsupported_request` (422), not as invalid.",
+}
+
+MAIL_BODY = (
+    "One e-mail message (RFC 5322), its raw bytes. Its Message-ID is its identity on every "
+    "path that takes mail (a message without one is known by the SHA-256 of its bytes); "
+    "the classifier reads what it asks for."
+)
+
+HOST = "https://gatehouse.example.com"
+
+
+def _run(run_id: int, event_id: str, state: str, outcome: str | None) -> dict[str, Any]:
     return {
-        "type": "object",
-        "required": ["id", "event_id", "state", "outcome"],
-        "properties": {
-            "id": {"type": "integer"},
-            "event_id": {"type": "string"},
-            "state": {"type": "string", "description": "where the run is (received ... completed)"},
-            "outcome": {"type": ["string", "null"], "description": "why it ended or waits"},
-            "url": {
-                "type": "string",
-                "description": "this run's detail in the API; absent when this token may not "
-                "read it",
+        "id": run_id,
+        "event_id": event_id,
+        "state": state,
+        "outcome": outcome,
+        "url": f"/api/v1/runs/{run_id}",
+        "links": {"run_page": f"{HOST}/runs/{run_id}/"},
+    }
+
+
+def _example(summary: str, value: Any) -> dict[str, Any]:
+    return {"summary": summary, "value": value}
+
+
+def _refusal(code: ApiError, summary: str, message: str) -> dict[str, Any]:
+    return {code.value: _example(summary, {"error": code, "message": message})}
+
+
+SUBMITTED_EXAMPLES: dict[str, dict[str, Any]] = {
+    "202": {
+        "accepted": _example(
+            "A run started",
+            {
+                "outcome": "accepted",
+                "intake_id": 41,
+                "run": _run(123, "crm-2026-000123", "received", None),
             },
+        )
+    },
+    "200": {
+        "replay": _example(
+            "The same request again: the run it started, as it is now",
+            {
+                "outcome": "idempotent_replay",
+                "intake_id": 44,
+                "run": _run(123, "crm-2026-000123", "completed", "completed"),
+            },
+        )
+    },
+    "400": {
+        "malformed": _example(
+            "Not JSON at all",
+            {
+                "outcome": "invalid_event",
+                "intake_id": 42,
+                "run": _run(124, "", "failed", "invalid_event"),
+                "problems": [
+                    {
+                        "field": "body",
+                        "message": "is not valid JSON: Expecting property name enclosed in "
+                        "double quotes: line 1 column 33 (char 32)",
+                    }
+                ],
+            },
+        )
+    },
+    "409": {
+        "conflict": _example(
+            "An event id used before for other content",
+            {
+                "outcome": "idempotency_conflict",
+                "intake_id": 45,
+                "run": _run(123, "crm-2026-000123", "completed", "completed"),
+                "problems": [
+                    {"field": "event_id", "message": "was already used for different content"}
+                ],
+            },
+        )
+    },
+    "422": {
+        "invalid": _example(
+            "Two fields that do not meet the contract",
+            {
+                "outcome": "invalid_event",
+                "intake_id": 43,
+                "run": _run(125, "crm-2026-000125", "failed", "invalid_event"),
+                "problems": [
+                    {
+                        "field": "source",
+                        "message": "Input should be 'web_form' or 'partner_portal'",
+                    },
+                    {"field": "body", "message": "Value error, must not be empty"},
+                ],
+            },
+        ),
+        "unsupported": _example(
+            "An action policy does not allow",
+            {
+                "outcome": "unsupported_request",
+                "intake_id": 46,
+                "run": _run(126, "crm-2026-000126", "failed", "unsupported_request"),
+            },
+        ),
+    },
+}
+
+STAGES = [
+    ("intake", "accepted"),
+    ("validate", "ok"),
+    ("normalize", "ok"),
+    ("enrich", "ok"),
+    ("classify", "ok"),
+    ("decide", "authorized"),
+    ("execute", "delivered"),
+    ("complete", "ok"),
+]
+
+RUN_DETAIL_EXAMPLE: dict[str, Any] = {
+    **_run(123, "crm-2026-000123", "completed", "completed"),
+    "failure": None,
+    "fingerprint": "37b75e8ee927072db7fcfd99ac69eac62166bd415b5ae9365f85d4d5321f5360",
+    "versions": {
+        "workflow": "workflow-1",
+        "classifier": "heuristic-1",
+        "prompt": "prompt-1",
+        "policy": "default-1",
+    },
+    "classification": {
+        "category": "support",
+        "recommended_route": "service_desk",
+        "requested_effect": "create_follow_up",
+        "reason_code": "support_request",
+        "confidence": 0.92,
+        "fields": {},
+    },
+    "route": "service_desk",
+    "effect": "create_follow_up",
+    "rules": [
+        {
+            "rule_id": "allowlist.create_follow_up",
+            "passed": True,
+            "text": "requested action 'create_follow_up' is in the allowlist",
         },
-    }
+        {
+            "rule_id": "route.support",
+            "passed": True,
+            "text": "route 'service_desk' must be 'service_desk' for 'support'",
+        },
+    ],
+    "created_at": "2026-12-01T09:00:00.120000+00:00",
+    "finished_at": "2026-12-01T09:00:01.480000+00:00",
+    "stages": [
+        {
+            "stage": stage,
+            "attempt": 1,
+            "started_at": f"2026-12-01T09:00:{second:02d}.{100000 + second:06d}+00:00",
+            "duration_ms": 140 if stage == "classify" else 3,
+            "outcome": outcome,
+            "error_class": "",
+        }
+        for second, (stage, outcome) in enumerate(STAGES)
+    ],
+    "checkpoints": 4,
+}
+
+UNAUTHENTICATED = _refusal(
+    ApiError.UNAUTHENTICATED, "No token sent", "send 'Authorization: Bearer <token>'"
+)
 
 
-def _error() -> dict[str, Any]:
-    return {
-        "type": "object",
-        "required": ["error", "message"],
-        "properties": {"error": {"type": "string"}, "message": {"type": "string"}},
-    }
+def _json(
+    schema: dict[str, Any], description: str, examples: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    media: dict[str, Any] = {"schema": schema}
+    if examples:
+        media["examples"] = examples
+    return {"description": description, "content": {"application/json": media}}
 
 
-def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
+def _components() -> dict[str, Any]:
+    """Every schema, each generated from its pydantic contract; nested ones under their own
+    names."""
+    schemas: dict[str, Any] = {}
+    for name, contract in {
+        "IntakeEvent": IntakeEvent,
+        "Submitted": SubmitAnswer,
+        "RunDetail": RunDetail,
+        "Error": ErrorAnswer,
+    }.items():
+        schema = TypeAdapter(contract).json_schema(ref_template=REF)
+        schemas.update(schema.pop("$defs", {}))
+        schemas[name] = schema
+    for field, description in INTAKE_FIELDS.items():
+        schemas["IntakeEvent"]["properties"][field]["description"] = description
+    problem = schemas["FieldProblem"]
+    problem["description"] = "One thing wrong with the request."
+    problem["properties"]["field"]["description"] = (
+        "The field, as a dotted path for a nested one (`extra.list.1`); `body` for the "
+        "request as a whole, `message` or a header's name for an e-mail."
+    )
+    problem["properties"]["message"]["description"] = "What is wrong with it."
+    return schemas
 
 
 @lru_cache(maxsize=1)
 def openapi_document() -> dict[str, Any]:
-    schemas: dict[str, Any] = {
-        "IntakeEvent": IntakeEvent.model_json_schema(ref_template=REF),
-        "FieldProblem": FieldProblem.model_json_schema(ref_template=REF),
-        "RunSummary": _run_summary(),
-        "Error": _error(),
-    }
-    for name in ("IntakeEvent", "FieldProblem"):
-        schemas.update(schemas[name].pop("$defs", {}))
-    submitted = {
-        "type": "object",
-        "required": ["outcome", "intake_id"],
-        "properties": {
-            "outcome": {"type": "string"},
-            "intake_id": {"type": "integer"},
-            "run": {"$ref": REF.format(model="RunSummary")},
-            "problems": {"type": "array", "items": {"$ref": REF.format(model="FieldProblem")}},
-        },
-    }
+    submitted = {"$ref": REF.format(model="Submitted")}
     error = {"$ref": REF.format(model="Error")}
+    answers = SUBMITTED_EXAMPLES
     return {
         "openapi": "3.1.0",
         "info": {
@@ -113,7 +299,8 @@ def openapi_document() -> dict[str, Any]:
             "version": "v1",
             "description": "Send requests (JSON events or e-mail messages) and read the runs "
             "they started. Every request needs `Authorization: Bearer <token>`; a token "
-            "names its intake channel.",
+            "names its intake channel. Every answer about a run links to the run's page in "
+            "the console, for the people who follow it up.",
         },
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}],
@@ -122,9 +309,11 @@ def openapi_document() -> dict[str, Any]:
                 "post": {
                     "operationId": "submitEvent",
                     "summary": "Send one request",
-                    "description": "The raw request is stored before it is validated. The same "
-                    "event id again is answered as the run it started (200); the same id "
-                    "with other content is a conflict (409).",
+                    "description": "The raw request is stored before it is validated, and a "
+                    "run is started for it. The same event id again is answered as the run it "
+                    "started (200); the same id with other content is a conflict (409). A "
+                    "request that is refused for its content is kept with a failed run, so "
+                    "its answer names that run too.",
                     "requestBody": {
                         "required": True,
                         "content": {
@@ -133,7 +322,7 @@ def openapi_document() -> dict[str, Any]:
                                 "examples": EXAMPLES,
                             },
                             "message/rfc822": {
-                                "schema": {"type": "string"},
+                                "schema": {"type": "string", "description": MAIL_BODY},
                                 "examples": {
                                     "mail": {"summary": "An e-mail", "value": MAIL_EXAMPLE}
                                 },
@@ -141,15 +330,55 @@ def openapi_document() -> dict[str, Any]:
                         },
                     },
                     "responses": {
-                        "202": _json(submitted, "accepted: a run started"),
-                        "200": _json(submitted, "the same request again: its run"),
-                        "400": _json(submitted, "not JSON at all"),
-                        "401": _json(error, "no token, or an unknown or revoked one"),
-                        "409": _json(submitted, "the event id was used for other content"),
-                        "413": _json(error, "too large"),
-                        "415": _json(error, "neither JSON nor an e-mail message"),
-                        "422": _json(submitted, "invalid, or a request policy does not allow"),
-                        "503": _json(error, "no policy is active yet"),
+                        "202": _json(submitted, "Accepted: a run started.", answers["202"]),
+                        "200": _json(submitted, "Sent before: the run it started.", answers["200"]),
+                        "400": _json(
+                            submitted,
+                            "Not JSON at all (or nested or numbered past the limits): kept "
+                            "with a failed run.",
+                            answers["400"],
+                        ),
+                        "401": _json(error, "No valid token.", UNAUTHENTICATED),
+                        "409": _json(
+                            submitted,
+                            "The event id was used before for other content.",
+                            answers["409"],
+                        ),
+                        "413": _json(
+                            error,
+                            "Too large.",
+                            _refusal(
+                                ApiError.TOO_LARGE,
+                                "An event over the limit",
+                                "a request sent as application/json is at most 65536 bytes",
+                            ),
+                        ),
+                        "415": _json(
+                            error,
+                            "Neither JSON nor an e-mail.",
+                            _refusal(
+                                ApiError.UNSUPPORTED_MEDIA_TYPE,
+                                "Sent as text/plain",
+                                "send an event as application/json or an e-mail message as "
+                                "message/rfc822",
+                            ),
+                        ),
+                        "422": _json(
+                            submitted,
+                            "Invalid, or an action policy does not allow: kept with a failed run.",
+                            answers["422"],
+                        ),
+                        "503": _json(
+                            error,
+                            "No policy is active yet: the request was kept, not decided.",
+                            _refusal(
+                                ApiError.NO_ACTIVE_POLICY,
+                                "Before an operator loaded a policy",
+                                "no policy version is active, so nothing can be taken in: an "
+                                "operator runs `manage.py load_policy`; send the event again "
+                                "then",
+                            ),
+                        ),
                     },
                 }
             },
@@ -157,27 +386,49 @@ def openapi_document() -> dict[str, Any]:
                 "get": {
                     "operationId": "getRun",
                     "summary": "What became of a run",
+                    "description": "The run's state and outcome, what failed if it failed, "
+                    "the versions and rules its decision was made with, and how long each "
+                    "stage took. A token reads the runs of its own channel only.",
                     "parameters": [
                         {
                             "name": "run_id",
                             "in": "path",
                             "required": True,
+                            "description": "The run's id, as the answer to sending named it.",
                             "schema": {"type": "integer"},
+                            "example": 123,
                         }
                     ],
                     "responses": {
                         "200": _json(
-                            {"$ref": REF.format(model="RunSummary")},
-                            "the run, with its stages, versions and rules",
+                            {"$ref": REF.format(model="RunDetail")},
+                            "The run, with its stages, versions and rules.",
+                            {"completed": _example("A run that is done", RUN_DETAIL_EXAMPLE)},
                         ),
-                        "401": _json(error, "no token, or an unknown or revoked one"),
-                        "404": _json(error, "no such run for this token's channel"),
+                        "401": _json(error, "No valid token.", UNAUTHENTICATED),
+                        "404": _json(
+                            error,
+                            "No such run for this token.",
+                            _refusal(
+                                ApiError.NOT_FOUND,
+                                "Another channel's run, or none",
+                                "no such run for this token",
+                            ),
+                        ),
                     },
                 }
             },
         },
         "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": schemas,
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "A token an operator issued for your channel "
+                    "(`manage.py issue_token`), sent as `Authorization: Bearer <token>`. "
+                    "Only its SHA-256 is stored; a revoked token is refused (401).",
+                }
+            },
+            "schemas": _components(),
         },
     }

@@ -96,13 +96,16 @@ FROM bench_plan AS p
 
 INTAKE = """
 INSERT INTO automation_intakerecord
-    (id, channel_id, raw, content_type, source, admission_error, received_at)
-SELECT r.iid, %(channel)s, convert_to(json_build_object(
-           'event_id', r.event_id, 'source', 'web_form', 'request_type', r.category,
-           'subject', r.subject, 'body', 'Please look into this: ' || r.subject || '.',
-           'account_tier', r.tier, 'requested_action', r.effect)::text, 'UTF8'),
-       'application/json', 'api:bench', '', r.created
-FROM bench_request AS r
+    (id, channel_id, raw, raw_sha256, content_type, source, admission_error, received_at)
+SELECT b.iid, %(channel)s, b.raw, encode(sha256(b.raw), 'hex'),
+       'application/json', 'api:bench', '', b.created
+FROM (
+    SELECT r.iid, r.created, convert_to(json_build_object(
+               'event_id', r.event_id, 'source', 'web_form', 'request_type', r.category,
+               'subject', r.subject, 'body', 'Please look into this: ' || r.subject || '.',
+               'account_tier', r.tier, 'requested_action', r.effect)::text, 'UTF8') AS raw
+    FROM bench_request AS r
+) AS b
 """
 
 # Whether a kind got as far as a classification, a decision, an effect.

@@ -6,14 +6,16 @@ import json
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 
 from automation import services
 from automation.learning import classifier_train
-from automation.models import ApiToken, ClassifierModel, Run
+from automation.models import ApiToken, ClassifierModel, Customer, Run
 from automation.roles import roles_ensure
+from automation.services.customers import customers_load_in_transaction
 from devtools.fixtures import record_classifier_outcomes
 from policy.services import policy_ensure_defaults
 
@@ -34,6 +36,7 @@ class DemoSetup:
     passwords: dict[str, str] = field(default_factory=dict)
     token: str = ""
     samples: dict[str, str] = field(default_factory=dict)
+    customers: str = ""
 
 
 def _demo_user(username: str, groups: list[str]) -> str:
@@ -56,7 +59,27 @@ def _rotate_demo_token() -> str:
     return key
 
 
-LABELLED_SAMPLES = Path(__file__).resolve().parent.parent / "tests" / "data" / "mail" / "labels.csv"
+SAMPLE_MAIL = Path(__file__).resolve().parent.parent / "tests" / "data" / "mail"
+LABELLED_SAMPLES = SAMPLE_MAIL / "labels.csv"
+SAMPLE_CUSTOMERS = SAMPLE_MAIL / "customers.csv"
+
+
+def _registry() -> list[tuple[Any, ...]]:
+    fields = ("reference", "name", "account_tier", "email_domains")
+    return list(Customer.objects.order_by("reference").values_list(*fields))
+
+
+def _load_sample_customers() -> str:
+    """The sample mailbox's customers (enrichment looks them up). A start whose file changes
+    nothing in the registry leaves no trace: a load is recorded (audited) every time it runs,
+    so an unchanged one is rolled back."""
+    with transaction.atomic(durable=True):
+        before = _registry()
+        created, updated = customers_load_in_transaction(path=SAMPLE_CUSTOMERS)
+        if _registry() == before:
+            transaction.set_rollback(True)
+            return "already loaded"
+    return f"{created} created, {updated} updated"
 
 
 def _learning_loop() -> None:
@@ -78,6 +101,7 @@ def demo_prepare() -> DemoSetup:
     for username, groups in DEMO_USERS.items():
         setup.passwords[username] = _demo_user(username, groups)
     setup.token = _rotate_demo_token()
+    setup.customers = _load_sample_customers()
     _learning_loop()
     channel = services.channel_get_or_create(name="demo", classifier="recorded")
     for case in json.loads(SAMPLES.read_text())["cases"]:

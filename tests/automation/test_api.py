@@ -30,10 +30,21 @@ def key(channel: IntakeChannel) -> str:
 
 
 def post(
-    client: Client, raw: bytes, key: str | None, content_type: str = "application/json"
+    client: Client,
+    raw: bytes,
+    key: str | None,
+    content_type: str = "application/json",
+    headers: dict[str, str] | None = None,
 ) -> Any:
-    headers = {"authorization": f"Bearer {key}"} if key is not None else {}
-    return client.post(EVENTS, data=raw, content_type=content_type, headers=headers)
+    sent = {"authorization": f"Bearer {key}"} if key is not None else {}
+    return client.post(EVENTS, data=raw, content_type=content_type, headers=sent | (headers or {}))
+
+
+MAIL = (
+    b"From: Ana Ortiz <ana@example.com>\r\nTo: requests@gatehouse.test\r\n"
+    b"Subject: Quote for 40 more seats\r\nMessage-ID: <quote-api-1@example.com>\r\n"
+    b"Content-Type: text/plain; charset=utf-8\r\n\r\nCould you send a quote for 40 seats?\r\n"
+)
 
 
 def dumps(event: dict[str, Any]) -> bytes:
@@ -66,6 +77,7 @@ def test_new_event_is_accepted_with_its_run(
     assert body["outcome"] == "accepted"
     assert body["run"]["state"] == State.RECEIVED
     assert body["run"]["url"] == f"/api/v1/runs/{run.pk}"
+    assert body["run"]["links"] == {"run_page": f"http://testserver/runs/{run.pk}/"}
     assert body["intake_id"] == run.intake_id
     assert run.channel == channel
     assert run.intake.source == "api:integrator"
@@ -241,6 +253,7 @@ def test_run_detail_shows_state_versions_and_timed_stages(
         "policy": "policy-1",
     }
     assert body["fingerprint"] == run.fingerprint
+    assert body["links"] == {"run_page": f"http://testserver/runs/{run.pk}/"}
     assert (body["route"], body["effect"]) == ("service_desk", "create_follow_up")
     assert body["failure"] is None
     assert body["finished_at"] is not None
@@ -520,3 +533,53 @@ def test_hostile_requests_sent_again_each_get_their_own_invalid_run(
     assert statuses == [422, 422, 422]
     assert IntakeRecord.objects.count() == 3
     assert not IntakeRecord.objects.filter(runs__isnull=True).exists()
+
+
+# --- the run's page for people -----------------------------------------------------------
+
+
+def test_the_run_page_link_opens_the_run_for_an_ops_lead_and_follows_the_host(
+    client: Client, key: str, settings: Any
+) -> None:
+    settings.ALLOWED_HOSTS = ["gatehouse.example.com"]
+    response = post(client, dumps(make_event()), key, headers={"host": "gatehouse.example.com"})
+    link = response.json()["run"]["links"]["run_page"]
+    run = Run.objects.get()
+    assert link == f"http://gatehouse.example.com/runs/{run.pk}/"
+
+    roles_ensure()
+    lead = User.objects.create_user("lead")
+    lead.groups.add(Group.objects.get(name="ops-leads"))
+    people = Client()
+    people.force_login(lead)
+    page = people.get(
+        link.removeprefix("http://gatehouse.example.com"), HTTP_HOST="gatehouse.example.com"
+    )
+    assert page.status_code == 200
+    assert "evt-100" in page.content.decode()
+
+
+def test_an_https_request_gets_an_https_link(client: Client, key: str) -> None:
+    response = client.post(
+        EVENTS,
+        data=dumps(make_event()),
+        content_type="application/json",
+        headers={"authorization": f"Bearer {key}"},
+        secure=True,
+    )
+
+    assert response.json()["run"]["links"]["run_page"].startswith("https://testserver/runs/")
+
+
+def test_a_duplicate_of_another_channels_run_names_no_link(
+    client: Client, key: str, channel: IntakeChannel
+) -> None:
+    mailbox = services.channel_get_or_create(name="email")
+    _, mailbox_key = services.api_token_create(name="mail-gateway", channel=mailbox)
+    first = post(client, MAIL, mailbox_key, content_type="message/rfc822")
+    assert "links" in first.json()["run"]
+
+    again = post(client, MAIL, key, content_type="message/rfc822")
+
+    assert again.json()["outcome"] == Outcome.IDEMPOTENT_REPLAY
+    assert "url" not in again.json()["run"] and "links" not in again.json()["run"]

@@ -4,7 +4,9 @@ whose every example the real API accepts."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import jsonschema
 import pytest
 from django.test import Client
 from openapi_spec_validator import validate
@@ -50,6 +52,97 @@ def test_every_example_is_accepted_by_the_real_api(client: Client, key: str) -> 
                 HTTP_AUTHORIZATION=f"Bearer {key}",
             )
             assert response.status_code == 202, (example["summary"], response.content)
-            assert response.json()["run"]["state"] == "received"
+            run = response.json()["run"]
+            assert run["state"] == "received"
+            assert run["links"]["run_page"] == f"http://testserver/runs/{run['id']}/"
             sent += 1
     assert sent >= 3
+
+
+# --- the answers: documented by their contracts, and the real ones meet them ---------------
+
+
+def answer_schema(spec: dict, path: str, method: str, status: int) -> dict:
+    """The document's schema for one answer, its references resolvable in place."""
+    media = spec["paths"][path][method]["responses"][str(status)]["content"]["application/json"]
+    return {**media["schema"], "components": spec["components"]}
+
+
+def assert_documented(spec: dict, path: str, method: str, response: Any) -> dict:
+    body = response.json()
+    schema = answer_schema(spec, path, method, response.status_code)
+    jsonschema.validate(body, schema, cls=jsonschema.Draft202012Validator)
+    return body
+
+
+def test_every_answer_example_meets_its_documented_schema(client: Client) -> None:
+    spec = document(client)
+    checked = 0
+    for path, methods in spec["paths"].items():
+        for method, operation in methods.items():
+            for status, answer in operation["responses"].items():
+                media = answer["content"]["application/json"]
+                assert media.get("examples"), (path, status)  # every answer shows one
+                for example in media["examples"].values():
+                    schema = answer_schema(spec, path, method, int(status))
+                    jsonschema.validate(example["value"], schema)
+                    checked += 1
+    assert checked >= 12
+
+
+def test_the_real_answers_meet_the_document_and_link_to_the_run_page(
+    client: Client, key: str
+) -> None:
+    spec = document(client)
+    headers = {"authorization": f"Bearer {key}"}
+    example = spec["paths"]["/api/v1/events"]["post"]["requestBody"]["content"]
+    event = next(iter(example["application/json"]["examples"].values()))["value"]
+
+    sent = client.post(
+        "/api/v1/events", data=json.dumps(event), content_type="application/json", headers=headers
+    )
+    again = client.post(
+        "/api/v1/events", data=json.dumps(event), content_type="application/json", headers=headers
+    )
+    invalid = client.post(
+        "/api/v1/events",
+        data=json.dumps({**event, "event_id": "other", "source": "fax"}),
+        content_type="application/json",
+        headers=headers,
+    )
+
+    run_id = assert_documented(spec, "/api/v1/events", "post", sent)["run"]["id"]
+    for answer in (again, invalid):
+        assert_documented(spec, "/api/v1/events", "post", answer)
+    assert (again.status_code, invalid.status_code) == (200, 422)
+    detail = client.get(f"/api/v1/runs/{run_id}", headers=headers)
+    body = assert_documented(spec, "/api/v1/runs/{run_id}", "get", detail)
+    assert body["links"]["run_page"] == f"http://testserver/runs/{run_id}/"
+    assert sent.json()["run"]["links"] == body["links"]
+    missing = client.get(f"/api/v1/runs/{run_id + 1000}", headers=headers)
+    assert_documented(spec, "/api/v1/runs/{run_id}", "get", missing)
+    assert_documented(spec, "/api/v1/runs/{run_id}", "get", client.get(f"/api/v1/runs/{run_id}"))
+
+
+def test_the_document_describes_the_run_page_link(client: Client) -> None:
+    schemas = document(client)["components"]["schemas"]
+
+    links = schemas["RunSummary"]["properties"]["links"]
+    assert links["$ref"] == "#/components/schemas/RunLinks"
+    page = schemas["RunLinks"]["properties"]["run_page"]
+    assert (page["type"], page["format"]) == ("string", "uri")
+    assert "console" in page["description"]
+    assert "links" in schemas["RunDetail"]["properties"]
+
+
+def test_every_field_of_the_contract_is_described(client: Client) -> None:
+    contract = document(client)["components"]["schemas"]["IntakeEvent"]
+
+    assert all(field["description"] for field in contract["properties"].values())
+
+
+def test_the_document_names_its_page_for_people(client: Client) -> None:
+    spec = document(client)
+
+    assert spec["externalDocs"]["url"] == "http://testserver/integrators/api/"
+    assert client.get(spec["externalDocs"]["url"]).status_code == 200

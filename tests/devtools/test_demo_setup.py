@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 
-from automation.models import ClassifierModel, IntakeChannel, Run
+from audit.models import AuditEvent
+from automation.models import ClassifierModel, IntakeChannel, IntakeRecord, Run
 
 pytestmark = pytest.mark.django_db
 
@@ -25,6 +27,9 @@ def test_the_demo_has_someone_for_every_approval_group_and_the_learning_loop() -
     # Amount approvals and bank-detail changes are routed to finance-approvers: someone
     # in the demo must be able to decide them.
     assert {"security-approvers", "finance-approvers", "ops-leads"} <= groups
+    finance = User.objects.get(username="finance")
+    assert list(finance.groups.values_list("name", flat=True)) == ["finance-approvers"]
+    assert finance.has_perm("approvals.decide_approvalrequest")
     assert "finance" in out.getvalue()
     assert ClassifierModel.objects.filter(is_active=True).exists()
     assert IntakeChannel.objects.get(name="email").shadow_classifiers == ["learned"]
@@ -37,3 +42,34 @@ def test_a_second_start_adds_nothing() -> None:
     call_command("demo_setup", stdout=again)
     assert Run.objects.count() == runs  # the invalid sample does not fail once more
     assert "already taken in" in again.getvalue()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_the_demo() -> None:
+    """What bin/demo prepares on every start, command by command, as it calls them."""
+    for name, *args in [
+        ("seed_history",),
+        ("load_policy", "--activate"),
+        ("demo_setup",),
+        ("intake_mail", "tests/data/mail/", "--progress", "never"),
+    ]:
+        call_command(name, *args, stdout=StringIO(), stderr=StringIO())
+
+
+def row_counts() -> dict[str, int]:
+    return {model.__name__: model.objects.count() for model in (Run, IntakeRecord, AuditEvent)}
+
+
+def test_a_second_start_of_the_whole_demo_adds_no_run_record_or_audit_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(ROOT)  # bin/demo runs from the repository's root
+    start_the_demo()
+    first = row_counts()
+    assert first["Run"] > 0 and first["IntakeRecord"] > 0
+
+    start_the_demo()
+
+    assert row_counts() == first

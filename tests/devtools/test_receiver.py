@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
+from collections.abc import Iterator
 
 import pytest
 from django.test import Client
@@ -96,3 +98,54 @@ def test_the_failure_share_answers_503_and_performs_nothing(
 @pytest.mark.django_db
 def test_the_receiver_is_off_without_a_secret(client: Client) -> None:
     assert post(client).status_code == 404
+
+
+class Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def server_logs() -> Iterator[Records]:
+    """What Django's request log and runserver's access log say (they do not propagate)."""
+    handler = Records()
+    loggers = [logging.getLogger(name) for name in ("django.request", "django.server")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    yield handler
+    for logger in loggers:
+        logger.removeHandler(handler)
+
+
+@pytest.mark.django_db
+def test_a_failure_on_purpose_is_logged_as_info_not_as_a_server_error(
+    receiver_on: None, client: Client, settings: SettingsWrapper, server_logs: Records
+) -> None:
+    settings.DEMO_RECEIVER_FAILURE_RATE = 1.0
+
+    assert post(client).status_code == 503
+
+    (record,) = server_logs.records
+    assert (record.name, record.levelname) == ("django.request", "INFO")
+    assert URL in record.getMessage()
+
+
+def access_line(path: str, status: int) -> None:
+    """A line as runserver writes it (django.core.servers.basehttp.WSGIRequestHandler)."""
+    logging.getLogger("django.server").error(
+        '"%s" %s %s', f"POST {path} HTTP/1.1", str(status), "45", extra={"status_code": status}
+    )
+
+
+def test_runserver_logs_the_receivers_503_as_info_and_any_other_5xx_as_an_error(
+    server_logs: Records,
+) -> None:
+    access_line(URL, 503)
+    access_line("/api/v1/events", 503)
+    access_line(URL, 500)  # a real fault of the receiver stays one
+
+    assert [r.levelname for r in server_logs.records] == ["INFO", "ERROR", "ERROR"]

@@ -8,7 +8,10 @@ from devtools.demo import demo_prepare
 
 
 class Command(BaseCommand):
-    help = "Prepare the demo: roles, one user per role (new passwords), a token, samples."
+    help = (
+        "Prepare the demo: roles, one user per role (new passwords), a token, the sample "
+        "customers and requests."
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         setup = demo_prepare()
@@ -16,6 +19,7 @@ class Command(BaseCommand):
         for username, password in setup.passwords.items():
             self.stdout.write(f"  {username:<10} {password}")
         self.stdout.write(f"API token for channel 'api': {setup.token}")
+        self.stdout.write(f"Sample customers: {setup.customers}")
         self.stdout.write("Sample requests:")
         for event_id, code in setup.samples.items():
             self.stdout.write(f"  {event_id}: {code}")

@@ -1,0 +1,213 @@
+"""What the integrators' API answers, as pydantic contracts.
+
+The selectors build these dicts (mypy checks their keys), automation.openapi publishes their
+JSON Schema, and the tests validate the real answers against that document. Every code an
+answer carries is listed with what it means, in words an integrator reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Annotated, Any, NotRequired
+
+from pydantic import ConfigDict, Field, WithJsonSchema, with_config
+from typing_extensions import TypedDict
+
+from automation.models import Outcome, State
+from automation.schemas import FieldProblem
+from automation.vocabulary import Kind, term
+
+CLOSED = ConfigDict(extra="forbid")
+
+
+class ApiError(StrEnum):
+    UNAUTHENTICATED = "unauthenticated"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    TOO_LARGE = "too_large"
+    NO_ACTIVE_POLICY = "no_active_policy"
+    NOT_FOUND = "not_found"
+
+
+ERROR_MEANINGS: dict[str, str] = {
+    ApiError.UNAUTHENTICATED: "No `Authorization: Bearer <token>` header, or a token that is "
+    "unknown or was revoked. Nothing was stored.",
+    ApiError.UNSUPPORTED_MEDIA_TYPE: "The body is neither `application/json` (an event) nor "
+    "`message/rfc822` (an e-mail). Nothing was stored.",
+    ApiError.TOO_LARGE: "The body is larger than its content type allows (the message states "
+    "the limit in bytes). Nothing was stored.",
+    ApiError.NO_ACTIVE_POLICY: "No policy is active yet, so nothing can be decided. The "
+    "request was kept; send it again once an operator has loaded a policy.",
+    ApiError.NOT_FOUND: "No run with this id came in through this token's channel.",
+}
+
+ACCEPTED = "accepted"
+SUBMIT_MEANINGS: dict[str, str] = {
+    ACCEPTED: "A new request: its run started and goes on in the background. Follow it at "
+    "`run.url`, or open `run.links.run_page` in the console.",
+    Outcome.IDEMPOTENT_REPLAY: "Received before (the same event id, or the same e-mail, with "
+    "the same content): the answer names the run it started, and nothing runs again.",
+    Outcome.IDEMPOTENCY_CONFLICT: "The event id was used before for other content: refused, "
+    "and `problems` names `event_id`. Send new content under a new id.",
+    Outcome.INVALID_EVENT: "The request does not meet the contract, or is not JSON at all: it "
+    "is kept with a failed run, and `problems` names each field and what is wrong with it.",
+    Outcome.UNSUPPORTED_REQUEST: "Well formed, but policy does not allow the requested action: "
+    "it is kept with a failed run, and nothing is done.",
+}
+
+
+def _worded(kind: Kind, codes: list[str]) -> dict[str, str]:
+    """The console's words for each code: its label and what it means."""
+    return {code: f"{term(kind, code).label}: {term(kind, code).explanation}" for code in codes}
+
+
+def codes(meanings: Mapping[str, str], *, nullable: bool = False) -> WithJsonSchema:
+    """A closed set of codes, each with its meaning (JSON Schema `oneOf` of `const`s)."""
+    one_of: list[dict[str, Any]] = [{"const": c, "description": m} for c, m in meanings.items()]
+    if nullable:
+        one_of.append({"type": "null", "description": "none (yet)"})
+    return WithJsonSchema({"type": ["string", "null"] if nullable else "string", "oneOf": one_of})
+
+
+STATE_MEANINGS = _worded(Kind.STATE, list(State.values))
+OUTCOME_MEANINGS = _worded(Kind.OUTCOME, list(Outcome.values))
+
+
+@with_config(CLOSED)
+class RunLinks(TypedDict):
+    """Addresses for people."""
+
+    run_page: Annotated[
+        str,
+        Field(
+            description="The run's page in the Gatehouse console, for a person who signs in "
+            "with a role that may read runs: its history, decisions, rules and effects.",
+            json_schema_extra={"format": "uri"},
+        ),
+    ]
+
+
+@with_config(CLOSED)
+class RunSummary(TypedDict):
+    """A run, in short: where it is and why it ended or waits."""
+
+    id: Annotated[int, Field(description="The run's id: GET /api/v1/runs/{id} reads it.")]
+    event_id: Annotated[
+        str,
+        Field(
+            description="The request's identity: your `event_id`, an e-mail's Message-ID "
+            "(without the angle brackets), or `sha256:<hash>` for a message without one."
+        ),
+    ]
+    state: Annotated[
+        str, codes(STATE_MEANINGS), Field(description="Where the run is now (received ... done).")
+    ]
+    outcome: Annotated[
+        str | None,
+        codes(OUTCOME_MEANINGS, nullable=True),
+        Field(description="Why the run ended or waits; null while it is under way."),
+    ]
+    url: NotRequired[
+        Annotated[
+            str,
+            Field(
+                description="This run's detail in the API (relative). Absent when this token "
+                "may not read the run: an e-mail another path took in."
+            ),
+        ]
+    ]
+    links: NotRequired[
+        Annotated[
+            RunLinks,
+            Field(description="Pages for people; absent when this token may not read the run."),
+        ]
+    ]
+
+
+@with_config(CLOSED)
+class RunFailure(TypedDict):
+    """What made a run fail."""
+
+    field: Annotated[str, Field(description="The field that failed, e.g. `source`.")]
+    detail: Annotated[str, Field(description="Why, as the run recorded it.")]
+
+
+@with_config(CLOSED)
+class RunVersions(TypedDict):
+    """Everything the decision was made with: the same versions reproduce it."""
+
+    workflow: Annotated[str, Field(description="The steps the run went through.")]
+    classifier: Annotated[str, Field(description="What read the request.")]
+    prompt: Annotated[str, Field(description="The instructions the classifier read it with.")]
+    policy: Annotated[
+        str | None, Field(description="The policy that decided; null when none did (invalid).")
+    ]
+
+
+@with_config(CLOSED)
+class StageTiming(TypedDict):
+    """One stage of the run, timed."""
+
+    stage: Annotated[
+        str, Field(description="intake, validate, normalize, enrich, classify, decide, ...")
+    ]
+    attempt: Annotated[int, Field(description="1, or more when the stage was tried again.")]
+    started_at: Annotated[
+        str, Field(description="When it started.", json_schema_extra={"format": "date-time"})
+    ]
+    duration_ms: Annotated[int, Field(description="How long it took, in milliseconds.")]
+    outcome: Annotated[str, Field(description="How it ended, e.g. ok, delivered, held.")]
+    error_class: Annotated[str, Field(description="The error's class, empty when none.")]
+
+
+@with_config(CLOSED)
+class RunDetail(RunSummary):
+    """A run in full: its failure, versions, reading, route, rules and timed stages."""
+
+    failure: Annotated[
+        RunFailure | None, Field(description="What failed, for a failed run; else null.")
+    ]
+    fingerprint: Annotated[
+        str, Field(description="SHA-256 of the normalized request; empty for an invalid one.")
+    ]
+    versions: RunVersions
+    classification: Annotated[
+        dict[str, Any] | None, Field(description="The classifier's reading, once read.")
+    ]
+    route: Annotated[str | None, Field(description="The team policy routed the run to.")]
+    effect: Annotated[str | None, Field(description="The effect policy allowed, if any.")]
+    rules: Annotated[
+        list[dict[str, Any]], Field(description="The policy rules that decided, with their text.")
+    ]
+    created_at: Annotated[
+        str, Field(description="When it was received.", json_schema_extra={"format": "date-time"})
+    ]
+    finished_at: Annotated[
+        str | None,
+        Field(
+            description="When it ended; null while it goes on.",
+            json_schema_extra={"format": "date-time"},
+        ),
+    ]
+    stages: Annotated[list[StageTiming], Field(description="Each stage, in order.")]
+    checkpoints: Annotated[int, Field(description="How many checkpoints the run stored.")]
+
+
+@with_config(CLOSED)
+class SubmitAnswer(TypedDict):
+    """What sending a request answers, whatever became of it."""
+
+    outcome: Annotated[str, codes(SUBMIT_MEANINGS)]
+    intake_id: Annotated[int, Field(description="The stored raw request's id.")]
+    run: NotRequired[RunSummary]
+    problems: NotRequired[
+        Annotated[list[FieldProblem], Field(description="Each field that is wrong, and why.")]
+    ]
+
+
+@with_config(CLOSED)
+class ErrorAnswer(TypedDict):
+    """A refusal before anything was decided."""
+
+    error: Annotated[str, codes(ERROR_MEANINGS)]
+    message: Annotated[str, Field(description="What to do about it, in a sentence.")]
