@@ -16,6 +16,8 @@ from datetime import timedelta
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from automation import vocabulary
+from automation.vocabulary import Kind
 from reports.selectors import (
     ApprovalWaiting,
     ErrorRate,
@@ -331,6 +333,11 @@ ALL_RUNS = "All runs"
 READ_WRONG = "Read wrong (QA)"
 
 
+def route_label(route: str) -> str:
+    """A route in words: `service_desk` → "Service desk"."""
+    return vocabulary.label(Kind.ROUTE, route)
+
+
 def straight_through_chart(panel: StraightThrough, quality: Quality | None = None) -> SafeString:
     span = panel.until - panel.since
     labels = [w.start.strftime("%m-%d") for w in panel.weeks]
@@ -344,7 +351,7 @@ def straight_through_chart(panel: StraightThrough, quality: Quality | None = Non
     ]
     series += [
         Series(
-            route,
+            route_label(route),
             [_pct(w.route(route).rate) for w in panel.weeks],
             [share_text(w.route(route)) for w in panel.weeks],
         )
@@ -393,9 +400,7 @@ def share_text(share: Share) -> str:
 
 def handoffs_chart(panel: list[Handoff]) -> SafeString:
     groups = [
-        BarGroup(f"{h.stage} · {h.reason}", [h.runs, h.previous])
-        for h in panel
-        if h.runs or h.previous
+        BarGroup(handoff_text(h), [h.runs, h.previous]) for h in panel if h.runs or h.previous
     ]
     return bar_chart(
         chart_id="handoffs",
@@ -406,6 +411,12 @@ def handoffs_chart(panel: list[Handoff]) -> SafeString:
         fmt=_count,
         empty="No run went to a person in these periods",
     )
+
+
+def handoff_text(handoff: Handoff) -> str:
+    """Read · Unusable reading: the stage and why it handed the run to a person, in words."""
+    stage = vocabulary.label(Kind.STAGE, handoff.stage)
+    return f"{stage} · {vocabulary.label(Kind.STAGE_OUTCOME, handoff.outcome)}"
 
 
 def _count(value: float | None) -> str:
@@ -470,7 +481,9 @@ def rule_changes_chart(panel: list[RuleChange]) -> SafeString:
 
 
 def stages_chart(panel: list[StageDuration]) -> SafeString:
-    groups = [BarGroup(s.stage, [s.median_ms, s.p95_ms]) for s in panel]
+    groups = [
+        BarGroup(vocabulary.label(Kind.STAGE, s.stage), [s.median_ms, s.p95_ms]) for s in panel
+    ]
     return bar_chart(
         chart_id="stage-durations",
         title="Stage durations",
@@ -500,7 +513,7 @@ def quality_chart(quality: Quality) -> SafeString:
     cells = {(w.start, w.route): w.errors for w in quality.weeks}
     series = [
         Series(
-            name or "All routes",
+            route_label(name) if name else "All routes",
             [_pct(cells[(s, name)].rate) if (s, name) in cells else None for s in starts],
             [error_rate_text(cells.get((s, name))) for s in starts],
             strong=not name,

@@ -1,4 +1,8 @@
-"""Each panel's table as CSV rows: the numbers of the page, unformatted."""
+"""Each panel's table as CSV rows: the numbers of the page, unformatted.
+
+Headers are plain words. A column that holds a code (a stage, a reason, a route, an effect)
+holds its label from automation.vocabulary, and the column right after it, headed "... code",
+holds the code: a spreadsheet reads in words, a script still matches codes."""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from automation import vocabulary
+from automation.vocabulary import Kind
 from reports import selectors
 from reports.selectors import Period, Rates, Share
 
@@ -31,6 +37,16 @@ class Table:
     rows: list[list[str | int]]
 
 
+def said(kind: Kind, code: str) -> list[str | int]:
+    """The two cells of a coded column: its label, then its code."""
+    return [vocabulary.label(kind, code), code]
+
+
+def coded(heading: str) -> list[str]:
+    """The two headers of a coded column: "Stage", "Stage code"."""
+    return [heading, f"{heading} code"]
+
+
 def _rate(value: float | None) -> str:
     return "" if value is None else f"{value:.4f}"
 
@@ -43,10 +59,15 @@ def _ms(value: float | None) -> str:
     return "" if value is None else f"{value:.1f}"
 
 
+def _route(route: str) -> list[str | int]:
+    # Every route together is "all" in the code column, as before the labels.
+    return ["All runs", "all"] if route == "all" else said(Kind.ROUTE, route)
+
+
 def _share_row(start: datetime, route: str, share: Share) -> list[str | int]:
     return [
         start.date().isoformat(),
-        route,
+        *_route(route),
         share.runs,
         share.completed,
         share.straight_through,
@@ -60,25 +81,44 @@ def straight_through(period: Period, now: datetime) -> Table:
     for week in panel.weeks:
         rows.append(_share_row(week.start, "all", week.overall))
         rows += [_share_row(week.start, route, week.route(route)) for route in panel.routes]
-    header = ["week_start", "route", "runs", "completed", "straight_through", "rate"]
+    header = ["Week starting", *coded("Route"), "Runs", "Completed", "Straight through", "Rate"]
     return Table(header, rows)
 
 
 def handoffs(period: Period, now: datetime) -> Table:
     rows: list[list[str | int]] = [
-        [h.stage, h.reason, h.outcome, h.runs, h.previous, h.change]
+        [
+            *said(Kind.STAGE, h.stage),
+            *said(Kind.STAGE_OUTCOME, h.outcome),
+            h.runs,
+            h.previous,
+            h.change,
+        ]
         for h in selectors.handoffs(period=period)
     ]
-    return Table(["stage", "reason", "stage_outcome", "runs", "previous_runs", "change"], rows)
+    header = [*coded("Stage"), *coded("Reason"), "Runs", "Runs in the previous period", "Change"]
+    return Table(header, rows)
 
 
 def approval_waits(period: Period, now: datetime) -> Table:
     panel = selectors.approval_waits(period=period, now=now, limit=0)
     rows: list[list[str | int]] = [
-        [w.group or "all", w.decided, _seconds(w.median), _seconds(w.p90), _seconds(w.longest)]
+        [
+            w.group or "All groups",
+            w.decided,
+            _seconds(w.median),
+            _seconds(w.p90),
+            _seconds(w.longest),
+        ]
         for w in [panel.overall, *panel.groups]
     ]
-    header = ["group", "decided", "median_seconds", "p90_seconds", "longest_seconds"]
+    header = [
+        "Group",
+        "Decided",
+        "Median wait (seconds)",
+        "90th percentile wait (seconds)",
+        "Longest wait (seconds)",
+    ]
     return Table(header, rows)
 
 
@@ -89,7 +129,7 @@ def pending_approvals(period: Period, now: datetime) -> Table:
             p.request_id,
             p.run_id,
             p.event_id,
-            p.effect,
+            *said(Kind.EFFECT, p.effect),
             p.group,
             p.owner,
             p.created_at.isoformat(),
@@ -99,15 +139,15 @@ def pending_approvals(period: Period, now: datetime) -> Table:
         for p in panel.pending
     ]
     header = [
-        "request",
-        "run",
-        "event_id",
-        "effect",
-        "group",
-        "owner",
-        "waiting_since",
-        "age_seconds",
-        "escalated",
+        "Request",
+        "Run",
+        "Event id",
+        *coded("Effect"),
+        "Group",
+        "Owner",
+        "Waiting since",
+        "Age (seconds)",
+        "Escalated",
     ]
     return Table(header, rows)
 
@@ -138,30 +178,31 @@ def rule_changes(period: Period, now: datetime) -> Table:
         rows.append([*about, "before", *_rates_row(change.before)])
         rows.append([*about, "after", *_rates_row(change.after)])
     header = [
-        "version",
-        "previous_version",
-        "activated_at",
-        "window_seconds",
-        "side",
-        "runs",
-        "completed",
-        "straight_through",
-        "approval",
-        "blocked",
-        "completion_rate",
-        "straight_through_rate",
-        "approval_rate",
-        "block_rate",
+        "Version",
+        "Previous version",
+        "Activated at",
+        "Window (seconds)",
+        "Before or after",
+        "Runs",
+        "Completed",
+        "Straight through",
+        "Sent for approval",
+        "Blocked",
+        "Completion rate",
+        "Straight-through rate",
+        "Approval rate",
+        "Block rate",
     ]
     return Table(header, rows)
 
 
 def stage_durations(period: Period, now: datetime) -> Table:
     rows: list[list[str | int]] = [
-        [s.stage, s.attempts, _ms(s.median_ms), _ms(s.p95_ms)]
+        [*said(Kind.STAGE, s.stage), s.attempts, _ms(s.median_ms), _ms(s.p95_ms)]
         for s in selectors.stage_durations(period=period)
     ]
-    return Table(["stage", "attempts", "median_ms", "p95_ms"], rows)
+    header = [*coded("Stage"), "Attempts", "Median (ms)", "95th percentile (ms)"]
+    return Table(header, rows)
 
 
 def measured_quality(period: Period, now: datetime) -> Table:
@@ -169,10 +210,11 @@ def measured_quality(period: Period, now: datetime) -> Table:
     rows: list[list[str | int]] = []
     for week in quality.weeks:
         low, high = week.errors.interval or (None, None)
+        route = ["All routes", "all"] if not week.route else said(Kind.ROUTE, week.route)
         rows.append(
             [
                 week.start.date().isoformat(),
-                spreadsheet_safe(week.route or "all"),
+                *(spreadsheet_safe(cell) for cell in route),
                 week.errors.reviewed,
                 week.errors.wrong,
                 _rate(week.errors.rate),
@@ -180,7 +222,15 @@ def measured_quality(period: Period, now: datetime) -> Table:
                 _rate(high),
             ]
         )
-    header = ["week", "route", "reviewed", "read_wrong", "error_rate", "ci95_low", "ci95_high"]
+    header = [
+        "Week starting",
+        *coded("Route"),
+        "Reviewed",
+        "Read wrong",
+        "Error rate",
+        "95% interval low",
+        "95% interval high",
+    ]
     return Table(header, rows)
 
 

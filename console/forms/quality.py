@@ -5,11 +5,15 @@ from __future__ import annotations
 from django import forms
 
 from automation.schemas import EffectName, RequestType
+from automation.vocabulary import Kind, label
 
 
 class QACorrectionForm(forms.Form):
-    category = forms.ChoiceField(choices=[(m.value, m.value) for m in RequestType])
-    effect = forms.ChoiceField(choices=[(m.value, m.value) for m in EffectName])
+    # The codes are the values sent; a person chooses among their labels.
+    category = forms.ChoiceField(
+        choices=[(m.value, label(Kind.CATEGORY, m.value)) for m in RequestType]
+    )
+    effect = forms.ChoiceField(choices=[(m.value, label(Kind.EFFECT, m.value)) for m in EffectName])
     note = forms.CharField(
         required=False,
         max_length=2000,

@@ -22,7 +22,8 @@ from automation.services.shadow import (
     classifier_rollback,
     shadow_compare,
 )
-from config.errors import ServiceError
+from automation.vocabulary import Kind, label
+from config.errors import STATE_CONFLICT, ServiceError
 from config.http import AuthenticatedHttpRequest
 from config.keyset import BadCursor, Page, keyset_page, page_link, parse_cursor
 from console.forms.quality import QACorrectionForm, ReconcileForm
@@ -104,7 +105,7 @@ def qa_review(request: AuthenticatedHttpRequest, review_id: int) -> HttpResponse
         except PermissionDenied:
             raise
         except ServiceError as error:
-            show_refusal(request, error)
+            _refuse_review(request, error, review.pk)
             return redirect("quality:review", review_id=review.pk)
     context = {
         "review": review,
@@ -114,6 +115,16 @@ def qa_review(request: AuthenticatedHttpRequest, review_id: int) -> HttpResponse
         and (request.user.is_superuser or review.group in _groups(request)),
     }
     return render(request, "quality/review.html", context, status=400 if form.errors else 200)
+
+
+def _refuse_review(request: AuthenticatedHttpRequest, error: ServiceError, review_id: int) -> None:
+    """The service says "already <status code>"; a person reads the status in words."""
+    if error.code != STATE_CONFLICT:
+        show_refusal(request, error)
+        return
+    status = QAReview.objects.values_list("status", flat=True).get(pk=review_id)
+    said = label(Kind.QA_STATUS, status).lower()
+    messages.error(request, f"Someone already reviewed this sample ({said}): nothing was changed.")
 
 
 @require_GET
@@ -156,6 +167,7 @@ def reconcile(request: AuthenticatedHttpRequest, review_id: int) -> HttpResponse
 # --- shadow comparison and promotion ------------------------------------------------------
 
 VIEW_RUNS = "automation.view_run"
+CONFIGURED_CLASSIFIER = "configured_classifier"
 PERIODS = {"7d": 7, "30d": 30, "90d": 90}
 
 
@@ -193,7 +205,7 @@ def shadow_comparison(
         "classifier": classifier,
         "comparison": comparison,
         "period": period if period in PERIODS else "30d",
-        "periods": list(PERIODS),
+        "periods": list(PERIODS.items()),
         "is_shadow": classifier in (channel.shadow_classifiers or []),
         "may_promote": request.user.has_perm(CHANGE_CHANNEL),
         "verdicts": sorted(comparison.verdicts.items()),
@@ -223,7 +235,14 @@ def promote(request: AuthenticatedHttpRequest, name: str, classifier: str) -> Ht
             evidence=comparison.evidence(),
         )
     except ServiceError as error:
-        show_refusal(request, error)
+        if error.code == CONFIGURED_CLASSIFIER:  # its message names the setting, a code
+            messages.error(
+                request,
+                f"The server's settings choose {channel.name}'s classifier, so it cannot be "
+                "promoted here: an administrator changes it in the settings.",
+            )
+        else:
+            show_refusal(request, error)
         return redirect("quality:comparison", name=name, classifier=classifier)
     messages.success(request, f"{channel.name} now reads with {classifier}.")
     return redirect("quality:channel", name=name)

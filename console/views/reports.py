@@ -36,7 +36,7 @@ def dashboard(request: AuthenticatedHttpRequest) -> HttpResponse:
     now = timezone.now()
     form = PeriodForm(request.GET or None)
     data = selectors.dashboard(period=form.to_period(now), now=now)
-    route_names = [charts.ALL_RUNS, *data.straight_through.routes]
+    route_names = [charts.ALL_RUNS, *map(charts.route_label, data.straight_through.routes)]
     context = {
         "form": form,
         "presets": PRESETS,

@@ -31,6 +31,7 @@ from policy.services import (
 from tests.approvals.test_decide import decide, open_request
 from tests.conftest import Pipeline, _user, decision_for, make_event
 from tests.policy.test_evaluation import policy_with
+from tests.visible_text import codes_shown, visible_text
 
 pytestmark = pytest.mark.django_db
 
@@ -234,3 +235,104 @@ def test_the_qa_queue_pages_by_keyset_and_shows_only_the_readers_groups(
     assert len(second.context["reviews"]) == 2  # 52 of the desk's, 50 a page
     assert not {r.pk for r in shown} & {r.pk for r in second.context["reviews"]}
     assert 'rel="prev"' in second.content.decode()
+
+
+# --- the QA pages in words: codes only as secondary text --------------------------------------
+
+CODES = [
+    "needs_review", "low_confidence", "risk_signal", "queue_account_review",
+    "send_internal_notification", "create_follow_up", "service_desk", "security_review",
+    "approval_required", "invalid", "timeout",
+]  # fmt: skip
+
+
+def qa_pages_history(pipeline: Pipeline) -> tuple[QAReview, QAReview]:
+    """An open sample and a corrected one, both also read in shadow by the heuristic."""
+    pipeline.channel.shadow_classifiers = ["heuristic"]
+    pipeline.channel.save(update_fields=["shadow_classifiers"])
+    sampling(pipeline, 1.0)
+    bodies = ["Please create a follow-up about my access.", "Please refund the double charge."]
+    runs = []
+    for n, body in enumerate(bodies):
+        event = make_event(event_id=f"evt-words-{n}", body=body)
+        runs.append(pipeline.run(pipeline.submit(event, [decision_for(event)])))
+    corrected = qa_correct(
+        review_id=runs[1].qa_review.pk,
+        user=_user("quinn", "qa-desk"),
+        category="billing",
+        effect="send_internal_notification",
+        note="a refund",
+    )
+    return runs[0].qa_review, corrected
+
+
+def test_the_qa_pages_show_labels_and_codes_only_as_secondary_text(
+    pipeline: Pipeline, ops_lead: User
+) -> None:
+    from django.test import Client
+
+    roles_ensure()
+    open_one, corrected = qa_pages_history(pipeline)
+    reviewer, lead = Client(), Client()
+    reviewer.force_login(User.objects.get(username="quinn"))
+    lead.force_login(ops_lead)
+    channel = pipeline.channel.name
+    pages = [
+        (reviewer, "/qa/", ["Service desk", "Support", "Create a follow-up"]),
+        (reviewer, f"/qa/{open_one.pk}/", ["To review", "Notify the team", "Billing"]),
+        (reviewer, f"/qa/{corrected.pk}/", ["Corrected", "Notify the team", "Billing"]),
+        (lead, "/qa/reconcile/", ["Create a follow-up", "Notify the team"]),
+        (lead, f"/qa/channels/{channel}/", ["heuristic"]),
+        (lead, f"/qa/channels/{channel}/shadow/heuristic/", ["Straight through", "Billing"]),
+    ]
+    for client, url, words in pages:
+        response = client.get(url)
+        assert response.status_code == 200, url
+        html = response.content.decode()
+        assert codes_shown(html, CODES) == [], url
+        text = visible_text(html)
+        assert all(w in text for w in words), (url, [w for w in words if w not in text])
+    comparison = lead.get(f"/qa/channels/{channel}/shadow/heuristic/").content.decode()
+    assert '<small class="code">create_follow_up</small>' in comparison  # the code, quietly
+
+
+def test_the_qa_flash_messages_are_plain_words(pipeline: Pipeline, ops_lead: User) -> None:
+    from django.test import Client
+
+    roles_ensure()
+    open_one, corrected = qa_pages_history(pipeline)
+    reviewer = Client()
+    reviewer.force_login(User.objects.get(username="quinn"))
+    url = f"/qa/{open_one.pk}/"
+
+    done = reviewer.post(url, {"verdict": "confirm"}, follow=True)
+    again = reviewer.post(url, {"verdict": "confirm"}, follow=True)
+
+    assert "Confirmed: the reading was right." in visible_text(done.content.decode())
+    said = visible_text(again.content.decode())
+    assert "Someone already reviewed this sample (confirmed): nothing was changed." in said
+    lead = Client()
+    lead.force_login(ops_lead)
+    reconciled = lead.post(f"/qa/{corrected.pk}/reconcile", {"note": "refund raised"}, follow=True)
+    assert f"Sample #{corrected.pk} reconciled." in visible_text(reconciled.content.decode())
+
+
+def test_a_promotion_the_settings_forbid_is_refused_in_plain_words(
+    pipeline: Pipeline, ops_lead: User, settings: Any
+) -> None:
+    from django.test import Client
+
+    roles_ensure()
+    qa_pages_history(pipeline)
+    name = pipeline.channel.name
+    settings.GATEHOUSE = {**settings.GATEHOUSE, "CHANNEL_CLASSIFIERS": {name: "recorded"}}
+    lead = Client()
+    lead.force_login(ops_lead)
+
+    refused = lead.post(f"/qa/channels/{name}/shadow/heuristic/promote", follow=True)
+
+    said = visible_text(refused.content.decode())
+    assert f"The server's settings choose {name}'s classifier" in said
+    assert "GATEHOUSE_CHANNEL_CLASSIFIERS" not in said
+    pipeline.channel.refresh_from_db()
+    assert pipeline.channel.classifier == "recorded"

@@ -24,7 +24,7 @@ from policy.services import (
     policy_version_activate,
     policy_version_create,
 )
-from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, log_in
+from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, log_in, screenshot
 from tests.conftest import Pipeline, decision_for, make_event
 
 pytest.importorskip("playwright.sync_api", reason=PLAYWRIGHT_MISSING, exc_type=ImportError)
@@ -64,16 +64,20 @@ def test_a_reviewer_confirms_one_sample_and_corrects_another_and_a_lead_reconcil
 
     log_in(page, reviewer, "/qa/")
     expect(page.get_by_test_id("qa-items")).to_contain_text("evt-qa-0")
+    for words in ("Service desk", "Support", "Create a follow-up"):
+        expect(page.get_by_test_id("qa-items")).to_contain_text(words)
     page.get_by_test_id(f"qa-open-{right.pk}").click()
-    expect(page.get_by_test_id("qa-reading")).to_contain_text("support")
+    expect(page.get_by_test_id("qa-reading")).to_contain_text("Category Support")
+    expect(page.get_by_test_id("qa-status")).to_have_text("To review")
     page.get_by_test_id("qa-confirm").click()
     expect(page.get_by_role("status")).to_contain_text("the reading was right")
 
     page.get_by_test_id(f"qa-open-{wrong.pk}").click()
-    page.get_by_label("Category").select_option("billing")
-    page.get_by_label("Effect").select_option("send_internal_notification")
+    page.get_by_label("Category").select_option(label="Billing")
+    page.get_by_label("Effect").select_option(label="Notify the team")
     page.get_by_label("Note").fill("a refund, not an access question")
     page.screenshot(path=QA_PNG, full_page=True)
+    screenshot(page, "qa-review-in-words")
     page.get_by_test_id("qa-correct").click()
     expect(page.get_by_role("status")).to_contain_text("an ops lead reconciles it")
     expect(page.get_by_test_id("qa-empty")).to_be_visible()
@@ -90,6 +94,10 @@ def test_a_reviewer_confirms_one_sample_and_corrects_another_and_a_lead_reconcil
     lead_page.get_by_test_id(f"reconcile-{wrong.pk}").click()
     expect(lead_page.get_by_role("status")).to_contain_text("reconciled")
     expect(lead_page.get_by_test_id("reconcile-empty")).to_be_visible()
+    lead_page.goto(f"/qa/{QAReview.objects.get(run=wrong).pk}/")
+    expect(lead_page.get_by_test_id("qa-status")).to_have_text("Corrected")
+    expect(lead_page.get_by_test_id("qa-correction")).to_contain_text("Corrected to Billing")
+    expect(lead_page.get_by_test_id("qa-correction")).to_contain_text("Notify the team")
     assert QAReview.objects.get(run=wrong).reconcile_note == "finance raised the refund"
 
 
@@ -110,8 +118,10 @@ def test_an_ops_lead_compares_a_shadow_promotes_it_and_rolls_it_back(
     expect(page.get_by_test_id("live-classifier")).to_have_text("recorded")
     page.get_by_test_id("compare-heuristic").click()
     expect(page.get_by_test_id("compared")).to_have_text("2")
-    expect(page.get_by_test_id("disagreements")).to_contain_text("billing")
+    expect(page.get_by_test_id("disagreements")).to_contain_text("Billing")
+    expect(page.get_by_test_id("disagreements")).to_contain_text("Straight through")
     page.screenshot(path="/tmp/shadow-comparison.png", full_page=True)  # noqa: S108
+    screenshot(page, "shadow-comparison-in-words")
     page.get_by_test_id("promote").click()
 
     expect(page.get_by_role("status")).to_contain_text("now reads with heuristic")

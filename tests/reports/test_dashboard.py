@@ -34,13 +34,16 @@ from automation.models import (
     StageRecord,
 )
 from automation.roles import roles_ensure
-from console.exports import spreadsheet_safe
+from console.exports import EXPORTS, spreadsheet_safe
 from tests.conftest import rolled_back
 from tests.reports.history import NOW, History, at, build_history, person
+from tests.visible_text import codes_shown, visible_text
 
 PERIOD = "from=2026-02-18&to=2026-03-03"
 PERIOD_START = at(18, 0)
 ROUTES = ["commercial", "finance", "security_review", "service_desk"]
+ROUTE_LABELS = {"all": "All runs", "commercial": "Commercial", "finance": "Finance",
+                "security_review": "Security review", "service_desk": "Service desk"}  # fmt: skip
 WEEKS = [date(2025, 12, 15) + timedelta(weeks=i) for i in range(12)]
 
 
@@ -251,13 +254,14 @@ def test_straight_through_rate_per_week_and_route(lead: Client) -> None:
 
 
 def test_straight_through_csv(lead: Client) -> None:
-    expected = [["week_start", "route", "runs", "completed", "straight_through", "rate"]]
+    expected = [["Week starting", "Route", "Route code", "Runs", "Completed", "Straight through",
+                 "Rate"]]  # fmt: skip
     for week in WEEKS:
         for route in ["all", *ROUTES]:
             runs, completed, straight = STRAIGHT_THROUGH.get((week, route), (0, 0, 0))
             rate = RATE_TEXT.get((runs, straight), "")
-            expected.append([week.isoformat(), route, str(runs), str(completed), str(straight),
-                             rate])  # fmt: skip
+            expected.append([week.isoformat(), ROUTE_LABELS[route], route, str(runs),
+                             str(completed), str(straight), rate])  # fmt: skip
     assert csv_rows(lead, "straight-through") == expected
 
 
@@ -268,6 +272,9 @@ def test_the_chart_marks_each_activation_on_the_time_axis(lead: Client) -> None:
     assert chart.count('class="marker"') == 2
     assert "<title>policy-2 activated 2026-02-20 12:00 UTC</title>" in chart
     assert "<title>All runs: 42.9% (3 of 7)</title>" in chart
+    assert "<title>Security review: 0.0% (0 of 2)</title>" in chart  # routes in words
+    handoffs = html[html.index('data-testid="chart-handoffs"') :]
+    assert "<title>Decide · Sent for approval: 4</title>" in handoffs[: handoffs.index("</svg>")]
     # Weeks without runs break the line instead of dropping to zero.
     assert chart.count('class="line c0 strong"') == 1
 
@@ -282,30 +289,42 @@ def test_where_work_goes_to_people_this_period_and_the_previous(lead: Client) ->
         for key, node in ids.found.items()
         if key.startswith("handoff-")
     }
+    # Each stage and reason in words, its code beside it as secondary text.
     assert table == {
         # a1, a2, a3 and a4 asked for approval in the period; none in the two weeks before.
-        "approval_required": ["decide", "approval", "4", "0", "+4"],
-        "low_confidence": ["decide", "low confidence", "1", "0", "+1"],  # l1 under policy-2
-        "risk_signal": ["decide", "risk signal", "0", "0", "0"],
-        "classification_invalid": ["classify", "invalid output", "1", "0", "+1"],  # c1
-        "retry_exhausted": ["classify", "retries exhausted", "0", "1", "-1"],  # x1, 12 February
-        "extraction_invalid": ["classify", "extraction", "0", "0", "0"],
-        "unavailable": ["execute", "effect unavailable", "0", "0", "0"],
-        "uncertain": ["execute", "effect uncertain", "0", "0", "0"],
-        "rejected": ["execute", "effect rejected", "0", "0", "0"],
-    }
+        "approval_required": [
+            "Decide decide", "Sent for approval approval_required", "4", "0", "+4",
+        ],
+        "low_confidence": [  # l1 under policy-2
+            "Decide decide", "Unsure reading low_confidence", "1", "0", "+1",
+        ],
+        "risk_signal": ["Decide decide", "Risk signal risk_signal", "0", "0", "0"],
+        "classification_invalid": [  # c1
+            "Read classify", "Unusable reading classification_invalid", "1", "0", "+1",
+        ],
+        "retry_exhausted": [  # x1, 12 February
+            "Read classify", "Classifier unavailable retry_exhausted", "0", "1", "-1",
+        ],
+        "extraction_invalid": [
+            "Read classify", "Fields need checking extraction_invalid", "0", "0", "0",
+        ],
+        "unavailable": ["Deliver execute", "Unreachable unavailable", "0", "0", "0"],
+        "uncertain": ["Deliver execute", "Unknown uncertain", "0", "0", "0"],
+        "rejected": ["Deliver execute", "Refused rejected", "0", "0", "0"],
+    }  # fmt: skip
     assert csv_rows(lead, "handoffs") == [
-        ["stage", "reason", "stage_outcome", "runs", "previous_runs", "change"],
-        ["decide", "approval", "approval_required", "4", "0", "4"],
-        ["decide", "low confidence", "low_confidence", "1", "0", "1"],
-        ["classify", "invalid output", "classification_invalid", "1", "0", "1"],
-        ["classify", "retries exhausted", "retry_exhausted", "0", "1", "-1"],
-        ["decide", "risk signal", "risk_signal", "0", "0", "0"],
-        ["classify", "extraction", "extraction_invalid", "0", "0", "0"],
-        ["execute", "effect unavailable", "unavailable", "0", "0", "0"],
-        ["execute", "effect uncertain", "uncertain", "0", "0", "0"],
-        ["execute", "effect rejected", "rejected", "0", "0", "0"],
-    ]
+        ["Stage", "Stage code", "Reason", "Reason code", "Runs", "Runs in the previous period",
+         "Change"],
+        ["Decide", "decide", "Sent for approval", "approval_required", "4", "0", "4"],
+        ["Decide", "decide", "Unsure reading", "low_confidence", "1", "0", "1"],
+        ["Read", "classify", "Unusable reading", "classification_invalid", "1", "0", "1"],
+        ["Read", "classify", "Classifier unavailable", "retry_exhausted", "0", "1", "-1"],
+        ["Decide", "decide", "Risk signal", "risk_signal", "0", "0", "0"],
+        ["Read", "classify", "Fields need checking", "extraction_invalid", "0", "0", "0"],
+        ["Deliver", "execute", "Unreachable", "unavailable", "0", "0", "0"],
+        ["Deliver", "execute", "Unknown", "uncertain", "0", "0", "0"],
+        ["Deliver", "execute", "Refused", "rejected", "0", "0", "0"],
+    ]  # fmt: skip
 
 
 def test_a_preset_period_compares_with_the_days_before_it(lead: Client) -> None:
@@ -330,32 +349,38 @@ def test_approval_waits_and_the_pending_ones_oldest_first(known: History, lead: 
     a4, a5 = known.approvals["a4"], known.approvals["a5"]
     assert ids.found["pending-total"].value == "2"
     assert ids.found[f"pending-{a4.pk}"].cells == [
-        f"#{a4.pk}", "evt-a4", "queue_account_review", "security-approvers",
+        f"#{a4.pk}", "evt-a4", "Queue an account review queue_account_review", "security-approvers",
         "2026-03-02 09:00", "2 d 3 h",
     ]  # fmt: skip
     assert ids.found[f"pending-{a5.pk}"].cells[-1] == "4 h"
     order = [k for k in ids.found if k.startswith("pending-") and k != "pending-total"]
     assert order == [f"pending-{a4.pk}", f"pending-{a5.pk}"]
     oldest = ids.found["oldest-pending"]
-    assert oldest.value.startswith(f"Oldest: request #{a4.pk} (queue_account_review, evt-a4)")
+    assert oldest.value.startswith(f"Oldest: request #{a4.pk} (Queue an account review, evt-a4)")
     assert "waiting 2 d 3 h for security-approvers" in oldest.value
     assert oldest.href == reverse("approvals:evidence", args=[a4.pk])
 
 
 def test_approval_csvs(known: History, lead: Client) -> None:
     assert csv_rows(lead, "approval-waits") == [
-        ["group", "decided", "median_seconds", "p90_seconds", "longest_seconds"],
-        ["all", "3", "7200", "15840", "18000"],
+        [
+            "Group",
+            "Decided",
+            "Median wait (seconds)",
+            "90th percentile wait (seconds)",
+            "Longest wait (seconds)",
+        ],
+        ["All groups", "3", "7200", "15840", "18000"],
         ["security-approvers", "3", "7200", "15840", "18000"],
     ]
     a4, a5 = known.approvals["a4"], known.approvals["a5"]
     assert csv_rows(lead, "pending-approvals") == [
-        ["request", "run", "event_id", "effect", "group", "owner", "waiting_since",
-         "age_seconds", "escalated"],
-        [str(a4.pk), str(a4.run_id), "evt-a4", "queue_account_review", "security-approvers",
-         "security-approvers", "2026-03-02T09:00:00+00:00", "183600", "no"],
-        [str(a5.pk), str(a5.run_id), "evt-a5", "queue_account_review", "security-approvers",
-         "security-approvers", "2026-03-04T08:00:00+00:00", "14400", "no"],
+        ["Request", "Run", "Event id", "Effect", "Effect code", "Group", "Owner",
+         "Waiting since", "Age (seconds)", "Escalated"],
+        [str(a4.pk), str(a4.run_id), "evt-a4", "Queue an account review", "queue_account_review",
+         "security-approvers", "security-approvers", "2026-03-02T09:00:00+00:00", "183600", "no"],
+        [str(a5.pk), str(a5.run_id), "evt-a5", "Queue an account review", "queue_account_review",
+         "security-approvers", "security-approvers", "2026-03-04T08:00:00+00:00", "14400", "no"],
     ]  # fmt: skip
 
 
@@ -381,9 +406,10 @@ def test_rates_in_equal_windows_around_each_activation(lead: Client) -> None:
         "after", "7", "57.1%", "57.1%", "28.6%", "0.0%",
     ]  # fmt: skip
     header, *body = csv_rows(lead, "rule-changes")
-    assert header[4:] == ["side", "runs", "completed", "straight_through", "approval", "blocked",
-                          "completion_rate", "straight_through_rate", "approval_rate",
-                          "block_rate"]  # fmt: skip
+    assert header == ["Version", "Previous version", "Activated at", "Window (seconds)",
+                      "Before or after", "Runs", "Completed", "Straight through",
+                      "Sent for approval", "Blocked", "Completion rate", "Straight-through rate",
+                      "Approval rate", "Block rate"]  # fmt: skip
     two = ["policy-2", "policy-1", "2026-02-20T12:00:00+00:00", "604800"]
     three = ["policy-3", "policy-2", "2026-02-27T12:00:00+00:00", "432000"]
     assert body == [
@@ -408,6 +434,9 @@ def test_the_policy_page_shows_the_same_rates(known: History, lead: Client) -> N
 
 # --- 5. stage durations -----------------------------------------------------------------------
 
+STAGE_LABELS = {"intake": "Intake", "validate": "Check", "normalize": "Prepare",
+                "enrich": "Look up", "classify": "Read", "decide": "Decide", "approve": "Approve",
+                "execute": "Deliver", "complete": "Finish"}  # fmt: skip
 STAGES = [
     # stage, attempts, median, 95th percentile. Runs a1, r7, l1, r8, a2, b1, a3, r9, r10, a4,
     # r11 and c1 started in the period; a5 and r12 on 4 March, after it.
@@ -428,13 +457,16 @@ STAGES = [
 def test_stage_durations_median_and_95th_percentile(lead: Client) -> None:
     ids = page(lead)
     for stage, attempts, median, p95 in STAGES:
-        assert ids.found[f"stage-{stage}"].cells == [stage, attempts, f"{median} ms",
-                                                     f"{p95} ms"]  # fmt: skip
+        assert ids.found[f"stage-{stage}"].cells == [f"{STAGE_LABELS[stage]} {stage}", attempts,
+                                                     f"{median} ms", f"{p95} ms"]  # fmt: skip
     order = [k.removeprefix("stage-") for k in ids.found if k.startswith("stage-")]
     assert order == [s[0] for s in STAGES]
     assert csv_rows(lead, "stage-durations") == [
-        ["stage", "attempts", "median_ms", "p95_ms"],
-        *[[stage, attempts, f"{median}.0", f"{p95}.0"] for stage, attempts, median, p95 in STAGES],
+        ["Stage", "Stage code", "Attempts", "Median (ms)", "95th percentile (ms)"],
+        *[
+            [STAGE_LABELS[stage], stage, attempts, f"{median}.0", f"{p95}.0"]
+            for stage, attempts, median, p95 in STAGES
+        ],
     ]
 
 
@@ -493,3 +525,45 @@ def test_a_csv_cell_a_spreadsheet_would_run_as_a_formula_stays_text(
     assert [spreadsheet_safe(v) for v in ("+1+1", "@SUM(A1)", "-2+3", "-0.0500", "12", 7)] == [
         "'+1+1", "'@SUM(A1)", "'-2+3", "-0.0500", "12", 7,
     ]  # fmt: skip
+
+
+# --- one vocabulary: words first, codes as secondary text --------------------------------------
+
+CODES = [
+    "needs_review", "low_confidence", "risk_signal", "queue_account_review",
+    "send_internal_notification", "create_follow_up", "service_desk", "security_review",
+    "approval_required", "classification_invalid", "retry_exhausted", "extraction_invalid",
+]  # fmt: skip
+LABELLED = {"Stage", "Reason", "Route", "Effect"}
+
+
+def test_the_dashboard_shows_codes_only_as_secondary_text(lead: Client) -> None:
+    html = get(lead, f"{reverse('reports:dashboard')}?{PERIOD}").content.decode()  # type: ignore[attr-defined]
+
+    assert codes_shown(html, CODES) == []
+    text = visible_text(html)
+    for words in ("Service desk", "Security review", "Sent for approval", "Unsure reading",
+                  "Queue an account review", "Deliver"):  # fmt: skip
+        assert words in text
+    # The codes are still there, quietly, for whoever matches on them.
+    assert '<small class="code">approval_required</small>' in html
+    assert '<small class="code">service_desk</small>' in html
+
+
+def test_every_csv_header_is_words_and_a_code_column_follows_each_labelled_one(
+    lead: Client,
+) -> None:
+    code_columns = 0
+    for panel in EXPORTS:
+        header, *body = csv_rows(lead, panel)
+        assert not [h for h in header if "_" in h], panel
+        for i, heading in enumerate(header):
+            if heading in LABELLED:
+                assert header[i + 1] == f"{heading} code", (panel, heading)
+            if not heading.endswith(" code"):
+                continue
+            code_columns += 1
+            assert header[i - 1] == heading.removesuffix(" code"), (panel, heading)
+            for row in body:
+                assert row[i] and "_" not in row[i - 1], (panel, row)
+    assert code_columns == 6  # two routes, two stages, a reason and an effect

@@ -14,6 +14,7 @@ from automation.roles import roles_ensure
 from console.exports import EXPORTS
 from reports.selectors import ErrorRate, Period, measured_quality
 from tests.conftest import Pipeline, _user, decision_for, make_event
+from tests.visible_text import codes_shown
 
 pytestmark = pytest.mark.django_db
 
@@ -76,8 +77,12 @@ def test_reviewed_samples_give_the_error_rate_per_week_and_route(
     assert sum(n for _, n in quality.labels_per_week) == 2
 
     table = EXPORTS["measured-quality"](period, now)
-    assert table.header[:4] == ["week", "route", "reviewed", "read_wrong"]
-    assert {row[1] for row in table.rows} == {"all", "service_desk", "finance"}
+    assert table.header[:5] == ["Week starting", "Route", "Route code", "Reviewed", "Read wrong"]
+    assert {(row[1], row[2]) for row in table.rows} == {
+        ("All routes", "all"),
+        ("Service desk", "service_desk"),
+        ("Finance", "finance"),
+    }
 
     roles_ensure()
     client = Client()
@@ -88,3 +93,5 @@ def test_reviewed_samples_give_the_error_rate_per_week_and_route(
     assert "25.0% (" in html  # 1 of 4, with its interval
     assert 'data-testid="chart-measured-quality"' in html
     assert html.count('<svg class="chart" role="img"') == 6  # the error rate has its chart
+    assert codes_shown(html, ["service_desk"]) == []
+    assert "<title>Service desk: 0.0% (0.0% to 56.1%, 3 reviewed)</title>" in html
