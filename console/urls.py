@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from console.views import approvals, ops, policy, quality, reports
+from console.views import about, approvals, integrators, lists, ops, policy, quality, reports
 
 approval_urls = (
     [
@@ -49,8 +49,10 @@ ops_urls = (
         path("ops/queues/", ops.queues, name="queues"),
         path("ops/effects/<slug:name>/<slug:action>", ops.effect_control, name="effect_control"),
         path("ops/queues/<slug:name>/", ops.queue, name="queue"),
+        path("ops/queues/<slug:name>/claim", lists.claim_many, name="claim_many"),
         path("ops/queues/<slug:queue_name>/batch", ops.batch_new, name="batch_new"),
         path("ops/batches/<int:batch_id>/", ops.batch, name="batch"),
+        path("ops/batches/<int:batch_id>/start", ops.batch_start, name="batch_start"),
         path("policy/", policy.policy_list, name="policies"),
         path("policy/new", policy.policy_new, name="policy_new"),
         path("policy/simulations/<int:simulation_id>/", policy.simulation, name="simulation"),
@@ -58,10 +60,13 @@ ops_urls = (
         path("policy/<str:name>/simulate", policy.policy_simulate, name="policy_simulate"),
         path("policy/<str:name>/activate", policy.policy_activate, name="policy_activate"),
         path("runs/<int:run_id>/", ops.run_page, name="run"),
+        path("integrators/api/", integrators.api_reference, name="api_reference"),
         path("runs/<int:run_id>/raw", ops.raw_input, name="raw"),
         path("runs/<int:run_id>/correct", ops.correct, name="correct"),
         path("runs/<int:run_id>/queue/<slug:action>", ops.queue_action, name="queue_action"),
         path("runs/<int:run_id>/recover/<slug:action>", ops.recover, name="recover"),
+        path("runs/<int:run_id>/preview/<slug:action>", ops.preview, name="preview"),
+        path("about/states/", about.run_states, name="run_states"),
     ],
     "automation",
 )

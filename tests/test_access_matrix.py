@@ -220,18 +220,25 @@ EXPECTED: dict[str, Row] = {
     "automation:queue": page(READERS),
     "automation:batch": page(READERS),
     "automation:batch_new": action(RECOVERERS),
+    "automation:batch_start": action(RECOVERERS),
+    "automation:claim_many": action(RECOVERERS),
     "automation:effect_control": action(LEADS),
-    "automation:run": page(READERS),
+    # An approver reads the run of a request routed to their group, and no other.
+    "automation:run[held]": page(READERS),
+    "automation:run[security]": page(READERS | {SECURITY}),
+    "automation:run[finance]": page(READERS | {FINANCE}),
+    "automation:run_states": page(SIGNED_IN),
     "automation:raw": page(READERS),
     "automation:correct": form(LEADS),
     "automation:queue_action": action(RECOVERERS),
     "automation:recover": action(RECOVERERS),
+    "automation:preview": page(RECOVERERS),
     # --- console: policy ---------------------------------------------------------------------
     "automation:policies": page(READERS),
     "automation:policy": page(READERS),
     "automation:policy_new": form(LEADS),
     "automation:policy_simulate": action(LEADS),
-    "automation:policy_activate": action(LEADS),
+    "automation:policy_activate": form(LEADS),  # GET: the confirmation with its impact
     "automation:simulation": page(READERS),
     # --- console: approvals (a request routed to another group answers 404) ------------------
     "approvals:inbox": page(HAS_ROLE),
@@ -264,6 +271,8 @@ EXPECTED: dict[str, Row] = {
     "api:events": {"GET": same(NOT_ALLOWED), "POST": who({INTEGRATOR}, refused=LOGIN)},
     # The API's description is public, as any API's reference is.
     "api:openapi": {"GET": same(ALLOW), "POST": same(NOT_ALLOWED)},
+    # The integrators' reference: the OpenAPI document as a page, public like the document.
+    "automation:api_reference": {"GET": same(ALLOW), "POST": same(NOT_ALLOWED)},
     "api:run[own-channel]": {"GET": who({INTEGRATOR}, refused=LOGIN), "POST": same(NOT_ALLOWED)},
     "api:run[other-channel]": {
         "GET": who((), refused=LOGIN) | {INTEGRATOR: DENY},
@@ -425,12 +434,15 @@ VARIANTS: dict[str, dict[str, Kwargs]] = {
     "automation:queue": {"": lambda w: {"name": w.runs["held"].queue}},
     "automation:batch_new": {"": lambda w: {"queue_name": w.runs["held"].queue}},
     "automation:batch": {"": lambda w: {"batch_id": w.batch.pk}},
+    "automation:batch_start": {"": lambda w: {"batch_id": w.batch.pk}},
+    "automation:claim_many": {"": lambda w: {"name": w.runs["held"].queue}},
     "automation:effect_control": {"": lambda w: {"name": "create_follow_up", "action": "pause"}},
-    "automation:run": {"": _run("held")},
+    "automation:run": {name: _run(name) for name in ("held", "security", "finance")},
     "automation:raw": {"": _run("held")},
     "automation:correct": {"": _run("held")},
     "automation:queue_action": {"": _run("held", action="claim")},
     "automation:recover": {"": _run("held", action="retry")},
+    "automation:preview": {"": _run("held", action="retry")},
     "automation:policy": {"": lambda w: {"name": w.draft_policy}},
     "automation:policy_simulate": {"": lambda w: {"name": w.draft_policy}},
     "automation:policy_activate": {"": lambda w: {"name": w.draft_policy}},

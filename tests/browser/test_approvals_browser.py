@@ -11,14 +11,16 @@ import pytest
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from automation.models import Effect, Outcome, Run, State
 from console.views.approvals import RESULT_MESSAGES
-from tests.browser.conftest import PLAYWRIGHT_MISSING, SOURCE_SENTENCE, Person, log_in
+from tests.browser.conftest import (
+    PLAYWRIGHT_MISSING,
+    SOURCE_SENTENCE,
+    Person,
+    log_in,
+    screenshot,
+)
 
 pytest.importorskip("playwright.sync_api", reason=PLAYWRIGHT_MISSING, exc_type=ImportError)
 from playwright.sync_api import BrowserContext, Locator, Page, expect
-
-# Not asserted: pictures of the two pages for a person to look at after a run.
-INBOX_PNG = "/tmp/inbox.png"  # noqa: S108
-EVIDENCE_PNG = "/tmp/evidence.png"  # noqa: S108
 
 
 def inbox_row(page: Page, event_id: str) -> Locator:
@@ -35,6 +37,12 @@ def message(page: Page) -> Locator:
     return page.get_by_role("status")
 
 
+def param(page: Page, name: str) -> Locator:
+    """The value cell of the proposed effect's parameter whose label is exactly `name`."""
+    row = page.get_by_test_id("effect-params").locator(f"tr:has(th:text-is('{name}'))")
+    return row.locator("td")
+
+
 def test_approver_finds_the_request_reads_the_evidence_and_approves_it(
     page: Page, approver: Person, waiting: ApprovalRequest
 ) -> None:
@@ -48,39 +56,50 @@ def test_approver_finds_the_request_reads_the_evidence_and_approves_it(
     rows = page.get_by_test_id("inbox").locator("tbody tr")
     expect(rows).to_have_count(1)
     row = rows.first
-    expect(row).to_contain_text(f"#{waiting.pk} · evt-sec-1")
-    expect(row).to_contain_text("queue_account_review")
-    expect(row).to_contain_text("security_sensitive")
+    link = row.get_by_role(
+        "link", name=re.compile(r"^Queue an account review: Suspicious sign-ins")
+    )
+    expect(link.locator("small.code")).to_have_text(f"#{waiting.pk} · evt-sec-1")
+    expect(row).to_contain_text("Security review")  # the route, in words
+    why = "Queue an account review needs 1 approval from security-approvers"
+    expect(row).to_contain_text(why)
+    expect(row.locator("small.code", has_text="security_sensitive")).to_have_count(1)
     expect(row).to_contain_text("0 of 1")
-    expect(row.locator(".badge")).to_have_text("due")
-    page.screenshot(path=INBOX_PNG, full_page=True)
+    expect(row.locator(".badge")).to_have_text("Due")
+    screenshot(page, "inbox")
 
-    row.get_by_role("link", name=re.compile("evt-sec-1")).click()
+    link.click()
 
     expect(page).to_have_url(re.compile(rf"/approvals/{waiting.pk}/$"))
-    expect(page.get_by_role("heading", level=1)).to_have_text("queue_account_review for evt-sec-1")
-    expect(page.get_by_test_id("request-status")).to_have_text("pending")
-    expect(page.get_by_test_id("run-state")).to_have_text("approval_required")
-    params = page.get_by_test_id("effect-params")
-    expect(params.locator("tr", has_text="effect")).to_contain_text("queue_account_review")
-    expect(params.locator("tr", has_text="route")).to_contain_text("security_review")
-    expect(params.locator("tr", has_text="event_id")).to_contain_text("evt-sec-1")
-    expect(params.locator("tr", has_text="subject")).to_contain_text("Suspicious sign-ins")
+    expect(page.get_by_role("heading", level=1)).to_have_text(
+        "Queue an account review for Suspicious sign-ins"
+    )
+    expect(page.locator("p.lead small.code")).to_have_text(f"#{waiting.pk} · evt-sec-1")
+    expect(page.get_by_test_id("request-status")).to_have_text("Waiting")
+    expect(page.get_by_test_id("run-state")).to_have_text("Waiting for approval")
+    expect(param(page, "Effect")).to_have_text(re.compile(r"^Queue an account review\b"))
+    expect(param(page, "Effect").locator("small.code")).to_have_text("queue_account_review")
+    expect(param(page, "Route")).to_have_text(re.compile(r"^Security review\b"))
+    expect(param(page, "Route").locator("small.code")).to_have_text("security_review")
+    expect(param(page, "Event id")).to_contain_text("evt-sec-1")
+    expect(param(page, "Subject")).to_contain_text("Suspicious sign-ins")
     expect(page.get_by_test_id("request-text").locator("mark")).to_have_text(SOURCE_SENTENCE)
-    expect(page.get_by_test_id("reason-code")).to_have_text("security_sensitive")
-    expect(page.locator("ul.rules code")).to_have_text(["approval.queue_account_review"])
+    expect(page.get_by_text("The reader's reason: Security sensitive")).to_be_visible()
+    expect(page.get_by_test_id("reason-code")).to_have_text("security_sensitive")  # secondary
+    expect(page.locator("ul.rules li")).to_have_text([re.compile(rf"^{why}\b")])
+    expect(page.locator("ul.rules small.code")).to_have_text(["approval.queue_account_review"])
     expect(page.get_by_test_id("binding")).to_contain_text(waiting.fingerprint)
     timeline = page.get_by_test_id("timeline")
-    expect(timeline.locator("tbody tr", has_text="enrich")).not_to_have_count(0)
-    expect(timeline.locator("tbody tr", has_text="decide")).not_to_have_count(0)
+    expect(timeline.locator("tbody tr", has_text="Look up")).not_to_have_count(0)
+    expect(timeline.locator("tbody tr", has_text="Decide")).not_to_have_count(0)
     expect(page.get_by_test_id("decisions")).to_contain_text("No decisions yet.")
-    page.screenshot(path=EVIDENCE_PNG, full_page=True)
+    screenshot(page, "evidence")
 
     page.get_by_role("button", name="Approve").click()
 
     expect(message(page)).to_have_text(RESULT_MESSAGES["approved"])
-    expect(page.get_by_test_id("run-state")).to_have_text("completed")
-    expect(page.get_by_test_id("request-status")).to_have_text("approved")
+    expect(page.get_by_test_id("run-state")).to_have_text("Done")
+    expect(page.get_by_test_id("request-status")).to_have_text("Approved")
     expect(page.get_by_test_id("closed")).to_be_visible()
     expect(page.get_by_role("button", name="Approve")).to_have_count(0)
     expect(page.get_by_test_id("decisions")).to_contain_text(f"{approver.username} approved")
@@ -114,8 +133,8 @@ def test_two_approver_request_completes_only_after_the_second_approval(
     page.get_by_role("button", name="Approve").click()
 
     expect(message(page)).to_have_text(RESULT_MESSAGES["recorded"])
-    expect(page.get_by_test_id("run-state")).to_have_text("approval_required")
-    expect(page.get_by_test_id("request-status")).to_have_text("pending")
+    expect(page.get_by_test_id("run-state")).to_have_text("Waiting for approval")
+    expect(page.get_by_test_id("request-status")).to_have_text("Waiting")
     expect(page.get_by_test_id("cannot-decide")).to_be_visible()
     assert Run.objects.get(pk=request.run_id).state == State.APPROVAL_REQUIRED
     assert not Effect.objects.exists()
@@ -132,7 +151,7 @@ def test_two_approver_request_completes_only_after_the_second_approval(
     page.get_by_role("button", name="Approve").click()
 
     expect(message(page)).to_have_text(RESULT_MESSAGES["approved"])
-    expect(page.get_by_test_id("run-state")).to_have_text("completed")
+    expect(page.get_by_test_id("run-state")).to_have_text("Done")
     assert Run.objects.get(pk=request.run_id).state == State.COMPLETED
     approvers = ApprovalDecision.objects.filter(request=request, counted=True, approve=True)
     assert {d.user_id for d in approvers} == {approver.user.pk, second_approver.user.pk}
@@ -150,15 +169,16 @@ def test_rejecting_needs_a_comment_and_then_fails_the_run(
     expect(page.locator(".errorlist")).to_have_text(
         "Say why you reject it: the comment goes on the record."
     )
-    expect(page.get_by_test_id("request-status")).to_have_text("pending")
+    expect(page.get_by_test_id("request-status")).to_have_text("Waiting")
     assert not ApprovalDecision.objects.exists()
 
     page.get_by_label("Comment").fill("Lisbon is where the customer lives; not suspicious.")
     page.get_by_role("button", name="Reject").click()
 
     expect(message(page)).to_have_text(RESULT_MESSAGES["rejected"])
-    expect(page.get_by_test_id("run-state")).to_have_text("failed")
-    expect(page.locator("p.lead")).to_contain_text("failed (approval_rejected)")
+    expect(page.get_by_test_id("run-state")).to_have_text("Failed")
+    expect(page.locator("p.lead")).to_contain_text("Run state: Failed (Rejected).")
+    expect(page.get_by_test_id("request-status")).to_have_text("Rejected")
     expect(page.get_by_test_id("decisions")).to_contain_text("customer lives")
     run = Run.objects.get(pk=waiting.run_id)
     assert run.state == State.FAILED
@@ -211,11 +231,11 @@ def test_inbox_and_evidence_work_without_javascript(
     log_in(page, approver)
 
     row = inbox_row(page, "evt-sec-1")
-    expect(row.locator(".badge")).to_have_text("due")
+    expect(row.locator(".badge")).to_have_text("Due")
     row.get_by_role("link").click()
     expect(page.get_by_test_id("request-text").locator("mark")).to_have_text(SOURCE_SENTENCE)
     page.get_by_role("button", name="Approve").click()
 
     expect(message(page)).to_have_text(RESULT_MESSAGES["approved"])
-    expect(page.get_by_test_id("run-state")).to_have_text("completed")
+    expect(page.get_by_test_id("run-state")).to_have_text("Done")
     assert Run.objects.get(pk=waiting.run_id).state == State.COMPLETED
