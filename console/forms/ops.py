@@ -42,7 +42,7 @@ class CorrectionForm(forms.Form):
         self.sources = sources
         for name in field_names:
             self.fields[FIELD_PREFIX + name] = forms.CharField(
-                label=name.replace("_", " "), required=False, max_length=500
+                label=name.replace("_", " ").capitalize(), required=False, max_length=500
             )
         self.order_fields([name for name in self.fields if name != "reason"] + ["reason"])
 
