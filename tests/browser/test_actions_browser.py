@@ -55,6 +55,14 @@ def refused_delivery(pipeline: Pipeline, downstream: Downstream, event_id: str) 
     return run
 
 
+def received(pipeline: Pipeline) -> Run:
+    """Taken in, its first step not taken yet: a worker owes it that, a person nothing."""
+    event = make_event(event_id="evt-new")
+    run = pipeline.run(pipeline.submit(event, [decision_for(event)], drain=False))
+    assert run.state == State.RECEIVED
+    return run
+
+
 def offered_on_page(page: Page, run: Run) -> list[str]:
     page.goto(f"/runs/{run.pk}/")
     actions = page.get_by_test_id("run-actions").locator("li")
@@ -82,15 +90,20 @@ def test_the_run_page_offers_only_the_actions_each_state_allows(
         "done": (completed(pipeline), ["replay"]),
         "stopped by policy": (blocked(pipeline), ["replay"]),
         "failed": (refused_delivery(pipeline, downstream, "evt-refused"), ["replay"]),
+        "just received": (received(pipeline), []),
     }
     states = {run.state for run, _ in runs.values()}
-    assert len(states) >= 5 and len({(r.state, r.outcome) for r, _ in runs.values()}) == 7
+    assert len(states) >= 6 and len({(r.state, r.outcome) for r, _ in runs.values()}) == 8
     log_in(page, lead)
 
     for name, (run, expected) in runs.items():
         assert offered_on_page(page, run) == expected, name
         badge = page.get_by_test_id("run-state")
         expect(badge).not_to_have_text(re.compile(r"_|^[a-z]+$"))  # a label, not a code
+
+    run, _ = runs["just received"]
+    page.goto(f"/runs/{run.pk}/")
+    expect(page.get_by_test_id("no-actions")).to_have_text("Nothing can be done to this run now.")
 
     run, _ = runs["unusable reading"]
     page.goto(f"/runs/{run.pk}/")
