@@ -296,3 +296,13 @@ def effect_controls() -> list[EffectState]:
         )
         for name in names
     ]
+
+
+def current_reading(run: Run) -> dict[str, Any]:
+    """The interpretation a person corrects: the accepted one, else what the classifier last
+    answered (an unusable reading), else nothing."""
+    if run.classification:
+        return run.classification
+    attempt = run.classifications.order_by("-attempt").first()
+    raw = attempt.raw_output if attempt else None
+    return raw if isinstance(raw, dict) else {}

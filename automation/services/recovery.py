@@ -43,6 +43,7 @@ from automation.models import (
     State,
 )
 from automation.schemas import ClassifierDecision, FieldProblem, validation_problems
+from automation.selectors import current_reading
 from automation.services.effects import effect_retry_in_transaction
 from automation.services.intake import intake_replay
 from automation.services.jobs import job_settled
@@ -218,7 +219,7 @@ def run_correct(
         run = _locked(run_id)
         if run.state != State.NEEDS_REVIEW or run.outcome not in CORRECTABLE:
             raise ServiceError(STATE_CONFLICT, f"a {run.state} run cannot be corrected")
-        before = run.classification or _last_reading(run)
+        before = current_reading(run)  # what the person saw and corrected
         after = decision.model_dump(mode="json")
         changed = _diff(before, after)
         label_record(
@@ -241,14 +242,6 @@ def run_correct(
         _record(run, RecoveryKind.CORRECT, user, reason, "resumed", changed=changed)
         run_send(run)
         return CorrectionResult(run, changed)
-
-
-def _last_reading(run: Run) -> dict[str, Any]:
-    """What the classifier last answered, when no reading was accepted (an unusable one): what
-    the person corrected, so the change recorded is theirs."""
-    attempt = run.classifications.order_by("-attempt").first()
-    raw = attempt.raw_output if attempt else None
-    return raw if isinstance(raw, dict) else {}
 
 
 def _diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[Any]]:

@@ -20,7 +20,7 @@ from approvals import selectors as approval_selectors
 from approvals.models import ApprovalStatus
 from automation import selectors, services, statechart
 from automation.conf import setting
-from automation.models import ClassificationAttempt, EffectControl, RecoveryBatch, Run
+from automation.models import EffectControl, RecoveryBatch, Run
 from automation.vocabulary import label
 from config.errors import ServiceError
 from config.http import AuthenticatedHttpRequest
@@ -210,15 +210,6 @@ def _problems(run: Run) -> list[dict[str, str]]:
     return [{"field": "", "message": run.failure_detail}]
 
 
-def _current_reading(run: Run) -> dict[str, Any]:
-    """The interpretation to correct: the accepted one, else the last raw classifier output."""
-    if run.classification:
-        return run.classification
-    attempt = ClassificationAttempt.objects.filter(run=run).order_by("-attempt").first()
-    raw = attempt.raw_output if attempt else None
-    return raw if isinstance(raw, dict) else {}
-
-
 @require_http_methods(["GET", "POST"])
 @login_required
 @permission_required("automation.correct_run", raise_exception=True)
@@ -226,7 +217,7 @@ def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run, pk=run_id)
     if services.run_action(run, request.user, "correct") is None:
         return _not_offered(request, run, "Correcting the reading")
-    reading = _current_reading(run)
+    reading = selectors.current_reading(run)
     found = reading.get("fields")
     fields: dict[str, Any] = found if isinstance(found, dict) else {}
     initial = {

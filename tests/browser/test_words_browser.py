@@ -18,15 +18,10 @@ import pytest
 from approvals.models import ApprovalRequest, ApprovalStatus
 from automation.models import Effect, EffectStatus, Outcome, Run, State
 from console.views.approvals import RESULT_MESSAGES
-from policy.services import (
-    DEFAULTS_DIR,
-    parse_policy_text,
-    policy_version_activate,
-    policy_version_create,
-)
+from tests.approvals import test_inbox_lists as inbox_lists
 from tests.browser import test_ops_browser as ops
 from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, log_in, screenshot
-from tests.conftest import Pipeline, decision_for, make_event
+from tests.conftest import Pipeline
 from tests.downstream import Downstream
 
 pytest.importorskip("playwright.sync_api", reason=PLAYWRIGHT_MISSING, exc_type=ImportError)
@@ -127,37 +122,14 @@ def finance_approver(make_person: Callable[..., Person]) -> Person:
     return make_person("fina", "finance-approvers")
 
 
-@pytest.fixture
-def amount_policy(pipeline: Pipeline) -> str:
-    """policy-1 with amounts over 10000 approved by finance approvers, active as limits-1."""
-    text = (DEFAULTS_DIR / "policy-1.yaml").read_text(encoding="utf-8")
-    text = text.replace("version: policy-1", "version: limits-1")
-    text += (
-        "\namount_limits:\n  standard:\n    approval_above: '10000'\n"
-        "amount_approval:\n  group: finance-approvers\n"
-    )
-    document = parse_policy_text(text)
-    assert document.amount_approval is not None
-    policy_version_create(document=document)
-    return policy_version_activate(name="limits-1").name
+# The inbox tests' policy with an amount limit (a fixture), and their request over it.
+amount_policy = inbox_lists.amount_policy
 
 
 @pytest.fixture
-def over_the_limit(pipeline: Pipeline, amount_policy: str, roles: None) -> ApprovalRequest:
+def over_the_limit(pipeline: Pipeline, amount_policy: None, roles: None) -> ApprovalRequest:
     """A refund of 12000 EUR to notify finance about: it waits for a finance approver."""
-    event = make_event(
-        event_id="evt-refund",
-        request_type="billing",
-        requested_action="send_internal_notification",
-        subject="Refund for order 5512",
-        body="Please refund 12000 EUR for order 5512.",
-    )
-    reading = decision_for(event, reason_code="billing_keywords")
-    reading["value"]["fields"] = {
-        "amount": {"value": "12000 EUR", "confidence": 0.9, "source": "12000 EUR"}
-    }
-    pipeline.submit(event, [reading])
-    request = ApprovalRequest.objects.get(run__event_id="evt-refund")
+    request = inbox_lists.over_the_limit(pipeline)
     assert request.group == "finance-approvers"
     return request
 
