@@ -33,15 +33,18 @@ def insert_together(tables: list[list[Any]]) -> None:
 
     The rows are written as `bulk_create` writes them (no `save()`, no signals), with their
     fields' defaults and database preparation; their primary keys are not read back."""
-    statements: list[str] = []
-    params: list[Any] = []
-    for rows in tables:
-        if rows:
-            statement, values, _ = _insert_sql(rows)
-            statements.append(statement)
-            params.extend(values)
-    if not statements:
+    written = [_insert_sql(rows)[:2] for rows in tables if rows]
+    if not written:
         return
+    if connection.vendor != "postgresql":
+        # Data-modifying WITH queries are PostgreSQL's; elsewhere (SQLite: the demo without
+        # DATABASE_URL) each table is its own statement, in the same transaction.
+        with connection.cursor() as cursor:
+            for statement, values in written:
+                cursor.execute(statement, values)
+        return
+    statements = [statement for statement, _ in written]
+    params = [value for _, values in written for value in values]
     # Every statement but the last runs as a data-modifying WITH query of the last one.
     *first, last = statements
     sql = "".join(
