@@ -3,13 +3,13 @@ clear 4xx answers."""
 
 from __future__ import annotations
 
-import hashlib
+import functools
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
-from django.urls import reverse
+from django.urls import get_script_prefix, reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
@@ -38,7 +38,29 @@ def _error(status: int, code: ApiError, message: str) -> JsonResponse:
 
 def _run_page(request: HttpRequest, run: Run) -> str:
     """The run's page in the console, absolute: the answer is read far from this host."""
-    return request.build_absolute_uri(reverse("automation:run", args=[run.pk]))
+    return request.build_absolute_uri(_run_path(get_script_prefix()).format(run.pk))
+
+
+@functools.cache
+def _run_path(script_prefix: str) -> str:
+    """The run page's path with `{}` for the run's id: reversed once per script prefix (the
+    key), where reversing it for every answer cost more than the rest of the answer."""
+    marker = 2**62
+    return reverse("automation:run", args=[marker]).replace(str(marker), "{}")
+
+
+def _bearer_key(request: HttpRequest) -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, key = header.partition(" ")
+    if scheme.lower() != "bearer" or not key.strip():
+        return None
+    return key.strip()
+
+
+def _unauthenticated(key: str | None) -> JsonResponse:
+    if key is None:
+        return _error(401, ApiError.UNAUTHENTICATED, "send 'Authorization: Bearer <token>'")
+    return _error(401, ApiError.UNAUTHENTICATED, "unknown or revoked token")
 
 
 def token_required(view: View) -> View:
@@ -47,18 +69,10 @@ def token_required(view: View) -> View:
 
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
-        header = request.headers.get("Authorization", "")
-        scheme, _, key = header.partition(" ")
-        if scheme.lower() != "bearer" or not key.strip():
-            return _error(401, ApiError.UNAUTHENTICATED, "send 'Authorization: Bearer <token>'")
-        digest = hashlib.sha256(key.strip().encode()).hexdigest()
-        token = (
-            ApiToken.objects.filter(key_hash=digest, is_active=True)
-            .select_related("channel")
-            .first()
-        )
+        key = _bearer_key(request)
+        token = services.api_token_find(key=key) if key is not None else None
         if token is None:
-            return _error(401, ApiError.UNAUTHENTICATED, "unknown or revoked token")
+            return _unauthenticated(key)
         return view(request, token, *args, **kwargs)
 
     return wrapper
@@ -88,8 +102,14 @@ def _body_problem(request: HttpRequest) -> JsonResponse | None:
 
 @csrf_exempt  # token-authenticated machine endpoint: no cookies, so no CSRF exposure
 @require_POST
-@token_required
-def submit_event(request: HttpRequest, token: ApiToken) -> JsonResponse:
+def submit_event(request: HttpRequest) -> JsonResponse:
+    # The token is checked as token_required does, in the query that also reads what intake
+    # needs (ids, the policy version in force): one round trip for both.
+    key = _bearer_key(request)
+    found = services.api_token_for_intake(key=key) if key is not None else None
+    if found is None:
+        return _unauthenticated(key)
+    token, allocation = found
     problem = _body_problem(request)
     if problem is not None:
         return problem
@@ -99,6 +119,7 @@ def submit_event(request: HttpRequest, token: ApiToken) -> JsonResponse:
             raw=request.body,
             content_type=request.content_type or "",
             source=f"api:{token.name}",
+            allocation=allocation,
         )
     except PolicyVersion.DoesNotExist:
         # The raw request is kept; nothing can be decided until a policy is loaded.

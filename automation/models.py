@@ -206,8 +206,12 @@ class IntakeRecord(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         if self.pk is not None:
             raise ValueError("an intake record is never modified")
-        self.raw_sha256 = hashlib.sha256(bytes(self.raw)).hexdigest()
+        self.set_digest()
         super().save(*args, **kwargs)
+
+    def set_digest(self) -> None:
+        """Stamp `raw_sha256`: save() does; so does a writer that inserts the row itself."""
+        self.raw_sha256 = hashlib.sha256(bytes(self.raw)).hexdigest()
 
     @property
     def text(self) -> str:

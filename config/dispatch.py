@@ -152,25 +152,48 @@ def _package(message: Message) -> str:
     return str(SignedPackage.dumps(task))
 
 
-def _insert(messages: list[Message]) -> None:
-    """Write the messages to the ORM broker's table, in the current transaction."""
+def _rows(messages: list[Message]) -> list[Any]:
+    """The ORM broker's rows (django_q.models.OrmQ) that carry the messages."""
     from django_q.conf import Conf
     from django_q.models import OrmQ
 
     from config.broker import queue_key
-    from config.sql import insert_together
 
     now = timezone.now()
-    rows = [
+    return [
         OrmQ(
             key=queue_key(Conf.CLUSTER_NAME, message.priority), payload=_package(message), lock=now
         )
         for message in messages
     ]
+
+
+def _insert(messages: list[Message]) -> None:
+    """Write the messages to the ORM broker's table, in the current transaction."""
+    from django_q.conf import Conf
+    from django_q.models import OrmQ
+
+    from config.sql import insert_together
+
+    rows = _rows(messages)
     if Conf.ORM == "default":
         insert_together([rows])  # one statement, without bulk_create's bookkeeping
     else:
         OrmQ.objects.using(Conf.ORM).bulk_create(rows)
+
+
+def outbox_rows(func: str, *args: Any, priority: Priority = Priority.LIVE) -> list[Any] | None:
+    """The broker rows that send `func(*args)`, for a caller that writes them in its own
+    statement with the change that asks for them. None when a message is not a row of this
+    database here and now (inline, Redis, an open `batch()`, the broker's table elsewhere):
+    enqueue_after_commit is then the way."""
+    from django_q.conf import Conf
+
+    if _inline.get() is not None or _batch.get() is not None or _broker_mode() != "orm":
+        return None
+    if Conf.ORM != "default":
+        return None
+    return _rows([Message(func, args, priority)])
 
 
 def _broker_for(priority: Priority) -> Any:

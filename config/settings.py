@@ -124,6 +124,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # No JIT compilation: it pays off for long analytic queries and costs 10 ms or more on
     # the short ones every page and step makes (PostgreSQL's own advice for OLTP).
     DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c jit=off"
+# The statements intake and the workers run for every request and step (config.sql) are
+# prepared once per connection: PostgreSQL then neither parses nor plans them again. Off
+# behind a connection pooler that cannot carry prepared statements (PgBouncer before 1.21
+# in transaction mode).
+GATEHOUSE_PREPARED_STATEMENTS = env_bool("GATEHOUSE_DB_PREPARED", True)
+if GATEHOUSE_PREPARED_STATEMENTS and DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    # psycopg prepares only on a connection with a threshold; this one is never reached, so
+    # nothing but those statements is prepared (Django's other queries bind client-side).
+    DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 2**31 - 1
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -60,3 +60,37 @@ def test_an_insert_that_meets_its_unique_key_writes_nothing(pipeline: Pipeline) 
     first.subject = "changed"
     first.save()  # an UPDATE of the inserted row, not a second insert
     assert FollowUp.objects.filter(idempotency_key="k-2").count() == 1
+
+
+def test_rows_inserted_together_read_back_as_the_orm_writes_them(pipeline: Pipeline) -> None:
+    """Values of plain types go to the driver as they are; the rest as their field prepares
+    them: either way a row reads back as the one `save()` writes."""
+    original = a_run(pipeline)
+    values = {
+        "channel": original.channel,
+        "intake": original.intake,
+        "event_id": "evt-together ünïcode 'quoted'",
+        "identity_scope": "sql-test",
+        "normalized": {"event_id": "x", "nested": {"list": [1, 2.5, None, True]}, "s": "é"},
+        "enrichment": {},
+        "rules": [{"rule_id": "r", "passed": False}],
+        "confidence": 0.75,
+        "classify_attempts": 2,
+        "claims_identity": False,
+        "next_attempt_at": timezone.now(),
+        "failure_detail": "",
+    }
+    saved = Run(**values)
+    saved.save()
+    together = Run(**values)
+    together.pk = Run.objects.order_by("-pk").values_list("pk", flat=True)[0] + 1000
+
+    insert_together([[together]])
+
+    fields = [f.attname for f in Run._meta.concrete_fields]
+    skip = {"id", "created_at", "updated_at"}
+    read = Run.objects.values(*fields).get(pk=together.pk)
+    assert {k: v for k, v in read.items() if k not in skip} == {
+        k: v for k, v in Run.objects.values(*fields).get(pk=saved.pk).items() if k not in skip
+    }
+    assert read["id"] == together.pk  # a row that carries its primary key is written with it

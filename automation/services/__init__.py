@@ -23,6 +23,8 @@ from automation.services.effects import (
 from automation.services.intake import (
     IntakeResult,
     api_token_create,
+    api_token_find,
+    api_token_for_intake,
     api_tokens_revoke,
     channel_get_or_create,
     intake_admit,
@@ -69,6 +71,8 @@ __all__ = [
     "IntakeResult",
     "activation_simulation",
     "api_token_create",
+    "api_token_find",
+    "api_token_for_intake",
     "api_tokens_revoke",
     "backoff_delay",
     "batch_create",

@@ -58,15 +58,16 @@ def logs_intake(admit: Callable[P, A]) -> Callable[P, A]:
 
     @functools.wraps(admit)
     def admit_and_log(*args: P.args, **kwargs: P.kwargs) -> A:
-        result = admit(*args, **kwargs)
-        if result.run is not None:
-            code = str(result.code)
-            log_run(
-                result.run,
-                f"intake {result.intake.pk}: {code}",
-                intake_id=result.intake.pk,
-                code=code,
-            )
-        return result
+        return log_admission(admit(*args, **kwargs))
 
     return admit_and_log
+
+
+def log_admission(result: A) -> A:
+    """Log what intake answered, with the run it names (see logs_intake)."""
+    if result.run is not None:
+        code = str(result.code)
+        log_run(
+            result.run, f"intake {result.intake.pk}: {code}", intake_id=result.intake.pk, code=code
+        )
+    return result

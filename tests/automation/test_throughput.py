@@ -7,6 +7,7 @@ messages are rows of `django_q_ormq` exactly as the workers see them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -20,18 +21,37 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+import yaml
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
+from audit.models import AuditAction, AuditEvent
 from automation import services
-from automation.models import ClassificationAttempt, FollowUp, Outcome, Run, StageRecord, State
+from automation.models import (
+    ApiToken,
+    ClassificationAttempt,
+    FollowUp,
+    IntakeChannel,
+    IntakeRecord,
+    Outcome,
+    Run,
+    StageRecord,
+    State,
+)
 from config.broker import PriorityOrmBroker
 from config.dispatch import Priority, batch, enqueue_after_commit, oldest_waiting
+from policy.services import (
+    DEFAULTS_DIR,
+    parse_policy_text,
+    policy_version_activate,
+    policy_version_create,
+)
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -67,6 +87,90 @@ def test_intake_writes_the_run_and_its_message_in_one_transaction(pipeline: Pipe
     assert queued() == [("gatehouse", services.ADVANCE_RUN_TASK, (run.pk,))]
     run.refresh_from_db()
     assert run.dispatched_at is not None  # a message is out for it
+
+
+def api_key(pipeline: Pipeline) -> str:
+    name = f"t-{ApiToken.objects.count()}"
+    return services.api_token_create(name=name, channel=pipeline.channel)[1]
+
+
+def api_post(client: Client, pipeline: Pipeline, event: dict[str, Any], key: str = "") -> Any:
+    return client.post(
+        "/api/v1/events",
+        data=json.dumps(event).encode(),
+        content_type="application/json",
+        headers={"authorization": f"Bearer {key or api_key(pipeline)}"},
+    )
+
+
+def test_an_accepted_event_is_two_statements_each_committing_alone(
+    pipeline: Pipeline, client: Client
+) -> None:
+    key = api_key(pipeline)
+    api_post(client, pipeline, make_event(event_id="evt-first"), key)  # reads the policy, once
+    event = make_event(event_id="evt-two")
+    with CaptureQueriesContext(connection) as queries:
+        response = api_post(client, pipeline, event, key)
+
+    assert response.status_code == 202, response.content
+    # The token's check with the reads intake needs, then every row at once; no BEGIN or
+    # COMMIT around them (a single statement is its own transaction).
+    statements = [q["sql"] for q in queries.captured_queries]
+    assert len(statements) == 2
+    token_and_ids, rows = statements
+    assert "automation_apitoken" in token_and_ids and "nextval" in token_and_ids
+    for table in ("intakerecord", "run", "stagerecord", "auditevent", "django_q_ormq"):
+        assert table in rows
+    assert len([sql for sql in statements if "INSERT" in sql]) == 1
+    assert not [sql for sql in statements if sql in {"BEGIN", "COMMIT"} or "SAVEPOINT" in sql]
+
+    # ...and they are the rows the long way writes.
+    run = Run.objects.select_related("intake").get(pk=response.json()["run"]["id"])
+    raw = json.dumps(event).encode()
+    assert bytes(run.intake.raw) == raw
+    assert run.intake.raw_sha256 == hashlib.sha256(raw).hexdigest()
+    assert run.claims_identity and run.state == State.RECEIVED and run.dispatched_at
+    assert run.fingerprint and run.normalized["event_id"] == "evt-two"
+    assert list(run.stages.values_list("stage", "outcome")) == [("intake", "accepted")]
+    audit = AuditEvent.objects.get(run=run)
+    assert (audit.action, audit.intake_id) == (AuditAction.RUN_RECEIVED, run.intake_id)
+    assert audit.data["fingerprint"] == run.fingerprint
+    assert queued()[-1] == ("gatehouse", services.ADVANCE_RUN_TASK, (run.pk,))
+
+
+def test_the_same_event_again_is_answered_as_a_duplicate_with_nothing_sent(
+    pipeline: Pipeline, client: Client
+) -> None:
+    first = api_post(client, pipeline, make_event(event_id="evt-again"))
+    again = api_post(client, pipeline, make_event(event_id="evt-again"))
+    changed = api_post(client, pipeline, make_event(event_id="evt-again", subject="Other"))
+
+    assert [first.status_code, again.status_code, changed.status_code] == [202, 200, 409]
+    run_id = first.json()["run"]["id"]
+    assert again.json()["run"]["id"] == changed.json()["run"]["id"] == run_id
+    assert Run.objects.count() == 1
+    assert IntakeRecord.objects.count() == 3  # every request is kept, whatever its answer
+    assert queued() == [("gatehouse", services.ADVANCE_RUN_TASK, (run_id,))]
+
+
+@pytest.mark.parametrize("pinned_allows", [True, False])
+def test_a_channel_pinned_to_a_policy_version_is_decided_by_it(
+    pipeline: Pipeline, client: Client, pinned_allows: bool
+) -> None:
+    document = yaml.safe_load((DEFAULTS_DIR / "policy-1.yaml").read_text())
+    effects = document["allowed_effects"]
+    others = [effect for effect in effects if effect != "create_follow_up"]
+    # The active version and the pinned one disagree about create_follow_up.
+    for name, allowed in (("pin-active", not pinned_allows), ("pin-pinned", pinned_allows)):
+        changed = {**document, "version": name, "allowed_effects": effects if allowed else others}
+        policy_version_create(document=parse_policy_text(yaml.safe_dump(changed)))
+    policy_version_activate(name="pin-active")
+    IntakeChannel.objects.filter(pk=pipeline.channel.pk).update(policy_version="pin-pinned")
+
+    response = api_post(client, pipeline, make_event(event_id="evt-pinned"))
+
+    assert response.status_code == (202 if pinned_allows else 422), response.content
+    assert bool(queued()) is pinned_allows
 
 
 def test_a_batch_sends_its_messages_in_one_statement(pipeline: Pipeline) -> None:
