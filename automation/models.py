@@ -282,7 +282,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     # When a worker message for this run was sent and not yet spent: while it is out, the
-    # sweep leaves the run alone (config.dispatch.oldest_waiting says when it is lost).
+    # sweep leaves the run alone (config.dispatch.oldest_unspent says when it is lost).
     dispatched_at = models.DateTimeField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)

@@ -205,11 +205,14 @@ def _broker_for(priority: Priority) -> Any:
     return get_broker(queue_key(Conf.CLUSTER_NAME, priority))
 
 
-def oldest_waiting() -> datetime | None:
-    """When the oldest message still waiting in a queue was sent; None if none waits.
+def oldest_unspent() -> datetime | None:
+    """When the oldest message not yet spent was sent; None if every message is spent.
 
-    Messages are taken oldest first, so a message sent before this time is no longer
-    waiting: it was taken by a worker (which finished it, is running it, or died).
+    Unspent: waiting in a queue or, with the ORM broker, taken by a worker that has not
+    acknowledged it (it runs, waits in its cluster, or comes back after the broker's retry
+    if the worker died). Messages are taken oldest first, so a message sent before this time
+    has been spent or lost. (Redis shows only the waiting ones: a taken message is gone from
+    its list.)
     """
     from django_q.conf import Conf
     from django_q.signing import SignedPackage
@@ -226,7 +229,7 @@ def oldest_waiting() -> datetime | None:
 
         heads = list(
             OrmQ.objects.using(Conf.ORM)
-            .filter(key__in=keys, lock__lte=timezone.now())
+            .filter(key__in=keys)
             .order_by("id")
             .values_list("payload", flat=True)[:1]
         )

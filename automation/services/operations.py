@@ -37,7 +37,7 @@ from automation.services.journal import Stage, record_audit, record_transition
 from automation.services.pipeline import STEPS
 from automation.services.runlog import log_run
 from automation.services.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK, run_send
-from config.dispatch import batch, enqueue_after_commit, oldest_waiting
+from config.dispatch import batch, enqueue_after_commit, oldest_unspent
 from config.errors import state_conflict
 
 # --- operator operations ----------------------------------------------------------------
@@ -155,13 +155,14 @@ def message_lost_before(now: datetime) -> datetime:
     """A message sent before this time and not spent is lost (its worker died, say).
 
     It must be older than the task timeout allows a task to run, and older than the oldest
-    message still waiting in a queue: queues are served oldest first, so a message sent
-    before that one has been taken. During a backlog, queued work is never sent twice.
+    message not yet spent (waiting, or taken and not acknowledged): queues are served oldest
+    first, so a message sent before that one has been spent. During a backlog, work that is
+    queued or in a worker's hands is never sent twice.
     """
     lost = now - timedelta(seconds=setting("STAGE_LEASE_SECONDS"))
-    waiting = oldest_waiting()
-    if waiting is not None:
-        lost = min(lost, waiting - timedelta(seconds=1))
+    unspent = oldest_unspent()
+    if unspent is not None:
+        lost = min(lost, unspent - timedelta(seconds=1))
     return lost
 
 

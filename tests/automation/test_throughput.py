@@ -45,7 +45,7 @@ from automation.models import (
     State,
 )
 from config.broker import PriorityOrmBroker
-from config.dispatch import Priority, batch, enqueue_after_commit, oldest_waiting
+from config.dispatch import Priority, batch, enqueue_after_commit, oldest_unspent
 from policy.services import (
     DEFAULTS_DIR,
     parse_policy_text,
@@ -193,11 +193,16 @@ def test_the_sweep_does_not_re_enqueue_queued_work(pipeline: Pipeline) -> None:
 
     assert services.sweep_due(now=later)["runs"] == 0
     assert queued() == waiting
+    # A worker has taken them and not acknowledged them yet (they wait in its cluster, or it
+    # runs them): in a worker's hands is not lost either.
+    assert len(PriorityOrmBroker().dequeue() or []) == 3
+    assert services.sweep_due(now=later)["runs"] == 0
+    assert queued() == waiting
 
     # The messages are lost (a broker without acknowledgements, a worker that died): the
     # sweep sends exactly one new message per run.
     OrmQ.objects.all().delete()
-    assert oldest_waiting() is None
+    assert oldest_unspent() is None
     assert services.sweep_due(now=later)["runs"] == 3
     assert sorted(args for _, _, args in queued()) == [(r.pk,) for r in runs]
     # ...and does not send them again while those wait.
