@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import itertools
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -133,13 +134,11 @@ def _name(message: Message) -> str:
 def _package(message: Message) -> str:
     """The signed task package django-q2's async_task would build for this message."""
     from django_q.conf import Conf
-    from django_q.humanhash import uuid
     from django_q.signals import pre_enqueue
     from django_q.signing import SignedPackage
 
-    tag = uuid()
     task: dict[str, Any] = {
-        "id": tag[1],
+        "id": uuid.uuid4().hex,  # as django_q.humanhash.uuid()[1], without the words
         "name": _name(message),
         "func": message.func,
         "args": message.args,

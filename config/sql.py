@@ -16,7 +16,14 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection, connections, models
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    InterfaceError,
+    OperationalError,
+    connection,
+    connections,
+    models,
+)
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import Model
 from django_fsm import FSMField
@@ -209,3 +216,36 @@ class _PreparedDebugWrapper(CursorDebugWrapper):
     def execute(self, sql: Any, params: Any = None) -> Any:
         with self.debug_sql(sql, params):
             return CursorWrapper.execute(self, sql, params)
+
+
+def read_first(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
+    """The row of a read that opens a request's use of the database, on a prepared
+    statement; the read is also the connection's health check (CONN_HEALTH_CHECKS).
+
+    Django checks a persistent connection with a `SELECT 1` before a request's first
+    statement. Here the read itself finds a broken connection, which is then replaced and
+    the read made again: one round trip where there were two, for the intake API's every
+    request. A read only (it may run twice), outside any transaction."""
+    db: Any = connections[DEFAULT_DB_ALIAS]  # (the stubs lack the health check's fields)
+    pending = (
+        db.connection is not None
+        and db.health_check_enabled
+        and not db.health_check_done
+        and not db.in_atomic_block
+    )
+    if pending:
+        db.health_check_done = True  # this read is the check
+    try:
+        return _fetch_one(sql, params)
+    except (OperationalError, InterfaceError):
+        if not pending:
+            raise
+        db.close()  # broken while idle (a restart, a dropped socket): a new one
+        return _fetch_one(sql, params)
+
+
+def _fetch_one(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
+    with prepared_cursor() as cursor:
+        cursor.execute(sql, params)
+        row: tuple[Any, ...] | None = cursor.fetchone()
+        return row

@@ -3,13 +3,14 @@ turn into nothing, each as the ORM would have written them."""
 
 from __future__ import annotations
 
+import psycopg
 import pytest
-from django.db import connection
+from django.db import ProgrammingError, connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from automation.models import FollowUp, Run, StageName, StageOutcome, StageRecord
-from config.sql import insert_new, insert_together
+from config.sql import insert_new, insert_together, read_first
 from tests.conftest import Pipeline, make_event
 
 pytestmark = pytest.mark.django_db
@@ -94,3 +95,24 @@ def test_rows_inserted_together_read_back_as_the_orm_writes_them(pipeline: Pipel
         k: v for k, v in Run.objects.values(*fields).get(pk=saved.pk).items() if k not in skip
     }
     assert read["id"] == together.pk  # a row that carries its primary key is written with it
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_requests_first_read_is_its_health_check_and_replaces_a_broken_connection() -> None:
+    with connection.cursor() as cursor:  # a persistent connection, then a request ends
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    settings = connection.settings_dict
+    with psycopg.connect(
+        host=settings["HOST"], port=settings["PORT"], user=settings["USER"], dbname=settings["NAME"]
+    ) as other:  # the server drops it while idle (a restart, a failover)
+        other.execute("SELECT pg_terminate_backend(%s)", [pid])
+    connection.close_if_unusable_or_obsolete()  # what the next request's start does
+
+    row = read_first("SELECT pg_backend_pid()", [])
+
+    assert row is not None and row[0] != pid  # read again on a new connection
+    assert connection.health_check_done  # no SELECT 1 before the request's next statement
+    with pytest.raises(ProgrammingError):  # any other error is the caller's, not retried
+        read_first("SELECT no_such_column FROM automation_run", [])

@@ -48,7 +48,7 @@ from automation.services.payloads import facts_of, policy_for
 from automation.services.runlog import log_admission, logs_intake
 from automation.services.sending import ADVANCE_RUN_TASK
 from config.dispatch import Priority, enqueue_after_commit, outbox_rows
-from config.sql import nextval_sql, prepared_cursor
+from config.sql import nextval_sql, prepared_cursor, read_first
 from policy.evaluation import check_request_allowed
 from policy.models import PolicyVersion, parsed_version
 
@@ -111,9 +111,7 @@ def api_token_for_intake(*, key: str) -> tuple[ApiToken, Allocation | None] | No
         return (found, None) if found is not None else None
     digest = hashlib.sha256(key.encode()).hexdigest()
     sql, token_fields, channel_fields = _token_query()
-    with prepared_cursor() as cursor:
-        cursor.execute(sql, [digest])
-        row = cursor.fetchone()
+    row = read_first(sql, [digest])  # the request's first statement: its health check too
     if row is None:
         return None
     split = len(token_fields)
