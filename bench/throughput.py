@@ -9,6 +9,9 @@ It makes a database of its own (`gatehouse_bench` on the local PostgreSQL), then
 4. the same N-run drain with the Redis broker;
 5. a backlog of 10,000 runs drained, counting step executions against the steps needed and
    runs the sweep had to nudge (none should);
+6. intake and the bare view again, side by side: N requests to each in alternating rounds
+   on one server, which gives the intake ratio (the machine's speed drifts within a minute:
+   step 1's two figures, a minute apart, differ by it);
 and, right after the drain of step 2, the DBOS peer (`../shared/bench/peer_dbos.py`) on the
 same PostgreSQL when its environment (`.bench-dbos`) is present, and the ratio.
 
@@ -307,6 +310,26 @@ def bare_phase(count: int) -> dict[str, float]:
     }
 
 
+def side_by_side_phase(token: str, count: int, rounds: int) -> dict[str, float]:
+    """Intake against the bare view in alternating rounds on one server: the machine's speed
+    drifts by tens of percent within a minute, and both sides see the same drift."""
+    server = gunicorn()
+    per_round = max(count // rounds, 1)
+    seconds = {"intake": 0.0, "bare": 0.0}
+    for r in range(rounds):
+        events = [event(r * per_round + n, "side") for n in range(per_round)]
+        seconds["intake"] += post_all("/api/v1/events", events, token)
+        seconds["bare"] += post_all("/bench/bare", [b'{"n": 1}'] * per_round, "unused")
+    server.stop()
+    intake, bare = (per_round * rounds / seconds[side] for side in ("intake", "bare"))
+    return {
+        "rounds": rounds,
+        "intake_per_s": round(intake, 1),
+        "bare_per_s": round(bare, 1),
+        "ratio": round(intake / bare, 2),
+    }
+
+
 def drain_phase(tag: str, count: int, workers: int, **extra: str) -> dict[str, Any]:
     before = counters()
     cluster = qcluster(workers, **extra)
@@ -411,6 +434,7 @@ def main() -> None:
     parser.add_argument("--backlog", type=int, default=10_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--latency-runs", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=8, help="of the side-by-side intake")
     parser.add_argument("--skip", action="append", default=[], help="redis, backlog, dbos")
     args = parser.parse_args()
     report: dict[str, Any] = {}
@@ -435,6 +459,8 @@ def main() -> None:
         show("redis", drain_phase("redis", args.runs, args.workers, **redis_env))
     if "backlog" not in args.skip:
         show("backlog", backlog_phase(args.backlog, args.workers))
+    # Last: its runs are left queued (nothing drains them), out of every other phase's way.
+    show("side by side", side_by_side_phase(token, args.runs, args.rounds))
 
     drain = report["drain"]
     load = os.getloadavg()
@@ -449,9 +475,7 @@ def main() -> None:
         "messages_per_run": round(drain["tasks"] / args.runs, 2),
         "dbos_per_s": peer["per_s"] if peer else None,
         "ratio": round(drain["runs_per_s"] / peer["per_s"], 2) if peer else None,
-        "intake_ratio": round(
-            report["intake"]["requests_per_s"] / report["bare"]["requests_per_s"], 2
-        ),
+        "intake_ratio": report["side by side"]["ratio"],
         "load": [round(x, 2) for x in load],
     }
     print(json.dumps(summary))
