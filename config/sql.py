@@ -46,13 +46,11 @@ _PLAIN: dict[type[models.Field[Any, Any]], tuple[type, ...]] = {
         (int,),
     ),
     models.BooleanField: (bool,),
+    # With its time zone only (a naive one is prepared: the field makes it aware, and warns).
+    models.DateTimeField: (datetime,),
 }
-
-
-# Fields that write None as NULL unprepared, besides those above; and a date and time with
-# its time zone (a naive one is prepared: the field makes it aware, and warns).
+# Fields that write None as NULL unprepared, besides those above.
 _NULL_AS_IS = (models.JSONField,)
-_PLAIN[models.DateTimeField] = (datetime,)
 
 
 def _plain_types(field: models.Field[Any, Any]) -> tuple[type, ...]:

@@ -156,8 +156,11 @@ def _policy_join(channel: str) -> str:
     )
 
 
-def _allocation(intake_id: int, run_id: int, pk: int | None, *policy: str) -> Allocation:
-    return Allocation(intake_id, run_id, (pk, *policy) if pk is not None else None)  # type: ignore[arg-type]
+def _allocation(
+    intake_id: int, run_id: int, pk: int | None, name: str | None, checksum: str | None
+) -> Allocation:
+    policy = (pk, name, checksum) if pk is not None and name and checksum else None
+    return Allocation(intake_id, run_id, policy)
 
 
 def _allocate(channel: IntakeChannel) -> Allocation:
@@ -275,7 +278,8 @@ def _admit_at_once(
     are read first (the rows name each other, and the policy decides whether the request is
     taken in at all), then every row is inserted at once; one statement commits on its own.
     None, having written nothing, when the request needs the long way: it is invalid, an
-    e-mail, refused by policy, without a policy, or its event id is taken (the unique index
+    e-mail, refused by policy, without a policy, its message is not a broker row of this
+    database (inline, Redis, an open batch), or its event id is taken (the unique index
     refuses the run: answered as a duplicate by the long way).
     """
     event, _, _ = parsed
@@ -290,30 +294,24 @@ def _admit_at_once(
         return None
     intake = IntakeRecord(pk=allocation.intake_id, **record)
     intake.set_digest()
-    run = _new_run(intake, normalized["event_id"])
+    run = _received_run(intake, normalized)
     run.pk = allocation.run_id
-    run.claims_identity = True  # a first submission owns its event id (a replay does not)
-    run.normalized = normalized
-    run.fingerprint = fingerprint(normalized)
     if not check_request_allowed(parsed_version(*allocation.policy), facts_of(run)).passed:
         return None
     message = outbox_rows(ADVANCE_RUN_TASK, run.pk, priority=Priority.LIVE)
-    if message is None:  # an open batch sends its messages later: the long way waits for it
+    if message is None:  # not a row written here and now (inline, Redis, an open batch)
         return None
     run.dispatched_at = timezone.now()
     try:
         with _one_statement(), journal(run, last_sequence=0) as written:
-            Stage(StageName.INTAKE).record(run, StageOutcome.ACCEPTED)
-            record_audit(run, AuditAction.RUN_RECEIVED, intake=intake, fingerprint=run.fingerprint)
+            _record_received(Stage(StageName.INTAKE), run, intake)
             written.rows[:0] = [intake, run]
-            written.rows.extend(message or [])
+            written.rows.extend(message)
     except IntegrityError:
         return None
     for row in (intake, run):
         row._state.adding = False
         row._state.db = connection.alias
-    if not message:  # sent once the transaction commits (inline, Redis): it has
-        enqueue_after_commit(ADVANCE_RUN_TASK, run.pk, priority=Priority.LIVE)
     return log_admission(IntakeResult("accepted", intake, run))
 
 
@@ -489,21 +487,14 @@ def _create_run(
     effect key.
     """
     stage = Stage(StageName.INTAKE)
-    run = _new_run(intake, normalized["event_id"])
-    run.claims_identity = replay_of is None
-    run.replay_of = replay_of
-    if replay_of is not None:
-        run.identity_scope = replay_of.identity_scope
-    run.normalized = normalized
-    run.fingerprint = fingerprint(normalized)
+    run = _received_run(intake, normalized, replay_of)
     if is_mail(normalized):
         _thread_link(run, normalized)
     run.dispatched_at = timezone.now()  # its first message is sent with it, below
     run.save()
     # A new run has no history yet: its rows are written together, its first checkpoint is 1.
     with journal(run, last_sequence=0):
-        stage.record(run, StageOutcome.ACCEPTED)
-        record_audit(run, AuditAction.RUN_RECEIVED, intake=intake, fingerprint=run.fingerprint)
+        _record_received(stage, run, intake)
         if replay_of is None and is_mail(normalized):
             _thread_adopt(run)
         allowed = check_request_allowed(policy_for(run).parsed, facts_of(run))
@@ -524,6 +515,29 @@ def _create_run(
     priority = Priority.URGENT if replay_of is not None else Priority.LIVE
     enqueue_after_commit(ADVANCE_RUN_TASK, run.pk, priority=priority)
     return run
+
+
+def _received_run(
+    intake: IntakeRecord, normalized: dict[str, Any], replay_of: Run | None = None
+) -> Run:
+    """The run of a normalized event at `received`, not yet written. A first submission owns
+    its event id; a replay does not (the original keeps it) but keeps its scope, so it
+    reaches the same effect key."""
+    run = _new_run(intake, normalized["event_id"])
+    run.claims_identity = replay_of is None
+    run.replay_of = replay_of
+    if replay_of is not None:
+        run.identity_scope = replay_of.identity_scope
+    run.normalized = normalized
+    run.fingerprint = fingerprint(normalized)
+    return run
+
+
+def _record_received(stage: Stage, run: Run, intake: IntakeRecord) -> None:
+    """The history a received run starts with (in its journal): the intake stage, accepted,
+    and its audit row."""
+    stage.record(run, StageOutcome.ACCEPTED)
+    record_audit(run, AuditAction.RUN_RECEIVED, intake=intake, fingerprint=run.fingerprint)
 
 
 def _thread_link(run: Run, normalized: dict[str, Any]) -> None:
