@@ -211,7 +211,11 @@ class IntakeRecord(models.Model):
 
     def set_digest(self) -> None:
         """Stamp `raw_sha256`: save() does; so does a writer that inserts the row itself."""
-        self.raw_sha256 = hashlib.sha256(bytes(self.raw)).hexdigest()
+        self.raw_sha256 = self.digest(self.raw)
+
+    @staticmethod
+    def digest(raw: bytes | memoryview) -> str:
+        return hashlib.sha256(bytes(raw)).hexdigest()
 
     @property
     def text(self) -> str:

@@ -30,6 +30,7 @@ from enum import StrEnum
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Model
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -153,18 +154,20 @@ def _package(message: Message) -> str:
 
 def _rows(messages: list[Message]) -> list[Any]:
     """The ORM broker's rows (django_q.models.OrmQ) that carry the messages."""
-    from django_q.conf import Conf
     from django_q.models import OrmQ
+
+    now = timezone.now()
+    return [OrmQ(**_message_fields(message, now)) for message in messages]
+
+
+def _message_fields(message: Message, now: datetime) -> dict[str, Any]:
+    """The fields of the ORM broker's row (OrmQ) that carries the message, sent at `now`."""
+    from django_q.conf import Conf
 
     from config.broker import queue_key
 
-    now = timezone.now()
-    return [
-        OrmQ(
-            key=queue_key(Conf.CLUSTER_NAME, message.priority), payload=_package(message), lock=now
-        )
-        for message in messages
-    ]
+    key = queue_key(Conf.CLUSTER_NAME, message.priority)
+    return {"key": key, "payload": _package(message), "lock": now}
 
 
 def _insert(messages: list[Message]) -> None:
@@ -181,18 +184,22 @@ def _insert(messages: list[Message]) -> None:
         OrmQ.objects.using(Conf.ORM).bulk_create(rows)
 
 
-def outbox_rows(func: str, *args: Any, priority: Priority = Priority.LIVE) -> list[Any] | None:
-    """The broker rows that send `func(*args)`, for a caller that writes them in its own
-    statement with the change that asks for them. None when a message is not a row of this
-    database here and now (inline, Redis, an open `batch()`, the broker's table elsewhere):
-    enqueue_after_commit is then the way."""
+def outbox_row(
+    func: str, *args: Any, priority: Priority = Priority.LIVE
+) -> tuple[type[Model], dict[str, Any]] | None:
+    """The broker row that sends `func(*args)`, as its model and fields (config.sql's
+    insert_fields), for a caller that writes it in its own statement with the change that
+    asks for it. None when a message is not a row of this database here and now (inline,
+    Redis, an open `batch()`, the broker's table elsewhere): enqueue_after_commit is then
+    the way."""
     from django_q.conf import Conf
+    from django_q.models import OrmQ
 
     if _inline.get() is not None or _batch.get() is not None or _broker_mode() != "orm":
         return None
     if Conf.ORM != "default":
         return None
-    return _rows([Message(func, args, priority)])
+    return OrmQ, _message_fields(Message(func, args, priority), timezone.now())
 
 
 def _broker_for(priority: Priority) -> Any:

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
+import psycopg.sql
 from django.conf import settings
 from django.db import (
     DEFAULT_DB_ALIAS,
@@ -27,6 +30,8 @@ from django.db import (
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import Model
 from django_fsm import FSMField
+
+M = TypeVar("M", bound=Model)
 
 # Fields whose database preparation hands a value of these exact types to the driver as it
 # is: writing such a value directly is the same value, without the per-field calls (the
@@ -133,16 +138,184 @@ def insert_together(tables: list[list[Any]]) -> None:
             for statement, values in written:
                 cursor.execute(statement, values)
         return
-    statements = [statement for statement, _ in written]
     params = [value for _, values in written for value in values]
-    # Every statement but the last runs as a data-modifying WITH query of the last one.
+    with prepared_cursor() as cursor:
+        cursor.execute(_together([statement for statement, _ in written]), params)
+
+
+class _Plan:
+    """How a new row of one model is written from some of its fields: the rest take their
+    defaults as `Model(**fields)` would, read once from the model's metadata. Constant
+    defaults are written in the statement itself; a time stamped on insert (auto_now,
+    auto_now_add) is the row's `now`; any other callable default is called per row."""
+
+    def __init__(self, model: type[Model], given: tuple[str, ...]) -> None:
+        meta = model._meta
+        db = connections[DEFAULT_DB_ALIAS]
+        by_column: dict[str, str] = {}
+        for name in given:
+            given_field = meta.get_field(name)
+            if not isinstance(given_field, models.Field) or not given_field.concrete:
+                raise TypeError(f"{model.__name__}.{name} is not a column")
+            by_column[given_field.attname] = name
+        columns: list[str] = []
+        marks: list[str] = []
+        # Per column: (attname, field, the key of its value in the given fields or "" for
+        # none, kind): "value" given, "pk" a given related instance, "now" the row's time,
+        # "default" its default, written as a parameter (callable) or a literal (constant).
+        self.columns: list[tuple[str, models.Field[Any, Any], str, str]] = []
+        self.parameters: list[tuple[str, models.Field[Any, Any], tuple[type, ...]]] = []
+        for f in meta.concrete_fields:
+            name = by_column.get(f.attname, "")
+            if not name and f.primary_key:
+                continue  # taken from its sequence by the database
+            columns.append(connection.ops.quote_name(f.column))
+            if name:
+                kind = "value" if name == f.attname else "pk"
+            elif isinstance(f, models.DateTimeField) and (f.auto_now or f.auto_now_add):
+                kind = "now"
+            elif type(f).pre_save is not models.Field.pre_save and not _stamps_nothing(f):
+                raise TypeError(f"{model.__name__}.{f.name} computes its value: give it")
+            else:
+                kind = "default"
+            self.columns.append((f.attname, f, name, kind))
+            if kind == "default" and not _default_per_row(f):
+                marks.append(_literal(f.get_db_prep_save(f.get_default(), db), db))
+            else:
+                marks.append("%s")
+                self.parameters.append((f.attname, f, _plain_types(f)))
+        self.model = model
+        self.head = (
+            f"INSERT INTO {connection.ops.quote_name(meta.db_table)} "  # noqa: S608
+            f"({', '.join(columns)}) VALUES "
+        )
+        self.marks = f"({', '.join(marks)})"
+
+    def sql(self, count: int) -> str:
+        """The INSERT of `count` rows: one statement, so their ids follow their order."""
+        return self.head + ", ".join([self.marks] * count)
+
+    def row(self, fields: dict[str, Any], now: datetime) -> dict[str, Any]:
+        """Every column's value (by attname) of the row written for these fields."""
+        row: dict[str, Any] = {}
+        for attname, f, name, kind in self.columns:
+            if kind == "value":
+                row[attname] = fields[name]
+            elif kind == "pk":
+                related = fields[name]
+                row[attname] = related.pk if related is not None else None
+            elif kind == "now":
+                row[attname] = now
+            else:
+                row[attname] = f.get_default()
+        return row
+
+    def params(self, row: dict[str, Any]) -> list[Any]:
+        db = connections[DEFAULT_DB_ALIAS]
+        params: list[Any] = []
+        for attname, f, plain in self.parameters:
+            value = row[attname]
+            if type(value) not in plain or (type(value) is datetime and value.tzinfo is None):
+                value = f.get_db_prep_save(value, db)
+            params.append(value)
+        return params
+
+
+def _default_per_row(field: models.Field[Any, Any]) -> bool:
+    """A default made anew for each row (uuid4...), not a constant (an empty dict or list
+    is written as one)."""
+    return field.has_default() and callable(field.default) and field.default not in (dict, list)
+
+
+def _stamps_nothing(field: models.Field[Any, Any]) -> bool:
+    """A date or time field that is not stamped on save: its pre_save reads the value."""
+    return isinstance(field, models.DateField | models.TimeField) and not (
+        getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False)
+    )
+
+
+def _literal(value: Any, db: Any) -> str:
+    """A constant default as SQL: NULL, TRUE, FALSE, a number or a quoted text; anything
+    else (JSON...) as the driver quotes it."""
+    if value is None or value is True or value is False:
+        return _LITERAL[value]
+    if type(value) is int:
+        return str(value)
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    db.ensure_connection()
+    return psycopg.sql.Literal(value).as_string(db.connection)
+
+
+@functools.cache
+def _plan(model: type[Model], given: tuple[str, ...]) -> _Plan:
+    return _Plan(model, given)
+
+
+@functools.cache
+def _statement(plans: tuple[tuple[_Plan, int], ...]) -> str:
+    return _together([plan.sql(count) for plan, count in plans])
+
+
+def _together(statements: list[str]) -> str:
+    """INSERT statements as one: each but the last a data-modifying WITH query of the last."""
     *first, last = statements
-    sql = "".join(
+    head = "".join(
         ("WITH " if n == 0 else ", ") + f"w{n} AS ({statement})"
         for n, statement in enumerate(first)
     )
+    return f"{head} {last}".strip()
+
+
+@dataclass(frozen=True)
+class NewRow:
+    """A row to insert, every column's value by attname (see new_rows)."""
+
+    plan: _Plan
+    values: dict[str, Any]
+
+
+def new_rows(rows: list[tuple[type[Model], dict[str, Any]]], now: datetime) -> list[NewRow]:
+    """New rows from the fields a `Model(**fields)` call would take (names or attnames), the
+    others at their defaults, stamped (auto_now...) with `now`: to be written together by
+    `insert_rows`, without making model instances (the intake API writes five rows on
+    every request; `loaded` makes one of those that are wanted)."""
+    rows_made = []
+    for model, fields in rows:
+        plan = _plan(model, tuple(fields))
+        rows_made.append(NewRow(plan, plan.row(fields, now)))
+    return rows_made
+
+
+def insert_rows(rows: list[NewRow]) -> None:
+    """Insert new rows in one statement, as `insert_together` writes them; rows of one model
+    given one after the other, with the same fields, in the order given. Each shape of rows
+    is one statement text, prepared once per connection. Nothing is read back; a row's
+    primary key is written when its fields give it."""
+    groups = [
+        (plan, [row.values for row in same])
+        for plan, same in itertools.groupby(rows, key=lambda row: row.plan)
+    ]
+    if not groups:
+        return
+    params = [[p for values in group for p in plan.params(values)] for plan, group in groups]
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cursor:
+            for (plan, group), values in zip(groups, params, strict=True):
+                cursor.execute(plan.sql(len(group)), values)
+        return
+    statement = _statement(tuple((plan, len(group)) for plan, group in groups))
     with prepared_cursor() as cursor:
-        cursor.execute(f"{sql} {last}".strip(), params)
+        cursor.execute(statement, [value for values in params for value in values])
+
+
+def loaded(model: type[M], row: NewRow) -> M:
+    """The instance of a new row, as if read from the database once written (a column that
+    is not written, such as a primary key from its sequence, is deferred)."""
+    if row.plan.model is not model:
+        raise TypeError(f"a row of {row.plan.model.__name__}, not of {model.__name__}")
+    names = [f.attname for f in model._meta.concrete_fields if f.attname in row.values]
+    return model.from_db(DEFAULT_DB_ALIAS, names, [row.values[name] for name in names])
 
 
 def insert_new(row: Model, *, unique: str) -> bool:

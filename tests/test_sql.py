@@ -3,14 +3,26 @@ turn into nothing, each as the ORM would have written them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
 import pytest
+from django.core.exceptions import FieldDoesNotExist
 from django.db import ProgrammingError, connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from automation.models import FollowUp, Run, StageName, StageOutcome, StageRecord
-from config.sql import insert_new, insert_together, read_first
+from automation.models import (
+    FollowUp,
+    QAReview,
+    QAStatus,
+    Run,
+    StageName,
+    StageOutcome,
+    StageRecord,
+    State,
+)
+from config.sql import insert_new, insert_rows, insert_together, loaded, new_rows, read_first
 from tests.conftest import Pipeline, make_event
 
 pytestmark = pytest.mark.django_db
@@ -95,6 +107,81 @@ def test_rows_inserted_together_read_back_as_the_orm_writes_them(pipeline: Pipel
         k: v for k, v in Run.objects.values(*fields).get(pk=saved.pk).items() if k not in skip
     }
     assert read["id"] == together.pk  # a row that carries its primary key is written with it
+
+
+def test_rows_made_from_fields_read_back_as_the_orm_writes_them(pipeline: Pipeline) -> None:
+    """new_rows fills what a field dict leaves out as `Model(**fields)` does: constant
+    defaults (written in the statement), auto_now stamps, the rest as the field prepares it;
+    `loaded` is the instance the database would give back."""
+    original = a_run(pipeline)
+    fields = {
+        "channel": original.channel,  # a related instance, by its field's name
+        "intake_id": original.intake_id,  # or its key, by the attname
+        "event_id": "evt-fields 'quoted' ünïcode",
+        "identity_scope": "sql-fields",
+        "normalized": {"event_id": "x", "nested": {"list": [1, 2.5, None, True]}},
+        "confidence": 0.5,
+        "replay_of": None,
+        "dispatched_at": timezone.now(),
+    }
+    saved = Run(**fields)
+    saved.save()
+    pk = Run.objects.order_by("-pk").values_list("pk", flat=True)[0] + 1000
+    now = timezone.now()
+    rows = new_rows([(Run, {"id": pk, **fields}), (StageRecord, stage_fields(saved))], now)
+
+    with CaptureQueriesContext(connection) as queries:
+        insert_rows(rows)
+
+    assert len(queries.captured_queries) == 1
+    columns = [f.attname for f in Run._meta.concrete_fields]
+    skip = {"id", "created_at", "updated_at"}
+    read = Run.objects.values(*columns).get(pk=pk)
+    expected = Run.objects.values(*columns).get(pk=saved.pk)
+    assert {k: v for k, v in read.items() if k not in skip} == {
+        k: v for k, v in expected.items() if k not in skip
+    }
+    assert read["state"] == State.RECEIVED and read["enrichment"] == {} and read["rules"] == []
+    assert read["created_at"] == read["updated_at"] == now  # stamped with the rows' time
+    instance = loaded(Run, rows[0])
+    assert not instance._state.adding and instance.pk == pk
+    assert {c: getattr(instance, c) for c in columns} == read
+    assert StageRecord.objects.filter(run=saved, stage=StageName.VALIDATE).count() == 1
+
+
+def stage_fields(run: Run) -> dict[str, Any]:
+    now = timezone.now()
+    return {
+        "run": run,
+        "stage": StageName.VALIDATE,
+        "started_at": now,
+        "finished_at": now,
+        "duration_ms": 0,
+        "outcome": StageOutcome.ACCEPTED,
+    }
+
+
+def test_a_callable_default_is_called_for_each_row_and_unknown_fields_are_refused(
+    pipeline: Pipeline,
+) -> None:
+    runs = [a_run(pipeline)]
+    runs.append(pipeline.run(pipeline.submit(make_event(event_id="evt-sql-2"), drain=False)))
+    review = {"route": "r", "group": "g", "policy_version": "p", "classifier_version": "c"}
+    rows = new_rows(
+        [(QAReview, {"run": run, **review, "reading": {"n": n}}) for n, run in enumerate(runs)],
+        timezone.now(),
+    )
+    insert_rows(rows)
+
+    stored = list(QAReview.objects.order_by("pk"))
+    assert [r.reading for r in stored] == [{"n": 0}, {"n": 1}]
+    assert {r.status for r in stored} == {QAStatus.OPEN}
+    assert stored[0].created_at <= stored[1].created_at  # timezone.now, called per row
+    assert [r.created_at for r in stored] == [row.values["created_at"] for row in rows]
+    with pytest.raises(FieldDoesNotExist):
+        new_rows([(QAReview, {"no_such_field": 1})], timezone.now())
+    with pytest.raises(TypeError):
+        loaded(Run, rows[0])  # a row of another model
 
 
 @pytest.mark.postgres

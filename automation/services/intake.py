@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Model
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
@@ -24,12 +25,14 @@ from automation.mail import parse_message
 from automation.models import (
     MAIL_SCOPE,
     ApiToken,
+    AuditEvent,
     IntakeChannel,
     IntakeRecord,
     Outcome,
     Run,
     StageName,
     StageOutcome,
+    StageRecord,
     State,
 )
 from automation.schemas import (
@@ -43,12 +46,19 @@ from automation.schemas import (
     storage_problems,
     validation_problems,
 )
-from automation.services.journal import Stage, journal, record_audit, record_transition
-from automation.services.payloads import facts_of, policy_for
+from automation.services.journal import (
+    Stage,
+    audit_fields,
+    journal,
+    record_audit,
+    record_transition,
+    write_row,
+)
+from automation.services.payloads import event_facts, facts_of, policy_for
 from automation.services.runlog import log_admission, logs_intake
 from automation.services.sending import ADVANCE_RUN_TASK
-from config.dispatch import Priority, enqueue_after_commit, outbox_rows
-from config.sql import nextval_sql, prepared_cursor, read_first
+from config.dispatch import Priority, enqueue_after_commit, outbox_row
+from config.sql import insert_rows, loaded, new_rows, nextval_sql, prepared_cursor, read_first
 from policy.evaluation import check_request_allowed
 from policy.models import PolicyVersion, parsed_version
 
@@ -292,26 +302,29 @@ def _admit_at_once(
     allocation = allocation or _allocate(channel)
     if allocation.policy is None:
         return None
-    intake = IntakeRecord(pk=allocation.intake_id, **record)
-    intake.set_digest()
-    run = _received_run(intake, normalized)
-    run.pk = allocation.run_id
-    if not check_request_allowed(parsed_version(*allocation.policy), facts_of(run)).passed:
+    facts = event_facts(normalized, None)
+    if not check_request_allowed(parsed_version(*allocation.policy), facts).passed:
         return None
-    message = outbox_rows(ADVANCE_RUN_TASK, run.pk, priority=Priority.LIVE)
+    message = outbox_row(ADVANCE_RUN_TASK, allocation.run_id, priority=Priority.LIVE)
     if message is None:  # not a row written here and now (inline, Redis, an open batch)
         return None
-    run.dispatched_at = timezone.now()
+    now = timezone.now()
+    run_fields = _received_fields(channel, record["content_type"], normalized)
+    run_fields.update(id=allocation.run_id, intake_id=allocation.intake_id, dispatched_at=now)
+    intake_fields = {
+        "id": allocation.intake_id,
+        **record,
+        "raw_sha256": IntakeRecord.digest(record["raw"]),
+    }
+    rows = new_rows([(IntakeRecord, intake_fields), (Run, run_fields)], now)
+    intake, run = loaded(IntakeRecord, rows[0]), loaded(Run, rows[1])
+    intake.channel = run.channel = channel
+    rows += new_rows([*_received_history(Stage(StageName.INTAKE), run, intake), message], now)
     try:
-        with _one_statement(), journal(run, last_sequence=0) as written:
-            _record_received(Stage(StageName.INTAKE), run, intake)
-            written.rows[:0] = [intake, run]
-            written.rows.extend(message)
+        with _one_statement():
+            insert_rows(rows)
     except IntegrityError:
         return None
-    for row in (intake, run):
-        row._state.adding = False
-        row._state.db = connection.alias
     return log_admission(IntakeResult("accepted", intake, run))
 
 
@@ -420,7 +433,7 @@ def intake_admit(*, intake: IntakeRecord, parsed: Parsed | None = None) -> Intak
     except IntegrityError:
         # The event was taken, earlier or by a submission that committed first: answer as a
         # duplicate (the run's savepoint was rolled back; the intake record stays).
-        owner = _identity_owner(_identity_scope(intake), event_id)
+        owner = _identity_owner(_identity_scope(intake.channel, intake.content_type), event_id)
         if owner is None:
             raise
         return _answer_duplicate(intake, owner, fingerprint(normalized))
@@ -428,11 +441,10 @@ def intake_admit(*, intake: IntakeRecord, parsed: Parsed | None = None) -> Intak
     return IntakeResult(code, intake, run)
 
 
-def _identity_scope(intake: IntakeRecord) -> str:
+def _identity_scope(channel: IntakeChannel, content_type: str) -> str:
     """Where an event id names one request: an e-mail's Message-ID (or content hash) names it
     on every path that takes mail; a JSON event's id is the integrator's, so per channel."""
-    channel = intake.channel
-    if intake.content_type == MAIL_TYPE and channel.shares_mail_identity:
+    if content_type == MAIL_TYPE and channel.shares_mail_identity:
         return MAIL_SCOPE
     return channel.name
 
@@ -444,16 +456,19 @@ def _identity_owner(scope: str, event_id: str) -> Run | None:
 
 
 def _new_run(intake: IntakeRecord, event_id: str) -> Run:
-    channel = intake.channel
-    return Run(
-        channel=channel,
-        intake=intake,
-        event_id=event_id,
-        identity_scope=_identity_scope(intake),
-        workflow_version=channel.workflow_version,
-        classifier_version=channel.classifier_version,
-        prompt_version=channel.prompt_version,
-    )
+    return Run(intake=intake, **_run_fields(intake.channel, intake.content_type, event_id))
+
+
+def _run_fields(channel: IntakeChannel, content_type: str, event_id: str) -> dict[str, Any]:
+    """The fields every new run starts with: its channel, identity and versions."""
+    return {
+        "channel": channel,
+        "event_id": event_id,
+        "identity_scope": _identity_scope(channel, content_type),
+        "workflow_version": channel.workflow_version,
+        "classifier_version": channel.classifier_version,
+        "prompt_version": channel.prompt_version,
+    }
 
 
 def _create_invalid_run(intake: IntakeRecord, event_id: str, problems: list[FieldProblem]) -> Run:
@@ -520,24 +535,48 @@ def _create_run(
 def _received_run(
     intake: IntakeRecord, normalized: dict[str, Any], replay_of: Run | None = None
 ) -> Run:
-    """The run of a normalized event at `received`, not yet written. A first submission owns
-    its event id; a replay does not (the original keeps it) but keeps its scope, so it
-    reaches the same effect key."""
-    run = _new_run(intake, normalized["event_id"])
-    run.claims_identity = replay_of is None
-    run.replay_of = replay_of
+    """The run of a normalized event at `received`, not yet written."""
+    fields = _received_fields(intake.channel, intake.content_type, normalized, replay_of)
+    return Run(intake=intake, **fields)
+
+
+def _received_fields(
+    channel: IntakeChannel,
+    content_type: str,
+    normalized: dict[str, Any],
+    replay_of: Run | None = None,
+) -> dict[str, Any]:
+    """The fields of a run at `received` (but its intake record): a first submission owns its
+    event id; a replay does not (the original keeps it) but keeps its scope, so it reaches
+    the same effect key."""
+    fields = _run_fields(channel, content_type, normalized["event_id"])
+    fields.update(
+        claims_identity=replay_of is None,
+        replay_of=replay_of,
+        normalized=normalized,
+        fingerprint=fingerprint(normalized),
+    )
     if replay_of is not None:
-        run.identity_scope = replay_of.identity_scope
-    run.normalized = normalized
-    run.fingerprint = fingerprint(normalized)
-    return run
+        fields["identity_scope"] = replay_of.identity_scope
+    return fields
 
 
 def _record_received(stage: Stage, run: Run, intake: IntakeRecord) -> None:
-    """The history a received run starts with (in its journal): the intake stage, accepted,
-    and its audit row."""
-    stage.record(run, StageOutcome.ACCEPTED)
-    record_audit(run, AuditAction.RUN_RECEIVED, intake=intake, fingerprint=run.fingerprint)
+    """Write the history a received run starts with, in its journal."""
+    for model, fields in _received_history(stage, run, intake):
+        write_row(run, model(**fields))
+
+
+def _received_history(
+    stage: Stage, run: Run, intake: IntakeRecord
+) -> list[tuple[type[Model], dict[str, Any]]]:
+    """The rows of the history a received run starts with: the intake stage, accepted, and
+    its audit row."""
+    audit = audit_fields(run, AuditAction.RUN_RECEIVED, intake=intake)
+    return [
+        (StageRecord, {"run": run, **stage.fields(StageOutcome.ACCEPTED)}),
+        (AuditEvent, {**audit, "data": {"fingerprint": run.fingerprint}}),
+    ]
 
 
 def _thread_link(run: Run, normalized: dict[str, Any]) -> None:

@@ -47,22 +47,24 @@ class Stage:
     _clock: float = field(default_factory=time.monotonic)
 
     def record(self, run: Run, outcome: StageOutcome, error_class: str = "") -> StageRecord:
+        return _write(run, StageRecord(run=run, **self.fields(outcome, error_class)))
+
+    def fields(self, outcome: StageOutcome, error_class: str = "") -> dict[str, Any]:
+        """The StageRecord of this attempt ending now, but its run."""
         elapsed_ms = (
             self.duration_ms
             if self.duration_ms is not None
             else int((time.monotonic() - self._clock) * 1000)
         )
-        row = StageRecord(
-            run=run,
-            stage=self.name,
-            attempt=self.attempt,
-            started_at=self.started_at,
-            finished_at=self.started_at + timedelta(milliseconds=elapsed_ms),
-            duration_ms=elapsed_ms,
-            outcome=outcome,
-            error_class=error_class,
-        )
-        return _write(run, row)
+        return {
+            "stage": self.name,
+            "attempt": self.attempt,
+            "started_at": self.started_at,
+            "finished_at": self.started_at + timedelta(milliseconds=elapsed_ms),
+            "duration_ms": elapsed_ms,
+            "outcome": outcome,
+            "error_class": error_class,
+        }
 
 
 @dataclass
@@ -174,19 +176,31 @@ def record_audit(
             to_state=run.state if run is not None else "",
             **data,
         )
-    return _write(
-        run,
-        AuditEvent(
-            run_id=run.pk,
-            intake_id=intake.pk if intake is not None else None,
-            actor=actor,
-            actor_label=actor.get_username() if actor is not None else actor_label,
-            action=action,
-            from_state=from_state,
-            to_state=run.state,
-            data=data,
-        ),
+    fields = audit_fields(
+        run, action, actor=actor, actor_label=actor_label, from_state=from_state, intake=intake
     )
+    return _write(run, AuditEvent(**fields, data=data))
+
+
+def audit_fields(
+    run: Run,
+    action: AuditAction,
+    *,
+    actor: User | None = None,
+    actor_label: str = SYSTEM,
+    from_state: str = "",
+    intake: IntakeRecord | None = None,
+) -> dict[str, Any]:
+    """The AuditEvent that record_audit writes in a run's journal, but its data."""
+    return {
+        "run_id": run.pk,
+        "intake_id": intake.pk if intake is not None else None,
+        "actor": actor,
+        "actor_label": actor.get_username() if actor is not None else actor_label,
+        "action": action,
+        "from_state": from_state,
+        "to_state": run.state,
+    }
 
 
 # Each transition of a run and the audit action that records it ("run." and its name). Built

@@ -94,17 +94,23 @@ def _amount(fields: dict[str, Any]) -> Decimal | None:
 def facts_of(run: Run) -> EventFacts:
     if run.normalized is None:
         raise ValueError(f"run {run.pk} has no normalized event yet")
-    if is_mail(run.normalized):
+    return event_facts(run.normalized, run.enrichment)
+
+
+def event_facts(normalized: dict[str, Any], enrichment: dict[str, Any] | None) -> EventFacts:
+    """What the policy reads of a normalized event (of a message: its known customer's tier,
+    from the run's enrichment)."""
+    if is_mail(normalized):
         # A message states neither type nor action; its tier is the known customer's.
         return EventFacts(
             request_type=None,
             requested_action=None,
-            account_tier=(run.enrichment or {}).get("account_tier") or AccountTier.STANDARD,
+            account_tier=(enrichment or {}).get("account_tier") or AccountTier.STANDARD,
         )
     return EventFacts(
-        request_type=run.normalized["request_type"],
-        requested_action=run.normalized["requested_action"],
-        account_tier=run.normalized["account_tier"],
+        request_type=normalized["request_type"],
+        requested_action=normalized["requested_action"],
+        account_tier=normalized["account_tier"],
     )
 
 

@@ -138,6 +138,49 @@ def test_an_accepted_event_is_two_statements_each_committing_alone(
     assert queued()[-1] == ("gatehouse", services.ADVANCE_RUN_TASK, (run.pk,))
 
 
+def test_the_one_statement_intake_writes_every_column_the_long_way_writes(
+    pipeline: Pipeline, client: Client
+) -> None:
+    key = api_key(pipeline)
+    fast = api_post(client, pipeline, make_event(event_id="evt-fast"), key).json()["run"]["id"]
+    token = ApiToken.objects.latest("pk")
+    with batch():  # its message is not a row of its own: intake takes the long way
+        slow = services.intake_submit(
+            channel=pipeline.channel,
+            raw=json.dumps(make_event(event_id="evt-slow")).encode(),
+            content_type="application/json",
+            source=f"api:{token.name}",
+        ).run
+    assert slow is not None
+
+    def columns(model: Any, run_id: int, *differ: str) -> dict[str, Any]:
+        keep = [f.attname for f in model._meta.concrete_fields if f.attname not in differ]
+        found = model.objects.filter(**({"pk": run_id} if model is Run else {"run_id": run_id}))
+        return {"rows": list(found.order_by("pk").values(*keep))}
+
+    stamps = ("id", "run_id", "intake_id", "created_at", "updated_at", "dispatched_at")
+    by_event = ("event_id", "normalized", "fingerprint")
+    for model, differ in (
+        (Run, (*stamps, *by_event)),
+        (StageRecord, (*stamps, "started_at", "finished_at", "duration_ms")),
+        (AuditEvent, (*stamps, "data")),
+    ):
+        assert columns(model, fast, *differ) == columns(model, slow.pk, *differ), model
+    runs = {r.pk: r for r in Run.objects.filter(pk__in=[fast, slow.pk]).select_related("intake")}
+    intakes = [
+        IntakeRecord.objects.filter(pk=runs[pk].intake_id).values().get() for pk in (fast, slow.pk)
+    ]
+    for intake in intakes:
+        assert intake.pop("raw_sha256") == hashlib.sha256(bytes(intake.pop("raw"))).hexdigest()
+        del intake["id"], intake["received_at"]
+    assert intakes[0] == intakes[1]
+    for run in runs.values():
+        assert run.fingerprint and run.dispatched_at and run.normalized["event_id"] == run.event_id
+        audit = AuditEvent.objects.get(run=run)
+        assert audit.data == {"fingerprint": run.fingerprint} and audit.intake_id == run.intake_id
+    assert queued() == [("gatehouse", services.ADVANCE_RUN_TASK, (pk,)) for pk in (fast, slow.pk)]
+
+
 def test_the_same_event_again_is_answered_as_a_duplicate_with_nothing_sent(
     pipeline: Pipeline, client: Client
 ) -> None:
