@@ -401,6 +401,12 @@ class Run(ConcurrentTransitionMixin, models.Model):
         return bool(updated)
 
     @property
+    def state_fields(self) -> tuple[FSMField, ...]:
+        """The mixin's state fields, found once: it looks for them among every field of
+        the model each time a run is made or read, and every step reads one."""
+        return _RUN_STATE_FIELDS
+
+    @property
     def is_terminal(self) -> bool:
         return self.state in TERMINAL_STATES
 
@@ -681,6 +687,9 @@ class Run(ConcurrentTransitionMixin, models.Model):
         self._enter_queue("")
         self.next_attempt_at = None
         self.lease_expires_at = None
+
+
+_RUN_STATE_FIELDS = tuple(f for f in Run._meta.fields if isinstance(f, FSMField))
 
 
 class Checkpoint(models.Model):

@@ -336,6 +336,33 @@ def insert_new(row: Model, *, unique: str) -> bool:
     return True
 
 
+def from_row(model: type[M], values: tuple[Any, ...] | list[Any]) -> M:
+    """An instance of `model` from a row of its concrete fields' columns, in their order,
+    read by raw SQL: each value is converted as a queryset converts it (JSON is parsed...)."""
+    names, converters = _reading(model)
+    if converters:
+        values = list(values)
+        db = connections[DEFAULT_DB_ALIAS]
+        for index, convert in converters:
+            values[index] = convert(values[index], None, db)
+    return model.from_db(DEFAULT_DB_ALIAS, names, values)
+
+
+@functools.cache
+def _reading(model: type[Model]) -> tuple[list[str], list[tuple[int, Any]]]:
+    db = connections[DEFAULT_DB_ALIAS]
+    fields = model._meta.concrete_fields
+    converters = [
+        (index, convert)
+        for index, f in enumerate(fields)
+        for convert in (
+            *db.ops.get_db_converters(f.cached_col),
+            *f.get_db_converters(db),  # type: ignore[attr-defined]  # (the stubs lack it)
+        )
+    ]
+    return [f.attname for f in fields], converters
+
+
 def nextval_sql(model: type[Model]) -> str:
     """SQL for a new primary key of `model` from its sequence (PostgreSQL): for rows written
     together by `insert_together` that name each other. The names are the model's own."""

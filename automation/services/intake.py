@@ -58,7 +58,15 @@ from automation.services.payloads import event_facts, facts_of, policy_for
 from automation.services.runlog import log_admission, logs_intake
 from automation.services.sending import ADVANCE_RUN_TASK
 from config.dispatch import Priority, enqueue_after_commit, outbox_row
-from config.sql import insert_rows, loaded, new_rows, nextval_sql, prepared_cursor, read_first
+from config.sql import (
+    from_row,
+    insert_rows,
+    loaded,
+    new_rows,
+    nextval_sql,
+    prepared_cursor,
+    read_first,
+)
 from policy.evaluation import check_request_allowed
 from policy.models import PolicyVersion, parsed_version
 
@@ -120,34 +128,30 @@ def api_token_for_intake(*, key: str) -> tuple[ApiToken, Allocation | None] | No
         found = api_token_find(key=key)
         return (found, None) if found is not None else None
     digest = hashlib.sha256(key.encode()).hexdigest()
-    sql, token_fields, channel_fields = _token_query()
-    row = read_first(sql, [digest])  # the request's first statement: its health check too
+    row = read_first(_token_query(), [digest])  # the request's first statement: its check too
     if row is None:
         return None
-    split = len(token_fields)
-    rest = split + len(channel_fields)
-    token = ApiToken.from_db(connection.alias, token_fields, row[:split])
-    token.channel = IntakeChannel.from_db(connection.alias, channel_fields, row[split:rest])
+    split = len(ApiToken._meta.concrete_fields)
+    rest = split + len(IntakeChannel._meta.concrete_fields)
+    token = from_row(ApiToken, row[:split])
+    token.channel = from_row(IntakeChannel, row[split:rest])
     return token, _allocation(*row[rest:])
 
 
 @functools.cache
-def _token_query() -> tuple[str, list[str], list[str]]:
+def _token_query() -> str:
     """The SQL of api_token_for_intake (made once: names from the models' metadata)."""
     qn = connection.ops.quote_name
-    token_fields = [f.attname for f in ApiToken._meta.concrete_fields]
-    channel_fields = [f.attname for f in IntakeChannel._meta.concrete_fields]
     columns = [
         *(f"t.{qn(f.column)}" for f in ApiToken._meta.concrete_fields),
         *(f"c.{qn(f.column)}" for f in IntakeChannel._meta.concrete_fields),
     ]
-    sql = (
+    return (
         f"SELECT {', '.join(columns)}, {_allocation_sql()} "  # noqa: S608
         f"FROM {qn(ApiToken._meta.db_table)} AS t "
         f"JOIN {qn(IntakeChannel._meta.db_table)} AS c ON c.id = t.channel_id "
         f"{_policy_join('c')} WHERE t.key_hash = %s AND t.is_active"
     )
-    return sql, token_fields, channel_fields
 
 
 def _allocation_sql() -> str:

@@ -181,6 +181,26 @@ def test_the_one_statement_intake_writes_every_column_the_long_way_writes(
     assert queued() == [("gatehouse", services.ADVANCE_RUN_TASK, (pk,)) for pk in (fast, slow.pk)]
 
 
+def test_the_token_read_with_intakes_ids_is_the_token_the_orm_reads(pipeline: Pipeline) -> None:
+    key = api_key(pipeline)
+    IntakeChannel.objects.filter(pk=pipeline.channel.pk).update(shadow_classifiers=["other"])
+
+    found = services.api_token_for_intake(key=key)
+
+    assert found is not None
+    token, allocation = found
+    expected = ApiToken.objects.select_related("channel").get(pk=token.pk)
+    for model, read, orm in (
+        (ApiToken, token, expected),
+        (IntakeChannel, token.channel, expected.channel),
+    ):
+        columns = [f.attname for f in model._meta.concrete_fields]
+        assert [getattr(read, c) for c in columns] == [getattr(orm, c) for c in columns]
+    assert token.channel.shadow_classifiers == ["other"]  # JSON parsed as the ORM parses it
+    assert allocation is not None and allocation.policy is not None
+    assert services.api_token_for_intake(key="not-a-token") is None
+
+
 def test_the_same_event_again_is_answered_as_a_duplicate_with_nothing_sent(
     pipeline: Pipeline, client: Client
 ) -> None:
