@@ -107,9 +107,14 @@ class AuditEvent(models.Model):
         blank=True,
         on_delete=models.PROTECT,
         related_name="audit_events",
+        db_index=False,  # audit_approval_idx
     )
     actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        db_index=False,  # audit_actor_idx
     )
     actor_label = models.CharField(max_length=200, default="system")
     action = models.CharField(max_length=60)
@@ -121,6 +126,17 @@ class AuditEvent(models.Model):
     class Meta:
         ordering = ["created_at", "pk"]
         indexes = [
+            # An approval's trail and a person's actions (WHERE approval_id = ..., WHERE
+            # actor_id = ...): most rows are the system's about a run, so each index holds
+            # only the rows that have one, and a step's audit row writes neither.
+            models.Index(
+                fields=["approval"],
+                condition=models.Q(approval__isnull=False),
+                name="audit_approval_idx",
+            ),
+            models.Index(
+                fields=["actor"], condition=models.Q(actor__isnull=False), name="audit_actor_idx"
+            ),
             # Reports and the run page: WHERE action = ... / WHERE run_id = ... ORDER BY created_at
             models.Index(fields=["action", "created_at"], name="audit_action_idx"),
             # Separation of duties: the runs a person acted on by hand (every action but a

@@ -240,13 +240,23 @@ class Run(ConcurrentTransitionMixin, models.Model):
     claims_identity = models.BooleanField(default=False)
     intake = models.ForeignKey(IntakeRecord, on_delete=models.PROTECT, related_name="runs")
     replay_of = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="replays"
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="replays",
+        db_index=False,  # run_replay_of_idx: replays only
     )
     # E-mail threads: the message this one answers (In-Reply-To, else the last References
     # entry), and the run of the nearest earlier message of the thread that Gatehouse has seen.
-    reply_to_event_id = models.CharField(max_length=200, blank=True, db_index=True)
+    reply_to_event_id = models.CharField(max_length=200, blank=True)  # run_reply_to_idx
     thread_parent = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="thread_replies"
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="thread_replies",
+        db_index=False,  # run_thread_parent_idx: replies only
     )
     state = FSMField(default=State.RECEIVED, choices=State.choices, protected=True)
     outcome = models.CharField(max_length=40, blank=True, choices=Outcome.choices)
@@ -277,7 +287,11 @@ class Run(ConcurrentTransitionMixin, models.Model):
     # When the run entered its exception queue: its age there, whoever claims it meanwhile.
     queued_at = models.DateTimeField(null=True, blank=True)
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        db_index=False,  # run_owner_idx: claimed runs only
     )
     classify_attempts = models.PositiveSmallIntegerField(default=0)
     # Attempts made before the latest retry a person asked for: the budget counts from here,
@@ -327,6 +341,30 @@ class Run(ConcurrentTransitionMixin, models.Model):
                 include=["owner", "state"],
                 condition=~models.Q(queue=""),
                 name="run_held_queue_idx",
+            ),
+            # Links most runs do not have (only a replay, a reply by mail, a claimed run has
+            # one): each index holds only the runs that have it, so the insert of a run and
+            # each step's update of it write none of them. WHERE replay_of_id = ... (a run's
+            # replays; the replay chains of approvals.selectors: WHERE replay_of_id IS NOT
+            # NULL), WHERE thread_parent_id = ..., WHERE reply_to_event_id = ... (a mail
+            # thread's earlier replies), WHERE owner_id = ... (who works what).
+            models.Index(
+                fields=["replay_of"],
+                condition=models.Q(replay_of__isnull=False),
+                name="run_replay_of_idx",
+            ),
+            models.Index(
+                fields=["thread_parent"],
+                condition=models.Q(thread_parent__isnull=False),
+                name="run_thread_parent_idx",
+            ),
+            models.Index(
+                fields=["reply_to_event_id"],
+                condition=~models.Q(reply_to_event_id=""),
+                name="run_reply_to_idx",
+            ),
+            models.Index(
+                fields=["owner"], condition=models.Q(owner__isnull=False), name="run_owner_idx"
             ),
             # Search by the input's fingerprint: WHERE fingerprint = ... (admin, queue search).
             models.Index(fields=["fingerprint"], name="run_fingerprint_idx"),
