@@ -160,31 +160,42 @@ class _Plan:
             by_column[given_field.attname] = name
         columns: list[str] = []
         marks: list[str] = []
-        # Per column: (attname, field, the key of its value in the given fields or "" for
-        # none, kind): "value" given, "pk" a given related instance, "now" the row's time,
-        # "default" its default, written as a parameter (callable) or a literal (constant).
-        self.columns: list[tuple[str, models.Field[Any, Any], str, str]] = []
+        # How each column's value is found, by attname: a given field's ("given": its key,
+        # and whether it is a related instance), the row's time ("now"), a default made for
+        # each row ("fresh": an empty dict or list, a callable), or a constant default.
+        self.given: list[tuple[str, str, bool]] = []
+        self.stamped: list[str] = []
+        self.fresh: list[tuple[str, models.Field[Any, Any]]] = []
+        self.constants: dict[str, Any] = {}
         self.parameters: list[tuple[str, models.Field[Any, Any], tuple[type, ...]]] = []
         for f in meta.concrete_fields:
             name = by_column.get(f.attname, "")
             if not name and f.primary_key:
                 continue  # taken from its sequence by the database
             columns.append(connection.ops.quote_name(f.column))
+            literal = False
             if name:
-                kind = "value" if name == f.attname else "pk"
+                self.given.append((f.attname, name, name != f.attname))
             elif isinstance(f, models.DateTimeField) and (f.auto_now or f.auto_now_add):
-                kind = "now"
+                self.stamped.append(f.attname)
             elif type(f).pre_save is not models.Field.pre_save and not _stamps_nothing(f):
                 raise TypeError(f"{model.__name__}.{f.name} computes its value: give it")
+            elif f.has_default() and callable(f.default):
+                self.fresh.append((f.attname, f))
+                literal = f.default in (dict, list)  # the same value in every row
             else:
-                kind = "default"
-            self.columns.append((f.attname, f, name, kind))
-            if kind == "default" and not _default_per_row(f):
+                self.constants[f.attname] = f.get_default()
+                literal = True
+            if literal:
                 marks.append(_literal(f.get_db_prep_save(f.get_default(), db), db))
             else:
                 marks.append("%s")
                 self.parameters.append((f.attname, f, _plain_types(f)))
         self.model = model
+        # The columns of an instance of the row (loaded), in the model's order.
+        self.attnames = [
+            f.attname for f in meta.concrete_fields if not f.primary_key or f.attname in by_column
+        ]
         self.head = (
             f"INSERT INTO {connection.ops.quote_name(meta.db_table)} "  # noqa: S608
             f"({', '.join(columns)}) VALUES "
@@ -197,17 +208,14 @@ class _Plan:
 
     def row(self, fields: dict[str, Any], now: datetime) -> dict[str, Any]:
         """Every column's value (by attname) of the row written for these fields."""
-        row: dict[str, Any] = {}
-        for attname, f, name, kind in self.columns:
-            if kind == "value":
-                row[attname] = fields[name]
-            elif kind == "pk":
-                related = fields[name]
-                row[attname] = related.pk if related is not None else None
-            elif kind == "now":
-                row[attname] = now
-            else:
-                row[attname] = f.get_default()
+        row = self.constants.copy()
+        for attname, name, related in self.given:
+            value = fields[name]
+            row[attname] = value.pk if related and value is not None else value
+        for attname in self.stamped:
+            row[attname] = now
+        for attname, f in self.fresh:
+            row[attname] = f.get_default()
         return row
 
     def params(self, row: dict[str, Any]) -> list[Any]:
@@ -219,12 +227,6 @@ class _Plan:
                 value = f.get_db_prep_save(value, db)
             params.append(value)
         return params
-
-
-def _default_per_row(field: models.Field[Any, Any]) -> bool:
-    """A default made anew for each row (uuid4...), not a constant (an empty dict or list
-    is written as one)."""
-    return field.has_default() and callable(field.default) and field.default not in (dict, list)
 
 
 def _stamps_nothing(field: models.Field[Any, Any]) -> bool:
@@ -314,7 +316,7 @@ def loaded(model: type[M], row: NewRow) -> M:
     is not written, such as a primary key from its sequence, is deferred)."""
     if row.plan.model is not model:
         raise TypeError(f"a row of {row.plan.model.__name__}, not of {model.__name__}")
-    names = [f.attname for f in model._meta.concrete_fields if f.attname in row.values]
+    names = row.plan.attnames
     return model.from_db(DEFAULT_DB_ALIAS, names, [row.values[name] for name in names])
 
 

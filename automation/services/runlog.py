@@ -21,6 +21,8 @@ def log_run(run: Run, message: str, *, level: int = logging.INFO, **fields: Any)
     follows one run or one event across web and worker processes. Callers add facts, never
     secrets or request bodies.
     """
+    if not RUN_LOG.isEnabledFor(level):
+        return  # nothing to wait for: the line would not be written
     extra = {
         "run_id": run.pk,
         "event_id": run.event_id,
