@@ -307,8 +307,7 @@ def insert_rows(rows: list[NewRow]) -> None:
                 cursor.execute(plan.sql(len(group)), values)
         return
     statement = _statement(tuple((plan, len(group)) for plan, group in groups))
-    with prepared_cursor() as cursor:
-        cursor.execute(statement, [value for values in params for value in values])
+    execute_prepared(statement, [value for values in params for value in values])
 
 
 def loaded(model: type[M], row: NewRow) -> M:
@@ -391,22 +390,36 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
     journal's): on PostgreSQL each is parsed and planned once per connection, then only
     executed. Otherwise, or with GATEHOUSE_DB_PREPARED off, an ordinary cursor. Django
     wraps it as usual: its errors, query log and execute wrappers apply."""
-    if connection.vendor != "postgresql" or not settings.GATEHOUSE_PREPARED_STATEMENTS:
-        with connection.cursor() as cursor:
-            yield cursor
-        return
+    cursor = _prepared_cursor()
+    try:
+        yield cursor
+    finally:
+        cursor.close()
+
+
+def _prepared_cursor() -> CursorWrapper:
+    db: Any = connections[DEFAULT_DB_ALIAS]  # once: each `connection.x` is a lookup
+    if db.vendor != "postgresql" or not settings.GATEHOUSE_PREPARED_STATEMENTS:
+        return db.cursor()  # type: ignore[no-any-return]
     # What connection.cursor() does first: a persistent connection found broken (by the
     # health check, once per request) is replaced, not failed on.
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
-    raw = _PreparingCursor(connection.connection)
-    if connection.queries_logged:
-        wrapped: CursorWrapper = _PreparedDebugWrapper(raw, connection)
-    else:
-        wrapped = connection.make_cursor(raw)  # type: ignore[arg-type]  # (stubs: the wrapper)
-    with wrapped as cursor:
-        yield cursor
+    db.close_if_health_check_failed()
+    db.ensure_connection()
+    db.validate_thread_sharing()
+    raw = _PreparingCursor(db.connection)
+    if db.queries_logged:
+        return _PreparedDebugWrapper(raw, db)
+    return db.make_cursor(raw)  # type: ignore[no-any-return]
+
+
+def execute_prepared(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
+    """Run one statement on a prepared cursor (see prepared_cursor); its first row, if any."""
+    cursor = _prepared_cursor()
+    try:
+        cursor.execute(sql, params)
+        return cursor.fetchone() if cursor.description else None
+    finally:
+        cursor.close()
 
 
 class _PreparedDebugWrapper(CursorDebugWrapper):
@@ -436,16 +449,9 @@ def read_first(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
     if pending:
         db.health_check_done = True  # this read is the check
     try:
-        return _fetch_one(sql, params)
+        return execute_prepared(sql, params)
     except (OperationalError, InterfaceError):
         if not pending:
             raise
         db.close()  # broken while idle (a restart, a dropped socket): a new one
-        return _fetch_one(sql, params)
-
-
-def _fetch_one(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
-    with prepared_cursor() as cursor:
-        cursor.execute(sql, params)
-        row: tuple[Any, ...] | None = cursor.fetchone()
-        return row
+        return execute_prepared(sql, params)
