@@ -50,7 +50,8 @@ def _run_path(script_prefix: str) -> str:
 
 
 def _bearer_key(request: HttpRequest) -> str | None:
-    header = request.headers.get("Authorization", "")
+    # From the WSGI environ: request.headers would copy every header for this one.
+    header = request.META.get("HTTP_AUTHORIZATION", "")
     scheme, _, key = header.partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
         return None
@@ -93,7 +94,7 @@ def _body_problem(request: HttpRequest) -> JsonResponse | None:
             "send an event as application/json or an e-mail message as message/rfc822",
         )
     limit = setting(ACCEPTED_TYPES[content_type])
-    declared = request.headers.get("Content-Length") or "0"
+    declared = request.META.get("CONTENT_LENGTH") or "0"
     if (declared.isdigit() and int(declared) > limit) or len(request.body) > limit:
         message = f"a request sent as {content_type} is at most {limit} bytes"
         return _error(413, ApiError.TOO_LARGE, message)
