@@ -188,7 +188,7 @@ def outbox_row(
     func: str, *args: Any, priority: Priority = Priority.LIVE
 ) -> tuple[type[Model], dict[str, Any]] | None:
     """The broker row that sends `func(*args)`, as its model and fields (config.sql's
-    insert_fields), for a caller that writes it in its own statement with the change that
+    new_rows), for a caller that writes it in its own statement with the change that
     asks for it. None when a message is not a row of this database here and now (inline,
     Redis, an open `batch()`, the broker's table elsewhere): enqueue_after_commit is then
     the way."""

@@ -8,10 +8,8 @@ but NULL, TRUE, FALSE and '' (see _insert_sql).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -93,7 +91,7 @@ def _insert_sql(rows: list[Any]) -> tuple[str, list[Any], list[Any]]:
 
     A NULL, a boolean or an empty text of a plain field is written as itself, not as a
     parameter: most of a new row is such defaults, and a statement with few parameters is
-    one the driver reads once (and the server prepares once, see prepared_cursor)."""
+    one the driver reads once (and the server prepares once, see execute_prepared)."""
     model: type[Model] = type(rows[0])
     db = connections[DEFAULT_DB_ALIAS]  # the connection itself, not its per-call proxy
     # A primary key is written when the rows carry one (taken from its sequence beforehand,
@@ -129,18 +127,20 @@ def insert_together(tables: list[list[Any]]) -> None:
     fields' defaults and database preparation; their primary keys are not read back (rows
     that carry one, see `nextval_sql`, are written with it)."""
     written = [_insert_sql(rows)[:2] for rows in tables if rows]
-    if not written:
-        return
+    if written:
+        _write(written, _together([statement for statement, _ in written]))
+
+
+def _write(written: list[tuple[str, list[Any]]], together: str) -> None:
+    """INSERT statements with their parameters: on PostgreSQL as one statement (`together`,
+    made by _together); elsewhere (SQLite: the demo without DATABASE_URL), where
+    data-modifying WITH queries do not exist, each on its own in the same transaction."""
     if connection.vendor != "postgresql":
-        # Data-modifying WITH queries are PostgreSQL's; elsewhere (SQLite: the demo without
-        # DATABASE_URL) each table is its own statement, in the same transaction.
         with connection.cursor() as cursor:
             for statement, values in written:
                 cursor.execute(statement, values)
         return
-    params = [value for _, values in written for value in values]
-    with prepared_cursor() as cursor:
-        cursor.execute(_together([statement for statement, _ in written]), params)
+    execute_prepared(together, [value for _, values in written for value in values])
 
 
 class _Plan:
@@ -298,16 +298,12 @@ def insert_rows(rows: list[NewRow]) -> None:
         (plan, [row.values for row in same])
         for plan, same in itertools.groupby(rows, key=lambda row: row.plan)
     ]
-    if not groups:
-        return
-    params = [[p for values in group for p in plan.params(values)] for plan, group in groups]
-    if connection.vendor != "postgresql":
-        with connection.cursor() as cursor:
-            for (plan, group), values in zip(groups, params, strict=True):
-                cursor.execute(plan.sql(len(group)), values)
-        return
-    statement = _statement(tuple((plan, len(group)) for plan, group in groups))
-    execute_prepared(statement, [value for values in params for value in values])
+    if groups:
+        written = [
+            (plan.sql(len(group)), [p for values in group for p in plan.params(values)])
+            for plan, group in groups
+        ]
+        _write(written, _statement(tuple((plan, len(group)) for plan, group in groups)))
 
 
 def loaded(model: type[M], row: NewRow) -> M:
@@ -384,20 +380,11 @@ class _PreparingCursor(psycopg.Cursor[Any]):
         return super().execute(query, params, **options)
 
 
-@contextlib.contextmanager
-def prepared_cursor() -> Iterator[CursorWrapper]:
+def _prepared_cursor() -> CursorWrapper:
     """A cursor for the statements run on every request or step (the intake's, the
     journal's): on PostgreSQL each is parsed and planned once per connection, then only
     executed. Otherwise, or with GATEHOUSE_DB_PREPARED off, an ordinary cursor. Django
     wraps it as usual: its errors, query log and execute wrappers apply."""
-    cursor = _prepared_cursor()
-    try:
-        yield cursor
-    finally:
-        cursor.close()
-
-
-def _prepared_cursor() -> CursorWrapper:
     db: Any = connections[DEFAULT_DB_ALIAS]  # once: each `connection.x` is a lookup
     if db.vendor != "postgresql" or not settings.GATEHOUSE_PREPARED_STATEMENTS:
         return db.cursor()  # type: ignore[no-any-return]
@@ -413,7 +400,7 @@ def _prepared_cursor() -> CursorWrapper:
 
 
 def execute_prepared(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
-    """Run one statement on a prepared cursor (see prepared_cursor); its first row, if any."""
+    """Run one statement on a prepared cursor (_prepared_cursor); its first row, if any."""
     cursor = _prepared_cursor()
     try:
         cursor.execute(sql, params)

@@ -59,12 +59,12 @@ from automation.services.runlog import log_admission, logs_intake
 from automation.services.sending import ADVANCE_RUN_TASK
 from config.dispatch import Priority, enqueue_after_commit, outbox_row
 from config.sql import (
+    execute_prepared,
     from_row,
     insert_rows,
     loaded,
     new_rows,
     nextval_sql,
-    prepared_cursor,
     read_first,
 )
 from policy.evaluation import check_request_allowed
@@ -181,13 +181,14 @@ def _allocate(channel: IntakeChannel) -> Allocation:
     """An allocation for a request of this channel (one query), for intake that did not
     read one with its token."""
     table = connection.ops.quote_name(IntakeChannel._meta.db_table)
-    with prepared_cursor() as cursor:
-        cursor.execute(
-            f"SELECT {_allocation_sql()} FROM {table} AS c {_policy_join('c')} "  # noqa: S608
-            "WHERE c.id = %s",
-            [channel.pk],
-        )
-        return _allocation(*cursor.fetchone())
+    row = execute_prepared(
+        f"SELECT {_allocation_sql()} FROM {table} AS c {_policy_join('c')} "  # noqa: S608
+        "WHERE c.id = %s",
+        [channel.pk],
+    )
+    if row is None:
+        raise IntakeChannel.DoesNotExist(f"no intake channel {channel.pk}")
+    return _allocation(*row)
 
 
 @transaction.atomic(durable=True)
