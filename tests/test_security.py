@@ -13,11 +13,11 @@ import pytest
 import time_machine
 from django.contrib.auth.models import User
 from django.core.cache import caches
-from django.db import connection
 from django.http import HttpResponse
 from django.test import Client, RequestFactory
 
 from config.client_address import client_address
+from tests.database import database_url
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -105,7 +105,6 @@ def test_the_pause_ends_after_the_cool_off(fast_hashing: None) -> None:
         assert _login(Client(), "ana", PASSWORD).status_code == 302
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_the_failure_count_is_shared_between_processes(fast_hashing: None) -> None:
     """Failures made in another process (another web worker) count here too."""
@@ -117,9 +116,11 @@ def test_the_failure_count_is_shared_between_processes(fast_hashing: None) -> No
         "for _ in range(5):\n"
         "    Client().post('/accounts/login/', {'username': 'ana', 'password': 'wrong'})\n"
     )
-    database = connection.settings_dict
-    url = f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}"
-    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "config.settings"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+    }
     subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, check=True)  # noqa: S603
     for cache in caches.all():
         cache.clear()  # nothing this process keeps in memory may matter

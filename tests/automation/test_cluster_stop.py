@@ -21,10 +21,11 @@ from django_q.models import OrmQ
 
 from automation.models import FollowUp, Run, StageRecord, State
 from config.dispatch import enqueue_after_commit
-from tests.automation.test_throughput import REPO, STAGES, database_url, submit
+from tests.automation.test_throughput import REPO, STAGES, submit
 from tests.conftest import Pipeline, decision_for, make_event
+from tests.database import database_url
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def start_cluster(grace: float) -> subprocess.Popen[bytes]:

@@ -22,7 +22,6 @@ from io import StringIO
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -63,6 +62,7 @@ from policy.services import (
     policy_version_create,
 )
 from tests.conftest import Pipeline, decision_for, make_event
+from tests.database import database_url
 from tests.downstream import Downstream, running_downstream
 
 
@@ -696,14 +696,9 @@ def deliver_in_a_worker_killed_after_the_answer(
     effect: Effect, config: dict[str, Any]
 ) -> subprocess.CompletedProcess[str]:
     """effect_deliver in a fresh process on the test database, SIGKILLed after the answer."""
-    db = connection.settings_dict
-    user = quote(db["USER"] or "")
-    if db.get("PASSWORD"):
-        user += ":" + quote(db["PASSWORD"], safe="")
-    url = f"postgres://{user}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
     env = {
         **os.environ,
-        "DATABASE_URL": url,
+        "DATABASE_URL": database_url(),
         "GATEHOUSE_FAULT_KILL_AFTER_DOWNSTREAM": "1",
         "GATEHOUSE_HTTP_EFFECTS": json.dumps({EFFECT: config}),
     }
@@ -722,7 +717,6 @@ def deliver_in_a_worker_killed_after_the_answer(
     )
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_killed_after_the_answer_is_retried_on_its_key_and_counts_once_downstream(
     pipeline: Pipeline, downstream: Downstream, http_effect: Any
@@ -772,7 +766,6 @@ def test_a_worker_killed_after_the_answer_is_retried_on_its_key_and_counts_once_
     assert downstream.performed == [effect.idempotency_key]  # exactly one effect for that key
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_killed_after_the_answer_holds_the_run_when_the_receiver_does_not_deduplicate(
     pipeline: Pipeline, downstream: Downstream, http_effect: Any
@@ -796,7 +789,6 @@ def test_a_worker_killed_after_the_answer_holds_the_run_when_the_receiver_does_n
 # --- the rate under concurrent workers -------------------------------------------------------
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_the_resume_rate_holds_when_workers_deliver_at_once(
     pipeline: Pipeline, downstream: Downstream, http_effect: Any, operator: User

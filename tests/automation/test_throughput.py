@@ -18,7 +18,6 @@ from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 import yaml
@@ -53,8 +52,9 @@ from policy.services import (
     policy_version_create,
 )
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
+from tests.database import database_url
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 REPO = Path(__file__).resolve().parents[2]
 STAGES = ["intake", "validate", "normalize", "enrich", "classify", "decide", "execute", "complete"]
@@ -316,14 +316,6 @@ def test_two_brokers_never_take_the_same_message(pipeline: Pipeline) -> None:
 
 
 # --- a worker killed in the middle of a run -------------------------------------------------
-
-
-def database_url() -> str:
-    db = connection.settings_dict
-    user = quote(db["USER"] or "")
-    if db.get("PASSWORD"):
-        user += ":" + quote(db["PASSWORD"], safe="")
-    return f"postgres://{user}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 def run_cluster_until_completed(run: Run, marker: Path) -> None:
