@@ -54,10 +54,8 @@ COUNT_BOUND = 10_000
 
 def estimated_rows(rows: QuerySet[Any]) -> int | None:
     """PostgreSQL's own estimate of the table's rows (pg_class.reltuples, kept by ANALYZE and
-    autovacuum); None where there is none (SQLite, or a table never analyzed)."""
+    autovacuum); None for a table never analyzed."""
     connection = connections[rows.db]
-    if connection.vendor != "postgresql":
-        return None
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)",
@@ -145,8 +143,6 @@ def distinct_by_index(rows: QuerySet[Any], field: str) -> list[str]:
     quote = connection.ops.quote_name
     table = quote(rows.model._meta.db_table)
     column = quote(rows.model._meta.get_field(field).column)
-    if connection.vendor != "postgresql":
-        return sorted(rows.order_by().values_list(field, flat=True).distinct())
     sql = (
         f"WITH RECURSIVE seen (value) AS ("  # noqa: S608 - names only, no values
         f" (SELECT {column} FROM {table} ORDER BY {column} LIMIT 1)"

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -86,8 +86,6 @@ class PriorityOrmBroker(ORM):
         """
         now = timezone.now()
         lease = now + timedelta(seconds=Conf.RETRY)
-        if connections[Conf.ORM].vendor != "postgresql":
-            return self._take_portable(now, lease)
         taken: list[tuple[int, str]] = []
         with transaction.atomic(using=Conf.ORM), connections[Conf.ORM].cursor() as cursor:
             for key in self.keys:
@@ -107,26 +105,7 @@ class PriorityOrmBroker(ORM):
                 )
         return taken
 
-    def _take_portable(self, now: datetime, lease: datetime) -> list[tuple[int, str]]:
-        # SQLite (the one-machine trial): one writer at a time, so a conditional update
-        # (lock unchanged since read) is enough to keep two pushers off one message.
-        taken: list[tuple[int, str]] = []
-        for key in self.keys:
-            for message in (
-                self.get_connection()
-                .filter(key=key, lock__lt=now)
-                .order_by("id")[: Conf.BULK - len(taken)]
-            ):
-                claimed = self.get_connection().filter(id=message.id, lock=message.lock)
-                if claimed.update(lock=lease):
-                    taken.append((message.pk, message.payload))
-            if len(taken) >= Conf.BULK:
-                break
-        return taken
-
     def _listen(self) -> None:
-        if connections[Conf.ORM].vendor != "postgresql":
-            return
         if self._listener is not None and not self._listener.closed:
             return
         try:

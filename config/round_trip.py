@@ -1,10 +1,10 @@
 """Several small lists read in one round trip.
 
 A detail page (the run page) shows a dozen short lists of child rows: each its own query
-would make the page's query count grow with every list it shows. On PostgreSQL the lists are
-read as one SELECT of json_agg subqueries, one per list, each in its queryset's own order,
-and every row is rebuilt as a model instance from its columns (each field parses its JSON
-value back: times, numbers, JSON). Elsewhere (the SQLite trial) each list is its own query.
+would make the page's query count grow with every list it shows. The lists are read as one
+SELECT of json_agg subqueries, one per list, each in its queryset's own order, and every row
+is rebuilt as a model instance from its columns (each field parses its JSON value back:
+times, numbers, JSON).
 
 Only plain querysets of one model (no select_related, no annotations, no values()): the
 JSON row carries the model's own columns, nothing else.
@@ -20,13 +20,11 @@ from django.db.models import Model, QuerySet
 
 
 def read_lists(querysets: dict[str, QuerySet[Any]]) -> dict[str, list[Any]]:
-    """Each queryset's rows, all read in one query on PostgreSQL."""
+    """Each queryset's rows, all read in one query."""
     if not querysets:
         return {}
     db = next(iter(querysets.values())).db
     connection = connections[db]
-    if connection.vendor != "postgresql":
-        return {name: list(rows) for name, rows in querysets.items()}
     selects: list[str] = []
     params: list[Any] = []
     for rows in querysets.values():

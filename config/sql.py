@@ -132,14 +132,8 @@ def insert_together(tables: list[list[Any]]) -> None:
 
 
 def _write(written: list[tuple[str, list[Any]]], together: str) -> None:
-    """INSERT statements with their parameters: on PostgreSQL as one statement (`together`,
-    made by _together); elsewhere (SQLite: the demo without DATABASE_URL), where
-    data-modifying WITH queries do not exist, each on its own in the same transaction."""
-    if connection.vendor != "postgresql":
-        with connection.cursor() as cursor:
-            for statement, values in written:
-                cursor.execute(statement, values)
-        return
+    """INSERT statements with their parameters, as one statement (`together`, made by
+    _together)."""
     execute_prepared(together, [value for _, values in written for value in values])
 
 
@@ -382,11 +376,11 @@ class _PreparingCursor(psycopg.Cursor[Any]):
 
 def _prepared_cursor() -> CursorWrapper:
     """A cursor for the statements run on every request or step (the intake's, the
-    journal's): on PostgreSQL each is parsed and planned once per connection, then only
-    executed. Otherwise, or with GATEHOUSE_DB_PREPARED off, an ordinary cursor. Django
-    wraps it as usual: its errors, query log and execute wrappers apply."""
+    journal's): each is parsed and planned once per connection, then only executed. With
+    GATEHOUSE_DB_PREPARED off, an ordinary cursor. Django wraps it as usual: its errors,
+    query log and execute wrappers apply."""
     db: Any = connections[DEFAULT_DB_ALIAS]  # once: each `connection.x` is a lookup
-    if db.vendor != "postgresql" or not settings.GATEHOUSE_PREPARED_STATEMENTS:
+    if not settings.GATEHOUSE_PREPARED_STATEMENTS:
         return db.cursor()  # type: ignore[no-any-return]
     # What connection.cursor() does first: a persistent connection found broken (by the
     # health check, once per request) is replaced, not failed on.

@@ -81,7 +81,7 @@ def bucket(value: int) -> int:
 
 
 def bucket_sql(field: str) -> Case:
-    """bucket() in SQL, for integer columns (integer division in PostgreSQL and SQLite)."""
+    """bucket() in SQL, for integer columns (PostgreSQL's integer division)."""
     whens = [When(**{f"{field}__lt": 10**DIGITS}, then=F(field))]
     step = 10
     while step < 10**9:  # past any duration in ms or wait in seconds a column holds

@@ -295,7 +295,7 @@ class ApprovalWaiting:
 
 
 def _seconds(value: float | None) -> float | None:
-    # SQLite's julianday() carries float noise below a millisecond: waits are whole seconds.
+    # Waits are whole seconds: EXTRACT(EPOCH ...) carries the microseconds.
     return None if value is None else float(round(value))
 
 

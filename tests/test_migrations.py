@@ -90,7 +90,6 @@ def effect_keys(apps: Any, run_id: int) -> tuple[str, str]:
     return effect.idempotency_key, follow_up.idempotency_key
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_identity_scopes_are_backfilled_and_mail_effect_keys_follow_their_scope() -> None:
     executor = MigrationExecutor(connection)
@@ -140,7 +139,6 @@ BEFORE_0021 = [("automation", "0020_run_signals_reviewed"), ("audit", "0003_hand
 AFTER_0021 = [("automation", "0021_recovery_actions_for_effect_retries")]
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_effect_retries_that_left_only_an_audit_row_get_their_recovery_action() -> None:
     executor = MigrationExecutor(connection)

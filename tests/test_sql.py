@@ -184,7 +184,6 @@ def test_a_callable_default_is_called_for_each_row_and_unknown_fields_are_refuse
         loaded(Run, rows[0])  # a row of another model
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_requests_first_read_is_its_health_check_and_replaces_a_broken_connection() -> None:
     with connection.cursor() as cursor:  # a persistent connection, then a request ends

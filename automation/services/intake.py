@@ -119,14 +119,10 @@ def api_token_find(*, key: str) -> ApiToken | None:
     return tokens.select_related("channel").first()
 
 
-def api_token_for_intake(*, key: str) -> tuple[ApiToken, Allocation | None] | None:
+def api_token_for_intake(*, key: str) -> tuple[ApiToken, Allocation] | None:
     """The active token with this key, with its channel, and an allocation for the request
     it sends: one query (the token's check and the intake's reads in one round trip). None
-    for an unknown or revoked key; nothing is then taken from the sequences. Off PostgreSQL
-    (the SQLite demo) the token alone, without an allocation."""
-    if connection.vendor != "postgresql":
-        found = api_token_find(key=key)
-        return (found, None) if found is not None else None
+    for an unknown or revoked key; nothing is then taken from the sequences."""
     digest = hashlib.sha256(key.encode()).hexdigest()
     row = read_first(_token_query(), [digest])  # the request's first statement: its check too
     if row is None:
@@ -299,7 +295,7 @@ def _admit_at_once(
     """
     event, _, _ = parsed
     channel = record["channel"]
-    if event is None or record["content_type"] == MAIL_TYPE or connection.vendor != "postgresql":
+    if event is None or record["content_type"] == MAIL_TYPE:
         return None
     normalized = event.normalized()
     if is_mail(normalized):

@@ -642,7 +642,6 @@ def _codes(results: list[DecisionResult | ServiceError]) -> list[str]:
     return sorted(r.code for r in results)
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_two_approvers_at_once_on_a_one_approver_request_decide_it_once(
     pending: ApprovalRequest, approver: User, second_approver: User
@@ -657,7 +656,6 @@ def test_two_approvers_at_once_on_a_one_approver_request_decide_it_once(
     assert reload(pending).status == ApprovalStatus.APPROVED
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_two_approvers_at_once_on_a_two_approver_request_both_count(
     two_approver_policy: None, pipeline: Pipeline, approver: User, second_approver: User
@@ -671,7 +669,6 @@ def test_two_approvers_at_once_on_a_two_approver_request_both_count(
     assert reload(pending).status == ApprovalStatus.APPROVED
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_one_person_clicking_twice_at_once_counts_once(
     two_approver_policy: None, pipeline: Pipeline, approver: User

@@ -29,8 +29,6 @@ from policy.services import (
 from tests.conftest import Pipeline, decision_for, make_event
 from tests.html_rows import Row, rows
 
-pytestmark = pytest.mark.postgres
-
 INBOX = reverse("approvals:inbox")
 # The inbox's columns, in order.
 REQUEST, FROM, AMOUNT, ROUTE, WAITING, SLA, ROUTED_TO, WHY, APPROVALS = range(9)

@@ -157,7 +157,6 @@ def test_the_active_version_and_an_unknown_name_are_refused(draft: PolicyVersion
     assert refused("no-such", lead("other"), simulation.pk).code == "no_such_version"
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_of_two_activations_at_once_the_second_finds_its_simulation_stale() -> None:
     """Both simulations started before either activation: whichever takes the lock second

@@ -54,7 +54,6 @@ def test_deleting_an_audit_event_is_refused(audit: AuditEvent) -> None:
     assert AuditEvent.objects.filter(pk=audit.pk).exists()
 
 
-@pytest.mark.postgres
 @pytest.mark.parametrize(
     "sql",
     [
@@ -75,7 +74,6 @@ def test_database_refuses_raw_edits_of_audit_rows(audit: AuditEvent, sql: str) -
     assert stored(audit) == before
 
 
-@pytest.mark.postgres
 def test_database_refuses_queryset_edits_of_audit_rows(audit: AuditEvent) -> None:
     before = stored(audit)
 
@@ -87,7 +85,6 @@ def test_database_refuses_queryset_edits_of_audit_rows(audit: AuditEvent) -> Non
     assert stored(audit) == before
 
 
-@pytest.mark.postgres
 def test_database_still_accepts_new_audit_rows(audit: AuditEvent) -> None:
     AuditEvent.objects.create(intake=audit.intake, action="intake.idempotency_conflict")
 

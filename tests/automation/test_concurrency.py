@@ -39,7 +39,7 @@ from tests.downstream import Downstream, running_downstream
 
 SECRET = "s" * 32
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 STAGES = ["intake", "validate", "normalize", "enrich", "classify", "decide", "execute", "complete"]
 

@@ -29,8 +29,6 @@ from config.keyset import Cursor, parse_cursor
 from console import context_processors
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
-pytestmark = pytest.mark.postgres
-
 # Most queries any list page or the run page may make (the target at a million runs).
 PAGE_QUERY_LIMIT = 12
 

@@ -37,8 +37,6 @@ from tests.automation.test_page_queries import clone_runs, plan
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 from tests.html_rows import Row, rows
 
-pytestmark = pytest.mark.postgres
-
 # A queue's columns for someone who may work it, in order.
 SELECT, RUN, FROM, AMOUNT, ROUTE, HELD, SLA, WHY, OWNER = range(9)
 

@@ -159,7 +159,6 @@ def test_queue_actions_refuse_a_person_without_the_permission_before_reading_any
     assert refreshed(run).owner is None
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_two_people_claiming_at_once_one_wins(pipeline: Pipeline) -> None:
     run = exhausted(pipeline)
@@ -386,7 +385,6 @@ def test_resolved_by_hand_and_abandoned_runs_leave_the_queue_with_evidence(
         services.run_resolve(run_id=done_by_hand.pk, user=staff, reason="x", evidence="", done=True)
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_two_staff_retrying_the_same_run_at_once_produce_one_retry(pipeline: Pipeline) -> None:
     run = exhausted(pipeline)

@@ -479,7 +479,6 @@ def _activate_in_threads(names: list[str]) -> dict[str, BaseException | None]:
     return results
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_two_activations_at_the_same_moment_leave_exactly_one_active() -> None:
     policy_ensure_defaults()
@@ -504,7 +503,6 @@ def _waiting_on_locks() -> int:
         return int(cursor.fetchone()[0])
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_two_activations_waiting_on_the_active_row_both_succeed_in_turn() -> None:
     policy_ensure_defaults()

@@ -41,7 +41,7 @@ from policy.services import (
 )
 from tests.reports.history import policy_text
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 RUNS = 100_000
 TEMPLATE = 2_000

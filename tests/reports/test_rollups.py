@@ -154,7 +154,6 @@ def queries(client: Client, url: str, **headers: str) -> list[str]:
     return [q["sql"] for q in captured.captured_queries]
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db
 def test_reports_and_metrics_cost_the_same_queries_for_n_and_3n_runs(
     channel: IntakeChannel, ops_lead: User, settings: Any
