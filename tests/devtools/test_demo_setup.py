@@ -48,14 +48,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def start_the_demo() -> None:
-    """What bin/demo prepares on every start, command by command, as it calls them."""
-    for name, *args in [
-        ("seed_history",),
-        ("load_policy", "--activate"),
-        ("demo_setup",),
-        ("intake_mail", "tests/data/mail/", "--progress", "never"),
-    ]:
-        call_command(name, *args, stdout=StringIO(), stderr=StringIO())
+    """What bin/demo prepares on every start: one command."""
+    call_command("prepare_demo", stdout=StringIO(), stderr=StringIO())
 
 
 def row_counts() -> dict[str, int]:
