@@ -21,6 +21,19 @@ from config import embedded_db
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def python(arguments: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """This interpreter in the checkout, as a new process with this environment."""
+    return subprocess.run(  # noqa: S603 - our own interpreter
+        [sys.executable, *arguments],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Iterator[Path]:
     folder = tmp_path / "pg"
@@ -152,15 +165,7 @@ def test_settings_without_database_url_use_the_embedded_server(tmp_path: Path) -
         "print(connection.settings_dict['HOST'])\n"
     )
     try:
-        done = subprocess.run(  # noqa: S603
-            [sys.executable, "-c", script],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-        )
+        done = python(["-c", script], env)
         assert done.returncode == 0, done.stderr
         assert done.stdout.split() == ["gatehouse", str(folder.resolve())]
     finally:
@@ -171,16 +176,7 @@ def test_settings_without_database_url_use_the_embedded_server(tmp_path: Path) -
     ("url", "kind"), [("sqlite:///gatehouse.sqlite3", "sqlite"), ("mysql://u@h/db", "mysql")]
 )
 def test_a_database_url_that_is_not_postgresql_is_refused_in_words(url: str, kind: str) -> None:
-    env = {**os.environ, "DATABASE_URL": url}
-    done = subprocess.run(
-        [sys.executable, "manage.py", "check"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    done = python(["manage.py", "check"], {**os.environ, "DATABASE_URL": url})
     assert done.returncode != 0
     assert f"DATABASE_URL names a {kind} database" in done.stderr
     assert "runs on PostgreSQL only" in done.stderr
