@@ -514,9 +514,15 @@ class EffectControlAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.action(description="Pause deliveries", permissions=["change"])
     def pause(self, request: AuthenticatedHttpRequest, queryset: QuerySet[EffectControl]) -> None:
+        done = 0
         for control in queryset:
-            services.effect_pause(name=control.name, user=request.user)
-        self.message_user(request, f"paused {queryset.count()} effect(s)")
+            try:
+                services.effect_pause(name=control.name, user=request.user)
+            except ServiceError as exc:  # already paused: left as it was, nothing written
+                self.message_user(request, exc.message, messages.WARNING)
+            else:
+                done += 1
+        self.message_user(request, f"paused {done} effect(s)")
 
     @admin.action(description="Resume at 10 per minute", permissions=["change"])
     def resume_slowly(
@@ -534,9 +540,15 @@ class EffectControlAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         queryset: QuerySet[EffectControl],
         rate: int | None,
     ) -> None:
+        done = 0
         for control in queryset:
-            services.effect_resume(name=control.name, user=request.user, rate_per_minute=rate)
-        self.message_user(request, f"resumed {queryset.count()} effect(s)")
+            try:
+                services.effect_resume(name=control.name, user=request.user, rate_per_minute=rate)
+            except ServiceError as exc:  # not paused: left as it was, nothing written
+                self.message_user(request, exc.message, messages.WARNING)
+            else:
+                done += 1
+        self.message_user(request, f"resumed {done} effect(s)")
 
 
 @admin.register(ClassifierModel)

@@ -1111,12 +1111,18 @@ class Simulation(ProgressJob):
     """A dry run of a policy version over past runs' stored interpretations: no model, no effect."""
 
     policy_version = models.CharField(max_length=100)
+    # The version active when it started: what each run is judged by beside the simulated
+    # one, so the impact is what activating it would change. Blank: none was active (or made
+    # before this was kept), and each run is judged by the version that first decided it.
+    baseline_version = models.CharField(max_length=100, blank=True)
     # A command may start one with nobody named: the one field that differs from the base
     # (a batch always has its person), so the type narrows the other way.
     created_by = models.ForeignKey(  # type: ignore[assignment]
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT
     )
-    # [{"run", "event_id", "old", "new", "rules": [...]}] for every decision that would change
+    # [{"run", "event_id", "old", "new", "first", "first_version", "rules": [...]}] for every
+    # run the simulated version decides otherwise than the baseline: old is the baseline's
+    # decision, new the simulated one's, first the decision of the version that first decided it
     changes = models.JSONField(default=list)
 
     def __str__(self) -> str:

@@ -1,30 +1,44 @@
-"""Everything `make demo` prepares: roles, one user per role, an API token, sample requests."""
+"""Everything `make demo` prepares: roles, one user per role, an API token, the demo's policy
+and sample requests, among them work waiting for every group that approves."""
 
 from __future__ import annotations
 
 import json
 import secrets
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import time_machine
 from django.contrib.auth.models import Group, User
 from django.db import transaction
+from django.utils import timezone
 
 from automation import services
 from automation.learning import classifier_train
-from automation.models import ApiToken, ClassifierModel, Customer, Run
+from automation.models import ApiToken, ClassifierModel, Customer, IntakeChannel, Run
 from automation.roles import roles_ensure
 from automation.services.customers import customers_load_in_transaction
+from config.dispatch import drain, inline
 from devtools.fixtures import record_classifier_outcomes
-from policy.services import policy_ensure_defaults
+from policy.models import PolicyVersion
+from policy.schemas import PolicyDocument
+from policy.services import (
+    DEFAULT_VERSION,
+    policy_ensure_defaults,
+    policy_version_activate,
+    policy_version_create,
+)
 
 SAMPLES = Path(__file__).resolve().parent / "demo_samples.json"
 DEMO_USERS = {
     "admin": [],
     "approver": ["security-approvers"],
-    # Amounts over a tier's approval limit (and bank-detail changes) go to finance.
+    # Amounts over a tier's approval limit (and bank-detail changes) go to finance; an amount
+    # needs two of them, so there are two.
     "finance": ["finance-approvers"],
+    "finance2": ["finance-approvers"],
     "opslead": ["ops-leads"],
     "recovery": ["recovery-staff"],
     "auditor": ["auditors"],
@@ -37,6 +51,7 @@ class DemoSetup:
     token: str = ""
     samples: dict[str, str] = field(default_factory=dict)
     customers: str = ""
+    policy: str = ""
 
 
 def _demo_user(username: str, groups: list[str]) -> str:
@@ -94,10 +109,67 @@ def _learning_loop() -> None:
         email.save(update_fields=["shadow_classifiers"])
 
 
+# The demo's policy: the safe default and one rule it lacks, so that some work needs two
+# people. default-1 asks one approver for everything; above this amount, two finance
+# approvers decide (the four-eyes rule for large payments many teams add first).
+DEMO_POLICY = "demo-1"
+AMOUNT_LIMIT = "10000"
+AMOUNT_APPROVAL = {
+    "group": "finance-approvers",
+    "approvers": 2,
+    "expires_after_hours": 72,
+    "escalate_after_hours": 24,
+    "escalate_to": "ops-leads",
+}
+
+
+def _demo_policy() -> str:
+    """Make default-1 with the amount limit the active version, once: a later start leaves
+    whichever version a person has activated since (and writes nothing)."""
+    if PolicyVersion.objects.filter(name=DEMO_POLICY).exists():
+        return "already stored"
+    document = PolicyVersion.objects.get(name=DEFAULT_VERSION).parsed.model_dump(mode="json")
+    document["version"] = DEMO_POLICY
+    document["note"] = (
+        f"{DEFAULT_VERSION} for the demo, with an amount limit: a request about more than "
+        f"{AMOUNT_LIMIT} waits for two finance approvers."
+    )
+    limit = {"approval_above": AMOUNT_LIMIT}
+    document["amount_limits"] = {"standard": limit, "priority": limit}
+    document["amount_approval"] = AMOUNT_APPROVAL
+    policy_version_create(document=PolicyDocument.model_validate(document))
+    policy_version_activate(name=DEMO_POLICY)
+    return "stored and activated"
+
+
+def _take_in(channel: IntakeChannel, case: dict[str, Any]) -> str:
+    """Submit a sample as the API would; the worker takes it from there. A sample that has
+    waited since before this start (`hours_ago`) is taken in and decided back then, with the
+    clock moved as the history does, so its approval request is as old as it says."""
+    record_classifier_outcomes(channel, case)
+    hours = case.get("hours_ago")
+    if hours is None:
+        return str(_submit(channel, case).code)
+    back_then = timezone.now() - timedelta(hours=float(hours))
+    with time_machine.travel(back_then, tick=False), inline() as queue:
+        result = _submit(channel, case)
+        drain(queue, limit=200)
+    return str(result.code)
+
+
+def _submit(channel: IntakeChannel, case: dict[str, Any]) -> services.IntakeResult:
+    return services.intake_submit(
+        channel=channel,
+        raw=json.dumps(case["event"]).encode(),
+        content_type="application/json",
+        source="demo",
+    )
+
+
 def demo_prepare() -> DemoSetup:
     policy_ensure_defaults()
     roles_ensure()
-    setup = DemoSetup()
+    setup = DemoSetup(policy=_demo_policy())
     for username, groups in DEMO_USERS.items():
         setup.passwords[username] = _demo_user(username, groups)
     setup.token = _rotate_demo_token()
@@ -111,12 +183,5 @@ def demo_prepare() -> DemoSetup:
             # invalid would otherwise fail once more, as a new run, on every start).
             setup.samples[event_id] = "already taken in"
             continue
-        record_classifier_outcomes(channel, case)
-        result = services.intake_submit(
-            channel=channel,
-            raw=json.dumps(case["event"]).encode(),
-            content_type="application/json",
-            source="demo",
-        )
-        setup.samples[case["event"]["event_id"]] = str(result.code)
+        setup.samples[event_id] = _take_in(channel, case)
     return setup

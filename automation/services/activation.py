@@ -49,6 +49,12 @@ def simulation_problem(
             f"another version ({active.name}) was activated after the simulation started: "
             "simulate again to see the changes against the version that decides runs now"
         )
+    if active is not None and simulation.baseline_version != active.name:
+        compared = simulation.baseline_version or "how the runs were first decided"
+        return (
+            f"that simulation compared with {compared}, not with the active version "
+            f"{active.name}: simulate again"
+        )
     return None
 
 

@@ -52,7 +52,9 @@ from automation.services.payloads import binding_of
 from automation.services.runlog import log_run
 from automation.services.sending import DELIVER_EFFECT_TASK
 from automation.signals import effect_sent_downstream
+from automation.vocabulary import Kind, label
 from config.dispatch import Priority, batch, enqueue_after_commit
+from config.errors import ServiceError
 from policy.models import PolicyVersion
 
 DELIVERABLE = [EffectStatus.PENDING, EffectStatus.RETRY_WAIT]
@@ -502,11 +504,20 @@ def _may_control(user: User) -> None:
         raise PermissionDenied("you may not pause or resume effects")
 
 
+# A pause or resume that would change nothing is refused, so the trail records only changes.
+ALREADY_PAUSED = "already_paused"
+NOT_PAUSED = "not_paused"
+
+
 @transaction.atomic(durable=True)
 def effect_pause(*, name: str, user: User) -> EffectControl:
     """Hold every delivery of this effect: due ones wait instead of using up attempts."""
     _may_control(user)
     control, _ = EffectControl.objects.select_for_update().get_or_create(name=name)
+    if control.paused:
+        raise ServiceError(
+            ALREADY_PAUSED, f"{label(Kind.EFFECT, name)} is already paused: nothing was changed"
+        )
     control.paused = True
     control.changed_by = user
     control.save()
@@ -516,9 +527,12 @@ def effect_pause(*, name: str, user: User) -> EffectControl:
 
 @transaction.atomic(durable=True)
 def effect_resume(*, name: str, user: User, rate_per_minute: int | None) -> EffectControl:
-    """Let deliveries go again, at most `rate_per_minute` so the receiver can recover."""
+    """Let deliveries go again, at most `rate_per_minute` so the receiver can recover. Only a
+    paused effect resumes: to change the rate of a running one, pause it first."""
     _may_control(user)
-    control, _ = EffectControl.objects.select_for_update().get_or_create(name=name)
+    control = EffectControl.objects.select_for_update().filter(name=name).first()
+    if control is None or not control.paused:
+        raise ServiceError(NOT_PAUSED, _not_paused(name, control))
     control.paused = False
     control.rate_per_minute = rate_per_minute
     control.changed_by = user
@@ -538,6 +552,16 @@ def effect_resume(*, name: str, user: User, rate_per_minute: int | None) -> Effe
         None, AuditAction.EFFECT_RESUMED, actor=user, effect=name, rate_per_minute=rate_per_minute
     )
     return control
+
+
+def _not_paused(name: str, control: EffectControl | None) -> str:
+    rate = control.rate_per_minute if control is not None else None
+    going = f"at {rate} per minute" if rate else "at full speed"
+    return (
+        f"{label(Kind.EFFECT, name)} is not paused: its deliveries are going {going}, and "
+        "nothing was changed "
+        "(to resume it at another rate, pause it first)"
+    )
 
 
 def effect_is_authorized(effect: Effect) -> bool:

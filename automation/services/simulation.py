@@ -1,8 +1,11 @@
-"""Re-evaluate past runs under another policy version: what would have been decided.
+"""Re-evaluate past runs under another policy version: what activating it would change.
 
 Pure evaluation over each run's stored interpretation and enrichment: no classifier call, no
-effect, no change to any run. The old decision is the run's own version evaluated again
-(evaluation is deterministic), so old and new differ only by the policy.
+effect, no change to any run. Each run is judged twice on the same reading: by the version
+active when the simulation started (the baseline) and by the simulated one. Only where those
+two differ is a change counted, so a draft's impact is its own difference from the active
+version, never what an older version once decided. How the run was first decided (its own
+version evaluated again: evaluation is deterministic) is kept beside it, as a separate fact.
 """
 
 from __future__ import annotations
@@ -48,8 +51,10 @@ def simulation_start(
     if user is not None and not user.has_perm(SIMULATE):
         raise PermissionDenied("you may not simulate policy versions")
     PolicyVersion.objects.get(name=version)  # must exist (drafts included)
+    active = PolicyVersion.objects.filter(is_active=True).values_list("name", flat=True).first()
     simulation = Simulation.objects.create(
         policy_version=version,
+        baseline_version=active or "",
         since=since,
         until=until,
         created_by=user,
@@ -64,8 +69,13 @@ def _verdict(decision: Decision) -> str:
     return decision.verdict.value
 
 
-def compare(run: Run, old: PolicyDocument, new: PolicyDocument) -> dict[str, Any] | None:
-    """The change for one run, or None when the new version decides it the same way."""
+def compare(
+    run: Run, old: PolicyDocument, new: PolicyDocument, *, first: PolicyDocument | None = None
+) -> dict[str, Any] | None:
+    """The change for one run from `old` (the baseline) to `new`, or None when both decide it
+    the same way; `first` is the version that first decided the run (`old` when not given),
+    shown beside it."""
+    first = first or old
     # The same reading and words (signals too) judged by both versions.
     before, after = decision_of(run, old), decision_of(run, new)
     if _verdict(before) == _verdict(after) and before.effect == after.effect:
@@ -76,6 +86,8 @@ def compare(run: Run, old: PolicyDocument, new: PolicyDocument) -> dict[str, Any
         "event_id": run.event_id,
         "old": _verdict(before),
         "new": _verdict(after),
+        "first": _verdict(decision_of(run, first)) if first is not old else _verdict(before),
+        "first_version": first.version,
         "rules": differing,
     }
 
@@ -104,6 +116,13 @@ def _differing_rules(before: Decision, after: Decision) -> list[dict[str, Any]]:
     return differing
 
 
+def _parsed(documents: dict[str, PolicyDocument], name: str) -> PolicyDocument:
+    """The version named, parsed once per chunk."""
+    if name not in documents:
+        documents[name] = PolicyVersion.objects.get(name=name).parsed
+    return documents[name]
+
+
 def simulation_step(*, simulation_id: int) -> bool:
     """Judge the next chunk of runs; False when done. The position commits with each chunk."""
     with transaction.atomic(durable=True):
@@ -111,15 +130,13 @@ def simulation_step(*, simulation_id: int) -> bool:
         if job_settled(simulation):
             return False
         ids = simulation.run_ids[simulation.done : simulation.done + CHUNK]
-        new = PolicyVersion.objects.get(name=simulation.policy_version).parsed
         documents: dict[str, PolicyDocument] = {}
+        new = _parsed(documents, simulation.policy_version)
         changes = []
         for run in Run.objects.filter(pk__in=ids).order_by("created_at", "pk"):
-            if run.policy_version not in documents:
-                documents[run.policy_version] = PolicyVersion.objects.get(
-                    name=run.policy_version
-                ).parsed
-            change = compare(run, documents[run.policy_version], new)
+            first = _parsed(documents, run.policy_version)
+            baseline = _parsed(documents, simulation.baseline_version or run.policy_version)
+            change = compare(run, baseline, new, first=first)
             if change is not None:
                 changes.append(change)
         simulation.done += len(ids)

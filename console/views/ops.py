@@ -79,19 +79,29 @@ def _fits(model: Any, field: str, value: str) -> bool:
 def effect_control(request: AuthenticatedHttpRequest, name: str, action: str) -> HttpResponse:
     if action not in {"pause", "resume"} or not _fits(EffectControl, "name", name):
         raise Http404("no such effect control")
-    user = request.user
-    if action == "pause":
-        services.effect_pause(name=name, user=user)
-        messages.success(request, f"{name} paused: deliveries wait without using attempts.")
-        return redirect("automation:queues")
+    try:
+        if action == "pause":
+            _pause(request, name)
+        else:
+            _resume_effect(request, name)
+    except ServiceError as exc:  # it would have changed nothing: nothing was written
+        show_refusal(request, exc)
+    return redirect("automation:queues")
+
+
+def _pause(request: AuthenticatedHttpRequest, name: str) -> None:
+    services.effect_pause(name=name, user=request.user)
+    messages.success(request, f"{name} paused: deliveries wait without using attempts.")
+
+
+def _resume_effect(request: AuthenticatedHttpRequest, name: str) -> None:
     form = EffectResumeForm(request.POST)
     if not form.is_valid():
         messages.error(request, f"{name} not resumed: {form_problems(form)}")
-        return redirect("automation:queues")
+        return
     per_minute = form.cleaned_data["rate"]
-    services.effect_resume(name=name, user=user, rate_per_minute=per_minute)
+    services.effect_resume(name=name, user=request.user, rate_per_minute=per_minute)
     messages.success(request, f"{name} resumed" + (f" at {per_minute}/min." if per_minute else "."))
-    return redirect("automation:queues")
 
 
 def _filters(form: QueueFilterForm) -> selectors.QueueFilters:

@@ -92,39 +92,34 @@ class VerdictWords:
 
     kind: Kind  # the vocabulary entry that names what the decision does to a run
     code: str
-    was: tuple[str, str]  # what such runs did: one run, several runs
-    now: str  # what they would do
+    does: str  # what a version that decides so does to a run
+    now: str  # what such runs would do
 
 
 VERDICTS = {
     "execute": VerdictWords(
-        Kind.STATE, State.COMPLETED, ("went straight through",) * 2, "go straight through"
+        Kind.STATE, State.COMPLETED, "sends straight through", "go straight through"
     ),
     "approve": VerdictWords(
-        Kind.STATE, State.APPROVAL_REQUIRED, ("waited for approval",) * 2, "wait for approval"
+        Kind.STATE, State.APPROVAL_REQUIRED, "sends for approval", "wait for approval"
     ),
-    "block": VerdictWords(
-        Kind.STATE,
-        State.BLOCKED,
-        ("was stopped by policy", "were stopped by policy"),
-        "be stopped by policy",
-    ),
+    "block": VerdictWords(Kind.STATE, State.BLOCKED, "stops", "be stopped by policy"),
     "low_confidence": VerdictWords(
         Kind.OUTCOME,
         "low_confidence",
-        ("went to a person as an unsure reading", "went to a person as unsure readings"),
+        "sends to a person as an unsure reading",
         "go to a person as an unsure reading",
     ),
     "unsupported": VerdictWords(
         Kind.OUTCOME,
         "unsupported_request",
-        ("was refused as not allowed", "were refused as not allowed"),
+        "refuses as not allowed",
         "be refused as not allowed",
     ),
     "risk_signal": VerdictWords(
         Kind.OUTCOME,
         "risk_signal",
-        ("was held for a person to read first", "were held for a person to read first"),
+        "holds for a person to read first",
         "be held for a person to read first (a risk signal)",
     ),
 }
@@ -149,11 +144,13 @@ def verdict_said(code: str) -> Said:
 
 @dataclass(frozen=True)
 class Move:
-    """How many runs of a simulation one version decides one way and the other another."""
+    """How many runs of a simulation the baseline decides one way and the simulated version
+    another."""
 
     old: Said
     new: Said
     runs: int
+    baseline: str  # who decides them now, as a sentence's subject
 
     @property
     def sentence(self) -> str:
@@ -161,17 +158,25 @@ class Move:
         was, now = VERDICTS.get(self.old.code), VERDICTS.get(self.new.code)
         if was is None or now is None:
             return f"{runs}: {self.old.label} would now be {self.new.label}."
-        did = was.was[0 if self.runs == 1 else 1]
+        did = f"{self.baseline} {was.does}"
         if self.old.code == self.new.code:
             return f"{runs} that {did} would still {now.now}, with another effect."
         return f"{runs} that {did} would now {now.now}."
 
 
+def baseline_of(simulation: Simulation) -> str:
+    """What a simulation's changes are measured against, as a sentence's subject."""
+    if simulation.baseline_version:
+        return f"the active version {simulation.baseline_version}"
+    return "the version that first decided them"
+
+
 def moves_of(simulation: Simulation) -> list[Move]:
-    """The simulation's changes counted by (decided, would be), the largest first."""
+    """The simulation's changes counted by (baseline decides, would be), the largest first."""
     counted = Counter((change["old"], change["new"]) for change in simulation.changes)
+    baseline = baseline_of(simulation)
     return [
-        Move(verdict_said(old), verdict_said(new), runs)
+        Move(verdict_said(old), verdict_said(new), runs, baseline)
         for (old, new), runs in sorted(counted.items(), key=lambda item: (-item[1], item[0]))
     ]
 
@@ -418,12 +423,19 @@ def _confirmation(request: AuthenticatedHttpRequest, version: PolicyVersion) -> 
 def simulation(request: AuthenticatedHttpRequest, simulation_id: int) -> HttpResponse:
     item = get_object_or_404(Simulation, pk=simulation_id)
     changes = [
-        {**change, "old_said": verdict_said(change["old"]), "new_said": verdict_said(change["new"])}
+        {
+            **change,
+            "old_said": verdict_said(change["old"]),
+            "new_said": verdict_said(change["new"]),
+            # Kept since the baseline is the active version; before, old was the first.
+            "first_said": verdict_said(change.get("first", change["old"])),
+        }
         for change in item.changes[:200]
     ]
     context = {
         "simulation": item,
         "policy_url": policy_url(item.policy_version),
+        "baseline": baseline_of(item),
         "moves": moves_of(item),
         "changes": changes,
     }

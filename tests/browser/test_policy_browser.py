@@ -130,28 +130,32 @@ def test_ops_lead_edits_the_threshold_sees_diff_and_simulation_and_activates(
     expect(page.get_by_role("heading", level=1)).to_have_text("Simulation of policy-2")
     expect(page.get_by_test_id("simulation-status")).to_contain_text("Finished", timeout=15_000)
     expect(page.get_by_test_id("simulation-progress")).to_contain_text("1 / 1")
-    expect(page.get_by_test_id("simulation-summary")).to_have_text("1 decision would change:")
+    expect(page.get_by_test_id("simulation-summary")).to_have_text(
+        "1 decision would change from the active version policy-1:"
+    )
     expect(page.get_by_test_id("impact-sentences")).to_have_text(
-        "1 run that went straight through would now go to a person as an unsure reading."
+        "1 run that the active version policy-1 sends straight through would now go to a "
+        "person as an unsure reading."
     )
     changes = page.get_by_test_id("simulation-changes").locator("tbody tr")
     expect(changes).to_have_count(1)
     expect(changes.locator("td")).to_have_text(
         [
             f"#{run.pk} · {run.event_id}",
+            "Done under policy-1",
             "Done execute",
             "Unsure reading low_confidence",
             re.compile(r"^Confidence now stops it: .+"),
         ]
     )
-    expect(changes.locator("td").nth(3).locator("small.code")).to_have_text(["confidence.support"])
+    expect(changes.locator("td").nth(4).locator("small.code")).to_have_text(["confidence.support"])
     page.screenshot(path=SIM_PNG, full_page=True)
 
     page.get_by_role("link", name="← policy-2").click()
 
     expect(page).to_have_url(re.compile(r"/policy/policy-2/$"))
     expect(page.get_by_test_id("simulations").get_by_role("listitem")).to_contain_text(
-        ["1 of 1 run judged, 1 would be decided differently · Finished"]
+        ["1 of 1 run judged, 1 would be decided differently from policy-1 · Finished"]
     )
     page.get_by_role("link", name="Activate policy-2").click()
 
@@ -268,7 +272,10 @@ def test_ops_lead_changes_a_threshold_with_the_form_simulates_confirms_and_activ
 
     expect(page).to_have_url(re.compile(r"/policy/simulations/\d+/$"))
     expect(page.get_by_test_id("simulation-status")).to_contain_text("Finished")
-    impact = "1 run that went straight through would now go to a person as an unsure reading."
+    impact = (
+        "1 run that the active version policy-1 sends straight through would now go to a person "
+        "as an unsure reading."
+    )
     expect(page.get_by_test_id("impact-sentences")).to_have_text(impact)
     moves = page.get_by_test_id("moves").locator("tbody tr td")
     expect(moves).to_have_text(["Done execute", "Unsure reading low_confidence", "1"])

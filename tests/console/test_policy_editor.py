@@ -379,7 +379,10 @@ def test_a_fresh_simulation_leads_through_the_confirmation_to_activation(
     reading["value"]["confidence"] = 0.6
     pipeline.run(pipeline.submit(event, [reading]))
     simulation = simulated("policy-2")
-    moved = "1 run that went straight through would now go to a person as an unsure reading."
+    moved = (
+        "1 run that the active version policy-1 sends straight through would now go to a person "
+        "as an unsure reading."
+    )
 
     detail = client.get(reverse("automation:policy", args=["policy-2"])).content.decode()
     assert f'href="{activate_url()}"' in detail
@@ -418,7 +421,10 @@ def test_the_simulation_page_reads_in_labels(
     simulation = simulated("policy-2")
     page = client.get(reverse("automation:simulation", args=[simulation.pk])).content.decode()
     assert "execute → low_confidence" not in page
-    assert "1 run that went straight through would now go to a person as an unsure reading." in page
+    assert (
+        "1 run that the active version policy-1 sends straight through would now go to a person "
+        "as an unsure reading."
+    ) in page
     assert '<small class="code">execute</small>' in page  # the code only as secondary text
     assert ">Finished</span>" in page
     assert "Confidence <strong>now stops it</strong>" in page

@@ -250,7 +250,10 @@ def test_editor_saves_a_draft_shows_the_diff_simulates_and_activates(
         started = client.post(reverse("automation:policy_simulate", args=["policy-2"]), {})
     pipeline.drain()
     result = client.get(started["Location"]).content.decode()
-    moved = "1 run that went straight through would now go to a person as an unsure reading."
+    moved = (
+        "1 run that the active version policy-1 sends straight through would now go to a person "
+        "as an unsure reading."
+    )
     assert moved in result
 
     url = reverse("automation:policy_activate", args=["policy-2"])

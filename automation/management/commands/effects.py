@@ -46,6 +46,12 @@ class Command(BaseCommand):
         if action == "retry-held":
             self._retry_held(options)
             return
+        try:
+            self._control(action, options)
+        except ServiceError as exc:  # it would have changed nothing: nothing was written
+            raise CommandError(exc.message) from exc
+
+    def _control(self, action: str, options: dict[str, Any]) -> None:
         user = user_named(options["user"])
         if action == "pause":
             services.effect_pause(name=options["effect"], user=user)

@@ -12,7 +12,10 @@ from policy.models import PolicyVersion
 
 
 class Command(BaseCommand):
-    help = "Re-evaluate past runs under a policy version (a dry run: no model call, no effect)."
+    help = (
+        "Re-evaluate past runs under a policy version and the active one: what activating it "
+        "would change (a dry run: no model call, no effect)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--policy", required=True, help="the version to judge them by")
@@ -36,9 +39,10 @@ class Command(BaseCommand):
         simulation.refresh_from_db()
         self.stdout.write("")
         moves = Counter(f"{c['old']} -> {c['new']}" for c in simulation.changes)
+        baseline = simulation.baseline_version or "the version that first decided each"
         self.stdout.write(
-            f"{simulation.total} run(s) judged again under {simulation.policy_version}: "
-            f"{len(simulation.changes)} decision(s) would change"
+            f"{simulation.total} run(s) judged again under {simulation.policy_version} and "
+            f"{baseline}: {len(simulation.changes)} decision(s) would change"
         )
         for move, count in sorted(moves.items()):
             self.stdout.write(f"  {move}: {count}")
