@@ -14,11 +14,12 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from automation import selectors, services
-from automation.api_schemas import ApiError
+from automation.api_schemas import LENGTH_REQUIRED, ApiError
 from automation.conf import IntSetting, setting
 from automation.models import ApiToken, Outcome, Run
 from automation.openapi import openapi_document
 from automation.services.intake import MAIL_TYPE
+from config.inputs import parse_number
 from policy.models import PolicyVersion
 
 View = Callable[..., JsonResponse]
@@ -85,7 +86,25 @@ ACCEPTED_TYPES: dict[str, IntSetting] = {
 }
 
 
-def _body_problem(request: HttpRequest) -> JsonResponse | None:
+def _chunked(request: HttpRequest) -> bool:
+    """Sent with `Transfer-Encoding: chunked` and no Content-Length: Django reads such a body
+    as empty, whichever server decoded it."""
+    encoding = request.META.get("HTTP_TRANSFER_ENCODING", "")
+    return "chunked" in encoding.lower() and not request.META.get("CONTENT_LENGTH")
+
+
+def _read_chunked(request: HttpRequest, limit: int) -> bytes | None:
+    """A chunked body, at most `limit` + 1 bytes of it, from a server that decoded it and ends
+    the input where the body ends (it says so with `wsgi.input_terminated`, as gunicorn
+    does); None under a server that passes the chunks on undecoded (runserver)."""
+    if not request.META.get("wsgi.input_terminated"):
+        return None
+    return bytes(request.META["wsgi.input"].read(limit + 1))
+
+
+def _body(request: HttpRequest) -> bytes | JsonResponse:
+    """The body, within its content type's limit; or the answer that refuses it, before
+    anything is stored."""
     content_type = request.content_type or ""
     if content_type not in ACCEPTED_TYPES:
         return _error(
@@ -94,11 +113,19 @@ def _body_problem(request: HttpRequest) -> JsonResponse | None:
             "send an event as application/json or an e-mail message as message/rfc822",
         )
     limit = setting(ACCEPTED_TYPES[content_type])
-    declared = request.META.get("CONTENT_LENGTH") or "0"
-    if (declared.isdigit() and int(declared) > limit) or len(request.body) > limit:
-        message = f"a request sent as {content_type} is at most {limit} bytes"
-        return _error(413, ApiError.TOO_LARGE, message)
-    return None
+    too_large = _error(
+        413, ApiError.TOO_LARGE, f"a request sent as {content_type} is at most {limit} bytes"
+    )
+    if _chunked(request):
+        raw = _read_chunked(request, limit)
+        if raw is None:
+            return _error(411, ApiError.LENGTH_REQUIRED, LENGTH_REQUIRED)
+    else:
+        declared = parse_number(request.META.get("CONTENT_LENGTH") or "0")
+        if declared is None or declared > limit:
+            return too_large
+        raw = request.body
+    return too_large if len(raw) > limit else raw
 
 
 @csrf_exempt  # token-authenticated machine endpoint: no cookies, so no CSRF exposure
@@ -111,13 +138,13 @@ def submit_event(request: HttpRequest) -> JsonResponse:
     if found is None:
         return _unauthenticated(key)
     token, allocation = found
-    problem = _body_problem(request)
-    if problem is not None:
-        return problem
+    raw = _body(request)
+    if isinstance(raw, JsonResponse):
+        return raw
     try:
         result = services.intake_submit(
             channel=token.channel,
-            raw=request.body,
+            raw=raw,
             content_type=request.content_type or "",
             source=f"api:{token.name}",
             allocation=allocation,

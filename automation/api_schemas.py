@@ -25,9 +25,15 @@ class ApiError(StrEnum):
     UNAUTHENTICATED = "unauthenticated"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     TOO_LARGE = "too_large"
+    LENGTH_REQUIRED = "length_required"
     NO_ACTIVE_POLICY = "no_active_policy"
     NOT_FOUND = "not_found"
 
+
+# What a 411 says: a chunked body reached a server that passes the chunks on undecoded.
+LENGTH_REQUIRED = (
+    "send the body with a Content-Length header: this server does not read a chunked body"
+)
 
 ERROR_MEANINGS: dict[str, str] = {
     ApiError.UNAUTHENTICATED: "No `Authorization: Bearer <token>` header, or a token that is "
@@ -36,6 +42,9 @@ ERROR_MEANINGS: dict[str, str] = {
     "`message/rfc822` (an e-mail). Nothing was stored.",
     ApiError.TOO_LARGE: "The body is larger than its content type allows (the message states "
     "the limit in bytes). Nothing was stored.",
+    ApiError.LENGTH_REQUIRED: "The body was sent in chunks (`Transfer-Encoding: chunked`) to "
+    "a server that cannot read them: send it with a `Content-Length` header. Nothing was "
+    "stored.",
     ApiError.NO_ACTIVE_POLICY: "No policy is active yet, so nothing can be decided. The "
     "request was kept; send it again once an operator has loaded a policy.",
     ApiError.NOT_FOUND: "No run with this id came in through this token's channel.",

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from automation.api_schemas import (
+    LENGTH_REQUIRED,
     ApiError,
     ErrorAnswer,
     RunDetail,
@@ -313,7 +314,11 @@ def openapi_document() -> dict[str, Any]:
                     "run is started for it. The same event id again is answered as the run it "
                     "started (200); the same id with other content is a conflict (409). A "
                     "request that is refused for its content is kept with a failed run, so "
-                    "its answer names that run too.",
+                    "its answer names that run too. A body sent in chunks "
+                    "(`Transfer-Encoding: chunked`, no `Content-Length`) is read, within the "
+                    "same size limit, by Gatehouse under gunicorn, its production server; the "
+                    "development server (`manage.py runserver`) cannot read one and answers 411 "
+                    "before anything is stored.",
                     "requestBody": {
                         "required": True,
                         "content": {
@@ -352,6 +357,11 @@ def openapi_document() -> dict[str, Any]:
                                 "An event over the limit",
                                 "a request sent as application/json is at most 65536 bytes",
                             ),
+                        ),
+                        "411": _json(
+                            error,
+                            "Sent in chunks to a server that cannot read them: nothing stored.",
+                            _refusal(ApiError.LENGTH_REQUIRED, "A chunked body", LENGTH_REQUIRED),
                         ),
                         "415": _json(
                             error,
