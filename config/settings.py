@@ -155,9 +155,15 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-AXES_FAILURE_LIMIT = env_int("GATEHOUSE_LOGIN_FAILURE_LIMIT", 5)
+# Failed logins within a cool-off: LOGIN_ACCOUNT_FAILURE_LIMIT for one account from one address,
+# LOGIN_ADDRESS_FAILURE_LIMIT for any accounts from one address (someone trying many names).
+# django-axes counts both (AXES_LOCKOUT_PARAMETERS) and asks config.login_throttle which
+# limit applies.
+LOGIN_ACCOUNT_FAILURE_LIMIT = env_int("GATEHOUSE_LOGIN_FAILURE_LIMIT", 5)
+LOGIN_ADDRESS_FAILURE_LIMIT = env_int("GATEHOUSE_LOGIN_ADDRESS_FAILURE_LIMIT", 10)
+AXES_FAILURE_LIMIT = "config.login_throttle.failure_limit"
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("GATEHOUSE_LOGIN_COOLOFF_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 # A try while locked out does not push the end of the pause further: the page can say when.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False

@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 import time_machine
+from axes.models import AccessAttempt
 from django.contrib.auth.models import User
 from django.core.cache import caches
+from django.db.models import Sum
 from django.http import HttpResponse
 from django.test import Client, RequestFactory
 
@@ -64,13 +66,37 @@ def _fail(client: Client, username: str, times: int, **headers: str) -> None:
 
 
 @pytest.mark.django_db
-def test_failures_against_other_accounts_never_lock_a_correct_login(fast_hashing: None) -> None:
+def test_failures_against_other_accounts_below_the_address_limit_never_lock_a_correct_login(
+    fast_hashing: None, settings: Any
+) -> None:
     User.objects.create_user("ana", password=PASSWORD)
     attacker = Client()
-    for _ in range(12):
+    for _ in range(settings.LOGIN_ADDRESS_FAILURE_LIMIT - 1):
         _login(attacker, f"nobody-{secrets.token_hex(4)}", "guess")
     # Same address (the test client's), another account: its correct password works.
     assert _login(Client(), "ana", PASSWORD).status_code == 302
+
+
+@pytest.mark.django_db
+def test_many_accounts_tried_from_one_address_pause_that_address(
+    fast_hashing: None, settings: Any
+) -> None:
+    """Someone trying one password on many names from one address: after the address limit
+    (higher than an account's), no name from that address reaches the password check."""
+    settings.LOGIN_ADDRESS_FAILURE_LIMIT = 8
+    User.objects.create_user("ana", password=PASSWORD)
+    statuses = [_login(Client(), f"user-{number}", "guess").status_code for number in range(20)]
+
+    blocked = _login(Client(), "ana", PASSWORD)
+
+    assert statuses == [200] * 7 + [429] * 13  # the eighth failure starts the pause
+    checked = AccessAttempt.objects.aggregate(n=Sum("failures_since_start"))["n"]
+    assert checked == 8  # the others never reached a password check
+    assert blocked.status_code == 429
+    assert b"Too many failed attempts from your address" in blocked.content
+    assert 14 * 60 <= int(blocked["Retry-After"]) <= 15 * 60
+    # Another address is not paused; nor is this one once the cool-off has passed.
+    assert _login(Client(REMOTE_ADDR="192.0.2.7"), "ana", PASSWORD).status_code == 302
 
 
 @pytest.mark.django_db
