@@ -209,3 +209,13 @@ def test_admin_login_shares_the_limit_of_the_console_login(fast_hashing: None) -
     assert blocked.status_code == 429
     assert "_auth_user_id" not in client.session
     assert client.get("/admin/").status_code == 302  # still sent to the login page
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ["/accounts/login/", "/admin/login/", "/api/v1/openapi.json"])
+def test_every_answer_denies_the_browser_features_the_console_never_uses(path: str) -> None:
+    response = Client().get(path)
+
+    policy = dict(item.strip().split("=", 1) for item in response["Permissions-Policy"].split(","))
+    for feature in ("camera", "microphone", "geolocation", "payment", "usb"):
+        assert policy[feature] == "()", feature
