@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import time_machine
 from axes.models import AccessAttempt
+from django.contrib.auth.hashers import identify_hasher, make_password
 from django.contrib.auth.models import User
 from django.core.cache import caches
 from django.db.models import Sum
@@ -63,6 +64,26 @@ def _fail(client: Client, username: str, times: int, **headers: str) -> None:
     for _ in range(times):
         response = _login(client, username, "wrong", **headers)
         assert response.status_code in {200, 429}
+
+
+@pytest.mark.django_db
+def test_a_password_hashed_with_pbkdf2_still_signs_in_and_is_hashed_again_with_argon2() -> None:
+    """Argon2 hashes new passwords; one stored before (PBKDF2) is still read, and the login
+    that reads it stores it again as Argon2."""
+    user = User.objects.create_user("ana")
+    user.password = make_password(PASSWORD, hasher="pbkdf2_sha256")
+    user.save(update_fields=["password"])
+    assert identify_hasher(User.objects.get(pk=user.pk).password).algorithm == "pbkdf2_sha256"
+
+    assert _login(Client(), "ana", PASSWORD).status_code == 302
+
+    stored = User.objects.get(pk=user.pk).password
+    assert identify_hasher(stored).algorithm == "argon2"
+    assert _login(Client(), "ana", PASSWORD).status_code == 302
+    assert (
+        identify_hasher(User.objects.create_user("bea", password=PASSWORD).password).algorithm
+        == "argon2"
+    )
 
 
 @pytest.mark.django_db
