@@ -1,5 +1,5 @@
 """The intake API for integrators: JSON events and e-mail messages, token authentication,
-clear 4xx answers."""
+clear 4xx answers, and every answer under /api/ in JSON (ApiErrorsAsJsonMiddleware)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,12 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import get_script_prefix, reverse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_POST
 
 from automation import selectors, services
-from automation.api_schemas import LENGTH_REQUIRED, ApiError
+from automation.api_schemas import ERROR_MEANINGS, LENGTH_REQUIRED, ApiError
 from automation.conf import IntSetting, setting
 from automation.models import ApiToken, Outcome, Run
 from automation.openapi import openapi_document
@@ -33,8 +32,84 @@ STATUS_BY_CODE = {
 }
 
 
+API_PREFIX = "/api/"
+
+
 def _error(status: int, code: ApiError, message: str) -> JsonResponse:
     return JsonResponse({"error": code, "message": message}, status=status)
+
+
+def _not_allowed(methods: tuple[str, ...]) -> JsonResponse:
+    response = _error(
+        405, ApiError.METHOD_NOT_ALLOWED, f"this address takes {' or '.join(methods)} only"
+    )
+    response["Allow"] = ", ".join(methods)
+    return response
+
+
+def api_view(*methods: str) -> Callable[[View], View]:
+    """An API endpoint taking `methods`: any other is answered 405 in the API's error shape
+    (with Allow). Exempt from CSRF: a token authenticates it, and no cookie is read, so a
+    method it refuses gets that 405, not Django's CSRF page."""
+
+    def decorate(view: View) -> View:
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+            if request.method not in methods:
+                return _not_allowed(methods)
+            return view(request, *args, **kwargs)
+
+        return csrf_exempt(wrapper)
+
+    return decorate
+
+
+@csrf_exempt
+def not_found(request: HttpRequest) -> JsonResponse:
+    """Any address under /api/ that names no endpoint (config.urls sends them all here)."""
+    return _error(
+        404, ApiError.NOT_FOUND, "no such address in the API: /api/v1/openapi.json lists them"
+    )
+
+
+# An error answer made outside the API's views, by its status.
+ERROR_BY_STATUS = {
+    400: ApiError.BAD_REQUEST,
+    404: ApiError.NOT_FOUND,
+    405: ApiError.METHOD_NOT_ALLOWED,
+    413: ApiError.TOO_LARGE,
+}
+KEPT_HEADERS = ("Allow", "Retry-After")
+
+
+class ApiErrorsAsJsonMiddleware:
+    """Under /api/, an error answered by anything but an API view (the NUL refusal, Django's
+    400 for a request it cannot read, its 500 page) is answered in the API's error shape too,
+    with its status and the headers that tell a client what to do (Allow, Retry-After): an
+    integrator's client reads every answer as JSON. First in MIDDLEWARE, so that it sees
+    every other answer."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code < 400 or not request.path.startswith(API_PREFIX):
+            return response
+        if response.get("Content-Type", "").startswith("application/json"):
+            return response
+        return _as_json(response)
+
+
+def _as_json(response: HttpResponse) -> JsonResponse:
+    status = response.status_code
+    fallback = ApiError.SERVER_ERROR if status >= 500 else ApiError.BAD_REQUEST
+    code = ERROR_BY_STATUS.get(status, fallback)
+    answer = _error(status, code, f"HTTP {status}: {ERROR_MEANINGS[code]}")
+    for header in KEPT_HEADERS:
+        if header in response:
+            answer[header] = response[header]
+    return answer
 
 
 def _run_page(request: HttpRequest, run: Run) -> str:
@@ -128,8 +203,7 @@ def _body(request: HttpRequest) -> bytes | JsonResponse:
     return too_large if len(raw) > limit else raw
 
 
-@csrf_exempt  # token-authenticated machine endpoint: no cookies, so no CSRF exposure
-@require_POST
+@api_view("POST")
 def submit_event(request: HttpRequest) -> JsonResponse:
     # The token is checked as token_required does, in the query that also reads what intake
     # needs (ids, the policy version in force): one round trip for both.
@@ -173,7 +247,7 @@ def submit_event(request: HttpRequest) -> JsonResponse:
     return JsonResponse(body, status=status)
 
 
-@require_GET
+@api_view("GET")
 @token_required
 def run_detail(request: HttpRequest, token: ApiToken, run_id: int) -> JsonResponse:
     run = selectors.run_for_channel(run_id=run_id, channel=token.channel)
@@ -182,7 +256,7 @@ def run_detail(request: HttpRequest, token: ApiToken, run_id: int) -> JsonRespon
     return JsonResponse(selectors.run_detail(run, run_page=_run_page(request, run)))
 
 
-@require_GET
+@api_view("GET")
 def openapi(request: HttpRequest) -> JsonResponse:
     """The API described for integrators (OpenAPI 3.1): public, like any API's reference.
     It names its page for people (the same document, rendered) by an absolute address."""

@@ -28,6 +28,9 @@ class ApiError(StrEnum):
     LENGTH_REQUIRED = "length_required"
     NO_ACTIVE_POLICY = "no_active_policy"
     NOT_FOUND = "not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    BAD_REQUEST = "bad_request"
+    SERVER_ERROR = "server_error"
 
 
 # What a 411 says: a chunked body reached a server that passes the chunks on undecoded.
@@ -47,7 +50,14 @@ ERROR_MEANINGS: dict[str, str] = {
     "stored.",
     ApiError.NO_ACTIVE_POLICY: "No policy is active yet, so nothing can be decided. The "
     "request was kept; send it again once an operator has loaded a policy.",
-    ApiError.NOT_FOUND: "No run with this id came in through this token's channel.",
+    ApiError.NOT_FOUND: "No run with this id came in through this token's channel, or no "
+    "such address in the API (a run id is a number).",
+    ApiError.METHOD_NOT_ALLOWED: "This address does not take this method: the `Allow` header "
+    "names the ones it takes. Nothing was stored.",
+    ApiError.BAD_REQUEST: "The request could not be read at all (for example a NUL character "
+    "in its address). Nothing was stored.",
+    ApiError.SERVER_ERROR: "Gatehouse failed to answer: nothing to correct on your side. Send "
+    "the request again later; an event sent again is answered as the run it started.",
 }
 
 ACCEPTED = "accepted"

@@ -15,7 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.test import Client
 
 from approvals.models import ApprovalRequest
-from automation import services
+from automation import selectors, services
 from automation.models import AuditEvent, Effect, IntakeChannel, IntakeRecord, Outcome, Run, State
 from automation.roles import roles_ensure
 from automation.schemas import MAX_JSON_DEPTH
@@ -285,6 +285,58 @@ def test_get_on_events_is_not_allowed(client: Client, key: str) -> None:
 
     assert response.status_code == 405
     assert_nothing_stored()
+
+
+# --- every answer under /api/ is JSON, in the error shape ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "error", "allow"),
+    [
+        ("get", "/api/v1/runs/abc", 404, "not_found", None),
+        ("get", "/api/v1/runs/-1", 404, "not_found", None),
+        ("get", "/api/v1/nothing", 404, "not_found", None),
+        ("get", "/api/", 404, "not_found", None),
+        ("put", "/api/v1/runs/1", 405, "method_not_allowed", "GET"),
+        ("post", "/api/v1/runs/1", 405, "method_not_allowed", "GET"),
+        ("patch", "/api/v1/runs/1", 405, "method_not_allowed", "GET"),
+        ("delete", "/api/v1/runs/1", 405, "method_not_allowed", "GET"),
+        ("get", EVENTS, 405, "method_not_allowed", "POST"),
+        ("put", EVENTS, 405, "method_not_allowed", "POST"),
+        ("post", "/api/v1/openapi.json", 405, "method_not_allowed", "GET"),
+        ("get", "/api/v1/runs/1?x=%00", 400, "bad_request", None),
+    ],
+)
+def test_every_refusal_under_the_api_is_json_in_the_error_shape(
+    key: str, method: str, path: str, status: int, error: str, allow: str | None
+) -> None:
+    # As a real client meets it: with CSRF enforced, as it is outside the test client.
+    client = Client(enforce_csrf_checks=True)
+
+    response = getattr(client, method)(path, headers={"authorization": f"Bearer {key}"})
+
+    assert response.status_code == status
+    assert response["Content-Type"] == "application/json"
+    body = response.json()
+    assert set(body) == {"error", "message"} and body["error"] == error, body
+    assert response.get("Allow") == allow
+    assert_nothing_stored()
+
+
+def test_a_failure_inside_the_api_is_answered_in_json(
+    key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(**kwargs: Any) -> None:
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(selectors, "run_for_channel", broken)
+    client = Client(raise_request_exception=False)
+
+    response = client.get("/api/v1/runs/1", headers={"authorization": f"Bearer {key}"})
+
+    assert response.status_code == 500
+    assert response.json()["error"] == "server_error"
+    assert "the database went away" not in response.content.decode()
 
 
 def test_run_detail_shows_state_versions_and_timed_stages(
