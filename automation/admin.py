@@ -47,7 +47,7 @@ from config.admin_base import (
 )
 from config.errors import ServiceError
 from config.http import AuthenticatedHttpRequest
-from config.inputs import parse_number
+from config.inputs import NumberField, parse_number
 from policy.models import PolicyVersion
 
 
@@ -468,6 +468,7 @@ class IntakeChannelForm(forms.ModelForm):  # type: ignore[type-arg]
             "shares_mail_identity",
             "shadow_classifiers",
         ]
+        field_classes = {"max_classifier_attempts": NumberField}  # ASCII digits only
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
