@@ -94,7 +94,7 @@ class ApiErrorsAsJsonMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if response.status_code < 400 or not request.path.startswith(API_PREFIX):
+        if response.status_code < 400 or not request.path_info.startswith(API_PREFIX):
             return response
         if response.get("Content-Type", "").startswith("application/json"):
             return response

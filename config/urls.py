@@ -17,7 +17,8 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("approvals/", include(approval_urls)),
     path("api/v1/", include("automation.api_urls")),
-    re_path(r"^api/", api.not_found),  # the API's own 404 (JSON), never a console page
+    # The API's own 404 (JSON) for any other address under /api/, never a console page.
+    re_path(r"^api/", api.not_found, name="api_not_found"),
     path("reports/", include(report_urls)),
     path("qa/", include(quality_urls)),
     path("metrics", metrics_view, name="metrics"),
