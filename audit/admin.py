@@ -18,6 +18,7 @@ from config.admin_base import (
     known_values_filter,
     sees_all_approvals,
 )
+from config.inputs import parse_number
 
 
 def _actions(request: HttpRequest) -> list[str]:
@@ -82,6 +83,7 @@ def _named_runs(term: str) -> QuerySet[Any]:
     match = Q(event_id=term) | Q(fingerprint=term) | Q(enrichment__customer__reference=term)
     if term.startswith("<") and term.endswith(">"):
         match |= Q(event_id=term[1:-1])
-    if term.isdigit() and len(term) <= 18:
-        match |= Q(pk=int(term))
+    number = parse_number(term)
+    if number is not None:
+        match |= Q(pk=number)
     return run.objects.filter(match).values("pk")

@@ -1,5 +1,5 @@
 """The intake API for integrators: JSON events and e-mail messages, token authentication,
-clear 4xx answers."""
+clear 4xx answers, and every answer under /api/ in JSON (ApiErrorsAsJsonMiddleware)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,17 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import get_script_prefix, reverse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_POST
 
 from automation import selectors, services
-from automation.api_schemas import ApiError
+from automation.api_schemas import ERROR_MEANINGS, LENGTH_REQUIRED, ApiError
 from automation.conf import IntSetting, setting
 from automation.models import ApiToken, Outcome, Run
 from automation.openapi import openapi_document
 from automation.services.intake import MAIL_TYPE
+from config.inputs import parse_number
 from policy.models import PolicyVersion
 
 View = Callable[..., JsonResponse]
@@ -32,8 +32,84 @@ STATUS_BY_CODE = {
 }
 
 
+API_PREFIX = "/api/"
+
+
 def _error(status: int, code: ApiError, message: str) -> JsonResponse:
     return JsonResponse({"error": code, "message": message}, status=status)
+
+
+def _not_allowed(methods: tuple[str, ...]) -> JsonResponse:
+    response = _error(
+        405, ApiError.METHOD_NOT_ALLOWED, f"this address takes {' or '.join(methods)} only"
+    )
+    response["Allow"] = ", ".join(methods)
+    return response
+
+
+def api_view(*methods: str) -> Callable[[View], View]:
+    """An API endpoint taking `methods`: any other is answered 405 in the API's error shape
+    (with Allow). Exempt from CSRF: a token authenticates it, and no cookie is read, so a
+    method it refuses gets that 405, not Django's CSRF page."""
+
+    def decorate(view: View) -> View:
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+            if request.method not in methods:
+                return _not_allowed(methods)
+            return view(request, *args, **kwargs)
+
+        return csrf_exempt(wrapper)
+
+    return decorate
+
+
+@csrf_exempt
+def not_found(request: HttpRequest) -> JsonResponse:
+    """Any address under /api/ that names no endpoint (config.urls sends them all here)."""
+    return _error(
+        404, ApiError.NOT_FOUND, "no such address in the API: /api/v1/openapi.json lists them"
+    )
+
+
+# An error answer made outside the API's views, by its status.
+ERROR_BY_STATUS = {
+    400: ApiError.BAD_REQUEST,
+    404: ApiError.NOT_FOUND,
+    405: ApiError.METHOD_NOT_ALLOWED,
+    413: ApiError.TOO_LARGE,
+}
+KEPT_HEADERS = ("Allow", "Retry-After")
+
+
+class ApiErrorsAsJsonMiddleware:
+    """Under /api/, an error answered by anything but an API view (the NUL refusal, Django's
+    400 for a request it cannot read, its 500 page) is answered in the API's error shape too,
+    with its status and the headers that tell a client what to do (Allow, Retry-After): an
+    integrator's client reads every answer as JSON. First in MIDDLEWARE, so that it sees
+    every other answer."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code < 400 or not request.path_info.startswith(API_PREFIX):
+            return response
+        if response.get("Content-Type", "").startswith("application/json"):
+            return response
+        return _as_json(response)
+
+
+def _as_json(response: HttpResponse) -> JsonResponse:
+    status = response.status_code
+    fallback = ApiError.SERVER_ERROR if status >= 500 else ApiError.BAD_REQUEST
+    code = ERROR_BY_STATUS.get(status, fallback)
+    answer = _error(status, code, f"HTTP {status}: {ERROR_MEANINGS[code]}")
+    for header in KEPT_HEADERS:
+        if header in response:
+            answer[header] = response[header]
+    return answer
 
 
 def _run_page(request: HttpRequest, run: Run) -> str:
@@ -85,7 +161,25 @@ ACCEPTED_TYPES: dict[str, IntSetting] = {
 }
 
 
-def _body_problem(request: HttpRequest) -> JsonResponse | None:
+def _chunked(request: HttpRequest) -> bool:
+    """Sent with `Transfer-Encoding: chunked` and no Content-Length: Django reads such a body
+    as empty, whichever server decoded it."""
+    encoding = request.META.get("HTTP_TRANSFER_ENCODING", "")
+    return "chunked" in encoding.lower() and not request.META.get("CONTENT_LENGTH")
+
+
+def _read_chunked(request: HttpRequest, limit: int) -> bytes | None:
+    """A chunked body, at most `limit` + 1 bytes of it, from a server that decoded it and ends
+    the input where the body ends (it says so with `wsgi.input_terminated`, as gunicorn
+    does); None under a server that passes the chunks on undecoded (runserver)."""
+    if not request.META.get("wsgi.input_terminated"):
+        return None
+    return bytes(request.META["wsgi.input"].read(limit + 1))
+
+
+def _body(request: HttpRequest) -> bytes | JsonResponse:
+    """The body, within its content type's limit; or the answer that refuses it, before
+    anything is stored."""
     content_type = request.content_type or ""
     if content_type not in ACCEPTED_TYPES:
         return _error(
@@ -94,15 +188,22 @@ def _body_problem(request: HttpRequest) -> JsonResponse | None:
             "send an event as application/json or an e-mail message as message/rfc822",
         )
     limit = setting(ACCEPTED_TYPES[content_type])
-    declared = request.META.get("CONTENT_LENGTH") or "0"
-    if (declared.isdigit() and int(declared) > limit) or len(request.body) > limit:
-        message = f"a request sent as {content_type} is at most {limit} bytes"
-        return _error(413, ApiError.TOO_LARGE, message)
-    return None
+    too_large = _error(
+        413, ApiError.TOO_LARGE, f"a request sent as {content_type} is at most {limit} bytes"
+    )
+    if _chunked(request):
+        raw = _read_chunked(request, limit)
+        if raw is None:
+            return _error(411, ApiError.LENGTH_REQUIRED, LENGTH_REQUIRED)
+    else:
+        declared = parse_number(request.META.get("CONTENT_LENGTH") or "0")
+        if declared is None or declared > limit:
+            return too_large
+        raw = request.body
+    return too_large if len(raw) > limit else raw
 
 
-@csrf_exempt  # token-authenticated machine endpoint: no cookies, so no CSRF exposure
-@require_POST
+@api_view("POST")
 def submit_event(request: HttpRequest) -> JsonResponse:
     # The token is checked as token_required does, in the query that also reads what intake
     # needs (ids, the policy version in force): one round trip for both.
@@ -111,13 +212,13 @@ def submit_event(request: HttpRequest) -> JsonResponse:
     if found is None:
         return _unauthenticated(key)
     token, allocation = found
-    problem = _body_problem(request)
-    if problem is not None:
-        return problem
+    raw = _body(request)
+    if isinstance(raw, JsonResponse):
+        return raw
     try:
         result = services.intake_submit(
             channel=token.channel,
-            raw=request.body,
+            raw=raw,
             content_type=request.content_type or "",
             source=f"api:{token.name}",
             allocation=allocation,
@@ -146,7 +247,7 @@ def submit_event(request: HttpRequest) -> JsonResponse:
     return JsonResponse(body, status=status)
 
 
-@require_GET
+@api_view("GET")
 @token_required
 def run_detail(request: HttpRequest, token: ApiToken, run_id: int) -> JsonResponse:
     run = selectors.run_for_channel(run_id=run_id, channel=token.channel)
@@ -155,7 +256,7 @@ def run_detail(request: HttpRequest, token: ApiToken, run_id: int) -> JsonRespon
     return JsonResponse(selectors.run_detail(run, run_page=_run_page(request, run)))
 
 
-@require_GET
+@api_view("GET")
 def openapi(request: HttpRequest) -> JsonResponse:
     """The API described for integrators (OpenAPI 3.1): public, like any API's reference.
     It names its page for people (the same document, rendered) by an absolute address."""

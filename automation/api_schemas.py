@@ -25,9 +25,18 @@ class ApiError(StrEnum):
     UNAUTHENTICATED = "unauthenticated"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     TOO_LARGE = "too_large"
+    LENGTH_REQUIRED = "length_required"
     NO_ACTIVE_POLICY = "no_active_policy"
     NOT_FOUND = "not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    BAD_REQUEST = "bad_request"
+    SERVER_ERROR = "server_error"
 
+
+# What a 411 says: a chunked body reached a server that passes the chunks on undecoded.
+LENGTH_REQUIRED = (
+    "send the body with a Content-Length header: this server does not read a chunked body"
+)
 
 ERROR_MEANINGS: dict[str, str] = {
     ApiError.UNAUTHENTICATED: "No `Authorization: Bearer <token>` header, or a token that is "
@@ -36,9 +45,19 @@ ERROR_MEANINGS: dict[str, str] = {
     "`message/rfc822` (an e-mail). Nothing was stored.",
     ApiError.TOO_LARGE: "The body is larger than its content type allows (the message states "
     "the limit in bytes). Nothing was stored.",
+    ApiError.LENGTH_REQUIRED: "The body was sent in chunks (`Transfer-Encoding: chunked`) to "
+    "a server that cannot read them: send it with a `Content-Length` header. Nothing was "
+    "stored.",
     ApiError.NO_ACTIVE_POLICY: "No policy is active yet, so nothing can be decided. The "
     "request was kept; send it again once an operator has loaded a policy.",
-    ApiError.NOT_FOUND: "No run with this id came in through this token's channel.",
+    ApiError.NOT_FOUND: "No run with this id came in through this token's channel, or no "
+    "such address in the API (a run id is a number).",
+    ApiError.METHOD_NOT_ALLOWED: "This address does not take this method: the `Allow` header "
+    "names the ones it takes. Nothing was stored.",
+    ApiError.BAD_REQUEST: "The request could not be read at all (for example a NUL character "
+    "in its address). Nothing was stored.",
+    ApiError.SERVER_ERROR: "Gatehouse failed to answer: nothing to correct on your side. Send "
+    "the request again later; an event sent again is answered as the run it started.",
 }
 
 ACCEPTED = "accepted"

@@ -16,12 +16,14 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from automation.api_schemas import (
+    ERROR_MEANINGS,
+    LENGTH_REQUIRED,
     ApiError,
     ErrorAnswer,
     RunDetail,
     SubmitAnswer,
 )
-from automation.schemas import IntakeEvent
+from automation.schemas import EffectName, IntakeEvent
 
 REF = "#/components/schemas/{model}"
 
@@ -253,6 +255,45 @@ UNAUTHENTICATED = _refusal(
 )
 
 
+def _refusals(error: dict[str, Any], method: str) -> dict[str, Any]:
+    """The answers every API address may give besides its own: another method (405), an
+    address that cannot be read (400) and a failure of Gatehouse itself (500). Each is in the
+    error shape, as every answer under /api/ is (automation.api.ApiErrorsAsJsonMiddleware)."""
+    return {
+        "405": _json(
+            error,
+            f"This address takes {method} only: any other method is refused, with an `Allow` "
+            "header that names it.",
+            _refusal(
+                ApiError.METHOD_NOT_ALLOWED, "Another method", f"this address takes {method} only"
+            ),
+        ),
+        "500": _json(
+            error,
+            "Gatehouse failed to answer: send the request again later.",
+            _refusal(
+                ApiError.SERVER_ERROR,
+                "A failure on Gatehouse's side",
+                f"HTTP 500: {ERROR_MEANINGS[ApiError.SERVER_ERROR]}",
+            ),
+        ),
+    }
+
+
+UNREADABLE = _refusal(
+    ApiError.BAD_REQUEST,
+    "A NUL character in the address",
+    f"HTTP 400: {ERROR_MEANINGS[ApiError.BAD_REQUEST]}",
+)
+
+# What a text field of an event may hold: at least one character that is not white space
+# (the contract refuses a blank one) and no NUL (PostgreSQL cannot store it; nor a lone
+# surrogate, which no Unicode string holds). White space is what Python's `re` and the
+# contract's str.strip() call white space.
+STORED_TEXT = r"^[^\u0000]*[^\s\u0000][^\u0000]*$"
+TEXT_FIELDS = ("event_id", "subject", "body", "requested_action")
+
+
 def _json(
     schema: dict[str, Any], description: str, examples: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -275,8 +316,14 @@ def _components() -> dict[str, Any]:
         schema = TypeAdapter(contract).json_schema(ref_template=REF)
         schemas.update(schema.pop("$defs", {}))
         schemas[name] = schema
+    event = schemas["IntakeEvent"]["properties"]
     for field, description in INTAKE_FIELDS.items():
-        schemas["IntakeEvent"]["properties"][field]["description"] = description
+        event[field]["description"] = description
+    for field in TEXT_FIELDS:
+        event[field]["pattern"] = STORED_TEXT
+    # Open in the contract (an action outside the allowlist is kept, with an
+    # `unsupported_request` run), but only these are ever performed.
+    event["requested_action"]["enum"] = [e.value for e in EffectName]
     problem = schemas["FieldProblem"]
     problem["description"] = "One thing wrong with the request."
     problem["properties"]["field"]["description"] = (
@@ -313,7 +360,11 @@ def openapi_document() -> dict[str, Any]:
                     "run is started for it. The same event id again is answered as the run it "
                     "started (200); the same id with other content is a conflict (409). A "
                     "request that is refused for its content is kept with a failed run, so "
-                    "its answer names that run too.",
+                    "its answer names that run too. A body sent in chunks "
+                    "(`Transfer-Encoding: chunked`, no `Content-Length`) is read, within the "
+                    "same size limit, by Gatehouse under gunicorn, its production server; the "
+                    "development server (`manage.py runserver`) cannot read one and answers 411 "
+                    "before anything is stored.",
                     "requestBody": {
                         "required": True,
                         "content": {
@@ -322,7 +373,11 @@ def openapi_document() -> dict[str, Any]:
                                 "examples": EXAMPLES,
                             },
                             "message/rfc822": {
-                                "schema": {"type": "string", "description": MAIL_BODY},
+                                "schema": {
+                                    "type": "string",
+                                    "format": "email-message",
+                                    "description": MAIL_BODY,
+                                },
                                 "examples": {
                                     "mail": {"summary": "An e-mail", "value": MAIL_EXAMPLE}
                                 },
@@ -333,10 +388,11 @@ def openapi_document() -> dict[str, Any]:
                         "202": _json(submitted, "Accepted: a run started.", answers["202"]),
                         "200": _json(submitted, "Sent before: the run it started.", answers["200"]),
                         "400": _json(
-                            submitted,
+                            {"oneOf": [submitted, error]},
                             "Not JSON at all (or nested or numbered past the limits): kept "
-                            "with a failed run.",
-                            answers["400"],
+                            "with a failed run. Or an address that cannot be read: nothing "
+                            "stored.",
+                            {**answers["400"], **UNREADABLE},
                         ),
                         "401": _json(error, "No valid token.", UNAUTHENTICATED),
                         "409": _json(
@@ -352,6 +408,11 @@ def openapi_document() -> dict[str, Any]:
                                 "An event over the limit",
                                 "a request sent as application/json is at most 65536 bytes",
                             ),
+                        ),
+                        "411": _json(
+                            error,
+                            "Sent in chunks to a server that cannot read them: nothing stored.",
+                            _refusal(ApiError.LENGTH_REQUIRED, "A chunked body", LENGTH_REQUIRED),
                         ),
                         "415": _json(
                             error,
@@ -379,6 +440,7 @@ def openapi_document() -> dict[str, Any]:
                                 "then",
                             ),
                         ),
+                        **_refusals(error, "POST"),
                     },
                 }
             },
@@ -395,7 +457,7 @@ def openapi_document() -> dict[str, Any]:
                             "in": "path",
                             "required": True,
                             "description": "The run's id, as the answer to sending named it.",
-                            "schema": {"type": "integer"},
+                            "schema": {"type": "integer", "minimum": 0},
                             "example": 123,
                         }
                     ],
@@ -405,16 +467,29 @@ def openapi_document() -> dict[str, Any]:
                             "The run, with its stages, versions and rules.",
                             {"completed": _example("A run that is done", RUN_DETAIL_EXAMPLE)},
                         ),
+                        "400": _json(error, "An address that cannot be read.", UNREADABLE),
                         "401": _json(error, "No valid token.", UNAUTHENTICATED),
                         "404": _json(
                             error,
-                            "No such run for this token.",
-                            _refusal(
-                                ApiError.NOT_FOUND,
-                                "Another channel's run, or none",
-                                "no such run for this token",
-                            ),
+                            "No such run for this token, or no such address (a run id is a "
+                            "number).",
+                            {
+                                **_refusal(
+                                    ApiError.NOT_FOUND,
+                                    "Another channel's run, or none",
+                                    "no such run for this token",
+                                ),
+                                "address": _example(
+                                    "A run id that is not a number",
+                                    {
+                                        "error": ApiError.NOT_FOUND,
+                                        "message": "no such address in the API: "
+                                        "/api/v1/openapi.json lists them",
+                                    },
+                                ),
+                            },
                         ),
+                        **_refusals(error, "GET"),
                     },
                 }
             },

@@ -5,7 +5,9 @@ Django already does that for most bad filters, but not for all: a date-hierarchy
 9999 overflows while the page computes the year's end, a 23-digit year overflows when the
 query is compiled, and a value the database cannot hold fails only when the rows are
 counted. Each of those is the same mistake (a filter value the query cannot carry), so each
-gets the same answer.
+gets the same answer. So does a date-hierarchy part that is not ASCII digits: Django reads
+'\u00b2' as a ValueError but an Arabic-Indic digit as the year, month or day it looks like
+(config.inputs.parse_number).
 """
 
 from __future__ import annotations
@@ -18,15 +20,31 @@ from django.contrib.admin.views.main import ERROR_FLAG, ChangeList
 from django.db import DataError, router, transaction
 from django.http import HttpRequest, HttpResponse
 
+from config.inputs import parse_number
+
 UNQUERYABLE = (ValueError, OverflowError, DataError)
+
+
+DATE_PARTS = ("year", "month", "day")
 
 
 class RobustChangeListBehaviour(ChangeList):
     def get_filters(self, request: HttpRequest) -> Any:
+        self.check_date_parts(request)
         try:
             return super().get_filters(request)
         except UNQUERYABLE as exc:  # e.g. ?created_at__year=9999: its end is past year 9999
             raise IncorrectLookupParameters(exc) from exc
+
+    def check_date_parts(self, request: HttpRequest) -> None:
+        """The date hierarchy's year, month and day are numbers read as every number from a
+        request is: ASCII digits, or the filter is refused."""
+        if not self.date_hierarchy:
+            return
+        for part in DATE_PARTS:
+            for value in request.GET.getlist(f"{self.date_hierarchy}__{part}"):
+                if parse_number(value) is None:
+                    raise IncorrectLookupParameters(f"{part} is not a number: {value!r}")
 
     def get_results(self, request: HttpRequest) -> None:
         # The first queries run here (the counts). A savepoint keeps a failed one from

@@ -20,6 +20,34 @@ CONTENT_SECURITY_POLICY = "; ".join(
     ]
 )
 
+# Browser features no page of the console uses, denied to it and to anything it might embed:
+# a page made to run script here (an injected one, a compromised dependency) cannot ask for a
+# camera, a location or a payment either. Each name is one Chromium recognizes (it warns of
+# any other in the console; the browser test holds that).
+DENIED_FEATURES = (
+    "accelerometer",
+    "autoplay",
+    "camera",
+    "display-capture",
+    "encrypted-media",
+    "fullscreen",
+    "geolocation",
+    "gyroscope",
+    "hid",
+    "idle-detection",
+    "magnetometer",
+    "microphone",
+    "midi",
+    "payment",
+    "picture-in-picture",
+    "publickey-credentials-get",
+    "screen-wake-lock",
+    "serial",
+    "usb",
+    "xr-spatial-tracking",
+)
+PERMISSIONS_POLICY = ", ".join(f"{feature}=()" for feature in DENIED_FEATURES)
+
 
 class ContentSecurityPolicyMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
@@ -29,6 +57,7 @@ class ContentSecurityPolicyMiddleware:
         response = self.get_response(request)
         response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
         response.headers.setdefault("Referrer-Policy", "same-origin")
+        response.headers.setdefault("Permissions-Policy", PERMISSIONS_POLICY)
         return response
 
 

@@ -64,6 +64,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every answer under /api/ is JSON, whichever middleware or view made it.
+    "automation.api.ApiErrorsAsJsonMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "config.middleware.ContentSecurityPolicyMiddleware",
@@ -147,17 +149,35 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
+# Argon2 (argon2-cffi, with Django's own parameters), the hasher Django recommends: a login
+# checks a password in tens of milliseconds where PBKDF2 at Django's iterations took about a
+# second on a busy machine. The PBKDF2 hashers stay after it, so a password hashed before is
+# still read, and Django hashes it again with Argon2 at its next login.
+PASSWORD_HASHERS = [
+    "django.contrib.auth.hashers.Argon2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2SHA1PasswordHasher",
+    "django.contrib.auth.hashers.ScryptPasswordHasher",
+]
+
 # Login throttling (django-axes): failed logins are counted in the database, so every web
-# process sees the same count, per account AND address together. Failures against other
-# accounts never lock a correct login out, and neither do failures for the same account from
-# elsewhere; a successful login clears its own count.
+# process sees the same count, per account AND address together, and per address alone with
+# a higher limit. Below that, failures against other accounts never lock a correct login out,
+# and failures for the same account from elsewhere never do; a successful login clears its
+# own count.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-AXES_FAILURE_LIMIT = env_int("GATEHOUSE_LOGIN_FAILURE_LIMIT", 5)
+# Failed logins within a cool-off: LOGIN_ACCOUNT_FAILURE_LIMIT for one account from one address,
+# LOGIN_ADDRESS_FAILURE_LIMIT for any accounts from one address (someone trying many names).
+# django-axes counts both (AXES_LOCKOUT_PARAMETERS) and asks config.login_throttle which
+# limit applies.
+LOGIN_ACCOUNT_FAILURE_LIMIT = env_int("GATEHOUSE_LOGIN_FAILURE_LIMIT", 5)
+LOGIN_ADDRESS_FAILURE_LIMIT = env_int("GATEHOUSE_LOGIN_ADDRESS_FAILURE_LIMIT", 10)
+AXES_FAILURE_LIMIT = "config.login_throttle.failure_limit"
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("GATEHOUSE_LOGIN_COOLOFF_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 # A try while locked out does not push the end of the pause further: the page can say when.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from django.apps import apps
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 
+from automation import api
 from console.urls import approval_urls, ops_urls, quality_urls, report_urls
 from reports.metrics import metrics_view
 
@@ -16,6 +17,8 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("approvals/", include(approval_urls)),
     path("api/v1/", include("automation.api_urls")),
+    # The API's own 404 (JSON) for any other address under /api/, never a console page.
+    re_path(r"^api/", api.not_found, name="api_not_found"),
     path("reports/", include(report_urls)),
     path("qa/", include(quality_urls)),
     path("metrics", metrics_view, name="metrics"),

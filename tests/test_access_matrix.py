@@ -274,6 +274,8 @@ EXPECTED: dict[str, Row] = {
     # The integrators' reference: the OpenAPI document as a page, public like the document.
     "automation:api_reference": {"GET": same(ALLOW), "POST": same(NOT_ALLOWED)},
     "api:run[own-channel]": {"GET": who({INTEGRATOR}, refused=LOGIN), "POST": same(NOT_ALLOWED)},
+    # Any other address under /api/: the API's JSON 404, whoever asks.
+    "api_not_found": {"GET": same(DENY), "POST": same(DENY)},
     "api:run[other-channel]": {
         "GET": who((), refused=LOGIN) | {INTEGRATOR: DENY},
         "POST": same(NOT_ALLOWED),

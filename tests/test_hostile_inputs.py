@@ -9,6 +9,7 @@ policy YAML built to exhaust the parser.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -16,14 +17,19 @@ import pytest
 import yaml
 from django.contrib.auth.models import Group, User
 from django.test import Client
+from django.utils import timezone
 
 from automation.effects.http import MAX_RETRY_AFTER, _retry_after, sign, verify
 from automation.models import EffectControl
 from automation.roles import roles_ensure
-from policy.services import DEFAULTS_DIR
+from automation.services.simulation import simulation_process, simulation_start
+from policy.models import PolicyVersion
+from policy.services import DEFAULTS_DIR, parse_policy_text, policy_version_create
 
 HUGE = "9" * 23
 SUPERSCRIPT_TWO = "\u00b2"  # '²'.isdigit() is True, int('²') raises
+ARABIC_INDIC_DIGITS = "".join(chr(0x0660 + digit) for digit in range(10))
+ARABIC_INDIC_ONE = ARABIC_INDIC_DIGITS[1]  # int() reads it as 1
 
 POLICY_1 = yaml.safe_load((DEFAULTS_DIR / "policy-1.yaml").read_text())
 
@@ -58,6 +64,15 @@ NOT_APPLIED = "Some filters were not applied"
 OUT_OF_RANGE = "Enter a date between 1970-01-01 and 2999-12-31."
 NUL_REFUSED = "NUL character"
 ADMIN_REFUSED = "could not be applied"
+ADMIN_SEARCHED = [
+    "automation/run",
+    "automation/intakerecord",
+    "automation/effect",
+    "automation/followup",
+    "automation/accountreview",
+    "automation/internalnotification",
+    "audit/auditevent",
+]
 CSV_PANELS = ["straight-through", "handoffs", "approval-waits", "rule-changes", "stage-durations"]
 
 CASES = [
@@ -65,6 +80,12 @@ CASES = [
     Case("queue-impossible-day", QUEUE, NOT_APPLIED, {"since": "2026-02-30T10:00"}),
     Case("queue-bad-until", QUEUE, "To: Enter a valid date/time.", {"until": "2026-13-45T00:00"}),
     Case("queue-superscript", QUEUE, "Older than (hours)", {"older_than_hours": SUPERSCRIPT_TWO}),
+    Case(
+        "queue-arabic-indic",
+        QUEUE,
+        "Older than (hours): Enter a whole number.",
+        {"older_than_hours": ARABIC_INDIC_ONE},
+    ),
     Case("queue-huge-hours", QUEUE, "less than or equal to", {"older_than_hours": HUGE}),
     Case("queue-negative-hours", QUEUE, "greater than or equal to 0", {"older_than_hours": "-1"}),
     Case("queue-year-1", QUEUE, OUT_OF_RANGE, {"since": "0001-01-01T00:00"}),
@@ -106,6 +127,20 @@ CASES = [
             ("lookup-year-huge", {"created_at__year__gte": HUGE}),
         ]
     ],
+    Case(
+        "admin-year-arabic-indic",
+        "/admin/automation/run/",
+        ADMIN_REFUSED,
+        {"created_at__year": "\u0662\u0660\u0662\u0666"},  # 2026 in Arabic-Indic digits
+    ),
+    # Every admin list with a search box, searched for what looks like a number (and the
+    # intake records, searched at all).
+    *[
+        Case(f"admin-search-{name}-{which}", f"/admin/{name}/", "0 results", {"q": term})
+        for name in ADMIN_SEARCHED
+        for which, term in [("superscript", SUPERSCRIPT_TWO), ("huge", HUGE)]
+    ],
+    Case("admin-search-intake-words", "/admin/automation/intakerecord/", "0 results", {"q": "abc"}),
     Case("admin-nul-state", "/admin/automation/run/", NUL_REFUSED, {"state": "\x00"}),
     Case("admin-nul-search", "/admin/automation/run/", NUL_REFUSED, {"q": "\x00"}),
     Case(
@@ -136,6 +171,7 @@ CASES = [
         )
         for name, rate in [
             ("superscript", SUPERSCRIPT_TWO),
+            ("arabic-indic", ARABIC_INDIC_ONE),
             ("huge", HUGE),
             ("zero", "0"),
             ("negative", "-5"),
@@ -226,6 +262,15 @@ CASES = [
         ]
     ],
     Case("policy-nul-in-path", "/policy/%00/", NUL_REFUSED),
+    # Activating a version: the simulation confirmed is a number.
+    *[
+        Case(f"activate-{name}", "/policy/policy-1/activate", "Not activated", data, post=True)
+        for name, data in [
+            ("superscript", {"simulation": SUPERSCRIPT_TWO}),
+            ("huge", {"simulation": HUGE}),
+            ("arabic-indic", {"simulation": ARABIC_INDIC_ONE}),
+        ]
+    ],
 ]
 
 
@@ -303,3 +348,25 @@ def test_a_signature_with_an_absurd_timestamp_is_simply_invalid(timestamp: str) 
     header = good.replace("t=1700000000", f"t={timestamp}")
     assert not verify("s" * 32, header, body, now=1_700_000_000.0)
     assert verify("s" * 32, good, body, now=1_700_000_000.0)
+
+
+@pytest.mark.django_db
+def test_a_simulation_named_in_another_scripts_digits_activates_nothing(
+    ops_lead_client: Client,
+) -> None:
+    """The simulation confirmed is read as ASCII digits: its number written in Arabic-Indic
+    digits (which int() reads as that number) confirms nothing."""
+    policy_version_create(document=parse_policy_text(_policy()))
+    now = timezone.now()
+    simulation = simulation_start(
+        version="policy-2", since=now - timedelta(days=1), until=now, user=None, in_worker=False
+    )
+    simulation_process(simulation_id=simulation.pk)
+    look_alike = str(simulation.pk).translate(str.maketrans("0123456789", ARABIC_INDIC_DIGITS))
+
+    refused = ops_lead_client.post("/policy/policy-2/activate", {"simulation": look_alike})
+    assert PolicyVersion.objects.get(is_active=True).name == "policy-1"
+    assert refused.status_code == 302
+
+    ops_lead_client.post("/policy/policy-2/activate", {"simulation": str(simulation.pk)})
+    assert PolicyVersion.objects.get(is_active=True).name == "policy-2"

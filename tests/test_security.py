@@ -11,8 +11,11 @@ from typing import Any
 
 import pytest
 import time_machine
+from axes.models import AccessAttempt
+from django.contrib.auth.hashers import identify_hasher, make_password
 from django.contrib.auth.models import User
 from django.core.cache import caches
+from django.db.models import Sum
 from django.http import HttpResponse
 from django.test import Client, RequestFactory
 
@@ -64,13 +67,57 @@ def _fail(client: Client, username: str, times: int, **headers: str) -> None:
 
 
 @pytest.mark.django_db
-def test_failures_against_other_accounts_never_lock_a_correct_login(fast_hashing: None) -> None:
+def test_a_password_hashed_with_pbkdf2_still_signs_in_and_is_hashed_again_with_argon2() -> None:
+    """Argon2 hashes new passwords; one stored before (PBKDF2) is still read, and the login
+    that reads it stores it again as Argon2."""
+    user = User.objects.create_user("ana")
+    user.password = make_password(PASSWORD, hasher="pbkdf2_sha256")
+    user.save(update_fields=["password"])
+    assert identify_hasher(User.objects.get(pk=user.pk).password).algorithm == "pbkdf2_sha256"
+
+    assert _login(Client(), "ana", PASSWORD).status_code == 302
+
+    stored = User.objects.get(pk=user.pk).password
+    assert identify_hasher(stored).algorithm == "argon2"
+    assert _login(Client(), "ana", PASSWORD).status_code == 302
+    assert (
+        identify_hasher(User.objects.create_user("bea", password=PASSWORD).password).algorithm
+        == "argon2"
+    )
+
+
+@pytest.mark.django_db
+def test_failures_against_other_accounts_below_the_address_limit_never_lock_a_correct_login(
+    fast_hashing: None, settings: Any
+) -> None:
     User.objects.create_user("ana", password=PASSWORD)
     attacker = Client()
-    for _ in range(12):
+    for _ in range(settings.LOGIN_ADDRESS_FAILURE_LIMIT - 1):
         _login(attacker, f"nobody-{secrets.token_hex(4)}", "guess")
     # Same address (the test client's), another account: its correct password works.
     assert _login(Client(), "ana", PASSWORD).status_code == 302
+
+
+@pytest.mark.django_db
+def test_many_accounts_tried_from_one_address_pause_that_address(
+    fast_hashing: None, settings: Any
+) -> None:
+    """Someone trying one password on many names from one address: after the address limit
+    (higher than an account's), no name from that address reaches the password check."""
+    settings.LOGIN_ADDRESS_FAILURE_LIMIT = 8
+    User.objects.create_user("ana", password=PASSWORD)
+    statuses = [_login(Client(), f"user-{number}", "guess").status_code for number in range(20)]
+
+    blocked = _login(Client(), "ana", PASSWORD)
+
+    assert statuses == [200] * 7 + [429] * 13  # the eighth failure starts the pause
+    checked = AccessAttempt.objects.aggregate(n=Sum("failures_since_start"))["n"]
+    assert checked == 8  # the others never reached a password check
+    assert blocked.status_code == 429
+    assert b"Too many failed attempts from your address" in blocked.content
+    assert 14 * 60 <= int(blocked["Retry-After"]) <= 15 * 60
+    # Another address is not paused; nor is this one once the cool-off has passed.
+    assert _login(Client(REMOTE_ADDR="192.0.2.7"), "ana", PASSWORD).status_code == 302
 
 
 @pytest.mark.django_db
@@ -183,3 +230,13 @@ def test_admin_login_shares_the_limit_of_the_console_login(fast_hashing: None) -
     assert blocked.status_code == 429
     assert "_auth_user_id" not in client.session
     assert client.get("/admin/").status_code == 302  # still sent to the login page
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ["/accounts/login/", "/admin/login/", "/api/v1/openapi.json"])
+def test_every_answer_denies_the_browser_features_the_console_never_uses(path: str) -> None:
+    response = Client().get(path)
+
+    policy = dict(item.strip().split("=", 1) for item in response["Permissions-Policy"].split(","))
+    for feature in ("camera", "microphone", "geolocation", "payment", "usb"):
+        assert policy[feature] == "()", feature

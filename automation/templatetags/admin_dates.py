@@ -48,7 +48,7 @@ def indexed_date_hierarchy(cl: ChangeList) -> dict[str, Any]:
     def link(filters: dict[str, Any]) -> str:
         return str(cl.get_query_string(filters, [f"{field}__"]))
 
-    if year and month and day:  # Django checked these when it filtered on them
+    if year and month and day:  # ASCII digits (config.admin_site) that Django filtered on
         chosen = datetime.date(int(year), int(month), int(day))
         back = link({keys["year"]: year, keys["month"]: month})
         return {

@@ -9,7 +9,7 @@ from django.core.exceptions import NON_FIELD_ERRORS
 
 from automation.schemas import EffectName, FieldProblem, RequestType, Route
 from automation.vocabulary import Kind, label
-from config.inputs import BoundedDateTimeField, check_window
+from config.inputs import BoundedDateTimeField, NumberField, check_window
 from config.keyset import NEWEST, OLDEST, BadCursor, Cursor, parse_cursor
 
 FIELD_PREFIX = "field_"
@@ -148,7 +148,7 @@ class QueueFilterForm(WindowForm):
     )
     route = forms.CharField(required=False, max_length=100, label="Route")
     owner = forms.CharField(required=False, max_length=150, label="Owner")
-    older_than_hours = forms.IntegerField(
+    older_than_hours = NumberField(
         required=False, min_value=0, max_value=MAX_AGE_HOURS, label="Older than (hours)"
     )
     after = CursorField(required=False, label="Page")
@@ -174,7 +174,7 @@ MAX_RATE_PER_MINUTE = 100_000
 class EffectResumeForm(forms.Form):
     """Resume deliveries, at most `rate` per minute (empty: no cap)."""
 
-    rate = forms.IntegerField(
+    rate = NumberField(
         required=False, min_value=1, max_value=MAX_RATE_PER_MINUTE, label="Rate per minute"
     )
 

@@ -21,6 +21,7 @@ from pydantic_core import ErrorDetails
 
 from automation.schemas import AccountTier, RequestType
 from automation.vocabulary import Kind, humanize, label
+from config.inputs import AsciiDecimalField, AsciiFloatField, NumberField
 from policy.models import PolicyVersion
 from policy.schemas import NEW_VERSION, ApprovalRule, PolicyDocument, SignalAction
 from policy.services import PolicyError, parse_policy_text
@@ -253,7 +254,7 @@ class PolicyForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="One or two sentences for whoever reads the version list later.",
     )
-    confidence_default = forms.FloatField(
+    confidence_default = AsciiFloatField(
         label="Every category",
         help_text=(
             "How sure a reading must be, from 0 to 1, to go ahead without a person "
@@ -296,7 +297,7 @@ class PolicyForm(forms.Form):
         names = []
         for i, category in enumerate(self.categories):
             name = f"confidence-{i}"
-            self.fields[name] = forms.FloatField(
+            self.fields[name] = AsciiFloatField(
                 label=label(Kind.CATEGORY, category),
                 required=False,
                 initial=thresholds.get(category),
@@ -313,7 +314,7 @@ class PolicyForm(forms.Form):
         for i, tier in enumerate(self.tiers):
             limit = limits.get(tier)
             approval, block = f"tier-{i}-approval_above", f"tier-{i}-block_above"
-            self.fields[approval] = forms.DecimalField(
+            self.fields[approval] = AsciiDecimalField(
                 label="Approval above",
                 required=False,
                 max_digits=15,
@@ -321,7 +322,7 @@ class PolicyForm(forms.Form):
                 initial=limit.approval_above if limit else None,
                 help_text="An amount above this waits for an approver. Blank: no limit.",
             )
-            self.fields[block] = forms.DecimalField(
+            self.fields[block] = AsciiDecimalField(
                 label="Stop above",
                 required=False,
                 max_digits=15,
@@ -370,7 +371,7 @@ class PolicyForm(forms.Form):
             ),
         }
         for field, (text, initial, help_text) in numbers.items():
-            self.fields[f"{prefix}-{field}"] = forms.IntegerField(
+            self.fields[f"{prefix}-{field}"] = NumberField(
                 label=text, required=False, initial=initial, help_text=help_text
             )
         self.fields[f"{prefix}-escalate_to"] = forms.ChoiceField(

@@ -13,9 +13,8 @@ from automation import services
 from automation.services.recovery import ClaimMany
 from config.errors import ServiceError
 from config.http import AuthenticatedHttpRequest
+from config.inputs import parse_number
 from console.refusals import show_refusal
-
-RUN_ID_DIGITS = 18  # a bigint has 19 digits: 18 always fit
 
 
 @require_POST
@@ -42,7 +41,7 @@ def claim_many(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
 
 def _run_ids(values: list[str]) -> list[int]:
     """The run numbers posted; anything else (not a number, or past any id) names no run."""
-    return [int(v) for v in values if v.isascii() and v.isdigit() and len(v) <= RUN_ID_DIGITS]
+    return [number for v in values if (number := parse_number(v)) is not None]
 
 
 def claimed_text(result: ClaimMany) -> str:

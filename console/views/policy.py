@@ -32,6 +32,7 @@ from automation.services.simulation import SIMULATE, simulation_start
 from automation.vocabulary import Kind, humanize, label, term
 from config.errors import ServiceError
 from config.http import AuthenticatedHttpRequest
+from config.inputs import parse_number
 from console.forms.ops import SimulationForm
 from console.forms.policy import PolicyForm, Problem, parse_yaml
 from console.refusals import show_refusal
@@ -388,8 +389,7 @@ def policy_activate(request: AuthenticatedHttpRequest, name: str) -> HttpRespons
     version = get_object_or_404(PolicyVersion, name=name)
     if request.method == "GET":
         return _confirmation(request, version)
-    raw = request.POST.get("simulation", "")
-    simulation_id = int(raw) if raw.isdigit() and len(raw) < 12 else None
+    simulation_id = parse_number(request.POST.get("simulation"))
     try:
         policy_version = policy_activate_after_simulation(
             name=name, user=request.user, simulation_id=simulation_id

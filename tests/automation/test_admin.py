@@ -75,6 +75,23 @@ def test_a_channels_name_and_mail_identity_cannot_be_changed(
     assert channel.classifier == "heuristic"  # the rest of the form was taken
 
 
+def test_a_channels_attempts_are_a_number_in_ascii_digits(
+    admin_client_for_runs: Client, channel: IntakeChannel
+) -> None:
+    """int() reads an Arabic-Indic digit as the number it looks like; the form does not."""
+    url = reverse("admin:automation_intakechannel_change", args=[channel.pk])
+    form = {"classifier": "recorded", "workflow_version": "workflow-1"}
+    form |= {"prompt_version": "prompt-1", "classifier_version": "recorded-classifier-1"}
+    form |= {"policy_version": "", "max_classifier_attempts": "\u0663"}  # 3, Arabic-Indic
+
+    response = admin_client_for_runs.post(url, form)
+
+    assert response.status_code == 200  # the form again, with its error
+    assert "Enter a whole number." in response.content.decode()
+    channel.refresh_from_db()
+    assert channel.max_classifier_attempts == 2
+
+
 @pytest.mark.parametrize(
     "model", [Effect, AuditEvent, IntakeRecord, ApprovalRequest], ids=lambda m: m.__name__
 )

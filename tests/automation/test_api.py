@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings
@@ -13,13 +15,14 @@ from django.core.exceptions import PermissionDenied
 from django.test import Client
 
 from approvals.models import ApprovalRequest
-from automation import services
+from automation import selectors, services
 from automation.models import AuditEvent, Effect, IntakeChannel, IntakeRecord, Outcome, Run, State
 from automation.roles import roles_ensure
 from automation.schemas import MAX_JSON_DEPTH
 from config.dispatch import Message, inline
 from policy.models import PolicyVersion
 from tests.conftest import Pipeline, decision_for, make_event
+from tests.servers import gunicorn
 
 EVENTS = "/api/v1/events"
 
@@ -195,6 +198,56 @@ def test_body_at_the_limit_is_not_refused_for_size(client: Client, key: str) -> 
     assert IntakeRecord.objects.count() == 1
 
 
+# --- a body sent in chunks, to the real servers -----------------------------------------------
+
+
+def send_chunked(base_url: str, raw: bytes, key: str) -> tuple[int, dict[str, Any]]:
+    """POST `raw` in chunks of 1,000 bytes (Transfer-Encoding: chunked, no Content-Length), as
+    many HTTP clients and proxies send a body."""
+    address = urlsplit(base_url)
+    conn = http.client.HTTPConnection(address.hostname or "", address.port, timeout=60)
+    chunks = (raw[i : i + 1000] for i in range(0, len(raw), 1000))
+    headers = {
+        "Authorization": f"Bearer {key}",
+        "Content-Type": "application/json",
+        "Transfer-Encoding": "chunked",
+    }
+    conn.request("POST", EVENTS, body=chunks, headers=headers, encode_chunked=True)
+    response = conn.getresponse()
+    answer = (response.status, json.loads(response.read()))
+    conn.close()
+    return answer
+
+
+@pytest.mark.django_db(transaction=True)
+def test_gunicorn_reads_a_chunked_body_within_the_same_limit(key: str) -> None:
+    event = dumps(make_event(body="Please create a follow-up. " * 100))
+    limit = settings.GATEHOUSE["MAX_EVENT_BYTES"]
+    over = dumps(make_event(event_id="evt-big", body="x" * limit))
+
+    with gunicorn() as base_url:
+        status, body = send_chunked(base_url, event, key)
+        refused, refusal = send_chunked(base_url, over, key)
+
+    assert (status, body["outcome"]) == (202, "accepted"), body
+    assert bytes(IntakeRecord.objects.get(pk=body["intake_id"]).raw) == event
+    assert (refused, refusal["error"]) == (413, "too_large")
+    assert IntakeRecord.objects.count() == 1  # the one over the limit is not stored
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_server_that_cannot_read_a_chunked_body_answers_411_storing_nothing(
+    key: str, live_server: Any
+) -> None:
+    """The development server (runserver's, which the live test server is) passes the chunks
+    on undecoded: the body is refused, not read as empty."""
+    status, body = send_chunked(live_server.url, dumps(make_event()), key)
+
+    assert (status, body["error"]) == (411, "length_required")
+    assert "Content-Length" in body["message"]
+    assert_nothing_stored()
+
+
 @pytest.mark.parametrize(
     "authorization",
     [
@@ -232,6 +285,58 @@ def test_get_on_events_is_not_allowed(client: Client, key: str) -> None:
 
     assert response.status_code == 405
     assert_nothing_stored()
+
+
+# --- every answer under /api/ is JSON, in the error shape ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "error", "allow"),
+    [
+        ("get", "/api/v1/runs/abc", 404, "not_found", None),
+        ("get", "/api/v1/runs/-1", 404, "not_found", None),
+        ("get", "/api/v1/nothing", 404, "not_found", None),
+        ("get", "/api/", 404, "not_found", None),
+        ("put", "/api/v1/runs/1", 405, "method_not_allowed", "GET"),
+        ("post", "/api/v1/runs/1", 405, "method_not_allowed", "GET"),
+        ("patch", "/api/v1/runs/1", 405, "method_not_allowed", "GET"),
+        ("delete", "/api/v1/runs/1", 405, "method_not_allowed", "GET"),
+        ("get", EVENTS, 405, "method_not_allowed", "POST"),
+        ("put", EVENTS, 405, "method_not_allowed", "POST"),
+        ("post", "/api/v1/openapi.json", 405, "method_not_allowed", "GET"),
+        ("get", "/api/v1/runs/1?x=%00", 400, "bad_request", None),
+    ],
+)
+def test_every_refusal_under_the_api_is_json_in_the_error_shape(
+    key: str, method: str, path: str, status: int, error: str, allow: str | None
+) -> None:
+    # As a real client meets it: with CSRF enforced, as it is outside the test client.
+    client = Client(enforce_csrf_checks=True)
+
+    response = getattr(client, method)(path, headers={"authorization": f"Bearer {key}"})
+
+    assert response.status_code == status
+    assert response["Content-Type"] == "application/json"
+    body = response.json()
+    assert set(body) == {"error", "message"} and body["error"] == error, body
+    assert response.get("Allow") == allow
+    assert_nothing_stored()
+
+
+def test_a_failure_inside_the_api_is_answered_in_json(
+    key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(**kwargs: Any) -> None:
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(selectors, "run_for_channel", broken)
+    client = Client(raise_request_exception=False)
+
+    response = client.get("/api/v1/runs/1", headers={"authorization": f"Bearer {key}"})
+
+    assert response.status_code == 500
+    assert response.json()["error"] == "server_error"
+    assert "the database went away" not in response.content.decode()
 
 
 def test_run_detail_shows_state_versions_and_timed_stages(

@@ -4,6 +4,10 @@ whose every example the real API accepts."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -146,3 +150,38 @@ def test_the_document_names_its_page_for_people(client: Client) -> None:
 
     assert spec["externalDocs"]["url"] == "http://testserver/integrators/api/"
     assert client.get(spec["externalDocs"]["url"]).status_code == 200
+
+
+# --- the document driven against the live server -------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+SEED = 27  # fixed: the same requests every run, so a failure is reproducible
+EXAMPLES = 25  # per operation and phase: bounded, about a minute on a busy machine
+
+
+@pytest.mark.django_db(transaction=True)
+def test_schemathesis_finds_no_failure_against_the_live_server(
+    key: str, live_server: Any, tmp_path: Path
+) -> None:
+    """Every check schemathesis has (no server error; each status, header, content type and
+    body as documented; data the document calls valid accepted and invalid refused; other
+    methods refused with 405 and Allow; auth required), in every phase (the examples, the
+    schema's boundaries, fuzzing, and sequences that follow the links between operations),
+    against the live test server on 127.0.0.1. How to make an e-mail: tests/schemathesis_hooks."""
+    command = [sys.executable, "-m", "schemathesis.cli", "run", "--checks", "all"]
+    command += ["--seed", str(SEED), "--max-examples", str(EXAMPLES), "--workers", "1"]
+    command += ["--header", f"Authorization: Bearer {key}", "--warnings", "off"]
+    env = {**os.environ, "SCHEMATHESIS_HOOKS": "tests.schemathesis_hooks", "PYTHONPATH": str(REPO)}
+
+    result = subprocess.run(  # noqa: S603 - our own interpreter, fixed arguments
+        [*command, f"{live_server.url}/api/v1/openapi.json"],
+        cwd=tmp_path,  # where it keeps its cache
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stdout[-20_000:] + result.stderr[-5_000:]
+    assert "Test cases:" in result.stdout and " passed" in result.stdout

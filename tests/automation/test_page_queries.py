@@ -265,6 +265,44 @@ def test_admin_search_finds_a_run_by_each_identifier_exactly(
     assert "Exact match on a run number, event id" in client.get(url).content.decode()
 
 
+ARABIC_INDIC = str.maketrans("0123456789", "".join(chr(0x0660 + d) for d in range(10)))
+
+
+def test_a_number_in_another_script_names_no_run(
+    pipeline: Pipeline, people: dict[str, User]
+) -> None:
+    """int() reads Arabic-Indic digits as the number they look like: a search for them is not a
+    search for that run's number (nor that intake's)."""
+    run = completed(pipeline, 1)
+    client = client_for(people["root"])
+    look_alike = str(run.pk).translate(ARABIC_INDIC)
+
+    runs = client.get(reverse("admin:automation_run_changelist"), {"q": look_alike})
+    intakes = client.get(reverse("admin:automation_intakerecord_changelist"), {"q": look_alike})
+
+    assert f"/admin/automation/run/{run.pk}/change/" not in runs.content.decode()
+    assert f"/intakerecord/{run.intake_id}/change/" not in intakes.content.decode()
+
+
+def test_admin_intake_search_finds_a_record_by_number_digest_or_its_run(
+    pipeline: Pipeline, people: dict[str, User]
+) -> None:
+    run, other = completed(pipeline, 1), completed(pipeline, 2)
+    record = run.intake
+    client = client_for(people["root"])
+    url = reverse("admin:automation_intakerecord_changelist")
+    link = f"/admin/automation/intakerecord/{record.pk}/change/"
+    others = f"/admin/automation/intakerecord/{other.intake_id}/change/"
+
+    for term in [str(record.pk), record.raw_sha256, record.raw_sha256.upper(), run.event_id]:
+        page = client.get(url, {"q": term})
+        assert page.status_code == 200, term
+        assert link in page.content.decode(), term
+        assert others not in page.content.decode(), term
+    assert link not in client.get(url, {"q": record.raw_sha256[:-1]}).content.decode()
+    assert "Exact match on an intake number" in client.get(url).content.decode()
+
+
 def test_queue_search_finds_a_held_run_by_fingerprint(
     pipeline: Pipeline, people: dict[str, User]
 ) -> None:

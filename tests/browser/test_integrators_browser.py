@@ -1,5 +1,5 @@
-"""In Chromium: the API reference from the footer, and a refusal that says what the account
-may do instead."""
+"""In Chromium: the API reference from the footer, a refusal that says what the account may
+do instead, and the browser features the console denies itself."""
 
 from __future__ import annotations
 
@@ -43,3 +43,22 @@ def test_an_approver_on_an_ops_page_is_shown_their_role_and_their_inbox(
     page.get_by_role("link", name="Your approvals inbox").click()
     expect(page).to_have_url(f"{page.url.split('/approvals/')[0]}/approvals/")
     screenshot(page, "forbidden-approver-sent-to-inbox")
+
+
+def test_the_console_denies_itself_the_browser_features_it_never_uses(
+    page: Page, make_person: Callable[..., Person]
+) -> None:
+    """Chromium reads the Permissions-Policy header without a complaint (an unknown feature
+    name is a console warning) and refuses the features it names."""
+    warnings: list[str] = []
+    page.on("console", lambda message: warnings.append(message.text))
+    log_in(page, make_person("ana", "security-approvers"))
+    page.goto("/approvals/")
+
+    allowed = page.evaluate(
+        "names => names.map(name => document.featurePolicy.allowsFeature(name))",
+        ["camera", "microphone", "geolocation", "payment", "usb"],
+    )
+
+    assert allowed == [False] * 5
+    assert not [text for text in warnings if "Permissions-Policy" in text]

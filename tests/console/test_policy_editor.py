@@ -245,6 +245,23 @@ def test_a_threshold_out_of_range_is_shown_at_its_field(client: Client) -> None:
     assert 'data-testid="form-problems"' in page
 
 
+def test_numbers_in_another_scripts_digits_are_shown_at_their_field(client: Client) -> None:
+    """Python reads Arabic-Indic digits as the numbers they look like; the editor takes a
+    number only in ASCII digits, so what is saved is what the person saw they typed."""
+    look_alike = str.maketrans("0123456789", "".join(chr(0x0660 + d) for d in range(10)))
+    form, data = starting_values(client, "policy-1")
+    approval = "An amount over its tier's approval limit"
+    fields = {
+        "confidence_default": "0.8",
+        field_of(form, "Approval above", near="Standard"): "1000",
+        field_of(form, "Approvers needed", near=approval): "2",
+    }
+    data.update({name: value.translate(look_alike) for name, value in fields.items()})
+    page = refused(client, data)
+    for name in fields:
+        assert error_next_to(page, name).startswith("Enter a"), name
+
+
 def test_limits_that_contradict_each_other_are_shown_at_the_stop_limit(client: Client) -> None:
     form, data = starting_values(client, "policy-1")
     data[field_of(form, "Approval above", near="Standard")] = "5000"

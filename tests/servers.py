@@ -1,0 +1,67 @@
+"""Gatehouse served by gunicorn, its production server, for tests about what a real server
+passes on (a chunked body, for one): on 127.0.0.1, against the test database."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from django.db import connection
+
+from tests.database import database_url
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _answers(port: int) -> bool:
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+        conn.request("GET", "/api/v1/openapi.json")
+        return conn.getresponse().status == 200
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def gunicorn(timeout: float = 60) -> Iterator[str]:
+    """gunicorn on a free port with the production settings; yields its base URL. The
+    test's rows must be committed (transaction=True) for the server to see them."""
+    connection.close()  # the server's workers use their own sessions
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "GATEHOUSE_LOG_LEVEL": "WARNING",
+    }
+    command = [sys.executable, "-m", "gunicorn", "config.wsgi", "-w", "1"]
+    server = subprocess.Popen(  # noqa: S603 - our own interpreter, fixed arguments
+        [*command, "-b", f"127.0.0.1:{port}"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while not _answers(port):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("gunicorn did not start")
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
