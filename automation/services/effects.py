@@ -392,12 +392,40 @@ def _retry_or_hold(
     reason = "attempt limit reached" if spent else "deadline passed"
     tries = f"{effect.attempts} attempt{'' if effect.attempts == 1 else 's'}"
     last = delivery.error_class or f"HTTP {delivery.status_code}"
-    _hold_unavailable(
-        effect,
+    detail = f"{reason} after {tries}; last: {last}"
+    unknown = _first_unknown_attempt(effect)
+    if unknown is not None:
+        _hold_uncertain(effect, run, unknown, detail, stage=stage)
+        return
+    _hold_unavailable(effect, run, StageOutcome.UNAVAILABLE, detail, stage=stage)
+
+
+def _first_unknown_attempt(effect: Effect) -> EffectAttempt | None:
+    """The first attempt that may have been performed: sent with no answer, or lost with its
+    worker. Later answers (a 503 to a retry) say nothing about it."""
+    unknown = [DeliveryResult.UNCERTAIN, DeliveryResult.LOST]
+    return effect.attempt_rows.filter(outcome__in=unknown).order_by("attempt").first()
+
+
+def _hold_uncertain(
+    effect: Effect, run: Run, unknown: EffectAttempt, detail: str, *, stage: Stage
+) -> None:
+    """Hold the run as uncertain: once an attempt may have been performed, the effect is
+    not known to be undone, whatever later attempts answered, so "could not be reached"
+    would invite a person to abandon an effect that was done."""
+    why = "sent, no answer" if unknown.outcome == DeliveryResult.UNCERTAIN else "worker lost"
+    record_transition(
         run,
-        StageOutcome.UNAVAILABLE,
-        f"{reason} after {tries}; last: {last}",
+        run.hold,
         stage=stage,
+        stage_outcome=StageOutcome.UNCERTAIN,
+        outcome=Outcome.EFFECT_UNCERTAIN,
+        field=effect.name,
+        detail=(
+            f"attempt {unknown.attempt} may have been performed "
+            f"({unknown.error_class or unknown.outcome}: {why}); {detail}; "
+            "reconcile with the receiver"
+        ),
     )
 
 

@@ -411,6 +411,37 @@ def test_no_answer_holds_the_run_as_uncertain_when_the_receiver_does_not_dedupli
     assert downstream.keys() == [effect.idempotency_key]
 
 
+def test_a_budget_spent_after_an_uncertain_attempt_holds_the_run_as_uncertain_naming_it(
+    pipeline: Pipeline, downstream: Downstream, http_effect: Any
+) -> None:
+    # 503, 503, a slow 200 the receiver performed but the sender never heard, five more 503s.
+    http_effect(max_attempts=8)
+    downstream.then(FAIL_503, FAIL_503, ("hang", 2), *[FAIL_503] * 5)
+
+    run, effect = first_attempt(pipeline, billing_event())
+    for _ in range(7):
+        assert effect.next_attempt_at is not None
+        deliver_at(effect, effect.next_attempt_at)
+        effect.refresh_from_db()
+
+    assert [outcome for _, outcome, _, _ in attempt_rows(effect)] == [
+        "retry",
+        "retry",
+        "uncertain",
+        *["retry"] * 5,
+    ]
+    assert downstream.performed == [effect.idempotency_key]  # the third attempt did it
+    run.refresh_from_db()
+    # Not "could not be reached": the effect may well have been done, and the hold says so.
+    assert (run.state, run.outcome) == (State.NEEDS_REVIEW, Outcome.EFFECT_UNCERTAIN)
+    assert run.failure_field == EFFECT
+    assert run.failure_detail == (
+        "attempt 3 may have been performed (ReadTimeout: sent, no answer); "
+        "attempt limit reached after 8 attempts; last: HTTP 503; reconcile with the receiver"
+    )
+    assert (effect.status, effect.next_attempt_at) == (EffectStatus.RETRY_WAIT, None)
+
+
 # --- held as unavailable, then a batch retry ------------------------------------------------
 
 
