@@ -52,7 +52,7 @@ from automation.services.payloads import binding_of
 from automation.services.runlog import log_run
 from automation.services.sending import DELIVER_EFFECT_TASK
 from automation.signals import effect_sent_downstream
-from config.dispatch import Priority, batch, enqueue_after_commit
+from config.dispatch import MAX_DELAY, Priority, batch, enqueue_after_commit
 from policy.models import PolicyVersion
 
 DELIVERABLE = [EffectStatus.PENDING, EffectStatus.RETRY_WAIT]
@@ -219,7 +219,8 @@ def _claim(effect_id: int, adapter: EffectAdapter, now: datetime) -> tuple[Effec
         wait = _held_back(effect, now)
         if wait is not None:
             effect.next_attempt_at = now + wait
-            effect.save(update_fields=["next_attempt_at"])
+            _send_when_due(effect, now)
+            effect.save(update_fields=["next_attempt_at", "dispatched_at"])
             return None
         effect.attempts += 1
         effect.next_attempt_at = None
@@ -229,6 +230,27 @@ def _claim(effect_id: int, adapter: EffectAdapter, now: datetime) -> tuple[Effec
             update_fields=["attempts", "next_attempt_at", "dispatched_at", "lease_expires_at"]
         )
         return effect, now
+
+
+def _send_when_due(effect: Effect, now: datetime) -> None:
+    """Send the message of the effect's next attempt now, to be taken when it is due: the
+    backoff sets the pace, not the sweep. A longer wait than a message is delayed by
+    (MAX_DELAY) is left to the sweep, which sends it once it comes that near. The caller
+    saves the effect (its `dispatched_at` says whether a message is out)."""
+    due = effect.next_attempt_at
+    if due is None or due - now > MAX_DELAY:
+        effect.dispatched_at = None
+        return
+    effect.dispatched_at = now
+    enqueue_after_commit(
+        DELIVER_EFFECT_TASK, effect.pk, priority=effect_priority(effect), not_before=due
+    )
+
+
+def effect_priority(effect: Effect) -> Priority:
+    """The queue of an effect's deliveries: an approved effect is what an approver (and the
+    requester) now waits for."""
+    return Priority.URGENT if effect.authorization.get("approval_request") else Priority.LIVE
 
 
 def _not_due(effect: Effect, now: datetime) -> bool:
@@ -385,6 +407,7 @@ def _retry_or_hold(
     late = effect.deadline_at is not None and next_at > effect.deadline_at
     effect.status = EffectStatus.RETRY_WAIT
     effect.next_attempt_at = None if spent or late else next_at
+    _send_when_due(effect, now)
     effect.save()
     if effect.next_attempt_at is not None:
         stage.record(run, StageOutcome.RETRY_SCHEDULED, delivery.error_class)

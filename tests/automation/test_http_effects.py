@@ -29,6 +29,8 @@ from django.core.exceptions import PermissionDenied
 from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
+from django_q.models import OrmQ
+from django_q.signing import SignedPackage
 
 from automation import services
 from automation.effects.http import verify
@@ -54,7 +56,7 @@ from automation.services.effects import (
     effect_resume,
 )
 from automation.services.recovery import effects_retry_held
-from config.dispatch import Message, inline
+from config.dispatch import MAX_DELAY, Message, inline
 from policy.services import (
     DEFAULTS_DIR,
     parse_policy_text,
@@ -255,6 +257,24 @@ def test_503_three_times_then_200_is_delivered_once_after_four_attempts_on_the_b
     assert last.headers["Content-Type"] == "application/json"
     assert last.payload == effect.payload
     assert not verify("x" * 32, last.signature, last.body, now=timezone.now().timestamp())
+
+
+def test_a_retry_due_later_than_a_message_is_delayed_is_sent_by_the_sweep_as_it_comes_near(
+    pipeline: Pipeline, downstream: Downstream, http_effect: Any
+) -> None:
+    downstream.then(("status", 503, {"Retry-After": "300"}))
+    _, effect = first_attempt(pipeline, billing_event())
+    due = effect.next_attempt_at
+    assert effect.dispatched_at is None  # too far off for a delayed message: nobody sent one
+
+    assert services.sweep_due(now=due - MAX_DELAY - timedelta(seconds=1))["effects"] == 0
+    assert services.sweep_due(now=due - MAX_DELAY)["effects"] == 1
+    # A delayed message: the broker hands it out when the retry is due, not before.
+    (row,) = OrmQ.objects.all()
+    assert (SignedPackage.loads(row.payload)["args"], row.lock) == ((effect.pk,), due)
+    # It is out: the next sweeps leave the effect alone.
+    assert services.sweep_due(now=due - timedelta(seconds=30))["effects"] == 0
+    assert OrmQ.objects.count() == 1
 
 
 @pytest.mark.parametrize(
