@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install lint format test demo demo-reset db-stop migrate clean bench bench-pages
+.PHONY: install lint format test demo demo-reset db-stop migrate clean bench bench-pages soak
 
 # uv (from PyPI, into the virtual environment) installs from pyproject.toml in seconds where
 # pip takes minutes; nothing but Python is needed beforehand.
@@ -68,6 +68,13 @@ bench: install
 BENCH_PAGES_ARGS ?=
 bench-pages: install
 	$(BIN)/python -m bench.pages $(BENCH_PAGES_ARGS)
+
+# A chaos soak on an embedded PostgreSQL of its own (.gatehouse/soak/pg): 3,000 API events
+# with an HTTP effect, SIGKILLs, terminated sessions, a restart; not part of `make test`.
+# SOAK_ARGS, e.g. "--events 500" or "--code /tmp/older-checkout".
+SOAK_ARGS ?=
+soak: install
+	$(BIN)/python -m bench.soak $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) $(DBOS_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -180,7 +180,12 @@ MAIL_SCOPE = "@mail"
 
 
 class IntakeRecord(models.Model):
-    """The raw request exactly as received, written before any validation. Never modified."""
+    """The raw request exactly as received, written before any validation. Never modified.
+
+    A request over the size limit (`services.intake.message_limit`) is kept as a refused
+    record: its size, the SHA-256 of all of it and only its first bytes (REFUSED_HEAD_BYTES),
+    never the whole body.
+    """
 
     channel = models.ForeignKey(IntakeChannel, on_delete=models.PROTECT)
     raw = models.BinaryField()
@@ -192,6 +197,10 @@ class IntakeRecord(models.Model):
     # The SHA-256 of `raw`, set on insert: how a folder read again knows which files it took
     # (services.mailbox), even a message that could not be read and so has no Message-ID.
     raw_sha256 = models.CharField(max_length=64, blank=True, editable=False)
+    # Bytes of the request as it came: of all of it, also when only its head is kept.
+    size = models.PositiveBigIntegerField(editable=False)
+    # Over the size limit: `raw` is only its first bytes, and no event was read from it.
+    refused = models.BooleanField(default=False, editable=False)
 
     class Meta:
         indexes = [
@@ -210,8 +219,11 @@ class IntakeRecord(models.Model):
         super().save(*args, **kwargs)
 
     def set_digest(self) -> None:
-        """Stamp `raw_sha256`: save() does; so does a writer that inserts the row itself."""
-        self.raw_sha256 = self.digest(self.raw)
+        """Stamp `raw_sha256` and `size`: save() does; so does a writer that inserts the row
+        itself. A refused record comes with both, taken from the whole request."""
+        if not self.refused:
+            self.raw_sha256 = self.digest(self.raw)
+            self.size = len(self.raw)
 
     @staticmethod
     def digest(raw: bytes | memoryview) -> str:

@@ -7,8 +7,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Min, Q, QuerySet
+from django.db.models import BinaryField, Count, Min, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.functions import Length, Substr
 
 from approvals.models import ApprovalDecision
 from approvals.selectors import RUN_DOCUMENTS, run_list_columns
@@ -19,6 +20,7 @@ from automation.models import (
     EffectControl,
     EffectStatus,
     IntakeChannel,
+    IntakeRecord,
     RecoveryAction,
     Run,
     State,
@@ -306,3 +308,40 @@ def current_reading(run: Run) -> dict[str, Any]:
     attempt = run.classifications.order_by("-attempt").first()
     raw = attempt.raw_output if attempt else None
     return raw if isinstance(raw, dict) else {}
+
+
+# --- the raw input ------------------------------------------------------------------------
+
+RAW_PREVIEW_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class RawPreview:
+    """The first bytes of an intake record, read without loading the rest, and what they
+    are part of: `stored` bytes kept of a request of `size` bytes (fewer when refused)."""
+
+    intake: IntakeRecord  # without `raw`
+    head: bytes
+    stored: int
+
+    @property
+    def text(self) -> str:
+        return self.head.decode("utf-8", errors="replace")
+
+    @property
+    def cut(self) -> bool:
+        return len(self.head) < self.stored
+
+
+def raw_preview(*, intake_id: int) -> RawPreview:
+    """The first RAW_PREVIEW_BYTES of a record's stored bytes: a page shows those, however
+    large the request (a download serves the rest)."""
+    record = (
+        IntakeRecord.objects.defer("raw")
+        .annotate(
+            head=Substr("raw", 1, RAW_PREVIEW_BYTES, output_field=BinaryField()),
+            stored=Length("raw"),
+        )
+        .get(pk=intake_id)
+    )
+    return RawPreview(record, bytes(record.head), record.stored)

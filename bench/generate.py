@@ -96,8 +96,9 @@ FROM bench_plan AS p
 
 INTAKE = """
 INSERT INTO automation_intakerecord
-    (id, channel_id, raw, raw_sha256, content_type, source, admission_error, received_at)
-SELECT b.iid, %(channel)s, b.raw, encode(sha256(b.raw), 'hex'),
+    (id, channel_id, raw, raw_sha256, size, refused, content_type, source, admission_error,
+     received_at)
+SELECT b.iid, %(channel)s, b.raw, encode(sha256(b.raw), 'hex'), octet_length(b.raw), false,
        'application/json', 'api:bench', '', b.created
 FROM (
     SELECT r.iid, r.created, convert_to(json_build_object(

@@ -17,14 +17,19 @@ changes three things:
   for the batch instead of one per message, so two clusters never take the same message;
 - an idle pusher waits on `LISTEN gatehouse_q`, which a trigger on the table notifies when
   a transaction that wrote messages commits, so new work starts within milliseconds while
-  an idle cluster polls only every `poll` seconds as a fallback.
+  an idle cluster polls only every `poll` seconds as a fallback; and it wakes when the
+  earliest delayed message comes due (a row whose `lock` is in the future, `config.dispatch`),
+  so a retry goes when its backoff runs out, whatever `poll` is.
+
+PriorityRedisBroker keeps a delayed message in a sorted set per queue, scored by its due
+time; before each wait the pusher moves the messages that are due to their queue.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -71,14 +76,15 @@ class PriorityOrmBroker(ORM):
         self._listen()  # before looking, so a message committed meanwhile still wakes us
         if transaction.get_autocommit(using=Conf.ORM):
             db.close_old_connections()  # persistent connections: closes only a broken one
-        taken = self._take()
+        taken, next_lock = self._take()
         if taken:
             return taken
-        self._wait()
+        self._wait(_seconds_until(next_lock))
         return None
 
-    def _take(self) -> list[tuple[int, str]]:
-        """Lease up to `bulk` due messages, urgent queue first.
+    def _take(self) -> tuple[list[tuple[int, str]], datetime | None]:
+        """Lease up to `bulk` due messages, urgent queue first; with none, the earliest time
+        a message's lock runs out (a delayed message comes due, a lease ends).
 
         SKIP LOCKED: another pusher (a second cluster) taking messages right now is passed
         over instead of waited for, and never gets the same message. The index on
@@ -103,7 +109,13 @@ class PriorityOrmBroker(ORM):
                     "UPDATE django_q_ormq SET lock = %s WHERE id = ANY(%s)",
                     [lease, [pk for pk, _ in taken]],
                 )
-        return taken
+                return taken, None
+            # Only the messages not yet handed out are left: few rows, read when idle.
+            cursor.execute(
+                "SELECT min(lock) FROM django_q_ormq WHERE key = ANY(%s) AND lock >= %s",
+                [self.keys, now],
+            )
+            return taken, cursor.fetchone()[0]
 
     def _listen(self) -> None:
         if self._listener is not None and not self._listener.closed:
@@ -118,14 +130,16 @@ class PriorityOrmBroker(ORM):
             LOG.warning("cannot LISTEN for new work; polling every %s s", Conf.POLL)
             self._listener = None
 
-    def _wait(self) -> None:
-        """Sleep until a transaction that wrote messages commits, or `poll` seconds pass."""
+    def _wait(self, until_due: float | None) -> None:
+        """Sleep until a transaction that wrote messages commits, the next delayed message is
+        due (`until_due` seconds), or `poll` seconds pass."""
+        timeout = Conf.POLL if until_due is None else min(Conf.POLL, until_due)
         listener = self._listener
         if listener is None:
-            time.sleep(Conf.POLL)
+            time.sleep(timeout)
             return
         try:
-            for _ in listener.notifies(timeout=Conf.POLL, stop_after=1):
+            for _ in listener.notifies(timeout=timeout, stop_after=1):
                 pass
         except psycopg.Error:
             listener.close()
@@ -138,16 +152,58 @@ class PriorityOrmBroker(ORM):
         return self.get_connection().filter(key__in=self.keys, lock__gt=timezone.now()).count()
 
 
+def _seconds_until(moment: datetime | None) -> float | None:
+    if moment is None:
+        return None
+    # At least a little: a lock that runs out this instant is taken on the next look.
+    return max(0.01, (moment - timezone.now()).total_seconds())
+
+
+# Moves the due members of a sorted set (KEYS[1]) to the end of a list (KEYS[2]), at most
+# ARGV[2] of them, atomically: two clusters never move one message twice.
+MOVE_DUE = """
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+for _, message in ipairs(due) do
+  redis.call('ZREM', KEYS[1], message)
+  redis.call('RPUSH', KEYS[2], message)
+end
+return #due
+"""
+
+
+MOVE_EVERY = 0.2  # seconds between looks at the delayed messages
+DELAYED_MOVED_AT_ONCE = 500
+
+
+def _delayed_key(list_key: str) -> str:
+    """The sorted set of a queue's delayed messages ("django_q:<key>:q" -> ":delayed")."""
+    return f"{list_key.removesuffix(':q')}:delayed"
+
+
 class PriorityRedisBroker(Redis):
     """django-q2's Redis broker over the priority queues: BLPOP takes from the first list
-    that has a message, in the order given, so urgent work goes first."""
+    that has a message, in the order given, so urgent work goes first. Delayed messages
+    wait in a sorted set per queue and are moved to it when due, before each wait."""
 
     def __init__(self, list_key: str | None = None) -> None:
         base = _base_key(list_key or Conf.CLUSTER_NAME)
         super().__init__(list_key=list_key or Conf.CLUSTER_NAME)
         self.keys = [f"django_q:{key}:q" for key in served_keys(base)]
+        self.delayed_keys = [_delayed_key(key) for key in self.keys]
+        self._move_due = self.connection.register_script(MOVE_DUE)
+        self._moved_at = 0.0
+
+    def enqueue_at(self, task: str, when: datetime) -> None:
+        """Send `task` to this broker's queue, to be taken from `when` on."""
+        self.connection.zadd(_delayed_key(self.list_key), {task: when.timestamp()})
 
     def dequeue(self) -> list[tuple[None, bytes]] | None:
+        now = time.time()
+        if now - self._moved_at >= MOVE_EVERY:  # not once per message during a backlog
+            self._moved_at = now
+            for delayed, queue in zip(self.delayed_keys, self.keys, strict=True):
+                self._move_due(keys=[delayed, queue], args=[now, DELAYED_MOVED_AT_ONCE])
+        # A second at most: a delayed message is moved within a second of coming due.
         task = self.connection.blpop(self.keys, 1)
         if task:
             return [(None, task[1])]

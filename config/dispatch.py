@@ -12,6 +12,14 @@ the work is already done. Routine tasks store no result when they succeed (a fai
 kept in django-q2's table). Each message goes to a priority queue: `urgent` for work a
 person is waiting for, `live` for intake, `bulk` for batch recovery and replays.
 
+A message may be delayed (`not_before`): a retry sent with the answer that asked for it,
+taken by a worker when its backoff runs out rather than when the next sweep comes by. With
+the ORM broker it is a row whose `lock` (the time from which the broker hands it out) lies
+in the future; with Redis it waits in a sorted set by due time until the broker moves it to
+its queue (`config.broker`). Delays are kept short (at most MAX_DELAY): a longer wait is
+sent by the sweep once it comes that near, so no message waits long in the broker, and the
+sweep's view of the oldest unspent message stays close to now.
+
 `inline()` swaps the broker for an in-process list, which the fixture runner and the tests
 drain by calling the very same task functions the workers call.
 """
@@ -25,7 +33,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -41,11 +49,17 @@ class Priority(StrEnum):
     BULK = "bulk"  # batch recovery, replays of many runs
 
 
+# The longest a message is delayed; the sweep (every minute) sends what is due within it.
+MAX_DELAY = timedelta(seconds=90)
+
+
 @dataclass(frozen=True)
 class Message:
     func: str
     args: tuple[Any, ...]
     priority: Priority = field(default=Priority.LIVE, compare=False)
+    # Not handed to a worker before this time (None: at once).
+    not_before: datetime | None = field(default=None, compare=False)
 
     def run(self) -> Any:
         return import_string(self.func)(*self.args)
@@ -67,12 +81,21 @@ _batch: contextvars.ContextVar[_Batch | None] = contextvars.ContextVar(
 )
 
 
-def enqueue_after_commit(func: str, *args: Any, priority: Priority = Priority.LIVE) -> None:
-    """Send `func(*args)` to the workers as part of the current transaction's commit."""
+def enqueue_after_commit(
+    func: str,
+    *args: Any,
+    priority: Priority = Priority.LIVE,
+    not_before: datetime | None = None,
+) -> None:
+    """Send `func(*args)` to the workers as part of the current transaction's commit; with
+    `not_before`, to be taken no earlier than that (at most MAX_DELAY on: see above).
+
+    Inline, a delayed message is queued like any other: the caller that drains it controls
+    time itself, and a task run before it is due does nothing."""
     current = _batch.get()
     if current is not None and current.priority is not None:
         priority = current.priority
-    message = Message(func, args, priority)
+    message = Message(func, args, priority, not_before)
     if _inline.get() is not None or _broker_mode() != "orm":
         transaction.on_commit(lambda: _send([message]))
     elif current is not None:
@@ -124,8 +147,16 @@ def _send(messages: list[Message]) -> None:
     for message in messages:
         options: dict[str, Any] = {"save": False}
         if mode != "sync":
-            options["broker"] = _broker_for(message.priority)
+            broker = _broker_for(message.priority)
+            if _delayed(message) and hasattr(broker, "enqueue_at"):
+                broker.enqueue_at(_package(message), message.not_before)
+                continue
+            options["broker"] = broker
         async_task(message.func, *message.args, task_name=_name(message), q_options=options)
+
+
+def _delayed(message: Message) -> bool:
+    return message.not_before is not None and message.not_before > timezone.now()
 
 
 def _name(message: Message) -> str:
@@ -167,7 +198,10 @@ def _message_fields(message: Message, now: datetime) -> dict[str, Any]:
     from config.broker import queue_key
 
     key = queue_key(Conf.CLUSTER_NAME, message.priority)
-    return {"key": key, "payload": _package(message), "lock": now}
+    # The broker hands out a row once its lock has passed: a delayed message is one whose
+    # lock is its due time (config.broker takes rows WHERE lock < now).
+    lock = max(now, message.not_before) if message.not_before is not None else now
+    return {"key": key, "payload": _package(message), "lock": lock}
 
 
 def _insert(messages: list[Message]) -> None:
@@ -243,7 +277,19 @@ def oldest_unspent() -> datetime | None:
         broker = _broker_for(Priority.LIVE)
         heads = [broker.connection.lindex(key, 0) for key in getattr(broker, "keys", [])]
     times = [SignedPackage.loads(head)["started"] for head in heads if head is not None]
+    if mode != "orm":
+        times.extend(_delayed_sent_since(_broker_for(Priority.LIVE)))
     return min(times) if times else None
+
+
+def _delayed_sent_since(broker: Any) -> list[datetime]:
+    """Redis: for each set of delayed messages, a time none of them was sent before. A set
+    is ordered by due time, and a message is due at most MAX_DELAY after it was sent."""
+    since = []
+    for key in getattr(broker, "delayed_keys", []):
+        for _, due in broker.connection.zrange(key, 0, 0, withscores=True):
+            since.append(datetime.fromtimestamp(due, tz=UTC) - MAX_DELAY)
+    return since
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ approval_urls = (
         path("<int:request_id>/", approvals.evidence, name="evidence"),
         path("<int:request_id>/decide", approvals.decide, name="decide"),
         path("<int:request_id>/raw", approvals.raw_input, name="raw"),
+        path("<int:request_id>/raw/download", approvals.raw_download, name="raw_download"),
     ],
     "approvals",
 )
@@ -62,6 +63,7 @@ ops_urls = (
         path("runs/<int:run_id>/", ops.run_page, name="run"),
         path("integrators/api/", integrators.api_reference, name="api_reference"),
         path("runs/<int:run_id>/raw", ops.raw_input, name="raw"),
+        path("runs/<int:run_id>/raw/download", ops.raw_download, name="raw_download"),
         path("runs/<int:run_id>/correct", ops.correct, name="correct"),
         path("runs/<int:run_id>/queue/<slug:action>", ops.queue_action, name="queue_action"),
         path("runs/<int:run_id>/recover/<slug:action>", ops.recover, name="recover"),

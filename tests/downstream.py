@@ -44,6 +44,7 @@ class Received:
     signature_as_documented: bool  # recomputed here: hex HMAC-SHA256(secret, "<t>." + body)
     behaviour: Behaviour
     performed: bool  # this request performed the effect (a first 2xx or a hang for its key)
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
     @property
     def payload(self) -> Any:

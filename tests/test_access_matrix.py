@@ -229,6 +229,7 @@ EXPECTED: dict[str, Row] = {
     "automation:run[finance]": page(READERS | {FINANCE}),
     "automation:run_states": page(SIGNED_IN),
     "automation:raw": page(READERS),
+    "automation:raw_download": page(READERS),
     "automation:correct": form(LEADS),
     "automation:queue_action": action(RECOVERERS),
     "automation:recover": action(RECOVERERS),
@@ -248,6 +249,9 @@ EXPECTED: dict[str, Row] = {
     "approvals:raw[security]": page(READERS | {SECURITY}),
     "approvals:raw[finance]": page(READERS | {FINANCE}),
     "approvals:raw[escalated]": page(READERS | {SECURITY}),
+    "approvals:raw_download[security]": page(READERS | {SECURITY}),
+    "approvals:raw_download[finance]": page(READERS | {FINANCE}),
+    "approvals:raw_download[escalated]": page(READERS | {SECURITY}),
     # Deciding: the group the request is routed to, ops leads once it is escalated to them.
     # QA samples: anyone signed in sees the samples of their own groups (the sample here is
     # the ops leads'); whoever reconciles (work_queue) reads every sample and reconciles.
@@ -441,6 +445,7 @@ VARIANTS: dict[str, dict[str, Kwargs]] = {
     "automation:effect_control": {"": lambda w: {"name": "create_follow_up", "action": "pause"}},
     "automation:run": {name: _run(name) for name in ("held", "security", "finance")},
     "automation:raw": {"": _run("held")},
+    "automation:raw_download": {"": _run("held")},
     "automation:correct": {"": _run("held")},
     "automation:queue_action": {"": _run("held", action="claim")},
     "automation:recover": {"": _run("held", action="retry")},
@@ -451,6 +456,7 @@ VARIANTS: dict[str, dict[str, Kwargs]] = {
     "automation:simulation": {"": lambda w: {"simulation_id": w.simulation.pk}},
     "approvals:evidence": PER_REQUEST,
     "approvals:raw": PER_REQUEST,
+    "approvals:raw_download": PER_REQUEST,
     "approvals:decide": PER_REQUEST,
     "reports:csv": {"": lambda w: {"panel": next(iter(EXPORTS))}},
     "quality:review": {"": lambda w: {"review_id": _qa_review(w, "completed")}},

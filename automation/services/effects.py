@@ -53,7 +53,7 @@ from automation.services.runlog import log_run
 from automation.services.sending import DELIVER_EFFECT_TASK
 from automation.signals import effect_sent_downstream
 from automation.vocabulary import Kind, label
-from config.dispatch import Priority, batch, enqueue_after_commit
+from config.dispatch import MAX_DELAY, Priority, batch, enqueue_after_commit
 from config.errors import ServiceError
 from policy.models import PolicyVersion
 
@@ -221,7 +221,8 @@ def _claim(effect_id: int, adapter: EffectAdapter, now: datetime) -> tuple[Effec
         wait = _held_back(effect, now)
         if wait is not None:
             effect.next_attempt_at = now + wait
-            effect.save(update_fields=["next_attempt_at"])
+            _send_when_due(effect, now)
+            effect.save(update_fields=["next_attempt_at", "dispatched_at"])
             return None
         effect.attempts += 1
         effect.next_attempt_at = None
@@ -231,6 +232,27 @@ def _claim(effect_id: int, adapter: EffectAdapter, now: datetime) -> tuple[Effec
             update_fields=["attempts", "next_attempt_at", "dispatched_at", "lease_expires_at"]
         )
         return effect, now
+
+
+def _send_when_due(effect: Effect, now: datetime) -> None:
+    """Send the message of the effect's next attempt now, to be taken when it is due: the
+    backoff sets the pace, not the sweep. A longer wait than a message is delayed by
+    (MAX_DELAY) is left to the sweep, which sends it once it comes that near. The caller
+    saves the effect (its `dispatched_at` says whether a message is out)."""
+    due = effect.next_attempt_at
+    if due is None or due - now > MAX_DELAY:
+        effect.dispatched_at = None
+        return
+    effect.dispatched_at = now
+    enqueue_after_commit(
+        DELIVER_EFFECT_TASK, effect.pk, priority=effect_priority(effect), not_before=due
+    )
+
+
+def effect_priority(effect: Effect) -> Priority:
+    """The queue of an effect's deliveries: an approved effect is what an approver (and the
+    requester) now waits for."""
+    return Priority.URGENT if effect.authorization.get("approval_request") else Priority.LIVE
 
 
 def _not_due(effect: Effect, now: datetime) -> bool:
@@ -387,6 +409,7 @@ def _retry_or_hold(
     late = effect.deadline_at is not None and next_at > effect.deadline_at
     effect.status = EffectStatus.RETRY_WAIT
     effect.next_attempt_at = None if spent or late else next_at
+    _send_when_due(effect, now)
     effect.save()
     if effect.next_attempt_at is not None:
         stage.record(run, StageOutcome.RETRY_SCHEDULED, delivery.error_class)
@@ -394,12 +417,40 @@ def _retry_or_hold(
     reason = "attempt limit reached" if spent else "deadline passed"
     tries = f"{effect.attempts} attempt{'' if effect.attempts == 1 else 's'}"
     last = delivery.error_class or f"HTTP {delivery.status_code}"
-    _hold_unavailable(
-        effect,
+    detail = f"{reason} after {tries}; last: {last}"
+    unknown = _first_unknown_attempt(effect)
+    if unknown is not None:
+        _hold_uncertain(effect, run, unknown, detail, stage=stage)
+        return
+    _hold_unavailable(effect, run, StageOutcome.UNAVAILABLE, detail, stage=stage)
+
+
+def _first_unknown_attempt(effect: Effect) -> EffectAttempt | None:
+    """The first attempt that may have been performed: sent with no answer, or lost with its
+    worker. Later answers (a 503 to a retry) say nothing about it."""
+    unknown = [DeliveryResult.UNCERTAIN, DeliveryResult.LOST]
+    return effect.attempt_rows.filter(outcome__in=unknown).order_by("attempt").first()
+
+
+def _hold_uncertain(
+    effect: Effect, run: Run, unknown: EffectAttempt, detail: str, *, stage: Stage
+) -> None:
+    """Hold the run as uncertain: once an attempt may have been performed, the effect is
+    not known to be undone, whatever later attempts answered, so "could not be reached"
+    would invite a person to abandon an effect that was done."""
+    why = "sent, no answer" if unknown.outcome == DeliveryResult.UNCERTAIN else "worker lost"
+    record_transition(
         run,
-        StageOutcome.UNAVAILABLE,
-        f"{reason} after {tries}; last: {last}",
+        run.hold,
         stage=stage,
+        stage_outcome=StageOutcome.UNCERTAIN,
+        outcome=Outcome.EFFECT_UNCERTAIN,
+        field=effect.name,
+        detail=(
+            f"attempt {unknown.attempt} may have been performed "
+            f"({unknown.error_class or unknown.outcome}: {why}); {detail}; "
+            "reconcile with the receiver"
+        ),
     )
 
 

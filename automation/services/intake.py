@@ -9,7 +9,7 @@ import json
 import logging
 import secrets
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
@@ -250,6 +250,118 @@ class IntakeResult:
     malformed: bool = False  # the body was not JSON at all
 
 
+# --- the size limit ------------------------------------------------------------------------
+
+# What a refused record keeps of a request over the limit: enough to see what it was.
+REFUSED_HEAD_BYTES = 64 * 1024
+READ_CHUNK_BYTES = 1024 * 1024
+
+
+def message_limit(content_type: str) -> int:
+    """The largest request taken in, in bytes, whichever way it comes (the API, files,
+    folders, maildirs): GATEHOUSE_MAX_MESSAGE_BYTES for an e-mail message,
+    GATEHOUSE_MAX_EVENT_BYTES for anything else (a JSON event)."""
+    return setting("MAX_MESSAGE_BYTES" if content_type == MAIL_TYPE else "MAX_EVENT_BYTES")
+
+
+@dataclass(frozen=True)
+class Oversized:
+    """A request over the limit, read without keeping it: its size, the SHA-256 of all of
+    it, and its first bytes."""
+
+    size: int
+    sha256: str
+    head: bytes
+
+
+class Readable(Protocol):
+    """What a request is read from in chunks: a file, a maildir's message, a socket."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+def read_within(stream: Readable, limit: int) -> bytes | Oversized:
+    """Read a request from `stream`: its bytes when it is within `limit`; else what a
+    refused record keeps of it. Memory stays within the limit and a chunk: the part past
+    the limit is hashed and counted as it goes by, never held."""
+    digest = hashlib.sha256()
+    kept: list[bytes] | None = []
+    head = b""
+    size = 0
+    while chunk := stream.read(READ_CHUNK_BYTES):
+        digest.update(chunk)
+        size += len(chunk)
+        if kept is None:
+            continue
+        kept.append(chunk)
+        if size > limit:
+            head, kept = _head(kept), None
+    if kept is not None:
+        return b"".join(kept)
+    return Oversized(size, digest.hexdigest(), head)
+
+
+def _head(chunks: list[bytes]) -> bytes:
+    """The first REFUSED_HEAD_BYTES of the chunks, joining no more of them than it takes."""
+    taken: list[bytes] = []
+    length = 0
+    for chunk in chunks:
+        if length >= REFUSED_HEAD_BYTES:
+            break
+        taken.append(chunk[: REFUSED_HEAD_BYTES - length])
+        length += len(taken[-1])
+    return b"".join(taken)
+
+
+def _oversized(raw: bytes) -> Oversized:
+    return Oversized(len(raw), IntakeRecord.digest(raw), raw[:REFUSED_HEAD_BYTES])
+
+
+@transaction.atomic(durable=True)
+def intake_refuse_oversized(
+    *, channel: IntakeChannel, request: Oversized, content_type: str, source: str
+) -> IntakeResult:
+    """Keep a request over the limit as a refused record (its size, its hash, its first
+    bytes; never the whole body) with an `invalid_event` run that says why."""
+    return _refuse(channel, request, content_type, source)
+
+
+def _refuse(
+    channel: IntakeChannel, request: Oversized, content_type: str, source: str
+) -> IntakeResult:
+    """intake_refuse_oversized in the caller's transaction."""
+    intake = IntakeRecord.objects.create(
+        channel=channel,
+        raw=request.head,
+        raw_sha256=request.sha256,
+        size=request.size,
+        refused=True,
+        content_type=content_type,
+        source=source,
+    )
+    limit = message_limit(content_type)
+    what = "an e-mail message" if content_type == MAIL_TYPE else "a request"
+    problem = FieldProblem(
+        field="message" if content_type == MAIL_TYPE else "body",
+        message=(
+            f"is {_bytes(intake.size)}, over the limit of {_bytes(limit)} for {what}: it was "
+            f"not read; only its size, its SHA-256 and its first {_bytes(len(intake.raw))} "
+            "are kept"
+        ),
+    )
+    # Named by its content, like a message that cannot be read: the same bytes, one name.
+    run = _create_invalid_run(intake, f"sha256:{intake.raw_sha256}", [problem])
+    return log_admission(IntakeResult(Outcome.INVALID_EVENT, intake, run, [problem]))
+
+
+def _bytes(count: int) -> str:
+    """A size in words: '27.0 MiB (28,311,552 bytes)'."""
+    for unit, scale in (("MiB", 1024**2), ("KiB", 1024)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit} ({count:,} bytes)"
+    return f"{count:,} bytes"
+
+
 def intake_submit(
     *,
     channel: IntakeChannel,
@@ -265,7 +377,12 @@ def intake_submit(
     (`_admit_at_once`); anything else takes the long way, which stores the raw record, then
     admits it. If the admission fails unexpectedly, that transaction is gone with it: the
     raw record is then stored on its own (for whoever investigates) before the error goes on.
+    A request over the size limit is kept as a refused record, unread.
     """
+    if len(raw) > message_limit(content_type):
+        return intake_refuse_oversized(
+            channel=channel, request=_oversized(raw), content_type=content_type, source=source
+        )
     record = {"channel": channel, "raw": raw, "content_type": content_type, "source": source}
     try:
         parsed = _parse_event(raw, content_type)
@@ -316,6 +433,7 @@ def _admit_at_once(
         "id": allocation.intake_id,
         **record,
         "raw_sha256": IntakeRecord.digest(record["raw"]),
+        "size": len(record["raw"]),
     }
     rows = new_rows([(IntakeRecord, intake_fields), (Run, run_fields)], now)
     intake, run = loaded(IntakeRecord, rows[0]), loaded(Run, rows[1])
@@ -340,6 +458,8 @@ def intake_submit_in_transaction(
 ) -> IntakeResult:
     """intake_submit inside the caller's transaction: for a dry run that rolls back everything
     it did (the classifier evaluation). A failure is the caller's to handle."""
+    if len(raw) > message_limit(content_type):
+        return _refuse(channel, _oversized(raw), content_type, source)
     record = IntakeRecord.objects.create(
         channel=channel, raw=raw, content_type=content_type, source=source
     )

@@ -1,11 +1,14 @@
 """E-mail from files: single `.eml` files, directories of them, and maildirs.
 
 Each message is stored and admitted on its own (its own transactions), so one bad file never
-stops a batch: it is counted, named, and the batch goes on.
+stops a batch: it is counted, named, and the batch goes on. A file is read in chunks within
+the size limit (`intake.message_limit`): a larger one is never held whole, and is kept as a
+refused record.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
@@ -16,7 +19,16 @@ from pathlib import Path
 
 from automation.models import IntakeChannel, IntakeRecord, Outcome
 from automation.schemas import storable
-from automation.services.intake import MAIL_TYPE, IntakeResult, intake_submit
+from automation.services.intake import (
+    MAIL_TYPE,
+    IntakeResult,
+    Oversized,
+    Readable,
+    intake_refuse_oversized,
+    intake_submit,
+    message_limit,
+    read_within,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -24,13 +36,24 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class MailSource:
     name: str  # what the summary and the intake record call it
-    read: Callable[[], bytes]
+    open: Callable[[], contextlib.AbstractContextManager[Readable]]  # its bytes, from the start
+
+    def read(self) -> bytes | Oversized:
+        """The message, or what a refused record keeps of it when it is over the limit."""
+        with self.open() as stream:
+            return read_within(stream, message_limit(MAIL_TYPE))
 
 
-def _source(name: object, read: Callable[[], bytes]) -> MailSource:
+def _source(
+    name: object, open_message: Callable[[], contextlib.AbstractContextManager[Readable]]
+) -> MailSource:
     # A file name that is not UTF-8 reaches Python with lone surrogates in it (PEP 383): the
-    # name is a label, stored and printed, so it is made storable; `read` keeps the real path.
-    return MailSource(storable(str(name)), read)
+    # name is a label, stored and printed, so it is made storable; `open` keeps the real path.
+    return MailSource(storable(str(name)), open_message)
+
+
+def _opener(path: Path) -> Callable[[], contextlib.AbstractContextManager[Readable]]:
+    return lambda: path.open("rb")
 
 
 def _record_source(name: str) -> str:
@@ -52,14 +75,14 @@ def mail_sources(paths: list[Path]) -> list[MailSource]:
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such file or directory")
         if path.is_file():
-            sources.append(_source(path, path.read_bytes))
+            sources.append(_source(path, _opener(path)))
         elif _is_maildir(path):
             sources.extend(_maildir(path))
         else:
             for child in sorted(path.rglob("*")):
                 # A broken link is listed too: it is reported unreadable, not silently skipped.
                 if child.suffix.lower() == ".eml" and (child.is_file() or child.is_symlink()):
-                    sources.append(_source(child, child.read_bytes))
+                    sources.append(_source(child, _opener(child)))
                 elif child.is_dir() and _is_maildir(child):
                     sources.extend(_maildir(child))
     return sources
@@ -68,7 +91,7 @@ def mail_sources(paths: list[Path]) -> list[MailSource]:
 def _maildir(path: Path) -> Iterator[MailSource]:
     box = mailbox.Maildir(path, factory=None, create=False)
     for key in sorted(box.keys()):
-        yield _source(f"{path}#{key}", functools.partial(box.get_bytes, key))
+        yield _source(f"{path}#{key}", functools.partial(box.get_file, key))
 
 
 @dataclass
@@ -141,11 +164,12 @@ def _take_in(batch: MailBatch, channel: IntakeChannel, source: MailSource) -> No
         return
     batch.read += 1
     label = _record_source(source.name)
-    if _taken_before(channel=channel, source=label, raw=raw):
+    digest = raw.sha256 if isinstance(raw, Oversized) else hashlib.sha256(raw).hexdigest()
+    if _taken_before(channel=channel, source=label, digest=digest):
         batch.taken_before += 1
         return
     try:
-        result = intake_submit(channel=channel, raw=raw, content_type=MAIL_TYPE, source=label)
+        result = _submit(channel, raw, label)
     except Exception as exc:  # one message never stops the batch
         logger.exception("intake of %s failed", source.name)
         batch.errors += 1
@@ -154,7 +178,15 @@ def _take_in(batch: MailBatch, channel: IntakeChannel, source: MailSource) -> No
     batch.count(source.name, result)
 
 
-def _taken_before(*, channel: IntakeChannel, source: str, raw: bytes) -> bool:
+def _submit(channel: IntakeChannel, raw: bytes | Oversized, label: str) -> IntakeResult:
+    if isinstance(raw, Oversized):
+        return intake_refuse_oversized(
+            channel=channel, request=raw, content_type=MAIL_TYPE, source=label
+        )
+    return intake_submit(channel=channel, raw=raw, content_type=MAIL_TYPE, source=label)
+
+
+def _taken_before(*, channel: IntakeChannel, source: str, digest: str) -> bool:
     """Whether this file, with these exact bytes, was taken in through this channel before.
 
     A folder read again (a schedule over a maildir, every start of the demo) meets the files
@@ -166,7 +198,7 @@ def _taken_before(*, channel: IntakeChannel, source: str, raw: bytes) -> bool:
     yet) does not count: that message is taken in again.
     """
     return IntakeRecord.objects.filter(
-        raw_sha256=hashlib.sha256(raw).hexdigest(),  # intake_raw_sha256_idx
+        raw_sha256=digest,  # intake_raw_sha256_idx (of the whole message, even if refused)
         source=source,
         channel=channel,
         admission_error="",

@@ -37,7 +37,7 @@ from automation.services.journal import Stage, record_audit, record_transition
 from automation.services.pipeline import STEPS
 from automation.services.runlog import log_run
 from automation.services.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK, run_send
-from config.dispatch import batch, enqueue_after_commit, oldest_unspent
+from config.dispatch import MAX_DELAY, batch, enqueue_after_commit, oldest_unspent
 from config.errors import state_conflict
 
 # --- operator operations ----------------------------------------------------------------
@@ -199,26 +199,29 @@ def sweep_due(*, now: datetime | None = None, limit: int = 500) -> dict[str, int
         .filter(Exists(decided))
         .values_list("pk", flat=True)[:limit]
     )
-    # Effects: a retry come due, a lease run out (the worker died mid-attempt), or a new
-    # row whose message was lost. Held effects (no next attempt, no lease) stay put.
+    # Effects: a retry due before the next sweep comes by (sent as a delayed message, taken
+    # when its backoff runs out: a wait longer than a message is delayed by was sent by
+    # nobody), a lease run out (the worker died mid-attempt), or a new row whose message was
+    # lost. Held effects (no next attempt, no lease) stay put.
     effects = list(
         Effect.objects.filter(status__in=[EffectStatus.PENDING, EffectStatus.RETRY_WAIT])
         .filter(
-            Q(next_attempt_at__lte=now)
+            Q(next_attempt_at__lte=now + MAX_DELAY)
             | Q(lease_expires_at__lte=now)
             | Q(status=EffectStatus.PENDING, lease_expires_at__isnull=True, created_at__lte=stale)
         )
         .exclude(lease_expires_at__gt=now)
         .filter(no_message)
-        .values_list("pk", flat=True)[:limit]
+        .values_list("pk", "next_attempt_at")[:limit]
     )
     with transaction.atomic(durable=True), batch():
         Run.objects.filter(pk__in=due_runs).update(dispatched_at=now)
-        Effect.objects.filter(pk__in=effects).update(dispatched_at=now)
+        Effect.objects.filter(pk__in=[pk for pk, _ in effects]).update(dispatched_at=now)
         for run_id in [*due_runs, *decided_runs]:
             enqueue_after_commit(ADVANCE_RUN_TASK, run_id)
-        for effect_id in effects:
-            enqueue_after_commit(DELIVER_EFFECT_TASK, effect_id)
+        for effect_id, due in effects:
+            later = due if due is not None and due > now else None
+            enqueue_after_commit(DELIVER_EFFECT_TASK, effect_id, not_before=later)
         if due_runs or decided_runs:
             AuditEvent.objects.bulk_create(
                 AuditEvent(run_id=run_id, action=AuditAction.SWEEP_NUDGED, actor_label=SYSTEM)

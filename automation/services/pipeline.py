@@ -67,6 +67,7 @@ from automation.services.effects import (
     DELIVERABLE,
     effect_budget,
     effect_deliver_locked,
+    effect_priority,
     effect_send,
 )
 from automation.services.journal import (
@@ -90,7 +91,6 @@ from automation.services.payloads import (
 from automation.services.quality import label_record, qa_review_open, reading_of
 from automation.services.shadow import shadows_send
 from automation.signals import classifier_call_starting
-from config.dispatch import Priority
 from config.sql import insert_new
 from policy.evaluation import Verdict, approval_for, qa_sample
 
@@ -758,13 +758,8 @@ def _deliver(run: Run, effect: Effect, now: datetime) -> bool:
     adapter = get_adapter(effect.name)
     if adapter.local:
         return effect_deliver_locked(effect=effect, run=run, adapter=adapter, now=now)
-    effect_send(effect=effect, now=now, priority=_priority_of(effect))
+    effect_send(effect=effect, now=now, priority=effect_priority(effect))
     return False
-
-
-def _priority_of(effect: Effect) -> Priority:
-    # An approved effect is what an approver (and the requester) now waits for.
-    return Priority.URGENT if effect.authorization.get("approval_request") else Priority.LIVE
 
 
 # Steps taken inside the carrying transaction, by the state they start from.

@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
@@ -17,6 +18,8 @@ from config.errors import ServiceError
 from config.http import AuthenticatedHttpRequest
 from config.keyset import NEWEST, BadCursor, Cursor, order_of, page_link, parse_cursor
 from console.forms.approvals import DecisionForm
+from console.raw_input import raw_download as download_raw
+from console.raw_input import raw_page
 from console.refusals import show_refusal
 
 RESULT_MESSAGES = {
@@ -156,9 +159,20 @@ def decide(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse:
 @login_required
 @permission_required("approvals.view_approvalrequest", raise_exception=True)
 def raw_input(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse:
-    """The request exactly as received, as text: never rendered as HTML."""
+    """The request's input as received: a bounded preview as text, and a link to all of it."""
     approval = _user_request(request, request_id)
-    intake = approval.run.intake
-    response = HttpResponse(bytes(intake.raw), content_type="text/plain; charset=utf-8")
-    response["X-Content-Type-Options"] = "nosniff"
-    return response
+    return raw_page(
+        request,
+        intake_id=approval.run.intake_id,
+        download_url=reverse("approvals:raw_download", args=[approval.pk]),
+        back_url=reverse("approvals:evidence", args=[approval.pk]),
+        back_label="The request's evidence",
+    )
+
+
+@require_GET
+@login_required
+@permission_required("approvals.view_approvalrequest", raise_exception=True)
+def raw_download(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse:
+    approval = _user_request(request, request_id)
+    return download_raw(intake_id=approval.run.intake_id)

@@ -12,6 +12,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -34,6 +35,8 @@ from console.forms.ops import (
     RecoveryForm,
     form_problems,
 )
+from console.raw_input import raw_download as download_raw
+from console.raw_input import raw_page
 from console.refusals import show_refusal
 from policy.models import PolicyVersion
 
@@ -201,10 +204,23 @@ def run_page(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
 @login_required
 @permission_required(VIEW_RUNS, raise_exception=True)
 def raw_input(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(Run.objects.select_related("intake"), pk=run_id)
-    response = HttpResponse(bytes(run.intake.raw), content_type="text/plain; charset=utf-8")
-    response["X-Content-Type-Options"] = "nosniff"
-    return response
+    """The run's input as received: a bounded preview, and a link to all of it."""
+    run = get_object_or_404(Run.objects.only("pk", "intake_id"), pk=run_id)
+    return raw_page(
+        request,
+        intake_id=run.intake_id,
+        download_url=reverse("automation:raw_download", args=[run.pk]),
+        back_url=reverse("automation:run", args=[run.pk]),
+        back_label=f"Run {run.pk}",
+    )
+
+
+@require_GET
+@login_required
+@permission_required(VIEW_RUNS, raise_exception=True)
+def raw_download(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.only("pk", "intake_id"), pk=run_id)
+    return download_raw(intake_id=run.intake_id)
 
 
 def _problems(run: Run) -> list[dict[str, str]]:

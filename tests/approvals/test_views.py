@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
+from django.utils.html import escape
 
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from automation.models import Run, State
@@ -97,11 +98,19 @@ def test_evidence_page_shows_fields_highlighted_source_binding_and_timeline(
     assert reverse("approvals:raw", args=[waiting.pk]) in html
 
 
-def test_raw_input_is_served_as_plain_text(waiting: ApprovalRequest) -> None:
+def test_raw_input_is_shown_as_text_and_downloaded_as_an_attachment(
+    waiting: ApprovalRequest,
+) -> None:
     _, client = login("ana", "security-approvers")
-    raw = client.get(reverse("approvals:raw", args=[waiting.pk]))
-    assert raw["Content-Type"].startswith("text/plain")
-    assert raw.content == bytes(waiting.run.intake.raw)
+    page = client.get(reverse("approvals:raw", args=[waiting.pk])).content.decode()
+    raw = bytes(waiting.run.intake.raw)
+    assert escape(raw.decode()) in page
+    download = reverse("approvals:raw_download", args=[waiting.pk])
+    assert f'href="{download}"' in page
+    response = client.get(download)
+    assert response["Content-Type"] == "application/octet-stream"
+    assert response["Content-Disposition"].startswith("attachment; ")
+    assert response.content == raw
 
 
 def test_approving_in_the_console_completes_the_run(

@@ -29,6 +29,8 @@ from django.core.exceptions import PermissionDenied
 from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
+from django_q.models import OrmQ
+from django_q.signing import SignedPackage
 
 from automation import services
 from automation.effects.http import verify
@@ -54,7 +56,7 @@ from automation.services.effects import (
     effect_resume,
 )
 from automation.services.recovery import effects_retry_held
-from config.dispatch import Message, inline
+from config.dispatch import MAX_DELAY, Message, inline
 from policy.services import (
     DEFAULTS_DIR,
     parse_policy_text,
@@ -257,6 +259,24 @@ def test_503_three_times_then_200_is_delivered_once_after_four_attempts_on_the_b
     assert not verify("x" * 32, last.signature, last.body, now=timezone.now().timestamp())
 
 
+def test_a_retry_due_later_than_a_message_is_delayed_is_sent_by_the_sweep_as_it_comes_near(
+    pipeline: Pipeline, downstream: Downstream, http_effect: Any
+) -> None:
+    downstream.then(("status", 503, {"Retry-After": "300"}))
+    _, effect = first_attempt(pipeline, billing_event())
+    due = effect.next_attempt_at
+    assert effect.dispatched_at is None  # too far off for a delayed message: nobody sent one
+
+    assert services.sweep_due(now=due - MAX_DELAY - timedelta(seconds=1))["effects"] == 0
+    assert services.sweep_due(now=due - MAX_DELAY)["effects"] == 1
+    # A delayed message: the broker hands it out when the retry is due, not before.
+    (row,) = OrmQ.objects.all()
+    assert (SignedPackage.loads(row.payload)["args"], row.lock) == ((effect.pk,), due)
+    # It is out: the next sweeps leave the effect alone.
+    assert services.sweep_due(now=due - timedelta(seconds=30))["effects"] == 0
+    assert OrmQ.objects.count() == 1
+
+
 @pytest.mark.parametrize(
     "retry_after, at_least",
     [
@@ -409,6 +429,37 @@ def test_no_answer_holds_the_run_as_uncertain_when_the_receiver_does_not_dedupli
     with pipeline.capture():
         assert services.sweep_due(now=later)["effects"] == 0
     assert downstream.keys() == [effect.idempotency_key]
+
+
+def test_a_budget_spent_after_an_uncertain_attempt_holds_the_run_as_uncertain_naming_it(
+    pipeline: Pipeline, downstream: Downstream, http_effect: Any
+) -> None:
+    # 503, 503, a slow 200 the receiver performed but the sender never heard, five more 503s.
+    http_effect(max_attempts=8)
+    downstream.then(FAIL_503, FAIL_503, ("hang", 2), *[FAIL_503] * 5)
+
+    run, effect = first_attempt(pipeline, billing_event())
+    for _ in range(7):
+        assert effect.next_attempt_at is not None
+        deliver_at(effect, effect.next_attempt_at)
+        effect.refresh_from_db()
+
+    assert [outcome for _, outcome, _, _ in attempt_rows(effect)] == [
+        "retry",
+        "retry",
+        "uncertain",
+        *["retry"] * 5,
+    ]
+    assert downstream.performed == [effect.idempotency_key]  # the third attempt did it
+    run.refresh_from_db()
+    # Not "could not be reached": the effect may well have been done, and the hold says so.
+    assert (run.state, run.outcome) == (State.NEEDS_REVIEW, Outcome.EFFECT_UNCERTAIN)
+    assert run.failure_field == EFFECT
+    assert run.failure_detail == (
+        "attempt 3 may have been performed (ReadTimeout: sent, no answer); "
+        "attempt limit reached after 8 attempts; last: HTTP 503; reconcile with the receiver"
+    )
+    assert (effect.status, effect.next_attempt_at) == (EffectStatus.RETRY_WAIT, None)
 
 
 # --- held as unavailable, then a batch retry ------------------------------------------------

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import csv
 import hashlib
 import io
 import mailbox
 import os
+import tracemalloc
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -350,6 +352,175 @@ def test_a_maildir_and_an_unreadable_file_do_not_stop_the_batch(
     assert "gone.eml: could not be read" in out
     assert err.rstrip().endswith("[##############################] 4/4 messages")
     assert Run.objects.count() == 3
+
+
+# --- one size limit, whichever way a message comes ------------------------------------------
+
+
+def write_large_message(path: Path, size: int) -> None:
+    """An e-mail of about `size` bytes: a short text and a large base64 attachment."""
+    head = (
+        b"From: Ana <ana@northwind-traders.test>\r\nTo: requests@gatehouse.test\r\n"
+        b"Subject: Scans of every invoice\r\nMessage-ID: <large@northwind-traders.test>\r\n"
+        b'MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="b"\r\n\r\n'
+        b"--b\r\nContent-Type: text/plain\r\n\r\nAll scans attached. CUST-10001\r\n"
+        b"--b\r\nContent-Type: application/pdf\r\nContent-Transfer-Encoding: base64\r\n"
+        b'Content-Disposition: attachment; filename="scans.pdf"\r\n\r\n'
+    )
+    line = base64.b64encode(os.urandom(57)) + b"\r\n"
+    with path.open("wb") as out:
+        out.write(head)
+        written = len(head)
+        while written < size:
+            out.write(line * 1000)
+            written += len(line) * 1000
+        out.write(b"--b--\r\n")
+
+
+def test_a_28_mb_message_is_kept_as_a_refused_record_without_being_read_whole(
+    mail_pipeline: Pipeline, tmp_path: Path
+) -> None:
+    path = tmp_path / "large.eml"
+    write_large_message(path, 28_000_000)
+    size = path.stat().st_size
+    limit = 10 * 1024 * 1024
+    assert size > 2 * limit
+
+    tracemalloc.start()
+    try:
+        out, _ = intake_mail(mail_pipeline, str(path))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    # Read in chunks: never the whole file, at most the limit and a chunk of it at once.
+    assert peak < limit + 6 * 1024 * 1024, f"peak {peak:,} bytes for a {size:,}-byte file"
+    record = IntakeRecord.objects.get()
+    assert (record.refused, record.size) == (True, size)
+    assert record.raw_sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert bytes(record.raw) == path.read_bytes()[: 64 * 1024]  # its first bytes, no more
+    run = record.runs.get()
+    assert (run.state, run.outcome, run.failure_field) == (
+        State.FAILED,
+        Outcome.INVALID_EVENT,
+        "message",
+    )
+    why = f"is 26.7 MiB ({size:,} bytes), over the limit of 10.0 MiB (10,485,760 bytes)"
+    assert why in run.failure_detail
+    assert "only its size, its SHA-256 and its first 64.0 KiB" in run.failure_detail
+    assert (
+        out.splitlines()[-1]
+        == "read 1: 0 new runs, 0 replays, 0 conflicts, 1 invalid, 0 unreadable"
+    )
+    assert f"large.eml: message {why}" in out
+    # Read again, the folder's file is known by the hash of all of it: not taken in twice.
+    out, _ = intake_mail(mail_pipeline, str(path))
+    assert out.splitlines()[-1].endswith("1 taken in before")
+    assert IntakeRecord.objects.count() == 1
+
+
+@pytest.mark.parametrize("way", ["file", "folder", "maildir"])
+def test_every_way_in_refuses_a_message_over_the_limit_and_takes_the_rest(
+    mail_pipeline: Pipeline, tmp_path: Path, settings: object, way: str
+) -> None:
+    small = sample("01-quote-request-northwind.eml")
+    large = sample("09-invoice-pdf-payment-reminder-brightwater.eml")
+    settings.GATEHOUSE = {**settings.GATEHOUSE, "MAX_MESSAGE_BYTES": len(small) + 1}  # type: ignore[attr-defined]
+    assert len(large) > len(small) + 1
+    if way == "maildir":
+        box = mailbox.Maildir(tmp_path / "inbox")
+        box.add(small)
+        box.add(large)
+        paths = [str(tmp_path / "inbox")]
+    else:
+        (tmp_path / "a.eml").write_bytes(small)
+        (tmp_path / "b.eml").write_bytes(large)
+        paths = (
+            [str(tmp_path)]
+            if way == "folder"
+            else [str(tmp_path / "a.eml"), str(tmp_path / "b.eml")]
+        )
+
+    out, _ = intake_mail(mail_pipeline, *paths)
+
+    assert (
+        out.splitlines()[-1]
+        == "read 2: 1 new runs, 0 replays, 0 conflicts, 1 invalid, 0 unreadable"
+    )
+    refused = IntakeRecord.objects.get(refused=True)
+    assert (refused.size, refused.raw_sha256) == (len(large), hashlib.sha256(large).hexdigest())
+    assert bytes(refused.raw) == large[: 64 * 1024]
+    assert refused.runs.get().outcome == Outcome.INVALID_EVENT
+    taken = IntakeRecord.objects.get(refused=False)
+    assert (bytes(taken.raw), taken.size) == (small, len(small))
+
+
+def test_the_raw_page_of_a_large_message_shows_a_bounded_preview_and_downloads_all_of_it(
+    mail_pipeline: Pipeline, tmp_path: Path, ops_lead: User
+) -> None:
+    path = tmp_path / "large.eml"
+    write_large_message(path, 3_000_000)
+    raw = path.read_bytes()
+    intake_mail(mail_pipeline, str(path))
+    run = Run.objects.get()
+    assert (run.intake.refused, run.intake.size) == (False, len(raw))  # within the limit
+    client = Client()
+    client.force_login(ops_lead)
+
+    page = client.get(reverse("automation:raw", args=[run.pk]))
+
+    assert page.status_code == 200
+    assert page["Content-Type"].startswith("text/html")
+    assert len(page.content) < 200_000  # a preview, not the 3 MB message
+    html = page.content.decode()
+    assert "Subject: Scans of every invoice" in html
+    assert "&lt;ana@northwind-traders.test&gt;" in html  # text, escaped: never markup
+    assert "Showing the first 64.0\xa0KB of 2.9\xa0MB stored" in html
+    download = reverse("automation:raw_download", args=[run.pk])
+    assert f'href="{download}"' in html
+
+    response = client.get(download)
+
+    assert response.status_code == 200
+    assert response.content == raw
+    assert response["Content-Type"] == "application/octet-stream"
+    assert response["Content-Disposition"] == f'attachment; filename="intake-{run.intake_id}.eml"'
+    assert response["X-Content-Type-Options"] == "nosniff"
+
+
+def test_the_raw_page_of_a_refused_message_says_only_its_head_was_kept(
+    mail_pipeline: Pipeline, tmp_path: Path, ops_lead: User, settings: object
+) -> None:
+    settings.GATEHOUSE = {**settings.GATEHOUSE, "MAX_MESSAGE_BYTES": 1_000_000}  # type: ignore[attr-defined]
+    path = tmp_path / "large.eml"
+    write_large_message(path, 2_000_000)
+    intake_mail(mail_pipeline, str(path))
+    run = Run.objects.get()
+    client = Client()
+    client.force_login(ops_lead)
+
+    html = client.get(reverse("automation:raw", args=[run.pk])).content.decode()
+
+    assert "Over the size limit: the request was not read" in html
+    assert run.intake.raw_sha256 in html
+    download = client.get(reverse("automation:raw_download", args=[run.pk]))
+    assert download.content == path.read_bytes()[: 64 * 1024]
+
+
+def test_a_request_over_the_limit_handed_to_intake_by_any_other_way_is_refused_too(
+    mail_pipeline: Pipeline, settings: object
+) -> None:
+    settings.GATEHOUSE = {**settings.GATEHOUSE, "MAX_EVENT_BYTES": 100}  # type: ignore[attr-defined]
+    raw = b'{"event_id": "evt-big", "body": "' + b"x" * 200 + b'"}'
+
+    result = services.intake_submit(
+        channel=mail_pipeline.channel, raw=raw, content_type="application/json", source="test"
+    )
+
+    assert result.code == Outcome.INVALID_EVENT
+    assert (result.intake.refused, result.intake.size) == (True, len(raw))
+    assert result.problems[0].field == "body"
+    assert "over the limit of 100 bytes for a request" in result.problems[0].message
 
 
 def test_a_missing_path_is_refused_before_anything_is_read(mail_pipeline: Pipeline) -> None:

@@ -1,0 +1,184 @@
+"""A retry is sent when its backoff runs out, by a real cluster on PostgreSQL, not by the sweep.
+
+The delivery's answer asks for a retry in 2 s (Retry-After); the message of that retry is
+written with the answer and handed out when it is due (config.dispatch, config.broker).
+Without it the retry waited for the sweep, which runs once a minute (30 s and more here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+from django_q.conf import Conf
+from django_q.models import OrmQ
+
+from automation.models import Effect, EffectStatus, Run, State
+from config.broker import PriorityRedisBroker
+from config.dispatch import enqueue_after_commit
+from tests.automation.test_cluster_stop import stop_group, wait_for
+from tests.automation.test_throughput import REPO, submit
+from tests.conftest import Pipeline, decision_for, make_event
+from tests.database import database_url
+from tests.downstream import Downstream, running_downstream
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+SECRET = "s" * 32
+EFFECT = "send_internal_notification"
+
+
+@pytest.fixture
+def downstream() -> Iterator[Downstream]:
+    with running_downstream(SECRET) as server:
+        yield server
+
+
+def start_cluster(downstream: Downstream, poll: float) -> subprocess.Popen[bytes]:
+    """A cluster delivering the effect over HTTP, with a backoff of at most 1 s (so the
+    receiver's Retry-After sets the wait) and a fallback poll of `poll` seconds."""
+    connection.close()  # the cluster's processes use their own sessions
+    effects = {
+        EFFECT: {"url": downstream.url, "secret": SECRET, "read_timeout": 5, "max_attempts": 4}
+    }
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=REPO,
+        env={
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "GATEHOUSE_Q_WORKERS": "2",
+            "GATEHOUSE_Q_POLL": str(poll),
+            "GATEHOUSE_HTTP_EFFECTS": json.dumps(effects),
+            "GATEHOUSE_RETRY_BACKOFF_BASE": "1",
+            "GATEHOUSE_RETRY_BACKOFF_CAP": "1",
+            "GATEHOUSE_LOG_LEVEL": "WARNING",
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def test_a_2_s_backoff_is_retried_within_3_s_by_a_real_worker(
+    pipeline: Pipeline, downstream: Downstream
+) -> None:
+    downstream.then(("status", 503, {"Retry-After": "2"}))  # then 200
+    event = make_event(
+        event_id="evt-delayed",
+        request_type="billing",
+        subject="Invoice copy",
+        body="Please let finance know about this invoice.",
+        requested_action=EFFECT,
+    )
+    pipeline.record(event["event_id"], [decision_for(event)])
+    run = submit(pipeline, event)
+
+    # A fallback poll far longer than the backoff: the pusher must wake when the retry is due.
+    cluster = start_cluster(downstream, poll=20)
+    try:
+        wait_for("the run to complete", lambda: Run.objects.get(pk=run.pk).state == State.COMPLETED)
+    finally:
+        stop_group(cluster)
+
+    effect = Effect.objects.get(run=run)
+    assert (effect.status, effect.attempts) == (EffectStatus.DELIVERED, 2)
+    # The backoff counts from the start of the attempt that asked for it.
+    first, second = effect.attempt_rows.order_by("attempt")
+    waited = (second.started_at - first.started_at).total_seconds()
+    assert 2.0 <= waited < 3.0, f"the retry started {waited:.2f} s after the first attempt"
+    heard = downstream.requests[1].at - downstream.requests[0].at
+    assert heard < 3.0, f"the receiver heard the retry {heard:.2f} s after the first request"
+    assert downstream.performed == [effect.idempotency_key]
+
+
+def test_a_delayed_message_is_handed_out_when_due_and_not_before(db: None) -> None:
+    connection.close()
+    cluster = subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=REPO,
+        env={**os.environ, "DATABASE_URL": database_url(), "GATEHOUSE_Q_POLL": "20"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        enqueue_after_commit("time.sleep", 0)  # spent once the cluster is up
+        wait_for("the cluster to take work", lambda: not OrmQ.objects.exists())
+        due = timezone.now() + timedelta(seconds=2)
+        enqueue_after_commit("time.sleep", 0, not_before=due)
+        assert OrmQ.objects.get().lock == due  # handed out once its lock has passed
+        wait_for("the delayed message to be spent", lambda: not OrmQ.objects.exists())
+        spent = timezone.now()
+    finally:
+        stop_group(cluster)
+    assert spent >= due
+    assert (spent - due).total_seconds() < 1.0, f"spent {spent - due} after it was due"
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    """A Redis server of this test's own, on a Unix socket (never the machine's)."""
+    socket = tmp_path / "redis.sock"
+    server = subprocess.Popen(  # noqa: S603 - the installed server, our own arguments
+        [
+            REDIS_SERVER,
+            "--port",
+            "0",
+            "--unixsocket",
+            str(socket),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while not socket.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        yield f"unix://{socket}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_the_redis_broker_hands_a_delayed_message_out_when_due(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No database here: the broker alone, on a Redis server of its own."""
+    monkeypatch.setattr(Conf, "REDIS", redis_url)
+    broker = PriorityRedisBroker("gatehouse")
+    broker.enqueue("at-once")
+    due = timezone.now() + timedelta(seconds=1.5)
+    broker.enqueue_at("later", due)
+    taken: list[tuple[bytes, float]] = []
+    deadline = time.monotonic() + 10
+    while len(taken) < 2 and time.monotonic() < deadline:
+        for _, message in broker.dequeue() or []:
+            taken.append((message, time.time()))
+
+    assert [message for message, _ in taken] == [b"at-once", b"later"]
+    late = taken[1][1] - due.timestamp()
+    assert 0 <= late < 1.5, f"handed out {late:.2f} s after it was due"
+    assert left_in(broker) == []
+
+
+def left_in(broker: PriorityRedisBroker) -> list[bytes]:
+    """What is left in the broker's queues and delayed sets."""
+    connection = broker.connection
+    left = [m for key in broker.keys for m in connection.lrange(key, 0, -1)]
+    return left + [m for key in broker.delayed_keys for m in connection.zrange(key, 0, -1)]
