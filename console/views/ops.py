@@ -20,7 +20,7 @@ from approvals import selectors as approval_selectors
 from approvals.models import ApprovalStatus
 from automation import selectors, services, statechart
 from automation.conf import setting
-from automation.models import EffectControl, RecoveryBatch, Run
+from automation.models import QUEUE_NAMES, EffectControl, RecoveryBatch, Run
 from automation.vocabulary import label
 from config.errors import ServiceError
 from config.http import AuthenticatedHttpRequest
@@ -123,6 +123,8 @@ def _people() -> list[User]:
 @login_required
 @permission_required(VIEW_RUNS, raise_exception=True)
 def queue(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
+    if name not in QUEUE_NAMES:
+        raise Http404("no such queue")
     now = timezone.now()
     filter_form = QueueFilterForm(request.GET)
     filters = _filters(filter_form)
@@ -416,7 +418,7 @@ def preview(request: AuthenticatedHttpRequest, run_id: int, action: str) -> Http
 @login_required
 @permission_required("automation.recover_run", raise_exception=True)
 def batch_new(request: AuthenticatedHttpRequest, queue_name: str) -> HttpResponse:
-    if not _fits(RecoveryBatch, "queue", queue_name):
+    if queue_name not in QUEUE_NAMES:
         raise Http404("no such queue")
     form = BatchForm(request.POST)
     if not form.is_valid():
