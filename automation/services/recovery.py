@@ -206,15 +206,10 @@ def run_correct(
     """
     _require(user, "correct_run")
     reason = _reason(reason)
-    try:
-        decision = ClassifierDecision.model_validate(corrected)
-    except ValidationError as exc:
-        raise CorrectionInvalid(validation_problems(exc)) from exc
-    problems = extraction_problems(
-        decision.model_dump(mode="json")["fields"], known_customers=customers_known
-    )
+    problems = correction_problems(corrected)
     if problems:
         raise CorrectionInvalid(problems)
+    decision = ClassifierDecision.model_validate(corrected)
     with transaction.atomic(durable=True):
         run = _locked(run_id)
         if run.state != State.NEEDS_REVIEW or run.outcome not in CORRECTABLE:
@@ -242,6 +237,23 @@ def run_correct(
         _record(run, RecoveryKind.CORRECT, user, reason, "resumed", changed=changed)
         run_send(run)
         return CorrectionResult(run, changed)
+
+
+def correction_problems(corrected: dict[str, Any]) -> list[FieldProblem]:
+    """Everything wrong with a person's reading at once: the classifier schema's problems and
+    the extracted fields' checks (a wrong reason code does not hide a wrong amount). Empty:
+    it can be saved. Reads only (the customer references), so a form shows them all."""
+    try:
+        ClassifierDecision.model_validate(corrected)
+        problems = []
+    except ValidationError as exc:
+        problems = validation_problems(exc)
+    fields = corrected.get("fields")
+    checked = extraction_problems(
+        fields if isinstance(fields, dict) else {}, known_customers=customers_known
+    )
+    named = {p.field for p in problems}
+    return problems + [p for p in checked if p.field not in named]
 
 
 def _diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[Any]]:

@@ -47,13 +47,16 @@ class CorrectionForm(forms.Form):
         self.order_fields([name for name in self.fields if name != "reason"] + ["reason"])
 
     def decision(self) -> dict[str, Any]:
-        """What the person entered, shaped as a classifier decision for the schema to judge."""
+        """What the person entered, shaped as a classifier decision for the schema to judge.
+
+        On a form with errors it is what could be read: an input the form refused is left
+        empty, and its own message is already shown (add_problems adds no second one)."""
         data = self.cleaned_data
         return {
-            "category": data["category"],
-            "recommended_route": data["recommended_route"],
-            "requested_effect": data["requested_effect"],
-            "reason_code": data["reason_code"].strip(),
+            "category": data.get("category", ""),
+            "recommended_route": data.get("recommended_route", ""),
+            "requested_effect": data.get("requested_effect", ""),
+            "reason_code": data.get("reason_code", "").strip(),
             "confidence": 1.0,
             "fields": {
                 name: self._field(name, data[FIELD_PREFIX + name].strip())
@@ -77,6 +80,8 @@ class CorrectionForm(forms.Form):
             message = problem.message
             if "should match pattern" in message or "characters that are not allowed" in message:
                 message = "Use only lower-case letters, digits, dots, dashes and underscores."
+            if name in self.fields and name in self.errors:
+                continue  # the form's own message for this input says it first
             self.add_error(name if name in self.fields else None, message)
 
 

@@ -234,7 +234,10 @@ def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
     form = CorrectionForm(
         request.POST or None, initial=initial, field_names=sorted(fields), sources=sources
     )
-    if request.method == "POST" and form.is_valid():
+    if request.method == "POST" and not form.is_valid():
+        # Every input's problem at once: the schema's checks as well as the form's own.
+        form.add_problems(services.correction_problems(form.decision()))
+    elif request.method == "POST":
         try:
             result = services.run_correct(
                 run_id=run.pk,
