@@ -53,6 +53,7 @@ class Kind(StrEnum):
     ROUTE = "route"
     EFFECT = "effect"
     ROLE = "role"
+    GROUP = "group"
     SLA = "sla"
     PREVIEW = "preview"
     VERDICT = "verdict"
@@ -326,6 +327,19 @@ ROLE_NAMES: dict[str, Term] = {
     "auditors": Term("Auditor", "Reads runs, approvals, policy and reports; changes nothing."),
 }
 
+# The same groups as a request's route or a queue's owner names them: the people in it.
+GROUPS: dict[str, Term] = {
+    "security-approvers": Term(
+        "Security approvers", "Decide the account reviews and security requests."
+    ),
+    "finance-approvers": Term(
+        "Finance approvers", "Decide amounts over a limit and changes of bank details."
+    ),
+    "ops-leads": Term("Ops leads", "Work the exception queues, recover runs, change policy."),
+    "recovery-staff": Term("Recovery staff", "Work the exception queues and recover runs."),
+    "auditors": Term("Auditors", "Read runs, approvals, policy and reports; change nothing."),
+}
+
 # What a replay, retry or re-decision would come to (automation.services.preview.Result).
 PREVIEW_RESULTS: dict[str, Term] = {
     "sent": Term("Would be sent", "The effect would be delivered."),
@@ -381,6 +395,7 @@ VOCABULARY: Mapping[Kind, Mapping[str, Term]] = {
     Kind.ROUTE: ROUTES,
     Kind.EFFECT: EFFECTS,
     Kind.ROLE: ROLE_NAMES,
+    Kind.GROUP: GROUPS,
     Kind.SLA: SLA,
     Kind.PREVIEW: PREVIEW_RESULTS,
     Kind.VERDICT: VERDICTS,

@@ -17,7 +17,7 @@ from config.errors import ServiceError
 from config.http import AuthenticatedHttpRequest
 from config.keyset import NEWEST, BadCursor, Cursor, order_of, page_link, parse_cursor
 from console.forms.approvals import DecisionForm
-from console.refusals import show_refusal
+from console.refusals import not_yours_text, show_refusal
 
 RESULT_MESSAGES = {
     ApprovalStatus.APPROVED: "Approved. The run continues with exactly the effect you saw.",
@@ -100,6 +100,13 @@ def evidence(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse
     return _render_evidence(request, approval, form)
 
 
+def _not_yours(request: AuthenticatedHttpRequest, approval: ApprovalRequest) -> str:
+    """Why this person cannot decide this request, in words ('' when nothing is left to
+    decide)."""
+    reason = selectors.not_yours(request.user, approval)
+    return not_yours_text(reason, approval) if reason is not None else ""
+
+
 def _render_evidence(
     request: AuthenticatedHttpRequest,
     approval: ApprovalRequest,
@@ -109,14 +116,15 @@ def _render_evidence(
     user = request.user
     conflicted = bool(selectors.conflicted_request_ids(user, [approval]))
     now = timezone.now()
+    can_decide = selectors.can_decide(user, approval, conflicted=conflicted)
     context = {
         "approval": approval,
         "run": approval.run,
         "form": form,
         "now": now,
         "sla": selectors.sla_state(approval, now),
-        "can_decide": selectors.can_decide(user, approval, conflicted=conflicted),
-        "conflicted": conflicted,
+        "can_decide": can_decide,
+        "not_yours": "" if can_decide else _not_yours(request, approval),
         **selectors.evidence(approval),
     }
     return render(request, "approvals/evidence.html", context, status=status)
@@ -141,7 +149,12 @@ def decide(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse:
     except ServiceError as exc:
         if exc.code == "forbidden":
             raise PermissionDenied(exc.message) from exc
-        show_refusal(request, exc)
+        if exc.code in ("separation_of_duties", "already_decided") and (
+            why := _not_yours(request, approval)
+        ):
+            messages.error(request, why)  # what applies to this person, not every case
+        else:
+            show_refusal(request, exc)
         return redirect("approvals:evidence", request_id=approval.pk)
     level = (
         messages.SUCCESS
