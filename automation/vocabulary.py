@@ -312,6 +312,29 @@ EFFECTS: dict[str, Term] = {
     ),
 }
 
+# What an effect being done, and done, reads as after an approval: (doing, done).
+EFFECT_PROGRESS: dict[str, tuple[str, str]] = {
+    EffectName.CREATE_FOLLOW_UP: ("the follow-up is being created", "the follow-up was created"),
+    EffectName.QUEUE_ACCOUNT_REVIEW: (
+        "the account review is being queued",
+        "the account review was queued",
+    ),
+    EffectName.SEND_INTERNAL_NOTIFICATION: (
+        "the team is being notified",
+        "the team was notified",
+    ),
+}
+
+
+def effect_progress(code: object) -> tuple[str, str]:
+    """An effect being done and done, in words: an effect nobody named is "delivered"."""
+    found = EFFECT_PROGRESS.get(str(code))
+    if found is not None:
+        return found
+    name = label(Kind.EFFECT, code)
+    return f"“{name}” is being delivered", f"“{name}” was delivered"
+
+
 # The role groups (automation.roles), as a person reads them: what each may do.
 ROLE_NAMES: dict[str, Term] = {
     "security-approvers": Term(
