@@ -52,9 +52,10 @@ from automation.services.operations import RECOVER_RUN, run_reconsider, run_resu
 from automation.services.preview import preview_runs
 from automation.services.quality import label_record
 from automation.services.sending import run_send
-from config import dispatch
+from config import dispatch, limits
 from config.dispatch import Priority, enqueue_after_commit
 from config.errors import STATE_CONFLICT, ServiceError, state_conflict
+from config.limits import within
 from policy.services import policy_get
 
 BATCH_TASK = "automation.tasks.process_batch"
@@ -70,7 +71,7 @@ def _require(user: User, permission: str) -> None:
 def _reason(reason: str) -> str:
     if not reason.strip():
         raise ServiceError("reason_required", "say why: the reason goes on the run's record")
-    return reason.strip()
+    return within(reason.strip(), what="the reason")
 
 
 def _record(
@@ -388,6 +389,7 @@ def run_resolve(*, run_id: int, user: User, reason: str, evidence: str, done: bo
     reason = _reason(reason)
     if not evidence.strip():
         raise ServiceError("evidence_required", "describe what was done, or why it is dropped")
+    within(evidence, limit=limits.EVIDENCE, what="the evidence")
     with transaction.atomic(durable=True):
         run = _locked(run_id)
         if run.state != State.NEEDS_REVIEW:

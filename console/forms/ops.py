@@ -9,8 +9,10 @@ from django.core.exceptions import NON_FIELD_ERRORS
 
 from automation.schemas import EffectName, FieldProblem, RequestType, Route
 from automation.vocabulary import Kind, label
+from config import limits
 from config.inputs import BoundedDateTimeField, check_window
 from config.keyset import NEWEST, OLDEST, BadCursor, Cursor, parse_cursor
+from console.forms.text import FreeTextField
 
 FIELD_PREFIX = "field_"
 
@@ -30,7 +32,7 @@ class CorrectionForm(forms.Form):
         max_length=100,
         help_text="A short code for why, as the classifier gives it (e.g. support_request).",
     )
-    reason = forms.CharField(
+    reason = FreeTextField(
         widget=forms.Textarea(attrs={"rows": 2}), help_text="Why: it goes on the run's record."
     )
 
@@ -86,8 +88,11 @@ class CorrectionForm(forms.Form):
 
 
 class RecoveryForm(forms.Form):
-    reason = forms.CharField(max_length=2000)
-    evidence = forms.CharField(required=False, max_length=4000)
+    """What the run page's recovery buttons send (the inputs are console/templates/
+    automation/run.html and preview.html; their limits are these, from config.limits)."""
+
+    reason = FreeTextField()
+    evidence = FreeTextField(required=False, max_length=limits.EVIDENCE)
 
 
 class BatchForm(forms.Form):
@@ -99,7 +104,7 @@ class BatchForm(forms.Form):
     )
     since = BoundedDateTimeField()
     until = BoundedDateTimeField()
-    reason = forms.CharField(max_length=2000)
+    reason = FreeTextField()
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

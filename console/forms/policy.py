@@ -21,8 +21,16 @@ from pydantic_core import ErrorDetails
 
 from automation.schemas import AccountTier, RequestType
 from automation.vocabulary import Kind, humanize, label
+from console.forms.text import FreeTextField
 from policy.models import PolicyVersion
-from policy.schemas import NEW_VERSION, ApprovalRule, PolicyDocument, SignalAction
+from policy.schemas import (
+    MAX_PHRASE_CHARS,
+    MAX_PHRASES,
+    NEW_VERSION,
+    ApprovalRule,
+    PolicyDocument,
+    SignalAction,
+)
 from policy.services import PolicyError, parse_policy_text
 
 Path = tuple[str | int, ...]
@@ -35,6 +43,12 @@ LANGUAGES = {
     "nl": "Dutch",
     "it": "Italian",
 }
+# A signal's phrases in one language, one a line: as many as the schema allows in all.
+PHRASES_TEXT_LIMIT = MAX_PHRASES * (MAX_PHRASE_CHARS + 1)
+PHRASES_HELP = (
+    f"One phrase per line, each of at most {MAX_PHRASE_CHARS} characters; a message "
+    "containing any of them matches."
+)
 SIGNAL_ACTIONS = [
     (SignalAction.HOLD.value, "Hold the run for a person to read first"),
     (SignalAction.APPROVAL.value, "Let it go ahead only after an approver agrees"),
@@ -246,10 +260,9 @@ class PolicyForm(forms.Form):
         max_length=100,
         help_text="A new name, such as policy-2. Every run this version decides carries it.",
     )
-    note = forms.CharField(
+    note = FreeTextField(
         label="What changes and why",
         required=False,
-        max_length=2000,
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="One or two sentences for whoever reads the version list later.",
     )
@@ -428,9 +441,10 @@ class PolicyForm(forms.Form):
             self.fields[field] = forms.CharField(
                 label=f"Phrases in {LANGUAGES.get(language, language)}",
                 required=False,
+                max_length=PHRASES_TEXT_LIMIT,
                 widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
                 initial="\n".join(signal.phrases.get(language, [])),
-                help_text="One phrase per line; a message containing any of them matches.",
+                help_text=PHRASES_HELP,
             )
             self.places[("signals", name, "phrases", language)] = field
             phrases.append(self[field])

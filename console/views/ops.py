@@ -385,7 +385,10 @@ def recover(request: AuthenticatedHttpRequest, run_id: int, action: str) -> Http
         return _not_offered(request, run, vocabulary_action(action))
     form = RecoveryForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Give a reason: it goes on the run's record.")
+        if "reason" in form.errors and not request.POST.get("reason", "").strip():
+            messages.error(request, "Give a reason: it goes on the run's record.")
+        else:
+            messages.error(request, f"{offered.label}: not done. {form_problems(form)}")
         return redirect("automation:run", run_id=run_id)
     if offered.needs_evidence and not form.cleaned_data["evidence"].strip():
         messages.error(request, f"{offered.label}: describe what was done, or why it is dropped.")
