@@ -26,7 +26,7 @@ from automation.models import (
     StageOutcome,
     State,
 )
-from automation.schemas import EffectName, RequestType, Route
+from automation.schemas import AccountTier, EffectName, RequestType, Route
 from policy.evaluation import Verdict
 
 
@@ -54,6 +54,8 @@ class Kind(StrEnum):
     EFFECT = "effect"
     ROLE = "role"
     GROUP = "group"
+    TIER = "tier"
+    POLICY_STATUS = "policy_status"
     SLA = "sla"
     PREVIEW = "preview"
     VERDICT = "verdict"
@@ -363,6 +365,21 @@ GROUPS: dict[str, Term] = {
     "auditors": Term("Auditors", "Read runs, approvals, policy and reports; change nothing."),
 }
 
+# A customer's account tier (automation.schemas.AccountTier): amount limits differ by tier.
+TIERS: dict[str, Term] = {
+    AccountTier.STANDARD: Term("Standard account", "The amount limits for most customers."),
+    AccountTier.PRIORITY: Term("Priority account", "A customer with limits of their own."),
+}
+
+# Where a policy version stands: deciding runs now, once, or never yet.
+POLICY_STATUSES: dict[str, Term] = {
+    "active": Term("Active", "Decides every run from now on."),
+    "retired": Term(
+        "No longer active", "Was active once; the runs it decided keep it as their version."
+    ),
+    "draft": Term("Draft", "Saved but never active: simulate it, then activate it."),
+}
+
 # What a replay, retry or re-decision would come to (automation.services.preview.Result).
 PREVIEW_RESULTS: dict[str, Term] = {
     "sent": Term("Would be sent", "The effect would be delivered."),
@@ -419,6 +436,8 @@ VOCABULARY: Mapping[Kind, Mapping[str, Term]] = {
     Kind.EFFECT: EFFECTS,
     Kind.ROLE: ROLE_NAMES,
     Kind.GROUP: GROUPS,
+    Kind.TIER: TIERS,
+    Kind.POLICY_STATUS: POLICY_STATUSES,
     Kind.SLA: SLA,
     Kind.PREVIEW: PREVIEW_RESULTS,
     Kind.VERDICT: VERDICTS,

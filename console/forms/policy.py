@@ -278,7 +278,13 @@ class PolicyForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.base_version = base
         self.base_document = base.parsed
-        self.groups = set(Group.objects.values_list("name", flat=True))
+        # Only groups whose members may decide approvals can approve or take escalations.
+        self.groups = set(
+            Group.objects.filter(
+                permissions__content_type__app_label="approvals",
+                permissions__codename="decide_approvalrequest",
+            ).values_list("name", flat=True)
+        )
         self.fields["base"].initial = base.name
         # Which field shows the problems of each place in the document (add_problem).
         self.places: dict[Path, str] = {("version",): "version", ("note",): "note"}
@@ -299,9 +305,15 @@ class PolicyForm(forms.Form):
     # --- fields, built from the base document ---
 
     def group_choices(self, blank: str, keep: set[str]) -> list[tuple[str, str]]:
-        """The existing groups, and any the base document names that no longer exists."""
-        names = self.groups | {name for name in keep if name}
-        return [("", blank), *[(name, name) for name in sorted(names)]]
+        """The groups that may decide approvals, in words, and the one the base document
+        names if it no longer may (said so, so that keeping it is a choice)."""
+        named = {name for name in keep if name}
+        choices = [(name, label(Kind.GROUP, name)) for name in sorted(self.groups)]
+        choices += [
+            (name, f"{label(Kind.GROUP, name)} (cannot decide approvals)")
+            for name in sorted(named - self.groups)
+        ]
+        return [("", blank), *choices]
 
     def _add_categories(self) -> list[str]:
         thresholds = self.base_document.confidence.per_category

@@ -61,7 +61,7 @@ def test_approver_finds_the_request_reads_the_evidence_and_approves_it(
     )
     expect(link.locator("small.code")).to_have_text(f"#{waiting.pk} · evt-sec-1")
     expect(row).to_contain_text("Security review")  # the route, in words
-    why = "Queue an account review needs 1 approval from security-approvers"
+    why = "Queue an account review needs 1 approval from Security approvers"
     expect(row).to_contain_text(why)
     expect(row.locator("small.code", has_text="security_sensitive")).to_have_count(1)
     expect(row).to_contain_text("0 of 1")

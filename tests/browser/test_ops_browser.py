@@ -191,7 +191,7 @@ def test_ops_lead_claims_a_low_confidence_run_and_corrects_it_to_completion(
     expect(row.locator(".term")).to_have_text("Unsure reading")  # the queue's label first
     expect(row.locator("small.code")).to_have_text("low_confidence")  # its code, secondary
     expect(row).to_contain_text("0 of 1")  # claimed
-    expect(row).to_contain_text("ops-leads")  # owner group, from policy queue_owners
+    expect(row).to_contain_text("Ops leads")  # owner group, from policy queue_owners
     screenshot(page, "queues")
 
     row.get_by_role("link", name="Unsure reading").click()
