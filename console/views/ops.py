@@ -231,9 +231,8 @@ def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
     sources = {
         name: value.get("source") or "" for name, value in fields.items() if isinstance(value, dict)
     }
-    form = CorrectionForm(
-        request.POST or None, initial=initial, field_names=sorted(fields), sources=sources
-    )
+    posted = request.POST if request.method == "POST" else None  # an empty POST is bound too
+    form = CorrectionForm(posted, initial=initial, field_names=sorted(fields), sources=sources)
     if request.method == "POST" and not form.is_valid():
         # Every input's problem at once: the schema's checks as well as the form's own.
         form.add_problems(services.correction_problems(form.decision()))

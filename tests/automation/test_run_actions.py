@@ -275,6 +275,9 @@ def test_the_correction_form_shows_every_fields_problem_at_once(
     assert "&#x27;next Tuesday-ish&#x27; is not a date" in page
     assert Run.objects.get(pk=run.pk).outcome == Outcome.EXTRACTION_INVALID
     assert not RecoveryAction.objects.filter(run=run).exists()
+    empty = client.post(reverse("automation:correct", args=[run.pk]), {})
+    assert empty.status_code == 400
+    assert "reason" in empty.context["form"].errors
 
 
 def test_an_approver_reads_the_run_of_a_request_routed_to_them(pipeline: Pipeline) -> None:
