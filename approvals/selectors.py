@@ -210,6 +210,51 @@ def can_decide(
 
 
 @dataclass(frozen=True)
+class NotYours:
+    """Why this person may not decide this pending request: the first of the service's checks
+    that applies to them (console/refusals.py says it in words)."""
+
+    NO_PERMISSION = "no_permission"  # their role reads approvals and decides none
+    OTHER_GROUP = "other_group"  # routed (and not escalated) to a group they are not in
+    ACTED = "acted"  # they acted by hand on this run, or on a run it replays
+    DECIDED = "decided"  # their approval is counted; another approver is needed
+
+    why: str
+    at: datetime | None = None  # when they acted or decided
+    action: str = ""  # ACTED: the audit action they took ('' when named only at opening)
+    run_id: int | None = None  # ACTED: the run they took it on
+
+
+def not_yours(user: User, request: ApprovalRequest) -> NotYours | None:
+    """Why the user may not decide this pending request, or None when they may (or it is
+    decided already): the reasons in the order approval_decide checks them."""
+    if not request.is_pending:
+        return None
+    if not user.has_perm("approvals.decide_approvalrequest"):
+        return NotYours(NotYours.NO_PERMISSION)
+    if not user.is_superuser and not user_groups(user) & set(request.visible_groups()):
+        return NotYours(NotYours.OTHER_GROUP)
+    acted = _first_hand_action(user, request)
+    if acted is not None:
+        return acted
+    mine = [d for d in request.decisions.all() if d.user_id == user.pk and d.counted]
+    if mine:
+        return NotYours(NotYours.DECIDED, at=mine[0].created_at)
+    return None
+
+
+def _first_hand_action(user: User, request: ApprovalRequest) -> NotYours | None:
+    """The user's first action by hand on the request's run or a run it replays."""
+    lineage = run_lineages([request.run_id])[request.run_id]
+    first = _hand_actions(lineage).filter(actor=user).order_by("created_at", "pk").first()
+    if first is not None:
+        return NotYours(NotYours.ACTED, first.created_at, first.action, first.run_id)
+    if user.pk in request.evidence.get("conflicted_user_ids", []):
+        return NotYours(NotYours.ACTED)
+    return None
+
+
+@dataclass(frozen=True)
 class InboxRow:
     request: ApprovalRequest
     age: timedelta

@@ -17,6 +17,7 @@ from audit.models import AuditAction
 from audit.services import audit_record
 from config.dispatch import Priority, enqueue_after_commit
 from config.errors import ServiceError
+from config.limits import within
 from policy.schemas import ApprovalRule
 
 # The run's next step, named by path: approvals does not import automation.
@@ -104,6 +105,7 @@ def _check_decidable(
         raise ServiceError("already_decided", "you have already decided this request")
     if not approve and not comment.strip():
         raise ServiceError("comment_required", "a rejection needs a comment")
+    within(comment, what="the comment")
 
 
 @transaction.atomic(durable=True)

@@ -32,13 +32,16 @@ from automation.models import (
     IntakeChannel,
     IntakeRecord,
     InternalNotification,
+    Outcome,
     RecoveryKind,
     Run,
     StageRecord,
+    State,
 )
 from automation.schemas import EffectName, Route
 from automation.selectors import identifier_match
 from automation.services.effects import DELIVERABLE
+from automation.vocabulary import Kind, label
 from config.admin_base import (
     LargeTableAdmin,
     ReadOnlyAdminMixin,
@@ -49,6 +52,13 @@ from config.errors import ServiceError
 from config.http import AuthenticatedHttpRequest
 from config.inputs import NumberField, parse_number
 from policy.models import PolicyVersion
+
+
+def _said(kind: Kind, code: str) -> str:
+    """A code in a list column as words first, the code as quiet secondary text."""
+    if not code:
+        return "—"
+    return format_html('{} <small class="code">{}</small>', label(kind, code), code)
 
 
 def _pretty(value: Any) -> str:
@@ -129,10 +139,10 @@ class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
         "id",
         "event_id",
         "channel",
-        "state",
-        "outcome",
-        "route",
-        "effect_name",
+        "state_said",
+        "outcome_said",
+        "route_said",
+        "effect_said",
         "policy_version",
         "created_at",
         "total_ms",
@@ -141,11 +151,16 @@ class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
     # filters on a range of created_at (run_created_idx) and is drawn from its MIN and MAX
     # (templates/admin/automation/run/change_list.html), not by reading every run.
     date_hierarchy = "created_at"
+    # Each filter's choices in words (automation.vocabulary); the codes stay in the address.
     list_filter = [
-        "state",
-        "outcome",
-        known_values_filter("route", "route", lambda request: [r.value for r in Route]),
-        known_values_filter("effect_name", "effect", lambda request: [e.value for e in EffectName]),
+        known_values_filter("state", "state", lambda r: [*State], lambda c: label(Kind.STATE, c)),
+        known_values_filter(
+            "outcome", "outcome", lambda r: [*Outcome], lambda c: label(Kind.OUTCOME, c)
+        ),
+        known_values_filter("route", "route", lambda r: [*Route], lambda c: label(Kind.ROUTE, c)),
+        known_values_filter(
+            "effect_name", "effect", lambda r: [*EffectName], lambda c: label(Kind.EFFECT, c)
+        ),
         "channel",
         known_values_filter("policy_version", "policy version", _policy_versions),
     ]
@@ -323,6 +338,22 @@ class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
             else:
                 self.message_user(request, f"{name}: {result}", messages.SUCCESS)
         return redirect("admin:automation_run_change", run_id)
+
+    @admin.display(description="state")
+    def state_said(self, run: Run) -> str:
+        return _said(Kind.STATE, run.state)
+
+    @admin.display(description="outcome")
+    def outcome_said(self, run: Run) -> str:
+        return _said(Kind.OUTCOME, run.outcome)
+
+    @admin.display(description="route")
+    def route_said(self, run: Run) -> str:
+        return _said(Kind.ROUTE, run.route)
+
+    @admin.display(description="effect")
+    def effect_said(self, run: Run) -> str:
+        return _said(Kind.EFFECT, run.effect_name)
 
     @admin.display(description="total (ms)")
     def total_ms(self, run: Run) -> int | None:

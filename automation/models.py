@@ -129,6 +129,16 @@ CORRECTABLE_HOLDS = frozenset(
 )
 # Holds a person may send back to the classifier.
 RETRYABLE_STAGE_HOLDS = frozenset({Outcome.RETRY_EXHAUSTED})
+# Every exception queue a run can be in (Run.queue holds one of these, or ''): the outcome
+# of a hold or of a failure, less those no queue takes (answered to the sender, or an
+# approval gone stale) and those that are no failure (done; the intake's answers to a
+# repeated id). A queue page for any other name is a 404.
+QUEUE_NAMES = frozenset(
+    outcome.value
+    for outcome in Outcome
+    if _queue_for(outcome)
+    and outcome not in (Outcome.COMPLETED, Outcome.IDEMPOTENT_REPLAY, Outcome.IDEMPOTENCY_CONFLICT)
+)
 
 
 class Customer(models.Model):

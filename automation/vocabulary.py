@@ -26,7 +26,7 @@ from automation.models import (
     StageOutcome,
     State,
 )
-from automation.schemas import EffectName, RequestType, Route
+from automation.schemas import AccountTier, EffectName, RequestType, Route
 from policy.evaluation import Verdict
 
 
@@ -53,6 +53,9 @@ class Kind(StrEnum):
     ROUTE = "route"
     EFFECT = "effect"
     ROLE = "role"
+    GROUP = "group"
+    TIER = "tier"
+    POLICY_STATUS = "policy_status"
     SLA = "sla"
     PREVIEW = "preview"
     VERDICT = "verdict"
@@ -311,6 +314,29 @@ EFFECTS: dict[str, Term] = {
     ),
 }
 
+# What an effect being done, and done, reads as after an approval: (doing, done).
+EFFECT_PROGRESS: dict[str, tuple[str, str]] = {
+    EffectName.CREATE_FOLLOW_UP: ("the follow-up is being created", "the follow-up was created"),
+    EffectName.QUEUE_ACCOUNT_REVIEW: (
+        "the account review is being queued",
+        "the account review was queued",
+    ),
+    EffectName.SEND_INTERNAL_NOTIFICATION: (
+        "the team is being notified",
+        "the team was notified",
+    ),
+}
+
+
+def effect_progress(code: object) -> tuple[str, str]:
+    """An effect being done and done, in words: an effect nobody named is "delivered"."""
+    found = EFFECT_PROGRESS.get(str(code))
+    if found is not None:
+        return found
+    name = label(Kind.EFFECT, code)
+    return f"“{name}” is being delivered", f"“{name}” was delivered"
+
+
 # The role groups (automation.roles), as a person reads them: what each may do.
 ROLE_NAMES: dict[str, Term] = {
     "security-approvers": Term(
@@ -324,6 +350,34 @@ ROLE_NAMES: dict[str, Term] = {
     ),
     "recovery-staff": Term("Recovery staff", "Works the exception queues and recovers runs."),
     "auditors": Term("Auditor", "Reads runs, approvals, policy and reports; changes nothing."),
+}
+
+# The same groups as a request's route or a queue's owner names them: the people in it.
+GROUPS: dict[str, Term] = {
+    "security-approvers": Term(
+        "Security approvers", "Decide the account reviews and security requests."
+    ),
+    "finance-approvers": Term(
+        "Finance approvers", "Decide amounts over a limit and changes of bank details."
+    ),
+    "ops-leads": Term("Ops leads", "Work the exception queues, recover runs, change policy."),
+    "recovery-staff": Term("Recovery staff", "Work the exception queues and recover runs."),
+    "auditors": Term("Auditors", "Read runs, approvals, policy and reports; change nothing."),
+}
+
+# A customer's account tier (automation.schemas.AccountTier): amount limits differ by tier.
+TIERS: dict[str, Term] = {
+    AccountTier.STANDARD: Term("Standard account", "The amount limits for most customers."),
+    AccountTier.PRIORITY: Term("Priority account", "A customer with limits of their own."),
+}
+
+# Where a policy version stands: deciding runs now, once, or never yet.
+POLICY_STATUSES: dict[str, Term] = {
+    "active": Term("Active", "Decides every run from now on."),
+    "retired": Term(
+        "No longer active", "Was active once; the runs it decided keep it as their version."
+    ),
+    "draft": Term("Draft", "Saved but never active: simulate it, then activate it."),
 }
 
 # What a replay, retry or re-decision would come to (automation.services.preview.Result).
@@ -381,6 +435,9 @@ VOCABULARY: Mapping[Kind, Mapping[str, Term]] = {
     Kind.ROUTE: ROUTES,
     Kind.EFFECT: EFFECTS,
     Kind.ROLE: ROLE_NAMES,
+    Kind.GROUP: GROUPS,
+    Kind.TIER: TIERS,
+    Kind.POLICY_STATUS: POLICY_STATUSES,
     Kind.SLA: SLA,
     Kind.PREVIEW: PREVIEW_RESULTS,
     Kind.VERDICT: VERDICTS,

@@ -113,14 +113,18 @@ class LargeTableAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 def known_values_filter(
-    field: str, title: str, values: Callable[[HttpRequest], Iterable[str]]
+    field: str,
+    title: str,
+    values: Callable[[HttpRequest], Iterable[str]],
+    said: Callable[[str], str] = str,
 ) -> type[admin.SimpleListFilter]:
     """A list filter whose choices come from a known list, not from SELECT DISTINCT over the
     whole table (what Django's filter for a plain column does: a scan of every row). The
-    request is passed so the choices can leave out what this person may not see."""
+    request is passed so the choices can leave out what this person may not see; `said`
+    gives each value's words (a code's label), the value itself stays in the address."""
 
     def lookups(self: Any, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(value, value) for value in values(request)]
+        return [(value, said(value)) for value in values(request)]
 
     def queryset(self: Any, request: HttpRequest, rows: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()

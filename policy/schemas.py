@@ -12,6 +12,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from config.limits import NOTE
+
 NonEmpty = Annotated[str, Field(min_length=1, max_length=100)]
 SignalName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,59}$")]
 Share = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -103,7 +105,8 @@ class SignalAction(StrEnum):
 # A signal's phrases and patterns are matched against every message: bounded, so that a
 # policy cannot make matching slow. Patterns are regular expressions without nested
 # quantifiers (`(a+)+` can take exponential time on a crafted message).
-PHRASE = Annotated[str, Field(min_length=2, max_length=200)]
+MAX_PHRASE_CHARS = 200
+PHRASE = Annotated[str, Field(min_length=2, max_length=MAX_PHRASE_CHARS)]
 PATTERN = Annotated[str, Field(min_length=2, max_length=200)]
 MAX_PHRASES = 400
 LANGUAGE = re.compile(r"[a-z]{2}")
@@ -116,7 +119,7 @@ class SignalRule(Strict):
     prompt cannot switch it off."""
 
     version: Annotated[int, Field(ge=1)] = 1
-    description: str = ""
+    description: Annotated[str, Field(max_length=NOTE)] = ""
     action: SignalAction
     # Who approves, for action `approval`.
     approval: ApprovalRule | None = None
@@ -162,7 +165,8 @@ class PolicyDocument(Strict):
     """One immutable policy version. Rule ids are derived from the keys (see evaluation)."""
 
     version: NonEmpty
-    note: str = ""
+    # For whoever reads the version list later: a sentence or two (config.limits).
+    note: Annotated[str, Field(max_length=NOTE)] = ""
     routes: dict[NonEmpty, NonEmpty] = Field(min_length=1)
     allowed_effects: list[NonEmpty] = Field(min_length=1)
     approvals: dict[NonEmpty, ApprovalRule] = Field(default_factory=dict)

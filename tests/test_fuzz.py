@@ -311,7 +311,7 @@ def test_the_policy_editor_never_answers_5xx(lead: Client, text: str) -> None:
 
 CONSOLE_PAGES = [
     ("automation:queues", []),
-    ("automation:queue", ["needs_review"]),
+    ("automation:queue", ["low_confidence"]),
     ("reports:dashboard", []),
     ("reports:csv", ["straight-through"]),
     ("automation:policies", []),

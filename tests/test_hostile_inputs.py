@@ -58,7 +58,7 @@ class Case:
         return client.get(self.path, self.data, follow=True)
 
 
-QUEUE = "/ops/queues/needs_review/"
+QUEUE = "/ops/queues/low_confidence/"
 BATCH = {"action": "retry", "since": "2026-03-01T00:00", "until": "2026-03-02T00:00", "reason": "r"}
 NOT_APPLIED = "Some filters were not applied"
 OUT_OF_RANGE = "Enter a date between 1970-01-01 and 2999-12-31."
@@ -184,7 +184,7 @@ CASES = [
     # Batch recovery from a queue.
     Case(
         "batch-impossible-day",
-        "/ops/queues/needs_review/batch",
+        "/ops/queues/low_confidence/batch",
         "Enter a valid date/time.",
         {
             "action": "retry",
@@ -196,7 +196,7 @@ CASES = [
     ),
     Case(
         "batch-year-9999",
-        "/ops/queues/needs_review/batch",
+        "/ops/queues/low_confidence/batch",
         OUT_OF_RANGE,
         {
             "action": "retry",

@@ -39,6 +39,7 @@ from automation.services.runlog import log_run
 from automation.services.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK, run_send
 from config.dispatch import MAX_DELAY, batch, enqueue_after_commit, oldest_unspent
 from config.errors import state_conflict
+from config.limits import within
 
 # --- operator operations ----------------------------------------------------------------
 
@@ -102,6 +103,7 @@ def run_reconsider(*, run_id: int, user: User, reason: str) -> str:
     # nothing on its record (not even a refused transition).
     if not user.has_perm(RECOVER_RUN):
         raise PermissionDenied("you may not re-decide runs")
+    within(reason, what="the reason")
     with transaction.atomic(durable=True):
         result = _reconsider(run_id, user, reason)
     if result == Outcome.STATE_CONFLICT:

@@ -24,6 +24,7 @@ from automation.models import Label, LabelSource, QAReview, QAStatus, Run
 from automation.schemas import EffectName, RequestType
 from automation.services.journal import record_audit, write_row
 from config.errors import STATE_CONFLICT, ServiceError
+from config.limits import within
 
 
 def reading_of(run: Run) -> dict[str, Any]:
@@ -113,6 +114,7 @@ def qa_correct(
         raise ServiceError("invalid_correction", f"{category!r} is not a category")
     if effect not in {member.value for member in EffectName}:
         raise ServiceError("invalid_correction", f"{effect!r} is not an effect")
+    within(note, what="the note")
     with transaction.atomic(durable=True):
         review = _open_review(review_id, user)
         reading = review.reading
@@ -148,6 +150,7 @@ def qa_reconcile(*, review_id: int, user: User, note: str) -> QAReview:
         raise PermissionDenied("you need the work_queue permission")
     if not note.strip():
         raise ServiceError("reason_required", "say what was done: it goes on the run's record")
+    within(note, what="the note")
     with transaction.atomic(durable=True):
         review = QAReview.objects.select_for_update().select_related("run").get(pk=review_id)
         if review.status != QAStatus.CORRECTED or review.reconciled_at is not None:

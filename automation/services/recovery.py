@@ -52,9 +52,10 @@ from automation.services.operations import RECOVER_RUN, run_reconsider, run_resu
 from automation.services.preview import preview_runs
 from automation.services.quality import label_record
 from automation.services.sending import run_send
-from config import dispatch
+from config import dispatch, limits
 from config.dispatch import Priority, enqueue_after_commit
 from config.errors import STATE_CONFLICT, ServiceError, state_conflict
+from config.limits import within
 from policy.services import policy_get
 
 BATCH_TASK = "automation.tasks.process_batch"
@@ -70,7 +71,7 @@ def _require(user: User, permission: str) -> None:
 def _reason(reason: str) -> str:
     if not reason.strip():
         raise ServiceError("reason_required", "say why: the reason goes on the run's record")
-    return reason.strip()
+    return within(reason.strip(), what="the reason")
 
 
 def _record(
@@ -206,15 +207,10 @@ def run_correct(
     """
     _require(user, "correct_run")
     reason = _reason(reason)
-    try:
-        decision = ClassifierDecision.model_validate(corrected)
-    except ValidationError as exc:
-        raise CorrectionInvalid(validation_problems(exc)) from exc
-    problems = extraction_problems(
-        decision.model_dump(mode="json")["fields"], known_customers=customers_known
-    )
+    problems = correction_problems(corrected)
     if problems:
         raise CorrectionInvalid(problems)
+    decision = ClassifierDecision.model_validate(corrected)
     with transaction.atomic(durable=True):
         run = _locked(run_id)
         if run.state != State.NEEDS_REVIEW or run.outcome not in CORRECTABLE:
@@ -242,6 +238,23 @@ def run_correct(
         _record(run, RecoveryKind.CORRECT, user, reason, "resumed", changed=changed)
         run_send(run)
         return CorrectionResult(run, changed)
+
+
+def correction_problems(corrected: dict[str, Any]) -> list[FieldProblem]:
+    """Everything wrong with a person's reading at once: the classifier schema's problems and
+    the extracted fields' checks (a wrong reason code does not hide a wrong amount). Empty:
+    it can be saved. Reads only (the customer references), so a form shows them all."""
+    try:
+        ClassifierDecision.model_validate(corrected)
+        problems = []
+    except ValidationError as exc:
+        problems = validation_problems(exc)
+    fields = corrected.get("fields")
+    checked = extraction_problems(
+        fields if isinstance(fields, dict) else {}, known_customers=customers_known
+    )
+    named = {p.field for p in problems}
+    return problems + [p for p in checked if p.field not in named]
 
 
 def _diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[Any]]:
@@ -376,6 +389,7 @@ def run_resolve(*, run_id: int, user: User, reason: str, evidence: str, done: bo
     reason = _reason(reason)
     if not evidence.strip():
         raise ServiceError("evidence_required", "describe what was done, or why it is dropped")
+    within(evidence, limit=limits.EVIDENCE, what="the evidence")
     with transaction.atomic(durable=True):
         run = _locked(run_id)
         if run.state != State.NEEDS_REVIEW:

@@ -5,13 +5,14 @@ from typing import Any
 from django import forms
 
 from approvals.binding import Binding
+from console.forms.text import FreeTextField
 
 
 class DecisionForm(forms.Form):
     """Approve or reject, carrying the exact binding the approver was shown."""
 
     decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
-    comment = forms.CharField(required=False, max_length=2000, widget=forms.Textarea)
+    comment = FreeTextField(required=False, widget=forms.Textarea)
     seen_fingerprint = forms.CharField(max_length=64, widget=forms.HiddenInput)
     seen_workflow_version = forms.CharField(max_length=100, widget=forms.HiddenInput)
     seen_policy_version = forms.CharField(max_length=100, widget=forms.HiddenInput)

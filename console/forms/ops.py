@@ -9,8 +9,10 @@ from django.core.exceptions import NON_FIELD_ERRORS
 
 from automation.schemas import EffectName, FieldProblem, RequestType, Route
 from automation.vocabulary import Kind, label
+from config import limits
 from config.inputs import BoundedDateTimeField, NumberField, check_window
 from config.keyset import NEWEST, OLDEST, BadCursor, Cursor, parse_cursor
+from console.forms.text import FreeTextField
 
 FIELD_PREFIX = "field_"
 
@@ -30,7 +32,7 @@ class CorrectionForm(forms.Form):
         max_length=100,
         help_text="A short code for why, as the classifier gives it (e.g. support_request).",
     )
-    reason = forms.CharField(
+    reason = FreeTextField(
         widget=forms.Textarea(attrs={"rows": 2}), help_text="Why: it goes on the run's record."
     )
 
@@ -47,13 +49,16 @@ class CorrectionForm(forms.Form):
         self.order_fields([name for name in self.fields if name != "reason"] + ["reason"])
 
     def decision(self) -> dict[str, Any]:
-        """What the person entered, shaped as a classifier decision for the schema to judge."""
+        """What the person entered, shaped as a classifier decision for the schema to judge.
+
+        On a form with errors it is what could be read: an input the form refused is left
+        empty, and its own message is already shown (add_problems adds no second one)."""
         data = self.cleaned_data
         return {
-            "category": data["category"],
-            "recommended_route": data["recommended_route"],
-            "requested_effect": data["requested_effect"],
-            "reason_code": data["reason_code"].strip(),
+            "category": data.get("category", ""),
+            "recommended_route": data.get("recommended_route", ""),
+            "requested_effect": data.get("requested_effect", ""),
+            "reason_code": data.get("reason_code", "").strip(),
             "confidence": 1.0,
             "fields": {
                 name: self._field(name, data[FIELD_PREFIX + name].strip())
@@ -77,12 +82,17 @@ class CorrectionForm(forms.Form):
             message = problem.message
             if "should match pattern" in message or "characters that are not allowed" in message:
                 message = "Use only lower-case letters, digits, dots, dashes and underscores."
+            if name in self.fields and name in self.errors:
+                continue  # the form's own message for this input says it first
             self.add_error(name if name in self.fields else None, message)
 
 
 class RecoveryForm(forms.Form):
-    reason = forms.CharField(max_length=2000)
-    evidence = forms.CharField(required=False, max_length=4000)
+    """What the run page's recovery buttons send (the inputs are console/templates/
+    automation/run.html and preview.html; their limits are these, from config.limits)."""
+
+    reason = FreeTextField()
+    evidence = FreeTextField(required=False, max_length=limits.EVIDENCE)
 
 
 class BatchForm(forms.Form):
@@ -94,7 +104,7 @@ class BatchForm(forms.Form):
     )
     since = BoundedDateTimeField()
     until = BoundedDateTimeField()
-    reason = forms.CharField(max_length=2000)
+    reason = FreeTextField()
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

@@ -22,8 +22,16 @@ from pydantic_core import ErrorDetails
 from automation.schemas import AccountTier, RequestType
 from automation.vocabulary import Kind, humanize, label
 from config.inputs import AsciiDecimalField, AsciiFloatField, NumberField
+from console.forms.text import FreeTextField
 from policy.models import PolicyVersion
-from policy.schemas import NEW_VERSION, ApprovalRule, PolicyDocument, SignalAction
+from policy.schemas import (
+    MAX_PHRASE_CHARS,
+    MAX_PHRASES,
+    NEW_VERSION,
+    ApprovalRule,
+    PolicyDocument,
+    SignalAction,
+)
 from policy.services import PolicyError, parse_policy_text
 
 Path = tuple[str | int, ...]
@@ -36,6 +44,12 @@ LANGUAGES = {
     "nl": "Dutch",
     "it": "Italian",
 }
+# A signal's phrases in one language, one a line: as many as the schema allows in all.
+PHRASES_TEXT_LIMIT = MAX_PHRASES * (MAX_PHRASE_CHARS + 1)
+PHRASES_HELP = (
+    f"One phrase per line, each of at most {MAX_PHRASE_CHARS} characters; a message "
+    "containing any of them matches."
+)
 SIGNAL_ACTIONS = [
     (SignalAction.HOLD.value, "Hold the run for a person to read first"),
     (SignalAction.APPROVAL.value, "Let it go ahead only after an approver agrees"),
@@ -247,10 +261,9 @@ class PolicyForm(forms.Form):
         max_length=100,
         help_text="A new name, such as policy-2. Every run this version decides carries it.",
     )
-    note = forms.CharField(
+    note = FreeTextField(
         label="What changes and why",
         required=False,
-        max_length=2000,
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="One or two sentences for whoever reads the version list later.",
     )
@@ -266,7 +279,13 @@ class PolicyForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.base_version = base
         self.base_document = base.parsed
-        self.groups = set(Group.objects.values_list("name", flat=True))
+        # Only groups whose members may decide approvals can approve or take escalations.
+        self.groups = set(
+            Group.objects.filter(
+                permissions__content_type__app_label="approvals",
+                permissions__codename="decide_approvalrequest",
+            ).values_list("name", flat=True)
+        )
         self.fields["base"].initial = base.name
         # Which field shows the problems of each place in the document (add_problem).
         self.places: dict[Path, str] = {("version",): "version", ("note",): "note"}
@@ -287,9 +306,15 @@ class PolicyForm(forms.Form):
     # --- fields, built from the base document ---
 
     def group_choices(self, blank: str, keep: set[str]) -> list[tuple[str, str]]:
-        """The existing groups, and any the base document names that no longer exists."""
-        names = self.groups | {name for name in keep if name}
-        return [("", blank), *[(name, name) for name in sorted(names)]]
+        """The groups that may decide approvals, in words, and the one the base document
+        names if it no longer may (said so, so that keeping it is a choice)."""
+        named = {name for name in keep if name}
+        choices = [(name, label(Kind.GROUP, name)) for name in sorted(self.groups)]
+        choices += [
+            (name, f"{label(Kind.GROUP, name)} (cannot decide approvals)")
+            for name in sorted(named - self.groups)
+        ]
+        return [("", blank), *choices]
 
     def _add_categories(self) -> list[str]:
         thresholds = self.base_document.confidence.per_category
@@ -429,9 +454,10 @@ class PolicyForm(forms.Form):
             self.fields[field] = forms.CharField(
                 label=f"Phrases in {LANGUAGES.get(language, language)}",
                 required=False,
+                max_length=PHRASES_TEXT_LIMIT,
                 widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
                 initial="\n".join(signal.phrases.get(language, [])),
-                help_text="One phrase per line; a message containing any of them matches.",
+                help_text=PHRASES_HELP,
             )
             self.places[("signals", name, "phrases", language)] = field
             phrases.append(self[field])

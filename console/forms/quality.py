@@ -6,6 +6,7 @@ from django import forms
 
 from automation.schemas import EffectName, RequestType
 from automation.vocabulary import Kind, label
+from console.forms.text import FreeTextField
 
 
 class QACorrectionForm(forms.Form):
@@ -14,17 +15,15 @@ class QACorrectionForm(forms.Form):
         choices=[(m.value, label(Kind.CATEGORY, m.value)) for m in RequestType]
     )
     effect = forms.ChoiceField(choices=[(m.value, label(Kind.EFFECT, m.value)) for m in EffectName])
-    note = forms.CharField(
+    note = FreeTextField(
         required=False,
-        max_length=2000,
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="what the request really asked for",
     )
 
 
 class ReconcileForm(forms.Form):
-    note = forms.CharField(
-        max_length=2000,
+    note = FreeTextField(
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="what was done about the effect that followed the wrong reading",
     )

@@ -66,7 +66,7 @@ def queue_due(run: Any) -> datetime | None:
 @register.filter
 def rule_sentence(text: str) -> str:
     """A policy rule's text with its codes in words: "Risk signal “Account compromise”: …",
-    "Queue an account review needs 1 approval from security-approvers"."""
+    "Queue an account review needs 1 approval from Security approvers"."""
     text = _codes_in_words(text)
     return text[:1].upper() + text[1:]
 
@@ -98,7 +98,8 @@ def _quoted_words(match: re.Match[str]) -> str:
 def _approval_words(match: re.Match[str]) -> str:
     count = int(match["count"])
     effect = vocabulary.label(vocabulary.Kind.EFFECT, match["effect"])
-    return f"{effect} needs {count} approval{'' if count == 1 else 's'} from {match['group']}"
+    group = vocabulary.label(vocabulary.Kind.GROUP, match["group"])
+    return f"{effect} needs {count} approval{'' if count == 1 else 's'} from {group}"
 
 
 @register.filter
@@ -187,6 +188,7 @@ PAYLOAD_KINDS = {
     "effect": vocabulary.Kind.EFFECT,
     "route": vocabulary.Kind.ROUTE,
     "request_type": vocabulary.Kind.CATEGORY,
+    "account_tier": vocabulary.Kind.TIER,
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied
@@ -14,13 +16,15 @@ from django.views.decorators.http import require_GET, require_POST
 from approvals import selectors
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import APPROVAL_EXPIRED, APPROVAL_STALE, RECORDED, approval_decide
+from automation import vocabulary
+from automation.models import Run, State
 from config.errors import ServiceError
 from config.http import AuthenticatedHttpRequest
 from config.keyset import NEWEST, BadCursor, Cursor, order_of, page_link, parse_cursor
 from console.forms.approvals import DecisionForm
 from console.raw_input import raw_download as download_raw
 from console.raw_input import raw_page
-from console.refusals import show_refusal
+from console.refusals import not_yours_text, show_refusal
 
 RESULT_MESSAGES = {
     ApprovalStatus.APPROVED: "Approved. The run continues with exactly the effect you saw.",
@@ -103,6 +107,50 @@ def evidence(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse
     return _render_evidence(request, approval, form)
 
 
+@dataclass(frozen=True)
+class AfterDecision:
+    """What a decided request did to its run, and whether that is still being done (the
+    evidence page then reloads itself until it is)."""
+
+    text: str
+    pending: bool
+
+
+# Where a run stands while the work a decision started is still being done.
+STILL_WORKING = frozenset({State.APPROVAL_REQUIRED, State.APPROVED, State.EXECUTING})
+
+
+def after_decision(approval: ApprovalRequest, run: Run) -> AfterDecision | None:
+    """What the decision did and what happens next, in words (None while it is undecided)."""
+    if approval.status == ApprovalStatus.REJECTED:
+        if run.state in STILL_WORKING:
+            return AfterDecision("Rejected: the run is being stopped; nothing will be done.", True)
+        return AfterDecision("Rejected: the run stopped and nothing was done.", False)
+    if approval.status != ApprovalStatus.APPROVED:
+        return None
+    doing, done = vocabulary.effect_progress(approval.effect)
+    if run.state in STILL_WORKING:
+        return AfterDecision(f"Approved: {doing}.", True)
+    if run.state == State.COMPLETED:
+        return AfterDecision(f"Approved: {done}. The run is done.", False)
+    held = vocabulary.label("outcome", run.outcome)
+    if run.state == State.NEEDS_REVIEW:
+        return AfterDecision(
+            f"Approved, but it could not be done yet: the run is held as “{held}” for the "
+            "ops team, who retry or resolve it.",
+            False,
+        )
+    ended = vocabulary.label("state", run.state)
+    return AfterDecision(f"Approved, but the run ended as “{ended}” ({held}).", False)
+
+
+def _not_yours(request: AuthenticatedHttpRequest, approval: ApprovalRequest) -> str:
+    """Why this person cannot decide this request, in words ('' when nothing is left to
+    decide)."""
+    reason = selectors.not_yours(request.user, approval)
+    return not_yours_text(reason, approval) if reason is not None else ""
+
+
 def _render_evidence(
     request: AuthenticatedHttpRequest,
     approval: ApprovalRequest,
@@ -112,14 +160,16 @@ def _render_evidence(
     user = request.user
     conflicted = bool(selectors.conflicted_request_ids(user, [approval]))
     now = timezone.now()
+    can_decide = selectors.can_decide(user, approval, conflicted=conflicted)
     context = {
         "approval": approval,
         "run": approval.run,
         "form": form,
         "now": now,
         "sla": selectors.sla_state(approval, now),
-        "can_decide": selectors.can_decide(user, approval, conflicted=conflicted),
-        "conflicted": conflicted,
+        "can_decide": can_decide,
+        "after": after_decision(approval, approval.run),
+        "not_yours": "" if can_decide else _not_yours(request, approval),
         **selectors.evidence(approval),
     }
     return render(request, "approvals/evidence.html", context, status=status)
@@ -144,7 +194,12 @@ def decide(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse:
     except ServiceError as exc:
         if exc.code == "forbidden":
             raise PermissionDenied(exc.message) from exc
-        show_refusal(request, exc)
+        if exc.code in ("separation_of_duties", "already_decided") and (
+            why := _not_yours(request, approval)
+        ):
+            messages.error(request, why)  # what applies to this person, not every case
+        else:
+            show_refusal(request, exc)
         return redirect("approvals:evidence", request_id=approval.pk)
     level = (
         messages.SUCCESS

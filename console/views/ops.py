@@ -21,7 +21,7 @@ from approvals import selectors as approval_selectors
 from approvals.models import ApprovalStatus
 from automation import selectors, services, statechart
 from automation.conf import setting
-from automation.models import EffectControl, RecoveryBatch, Run
+from automation.models import QUEUE_NAMES, EffectControl, RecoveryBatch, Run
 from automation.vocabulary import label
 from config.errors import ServiceError
 from config.http import AuthenticatedHttpRequest
@@ -136,6 +136,8 @@ def _people() -> list[User]:
 @login_required
 @permission_required(VIEW_RUNS, raise_exception=True)
 def queue(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
+    if name not in QUEUE_NAMES:
+        raise Http404("no such queue")
     now = timezone.now()
     filter_form = QueueFilterForm(request.GET)
     filters = _filters(filter_form)
@@ -255,10 +257,12 @@ def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
     sources = {
         name: value.get("source") or "" for name, value in fields.items() if isinstance(value, dict)
     }
-    form = CorrectionForm(
-        request.POST or None, initial=initial, field_names=sorted(fields), sources=sources
-    )
-    if request.method == "POST" and form.is_valid():
+    posted = request.POST if request.method == "POST" else None  # an empty POST is bound too
+    form = CorrectionForm(posted, initial=initial, field_names=sorted(fields), sources=sources)
+    if request.method == "POST" and not form.is_valid():
+        # Every input's problem at once: the schema's checks as well as the form's own.
+        form.add_problems(services.correction_problems(form.decision()))
+    elif request.method == "POST":
         try:
             result = services.run_correct(
                 run_id=run.pk,
@@ -406,7 +410,10 @@ def recover(request: AuthenticatedHttpRequest, run_id: int, action: str) -> Http
         return _not_offered(request, run, vocabulary_action(action))
     form = RecoveryForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Give a reason: it goes on the run's record.")
+        if "reason" in form.errors and not request.POST.get("reason", "").strip():
+            messages.error(request, "Give a reason: it goes on the run's record.")
+        else:
+            messages.error(request, f"{offered.label}: not done. {form_problems(form)}")
         return redirect("automation:run", run_id=run_id)
     if offered.needs_evidence and not form.cleaned_data["evidence"].strip():
         messages.error(request, f"{offered.label}: describe what was done, or why it is dropped.")
@@ -442,7 +449,7 @@ def preview(request: AuthenticatedHttpRequest, run_id: int, action: str) -> Http
 @login_required
 @permission_required("automation.recover_run", raise_exception=True)
 def batch_new(request: AuthenticatedHttpRequest, queue_name: str) -> HttpResponse:
-    if not _fits(RecoveryBatch, "queue", queue_name):
+    if queue_name not in QUEUE_NAMES:
         raise Http404("no such queue")
     form = BatchForm(request.POST)
     if not form.is_valid():

@@ -33,12 +33,13 @@ from automation.vocabulary import Kind, humanize, label, term
 from config.errors import ServiceError
 from config.http import AuthenticatedHttpRequest
 from config.inputs import parse_number
+from config.limits import stated
 from console.forms.ops import SimulationForm
 from console.forms.policy import PolicyForm, Problem, parse_yaml
 from console.refusals import show_refusal
 from policy.models import PolicyVersion
 from policy.schemas import VERSION_NAME_MAX_LENGTH, PolicyDocument, version_name_problem
-from policy.services import PolicyError, policy_version_create
+from policy.services import MAX_POLICY_CHARS, PolicyError, policy_version_create
 from reports.selectors import policy_impacts
 
 VIEW = "policy.view_policyversion"
@@ -319,7 +320,15 @@ def _editor(
     problems: list[Problem],
 ) -> HttpResponse:
     refused = bool(problems) or (form is not None and form.is_bound and bool(form.errors))
-    context = {"base": base, "active": _active(), "form": form, "text": text, "problems": problems}
+    context: dict[str, Any] = {
+        "base": base,
+        "active": _active(),
+        "form": form,
+        "text": text,
+        "problems": problems,
+        "document_limit": MAX_POLICY_CHARS,
+        "document_limit_said": stated(MAX_POLICY_CHARS),
+    }
     return render(request, "policy/edit.html", context, status=400 if refused else 200)
 
 

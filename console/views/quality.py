@@ -26,6 +26,7 @@ from automation.vocabulary import Kind, label
 from config.errors import STATE_CONFLICT, ServiceError
 from config.http import AuthenticatedHttpRequest
 from config.keyset import BadCursor, Page, keyset_page, page_link, parse_cursor
+from console.forms.ops import form_problems
 from console.forms.quality import QACorrectionForm, ReconcileForm
 from console.refusals import show_refusal
 
@@ -151,7 +152,12 @@ def reconcile_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
 def reconcile(request: AuthenticatedHttpRequest, review_id: int) -> HttpResponse:
     form = ReconcileForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Say what was done: it goes on the run's record.")
+        messages.error(
+            request,
+            form_problems(form)
+            if request.POST.get("note", "").strip()
+            else "Say what was done: it goes on the run's record.",
+        )
         return redirect("quality:reconcile_queue")
     try:
         qa_reconcile(review_id=review_id, user=request.user, note=form.cleaned_data["note"])

@@ -125,7 +125,7 @@ def test_a_row_says_what_who_how_much_where_how_long_and_who_decides(
     assert cells[AMOUNT].text == "—"
     assert cells[ROUTE].text == "Security review"
     assert cells[SLA].text == "Due in 5 hours"
-    assert cells[ROUTED_TO].text == "security-approvers"
+    assert cells[ROUTED_TO].text == "Security approvers"
     assert cells[APPROVALS].text == "0 of 1"
 
 
@@ -145,7 +145,7 @@ def test_an_overdue_request_says_by_how_much_and_an_escalated_one_to_whom(
 
     assert first.cells[SLA].text == "Overdue by 2 days"
     assert second.cells[SLA].text == "Escalated by 3 hours"
-    assert second.cells[ROUTED_TO].text == "ops-leads"
+    assert second.cells[ROUTED_TO].text == "Ops leads"
 
 
 def test_the_sender_or_customer_and_the_amount_come_from_the_run(
@@ -160,7 +160,7 @@ def test_the_sender_or_customer_and_the_amount_come_from_the_run(
     assert row.cells[REQUEST].primary == "Notify the team: Refund for order 5512"
     assert row.cells[AMOUNT].text == "12000 EUR"
     assert row.cells[ROUTE].text == "Finance"
-    assert row.cells[ROUTED_TO].text == "finance-approvers"
+    assert row.cells[ROUTED_TO].text == "Finance approvers"
     assert request.group == "finance-approvers"
 
 
@@ -190,7 +190,7 @@ def test_the_why_of_an_effects_own_approval_names_the_effect_and_the_group_in_wo
     (row,) = inbox_rows(client_for(ana))
 
     assert row.cells[WHY].primary == (
-        "Queue an account review needs 1 approval from security-approvers"
+        "Queue an account review needs 1 approval from Security approvers"
     )
 
 
@@ -342,9 +342,13 @@ def test_the_inbox_makes_as_many_queries_for_many_rows_as_for_few(
         ),
         (
             "'create_follow_up' needs 2 approvals from 'finance-approvers'",
-            "Create a follow-up needs 2 approvals from finance-approvers",
+            "Create a follow-up needs 2 approvals from Finance approvers",
         ),
         ("amount 5 is over 1: a person approves it", "Amount 5 is over 1: a person approves it"),
+        (
+            "category 'billing' must equal request type 'support'",
+            "Category “Billing” must equal request type “Support”",
+        ),
     ],
 )
 def test_a_rules_text_reads_with_its_codes_in_words(text: str, said: str) -> None:

@@ -7,8 +7,10 @@ services, and the approval is decided through the same service (and pages) as in
 
 from __future__ import annotations
 
+import html
+import re
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
 import pytest
@@ -20,6 +22,7 @@ from django.urls import reverse
 from approvals import selectors
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide
+from audit.models import AuditEvent
 from automation import services
 from automation.models import Effect, EffectStatus, Outcome, Run, State
 from automation.roles import roles_ensure
@@ -309,8 +312,12 @@ def test_the_evidence_page_says_why_and_the_decision_is_refused(pipeline: Pipeli
     client.force_login(lead)
 
     page = client.get(reverse("approvals:evidence", args=[request.pk])).content.decode()
-    assert 'data-testid="cannot-decide"' in page
-    assert "you acted on this run, or on a run it replays" in page
+    why = (
+        f"You cannot decide this request: you acted by hand on run #{replay.replay_of_id}, "
+        f"which this run replays (Replayed, {when_replayed(replay)}). Whoever acted on a run "
+        "by hand may not approve it: someone else must decide it."
+    )
+    assert cannot_decide(page) == why
     assert 'name="decision" value="approve"' not in page
     form = {
         "decision": "approve",
@@ -324,5 +331,76 @@ def test_the_evidence_page_says_why_and_the_decision_is_refused(pipeline: Pipeli
         answer = client.post(reverse("approvals:decide", args=[request.pk]), form, follow=True)
     pipeline.drain()
 
-    assert "You acted on this run, or on a run it replays" in answer.content.decode()
+    assert why in [str(m) for m in answer.context["messages"]]
     assert_nothing_delivered(replay)
+
+
+def cannot_decide(page: str) -> str:
+    """The page's sentence on why this person cannot decide the request."""
+    found = re.search(r'data-testid="cannot-decide">([^<]*)</p>', page)
+    assert found, "the page does not say why the request cannot be decided"
+    return html.unescape(found.group(1))
+
+
+def when_replayed(replay: Run) -> str:
+    moment = AuditEvent.objects.get(run_id=replay.replay_of_id, action="run.replay").created_at
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def evidence_of(client: Client, request: ApprovalRequest) -> str:
+    return client.get(reverse("approvals:evidence", args=[request.pk])).content.decode()
+
+
+def test_the_evidence_page_says_which_reason_applies_to_this_person(pipeline: Pipeline) -> None:
+    """It said "…another group, you already decided it, or you submitted or corrected the
+    run" whatever applied."""
+    lead, auditor = member("lee", "ops-leads"), member("aud", "auditors")
+    run = redecided(pipeline, lead)
+    request = pending_of(run)
+    as_lead, as_auditor = Client(), Client()
+    as_lead.force_login(lead)
+    as_auditor.force_login(auditor)
+    due = request.escalate_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+    assert cannot_decide(evidence_of(as_lead, request)) == (
+        "You cannot decide this request: it is routed to Security approvers, and you are not "
+        f"one of them; it goes to Ops leads if nobody decides it by {due}."
+    )
+    assert cannot_decide(evidence_of(as_auditor, request)) == (
+        "You cannot decide this request: your role reads approvals but decides none."
+    )
+    escalate(pipeline, run)
+    redecision = AuditEvent.objects.get(run=run, action="run.reconsider", actor=lead)
+    at = redecision.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    assert cannot_decide(evidence_of(as_lead, request)) == (
+        f"You cannot decide this request: you acted on this run by hand (Decided again, {at}). "
+        "Whoever acted on a run by hand may not approve it: someone else must decide it."
+    )
+
+
+def test_an_approver_who_approved_is_told_the_next_approval_is_someone_elses(
+    pipeline: Pipeline, two_approver_policy: None
+) -> None:
+    ana = member("ana", "security-approvers")
+    run = awaiting_approval(pipeline)
+    assert decide(pipeline, run, ana) == "recorded"
+    request = pending_of(run)
+    client = Client()
+    client.force_login(ana)
+    approved = ApprovalDecision.objects.get(request=request, user=ana).created_at
+    at = approved.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    why = (
+        f"You cannot decide this request again: you approved it on {at}. It needs 2 distinct "
+        "approvers (1 so far), so the next approval is someone else's."
+    )
+
+    assert cannot_decide(evidence_of(client, request)) == why
+    form = {
+        "decision": "approve",
+        "seen_fingerprint": request.fingerprint,
+        "seen_workflow_version": request.workflow_version,
+        "seen_policy_version": request.policy_version,
+        "seen_effect": request.effect,
+    }
+    answer = client.post(reverse("approvals:decide", args=[request.pk]), form, follow=True)
+    assert why in [str(m) for m in answer.context["messages"]]

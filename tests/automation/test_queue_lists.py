@@ -112,6 +112,16 @@ def lee(pipeline: Pipeline) -> User:
     return person("lee", "ops-leads")
 
 
+def test_a_name_that_is_no_queue_is_a_404_and_an_empty_queue_is_a_page(lee: User) -> None:
+    client = client_for(lee)
+    for name in ("nonexistent", "completed", "invalid_event", "needs_review"):
+        assert client.get(reverse("automation:queue", args=[name])).status_code == 404, name
+    batch = client.post(reverse("automation:batch_new", args=["nonexistent"]))
+    assert batch.status_code == 404
+    empty = client.get(reverse("automation:queue", args=[Outcome.LOW_CONFIDENCE]))
+    assert empty.status_code == 200
+
+
 # --- the columns -----------------------------------------------------------------------------
 
 

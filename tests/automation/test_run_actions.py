@@ -238,6 +238,48 @@ def test_correcting_an_unusable_reading_records_only_what_the_person_changed(
     assert shown == ["Corrected requested effect; policy decides again."]
 
 
+def test_the_correction_form_shows_every_fields_problem_at_once(
+    pipeline: Pipeline, lead: User
+) -> None:
+    """With Reason empty, only "This field is required" was shown: the amount and the date
+    typed beside it got no message."""
+    event = make_event(event_id="evt-two-wrong")
+    reading = decision_for(event)
+    reading["value"]["fields"] = {
+        "amount": {"value": "1.250.00 EUR", "confidence": 0.8},
+        "due_date": {"value": "soon", "confidence": 0.8},
+    }
+    run = pipeline.run(pipeline.submit(event, [reading]))
+    assert run.outcome == Outcome.EXTRACTION_INVALID
+    client = Client()
+    client.force_login(lead)
+    form = {
+        "category": "support",
+        "recommended_route": "service_desk",
+        "requested_effect": "create_follow_up",
+        "reason_code": "not valid!",
+        "field_amount": "12.34.56",
+        "field_due_date": "next Tuesday-ish",
+        "reason": "",
+    }
+
+    response = client.post(reverse("automation:correct", args=[run.pk]), form)
+
+    assert response.status_code == 400
+    errors = response.context["form"].errors
+    assert set(errors) == {"reason", "reason_code", "field_amount", "field_due_date"}
+    page = response.content.decode()
+    for name in errors:
+        assert f'data-testid="error-{name}"' in page, name
+    assert "&#x27;12.34.56&#x27; has two decimal separators" in page
+    assert "&#x27;next Tuesday-ish&#x27; is not a date" in page
+    assert Run.objects.get(pk=run.pk).outcome == Outcome.EXTRACTION_INVALID
+    assert not RecoveryAction.objects.filter(run=run).exists()
+    empty = client.post(reverse("automation:correct", args=[run.pk]), {})
+    assert empty.status_code == 400
+    assert "reason" in empty.context["form"].errors
+
+
 def test_an_approver_reads_the_run_of_a_request_routed_to_them(pipeline: Pipeline) -> None:
     """They got 403 on the run page of a request routed to them."""
     run = awaiting_approval(pipeline)

@@ -61,7 +61,7 @@ def test_approver_finds_the_request_reads_the_evidence_and_approves_it(
     )
     expect(link.locator("small.code")).to_have_text(f"#{waiting.pk} · evt-sec-1")
     expect(row).to_contain_text("Security review")  # the route, in words
-    why = "Queue an account review needs 1 approval from security-approvers"
+    why = "Queue an account review needs 1 approval from Security approvers"
     expect(row).to_contain_text(why)
     expect(row.locator("small.code", has_text="security_sensitive")).to_have_count(1)
     expect(row).to_contain_text("0 of 1")
@@ -239,3 +239,51 @@ def test_inbox_and_evidence_work_without_javascript(
     expect(message(page)).to_have_text(RESULT_MESSAGES["approved"])
     expect(page.get_by_test_id("run-state")).to_have_text("Done")
     assert Run.objects.get(pk=waiting.run_id).state == State.COMPLETED
+
+
+def run_the_worker() -> int:
+    """Do the work waiting in the broker as a worker would, its own follow-ups inline."""
+    from django.utils.module_loading import import_string
+    from django_q.conf import Conf
+    from django_q.models import OrmQ
+    from django_q.signing import SignedPackage
+
+    Conf.SYNC = True  # what the work sends next runs at once (tasks_run_inline restores it)
+    done = 0
+    for row in OrmQ.objects.order_by("id"):
+        package = SignedPackage.loads(row.payload)
+        row.delete()
+        import_string(package["func"])(*package["args"], **package["kwargs"])
+        done += 1
+    return done
+
+
+def test_after_approving_the_page_says_what_is_being_done_and_updates_when_it_is_done(
+    page: Page, approver: Person, waiting: ApprovalRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It said "Run state: Waiting for approval" after the approval, until reloaded by hand
+    once the worker had done the work."""
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "SYNC", False)  # the follow-up waits for a worker, as deployed
+    log_in(page, approver)
+    open_from_inbox(page, waiting)
+    page.get_by_role("button", name="Approve").click()
+
+    expect(message(page)).to_have_text(RESULT_MESSAGES[ApprovalStatus.APPROVED])
+    after = page.get_by_test_id("after-decision")
+    expect(after).to_have_text(
+        "Approved: the account review is being queued. This page updates by itself when it is done."
+    )
+    expect(page.locator("p.lead")).not_to_contain_text("Waiting for approval")
+    expect(page.get_by_test_id("run-state")).to_have_count(0)
+    assert Run.objects.get(pk=waiting.run_id).state == State.APPROVAL_REQUIRED
+    screenshot(page, "evidence-approved-pending")
+
+    assert run_the_worker() >= 1
+
+    # No reload by hand: the page reloads itself while the work is pending.
+    expect(after).to_have_text("Approved: the account review was queued. The run is done.")
+    expect(page.get_by_test_id("run-state")).to_have_text("Done")
+    assert Run.objects.get(pk=waiting.run_id).state == State.COMPLETED
+    assert page.locator("meta[http-equiv=refresh]").count() == 0

@@ -8,6 +8,7 @@ see tasks_run_inline in conftest.py.
 
 from __future__ import annotations
 
+import base64
 import re
 import socket
 from collections.abc import Callable, Iterator
@@ -190,7 +191,7 @@ def test_ops_lead_claims_a_low_confidence_run_and_corrects_it_to_completion(
     expect(row.locator(".term")).to_have_text("Unsure reading")  # the queue's label first
     expect(row.locator("small.code")).to_have_text("low_confidence")  # its code, secondary
     expect(row).to_contain_text("0 of 1")  # claimed
-    expect(row).to_contain_text("ops-leads")  # owner group, from policy queue_owners
+    expect(row).to_contain_text("Ops leads")  # owner group, from policy queue_owners
     screenshot(page, "queues")
 
     row.get_by_role("link", name="Unsure reading").click()
@@ -298,6 +299,47 @@ def test_ops_lead_claims_a_low_confidence_run_and_corrects_it_to_completion(
     )
 
 
+# The share of a row of pixels painted blue (a bar's fill: the browser's own, or --accent),
+# read from a screenshot on a blank page of its own (the console's CSP allows no data: images).
+FILLED_SHARE_JS = """async (png) => {
+  const image = new Image();
+  image.src = "data:image/png;base64," + png;
+  await image.decode();
+  const canvas = document.createElement("canvas");
+  canvas.width = image.width;
+  canvas.height = image.height;
+  const context = canvas.getContext("2d");
+  context.drawImage(image, 0, 0);
+  const row = context.getImageData(0, Math.floor(image.height / 2), image.width, 1).data;
+  let filled = 0;
+  for (let i = 0; i < row.length; i += 4) {
+    if (row[i + 2] - row[i] > 80) filled++;
+  }
+  return filled / image.width;
+}"""
+COLUMN_JS = """(bar) => {
+  const column = bar.parentElement;
+  const box = column.getBoundingClientRect();
+  const style = getComputedStyle(column);
+  const left = box.left + parseFloat(style.paddingLeft);
+  const right = box.right - parseFloat(style.paddingRight);
+  const own = bar.getBoundingClientRect();
+  return {x: left, width: right - left, y: own.top + own.height / 2};
+}"""
+
+
+def filled_share(page: Page, bar: Locator) -> float:
+    """How much of the text column a progress bar is seen to fill, from 0 to 1."""
+    column = bar.evaluate(COLUMN_JS)
+    clip = {"x": column["x"], "y": column["y"] - 1, "width": column["width"], "height": 3}
+    png = base64.b64encode(page.screenshot(clip=clip)).decode()
+    blank = page.context.new_page()
+    try:
+        return float(blank.evaluate(FILLED_SHARE_JS, png))
+    finally:
+        blank.close()
+
+
 def test_recovery_staff_batch_retry_delivers_each_held_effect_once(
     page: Page,
     recovery_staff: Person,
@@ -360,6 +402,11 @@ def test_recovery_staff_batch_retry_delivers_each_held_effect_once(
     )
     expect(page.get_by_test_id("batch-summary")).to_contain_text("3 of 3 runs retried")
     expect(page.locator("progress")).to_have_attribute("value", "3")
+    # Done is the whole bar, as wide as the text column; half done is half of it.
+    assert filled_share(page, page.locator("progress")) > 0.97
+    page.locator("progress").evaluate("bar => { bar.value = bar.max / 2; }")
+    assert 0.45 < filled_share(page, page.locator("progress")) < 0.55
+    page.locator("progress").evaluate("bar => { bar.value = bar.max; }")
     done_rows = page.get_by_test_id("batch-runs").locator("tbody tr")
     expect(done_rows).to_have_count(3)
     for n in range(3):  # what each retry did, in words: it sent the run to its delivery

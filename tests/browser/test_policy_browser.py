@@ -108,7 +108,7 @@ def test_ops_lead_edits_the_threshold_sees_diff_and_simulation_and_activates(
 
     expect(page).to_have_url(re.compile(r"/policy/policy-2/$"))
     expect(message(page)).to_have_text("Saved policy-2 as a draft.")
-    expect(page.get_by_role("heading", level=1)).to_have_text("policy-2 draft")
+    expect(page.get_by_role("heading", level=1)).to_have_text("policy-2 Draft")
     diff = page.get_by_test_id("diff")
     expect(diff.locator("span.del")).to_contain_text(["-  default: 0.0"])
     expect(diff.locator("span.add")).to_contain_text(["+  default: 0.8"])
@@ -143,8 +143,8 @@ def test_ops_lead_edits_the_threshold_sees_diff_and_simulation_and_activates(
         [
             f"#{run.pk} · {run.event_id}",
             "Done under policy-1",
-            "Done execute",
-            "Unsure reading low_confidence",
+            "Done",
+            "Unsure reading",
             re.compile(r"^Confidence now stops it: .+"),
         ]
     )
@@ -166,7 +166,7 @@ def test_ops_lead_edits_the_threshold_sees_diff_and_simulation_and_activates(
     expect(message(page)).to_have_text(
         "policy-2 is now the active policy. Runs decided from now on use it."
     )
-    expect(page.get_by_role("heading", level=1).locator(".badge")).to_have_text("active")
+    expect(page.get_by_role("heading", level=1).locator(".badge")).to_have_text("Active")
     expect(page.get_by_role("link", name="Activate policy-2")).to_have_count(0)
 
     assert list(PolicyVersion.objects.filter(is_active=True).values_list("name", flat=True)) == [
@@ -218,13 +218,13 @@ def test_an_auditor_cannot_edit_or_activate(
     expect(versions).to_have_count(PolicyVersion.objects.count())
     expect(versions.locator("td:nth-child(1), td:nth-child(2)")).to_have_text(
         # Newest first: the draft, the shipped safe default (not active), the reference.
-        ["policy-2", "draft", "default-1", "draft", "policy-1", "active"]
+        ["policy-2", "Draft", "default-1", "Draft", "policy-1", "Active"]
     )
     expect(page.get_by_role("link", name="New version")).to_have_count(0)
 
     versions.get_by_role("link", name="policy-2").click()
     expect(page).to_have_url(re.compile(r"/policy/policy-2/$"))
-    expect(page.get_by_role("heading", level=1)).to_have_text("policy-2 draft")
+    expect(page.get_by_role("heading", level=1)).to_have_text("policy-2 Draft")
     expect(page.get_by_test_id("diff")).to_contain_text("+  default: 0.8")  # they may read it
     expect(page.get_by_role("button", name=re.compile(r"^Activate"))).to_have_count(0)
     expect(page.get_by_role("link", name=re.compile(r"^Activate"))).to_have_count(0)
@@ -278,7 +278,7 @@ def test_ops_lead_changes_a_threshold_with_the_form_simulates_confirms_and_activ
     )
     expect(page.get_by_test_id("impact-sentences")).to_have_text(impact)
     moves = page.get_by_test_id("moves").locator("tbody tr td")
-    expect(moves).to_have_text(["Done execute", "Unsure reading low_confidence", "1"])
+    expect(moves).to_have_text(["Done", "Unsure reading", "1"])
     page.get_by_role("link", name="← policy-2").click()
 
     activation = page.get_by_test_id("activation")
@@ -295,7 +295,7 @@ def test_ops_lead_changes_a_threshold_with_the_form_simulates_confirms_and_activ
     expect(page.get_by_test_id("impact")).to_contain_text(impact)
     expect(page.get_by_test_id("impact")).to_contain_text("1 run judged again")
     expect(page.get_by_test_id("moves").locator("tbody tr td")).to_have_text(
-        ["Done execute", "Unsure reading low_confidence", "1"]
+        ["Done", "Unsure reading", "1"]
     )
     assert PolicyVersion.objects.get(is_active=True).name == "policy-1"  # not before confirming
     screenshot(page, "policy-activate")
@@ -305,7 +305,7 @@ def test_ops_lead_changes_a_threshold_with_the_form_simulates_confirms_and_activ
     expect(message(page)).to_have_text(
         "policy-2 is now the active policy. Runs decided from now on use it."
     )
-    expect(page.get_by_role("heading", level=1).locator(".badge")).to_have_text("active")
+    expect(page.get_by_role("heading", level=1).locator(".badge")).to_have_text("Active")
     version = PolicyVersion.objects.get(is_active=True)
     assert (version.name, version.author, version.note) == (
         "policy-2",

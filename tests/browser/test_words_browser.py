@@ -20,8 +20,9 @@ from automation.models import Effect, EffectStatus, Outcome, Run, State
 from console.views.approvals import RESULT_MESSAGES
 from tests.approvals import test_inbox_lists as inbox_lists
 from tests.browser import test_ops_browser as ops
+from tests.browser import test_policy_browser as policy_pages
 from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, log_in, screenshot
-from tests.conftest import Pipeline
+from tests.conftest import Pipeline, decision_for, make_event
 from tests.downstream import Downstream
 
 pytest.importorskip("playwright.sync_api", reason=PLAYWRIGHT_MISSING, exc_type=ImportError)
@@ -36,6 +37,8 @@ downstream = ops.downstream
 ops_lead = ops.ops_lead
 recovery_staff = ops.recovery_staff
 auditor = ops.auditor
+
+NOTIFY = ops.NOTIFY
 
 # Codes a person must never have to read as primary text on these pages.
 CODES = (
@@ -55,6 +58,15 @@ CODES = (
     "run.classify",
     "retry_wait",
     "idempotent_replay",
+    # The groups, as requests are routed and queues owned.
+    "security-approvers",
+    "finance-approvers",
+    "ops-leads",
+    "recovery-staff",
+    "auditors",
+    # Verdicts and signals, as simulations and previews judge runs.
+    "execute",
+    "account_access",
 )
 # Where codes may stay, as quiet secondary text.
 SECONDARY = "small.code, code, .code, [data-secondary]"
@@ -110,6 +122,15 @@ class Journey:
             lines = [li.strip() for li in text.splitlines() if whole_word(code).search(li)]
             self.leaks.append(f"{where} ({self.page.url}) shows {code!r} in: {lines}")
 
+    def never(self, where: str, *phrases: str) -> None:
+        """None of `phrases` is on this page at all, secondary text included: a code
+        beside words it does not belong to ("Done execute"), a word said twice
+        ("Stopped by policy Stopped by policy")."""
+        text = " ".join(str(self.page.locator("main").inner_text()).split())
+        for phrase in phrases:
+            if phrase in text:
+                self.leaks.append(f"{where} ({self.page.url}) says {phrase!r}")
+
     def assert_in_words(self) -> None:
         assert not self.leaks, f"{self.role} reads codes as primary text:\n" + "\n".join(self.leaks)
 
@@ -150,7 +171,7 @@ def test_security_approver_decides_an_account_review_in_words(
         "Queue an account review: Suspicious sign-ins",
         "Security review",
         "Due",
-        "Queue an account review needs 1 approval from security-approvers",
+        "Queue an account review needs 1 approval from Security approvers",
     )
     page.get_by_role("link", name=re.compile(r"^Queue an account review: Suspicious")).click()
 
@@ -204,7 +225,8 @@ def test_finance_approver_decides_an_amount_over_the_limit_in_words(
         "Waiting for approval",
         "Amount 12000 is over 10000",
         "Read as Billing, for Finance",
-        "Routed to finance-approvers",
+        "Routed to Finance approvers",
+        "Standard account",
     )
     page.get_by_role("button", name="Approve").click()
 
@@ -356,4 +378,77 @@ def test_auditor_reads_queues_a_run_and_the_reports_in_words(
         "Where work goes to people",
         "Waiting for approval",
     )
+    journey.assert_in_words()
+
+
+# --- policy, simulation, activation, the admin's run list, a run's history ----------------
+
+completed_run = policy_pages.completed_run
+
+
+@pytest.fixture
+def staff_ops_lead(ops_lead: Person) -> Person:
+    """The ops lead, with the admin open to them (staff), as operators have it."""
+    ops_lead.user.is_staff = True
+    ops_lead.user.save(update_fields=["is_staff"])
+    return ops_lead
+
+
+@pytest.fixture
+def blocked_run(pipeline: Pipeline) -> Run:
+    """A request whose reading names another effect than it asked for: stopped by policy."""
+    event = make_event(event_id="evt-blocked", subject="Refund wanted")
+    run = pipeline.run(pipeline.submit(event, [decision_for(event, requested_effect=NOTIFY)]))
+    assert (run.state, run.outcome) == (State.BLOCKED, Outcome.POLICY_BLOCK)
+    return run
+
+
+def test_ops_lead_reads_policy_simulation_activation_admin_and_history_in_words(
+    page: Page, staff_ops_lead: Person, completed_run: Run, blocked_run: Run
+) -> None:
+    journey = Journey(page, "ops lead")
+    policy_pages.open_new_version(page, staff_ops_lead)
+    common = page.get_by_role("region", name="Common changes")
+    journey.reads("policy editor", "New policy version", "Security approvers")
+    groups = common.locator("select[name$='-group'] option")
+    assert "Auditors" not in groups.all_inner_texts()
+    assert "auditors" not in [o.get_attribute("value") for o in groups.all()]
+    common.get_by_label("Every category", exact=True).fill("0.8")
+    common.get_by_role("button", name="Save these changes as a draft").click()
+
+    expect(page).to_have_url(re.compile(r"/policy/policy-2/$"))
+    expect(page.get_by_role("heading", level=1)).to_have_text("policy-2 Draft")
+    page.get_by_role("button", name="Simulate").click()
+
+    expect(page).to_have_url(re.compile(r"/policy/simulations/\d+/$"))
+    expect(page.get_by_test_id("simulation-status")).to_contain_text("Finished")
+    journey.reads("simulation", "Simulation of policy-2", "Done", "Unsure reading")
+    journey.never("simulation", "Done execute", "Waiting for approval approve", "signal ")
+    page.goto("/policy/policy-2/activate")
+    journey.reads("activation", "Activate policy-2?", "Done", "Unsure reading")
+    journey.never("activation", "Done execute", "Waiting for approval approve")
+    page.get_by_role("button", name="Confirm: activate policy-2").click()
+
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Policy").click()
+    expect(page).to_have_url(re.compile(r"/policy/$"))
+    statuses = {
+        name: page.get_by_role("row", name=re.compile(rf"^{name}\b")).locator(".term").inner_text()
+        for name in ("policy-1", "policy-2", "default-1")
+    }
+    assert statuses == {"policy-1": "No longer active", "policy-2": "Active", "default-1": "Draft"}
+    journey.never("policy list", "retired")
+
+    page.goto(f"/runs/{completed_run.pk}/")
+    journey.reads("run page", "Done", "Received", "Checked")
+    journey.never("run page", "Received → Received", "Checked → Checked")
+    page.goto(f"/runs/{blocked_run.pk}/")
+    journey.reads("blocked run page", "Stopped by policy")
+    journey.never("blocked run page", "Stopped by policy Stopped by policy")
+
+    page.goto("/admin/automation/run/")
+    journey.reads("admin run list", "Service desk", "Create a follow-up", "Stopped by policy")
+    for code in ("finance", "service_desk", "create_follow_up", "policy_block", "completed"):
+        text = primary_text(page)
+        if whole_word(code).search(text):
+            journey.leaks.append(f"admin run list shows {code!r} as primary text")
     journey.assert_in_words()
