@@ -21,8 +21,13 @@ changes three things:
   earliest delayed message comes due (a row whose `lock` is in the future, `config.dispatch`),
   so a retry goes when its backoff runs out, whatever `poll` is.
 
-PriorityRedisBroker keeps a delayed message in a sorted set per queue, scored by its due
-time; before each wait the pusher moves the messages that are due to their queue.
+Within a queue, a delayed message that has come due goes before the messages waiting there:
+it is a retry whose run is already in flight and has already waited its backoff, so under a
+backlog it is taken when due instead of going to the back of the line (a new run waits; a
+started one finishes). With the ORM broker a delayed message is a row of the queue's
+delayed key (`<queue>:delayed`), served before the queue's own key; with Redis it waits in
+a sorted set per queue, scored by its due time, and the pusher moves the messages that
+have come due to the head of their queue before each wait.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ LOG = logging.getLogger("gatehouse.broker")
 
 NOTIFY_CHANNEL = "gatehouse_q"
 PRIORITIES = ("urgent", "live", "bulk")
+DELAYED = ":delayed"
 
 
 def queue_key(base: str, priority: str) -> str:
@@ -52,12 +58,19 @@ def queue_key(base: str, priority: str) -> str:
     return base if priority == "live" else f"{base}.{priority}"
 
 
+def delayed_key(key: str) -> str:
+    """The ORM broker key of the delayed messages of the queue `key` (config.dispatch)."""
+    return f"{key}{DELAYED}"
+
+
 def served_keys(base: str) -> list[str]:
+    """The keys of the queues a cluster serves, in the order it takes from them."""
     served = [p for p in settings.GATEHOUSE["Q_SERVES"] if p in PRIORITIES] or list(PRIORITIES)
     return [queue_key(base, priority) for priority in served]
 
 
 def _base_key(list_key: str) -> str:
+    list_key = list_key.removesuffix(DELAYED)
     for priority in PRIORITIES:
         if list_key.endswith(f".{priority}"):
             return list_key[: -len(priority) - 1]
@@ -69,7 +82,9 @@ class PriorityOrmBroker(ORM):
 
     def __init__(self, list_key: str | None = None) -> None:
         super().__init__(list_key=list_key or Conf.CLUSTER_NAME)
-        self.keys = served_keys(_base_key(self.list_key))
+        # Each served queue's due delayed messages, then the queue's own.
+        queues = served_keys(_base_key(self.list_key))
+        self.keys = [key for queue in queues for key in (delayed_key(queue), queue)]
         self._listener: psycopg.Connection[Any] | None = None
 
     def dequeue(self) -> list[tuple[int, str]] | None:
@@ -83,12 +98,13 @@ class PriorityOrmBroker(ORM):
         return None
 
     def _take(self) -> tuple[list[tuple[int, str]], datetime | None]:
-        """Lease up to `bulk` due messages, urgent queue first; with none, the earliest time
-        a message's lock runs out (a delayed message comes due, a lease ends).
+        """Lease up to `bulk` due messages, urgent queue first and in each queue its due
+        delayed messages first; with none, the earliest time a message's lock runs out (a
+        delayed message comes due, a lease ends).
 
         SKIP LOCKED: another pusher (a second cluster) taking messages right now is passed
         over instead of waited for, and never gets the same message. The index on
-        (key, id) serves each queue's oldest-first scan.
+        (key, id) serves each key's oldest-first scan.
         """
         now = timezone.now()
         lease = now + timedelta(seconds=Conf.RETRY)
@@ -159,13 +175,14 @@ def _seconds_until(moment: datetime | None) -> float | None:
     return max(0.01, (moment - timezone.now()).total_seconds())
 
 
-# Moves the due members of a sorted set (KEYS[1]) to the end of a list (KEYS[2]), at most
-# ARGV[2] of them, atomically: two clusters never move one message twice.
+# Moves the due members of a sorted set (KEYS[1]) to the head of a list (KEYS[2]), the
+# earliest due first, at most ARGV[2] of them, atomically: two clusters never move one
+# message twice.
 MOVE_DUE = """
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
-for _, message in ipairs(due) do
-  redis.call('ZREM', KEYS[1], message)
-  redis.call('RPUSH', KEYS[2], message)
+for i = #due, 1, -1 do
+  redis.call('ZREM', KEYS[1], due[i])
+  redis.call('LPUSH', KEYS[2], due[i])
 end
 return #due
 """

@@ -195,13 +195,15 @@ def _message_fields(message: Message, now: datetime) -> dict[str, Any]:
     """The fields of the ORM broker's row (OrmQ) that carries the message, sent at `now`."""
     from django_q.conf import Conf
 
-    from config.broker import queue_key
+    from config.broker import delayed_key, queue_key
 
     key = queue_key(Conf.CLUSTER_NAME, message.priority)
+    if message.not_before is None or message.not_before <= now:
+        return {"key": key, "payload": _package(message), "lock": now}
     # The broker hands out a row once its lock has passed: a delayed message is one whose
-    # lock is its due time (config.broker takes rows WHERE lock < now).
-    lock = max(now, message.not_before) if message.not_before is not None else now
-    return {"key": key, "payload": _package(message), "lock": lock}
+    # lock is its due time (config.broker takes rows WHERE lock < now), under the key that
+    # is served before its queue's own.
+    return {"key": delayed_key(key), "payload": _package(message), "lock": message.not_before}
 
 
 def _insert(messages: list[Message]) -> None:
@@ -257,12 +259,14 @@ def oldest_unspent() -> datetime | None:
     from django_q.conf import Conf
     from django_q.signing import SignedPackage
 
-    from config.broker import PRIORITIES, queue_key
+    from config.broker import PRIORITIES, delayed_key, queue_key
 
     mode = _broker_mode()
     if _inline.get() is not None or mode == "sync":
         return None
     keys = [queue_key(Conf.CLUSTER_NAME, p) for p in PRIORITIES]
+    if mode == "orm":
+        keys += [delayed_key(key) for key in keys]
     heads: list[Any] = []
     if mode == "orm":
         from django_q.models import OrmQ

@@ -22,10 +22,11 @@ from django.db import connection
 from django.utils import timezone
 from django_q.conf import Conf
 from django_q.models import OrmQ
+from django_q.signing import SignedPackage
 
 from automation.models import Effect, EffectStatus, Run, State
-from config.broker import PriorityRedisBroker
-from config.dispatch import enqueue_after_commit
+from config.broker import PriorityOrmBroker, PriorityRedisBroker
+from config.dispatch import Priority, batch, enqueue_after_commit
 from tests.automation.test_cluster_stop import stop_group, wait_for
 from tests.automation.test_throughput import REPO, submit
 from tests.conftest import Pipeline, decision_for, make_event
@@ -127,6 +128,26 @@ def test_a_delayed_message_is_handed_out_when_due_and_not_before(db: None) -> No
     assert (spent - due).total_seconds() < 1.0, f"spent {spent - due} after it was due"
 
 
+def test_a_due_retry_goes_before_the_backlog_of_its_queue(db: None) -> None:
+    """A retry waited its backoff already; under a backlog it is not sent to the back of the
+    line again (the soak's second attempts waited 49 s for a backoff of 10 s at most)."""
+    with batch():
+        for n in range(3 * Conf.BULK):
+            enqueue_after_commit("time.sleep", n)  # a backlog of first deliveries
+    due = timezone.now() + timedelta(seconds=0.5)
+    enqueue_after_commit("time.sleep", "retry", not_before=due)
+    broker = PriorityOrmBroker()
+
+    early = [SignedPackage.loads(payload)["args"] for _, payload in broker.dequeue() or []]
+    assert early == [(n,) for n in range(Conf.BULK)]  # not before it is due
+
+    enqueue_after_commit("time.sleep", "person", priority=Priority.URGENT)
+    time.sleep(max(0.0, (due - timezone.now()).total_seconds()) + 0.05)
+    later = [SignedPackage.loads(payload)["args"] for _, payload in broker.dequeue() or []]
+    # Urgent work still goes first; then the due retry, ahead of the backlog queued before it.
+    assert later[:3] == [("person",), ("retry",), (Conf.BULK,)]
+
+
 @pytest.fixture
 def redis_url(tmp_path: Path) -> Iterator[str]:
     """A Redis server of this test's own, on a Unix socket (never the machine's)."""
@@ -175,6 +196,23 @@ def test_the_redis_broker_hands_a_delayed_message_out_when_due(
     late = taken[1][1] - due.timestamp()
     assert 0 <= late < 1.5, f"handed out {late:.2f} s after it was due"
     assert left_in(broker) == []
+
+
+def test_the_redis_broker_puts_a_due_message_before_the_waiting_ones(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Conf, "REDIS", redis_url)
+    broker = PriorityRedisBroker("gatehouse")
+    for n in range(3):
+        broker.enqueue(f"waiting-{n}")
+    now = timezone.now()
+    broker.enqueue_at("due-second", now - timedelta(seconds=1))
+    broker.enqueue_at("due-first", now - timedelta(seconds=2))
+    broker.enqueue_at("not-yet", now + timedelta(minutes=1))
+
+    taken = [message for _ in range(5) for _, message in broker.dequeue() or []]
+    assert taken == [b"due-first", b"due-second", b"waiting-0", b"waiting-1", b"waiting-2"]
+    assert left_in(broker) == [b"not-yet"]
 
 
 def left_in(broker: PriorityRedisBroker) -> list[bytes]:
