@@ -7,7 +7,7 @@ here (`LAYOUT`): a state without a place is still drawn, in a row of its own und
 
 A transition that leaves every unfinished state (`fail`) is drawn once, from the tinted
 region of unfinished states, instead of as one arrow per state. The same graph is written as
-a Mermaid `stateDiagram-v2` for the README (`manage.py state_diagram`).
+a Mermaid `stateDiagram-v2` for docs/recovery.md (`manage.py state_diagram`).
 
 `run_path` reads where one run went from its audit rows (every transition writes one, named
 after the method: `run.<name>`); `svg(path)` draws the machine with that path highlighted.
@@ -213,7 +213,7 @@ def run_diagram(run: Run, history: Iterable[AuditEvent] | None = None) -> SafeSt
     return svg(run_path(run, history), title=f"The path of run #{run.pk}")
 
 
-# --- Mermaid, for the README --------------------------------------------------------------
+# --- Mermaid, for docs/recovery.md --------------------------------------------------------
 
 
 def mermaid() -> str:

@@ -1,7 +1,7 @@
 """The words people see: a human label and a one-line explanation for every code.
 
 Each state, outcome, queue, stage, rule kind, recovery action, audit action and status is
-named here once. Pages, flash messages, CSV headers and the README's tables read these;
+named here once. Pages, flash messages, CSV headers and docs/recovery.md's tables read these;
 the codes themselves are stable identifiers for the API, the database and the logs, and a
 page shows them only as secondary text. A code nobody named yet still reads as words
 (`risk_signal` → "Risk signal"), never as a blank.
@@ -472,7 +472,7 @@ def explain(kind: Kind | str, code: object) -> str:
 
 
 def markdown_table(kind: Kind | str, heading: str) -> str:
-    """A README table of one kind: label, code, explanation (the README's tables are this)."""
+    """A Markdown table of one kind: label, code, explanation (docs/recovery.md's tables)."""
     rows = [f"| {heading} | code | what it means |", "|---|---|---|"]
     rows += [
         f"| {entry.label} | `{code}` | {entry.explanation} |"

@@ -1,5 +1,6 @@
-"""The README's run states are the code's: `manage.py state_diagram` prints them, and the
-README's copy must equal what it prints (regenerate it with the command when this fails)."""
+"""The documented run states are the code's: `manage.py state_diagram` prints them, and the
+copy in docs/recovery.md must equal what it prints (regenerate it with the command when this
+fails)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ from django.core.management import call_command
 from automation import statechart
 from automation.vocabulary import markdown_table
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+RECOVERY = Path(__file__).resolve().parents[2] / "docs" / "recovery.md"
 
 
-def readme_section() -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index("\n### The run states\n")
-    end = text.index("\n## ", start)
+def documented_section() -> str:
+    text = RECOVERY.read_text(encoding="utf-8")
+    start = text.index("\n## The run states\n")
+    end = text.index("\n## ", start + 1)
     return text[start:end]
 
 
@@ -33,11 +34,11 @@ def test_the_command_prints_the_mermaid_diagram_and_the_table() -> None:
     assert printed("--table") == markdown_table("state", "State")
 
 
-def test_the_readme_diagram_and_table_are_what_the_code_generates() -> None:
-    section = readme_section()
+def test_the_documented_diagram_and_table_are_what_the_code_generates() -> None:
+    section = documented_section()
     blocks = re.findall(r"```mermaid\n(.*?)\n```", section, flags=re.DOTALL)
 
-    assert blocks == [printed()], "README out of date: paste `manage.py state_diagram`"
+    assert blocks == [printed()], "docs/recovery.md out of date: paste `manage.py state_diagram`"
     assert f"\n{printed('--table')}\n" in f"{section}\n", (
-        "README out of date: paste `manage.py state_diagram --table`"
+        "docs/recovery.md out of date: paste `manage.py state_diagram --table`"
     )

@@ -1,4 +1,5 @@
-"""Every code people can meet has its words, written once; the README's tables are those words."""
+"""Every code people can meet has its words, written once; the tables in docs/recovery.md are
+those words."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from automation.models import (
 from automation.schemas import EffectName, RequestType, Route
 from automation.vocabulary import Kind
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+RECOVERY = Path(__file__).resolve().parents[2] / "docs" / "recovery.md"
 
 NAMED: list[tuple[Kind, type[Enum]]] = [
     (Kind.STATE, State),
@@ -82,10 +83,10 @@ def test_a_code_nobody_named_still_reads_as_words() -> None:
 @pytest.mark.parametrize(
     ("kind", "heading"), [("state", "State"), ("outcome", "Outcome"), ("recovery", "Action")]
 )
-def test_the_readme_tables_are_the_vocabulary(kind: str, heading: str) -> None:
+def test_the_documented_tables_are_the_vocabulary(kind: str, heading: str) -> None:
     table = vocabulary.markdown_table(kind, heading)
 
-    assert table in README.read_text(encoding="utf-8"), (
-        f"README's {kind} table is out of date: paste automation.vocabulary.markdown_table"
-        f"({kind!r}, {heading!r})"
+    assert table in RECOVERY.read_text(encoding="utf-8"), (
+        f"docs/recovery.md's {kind} table is out of date: paste "
+        f"automation.vocabulary.markdown_table({kind!r}, {heading!r})"
     )

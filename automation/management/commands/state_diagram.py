@@ -11,8 +11,8 @@ from automation.vocabulary import markdown_table
 
 class Command(BaseCommand):
     help = (
-        "Print the run states as a Mermaid diagram read from the code (the README's), or with "
-        "--table the README's table of states."
+        "Print the run states as a Mermaid diagram read from the code (the one in "
+        "docs/recovery.md), or with --table that page's table of states."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
