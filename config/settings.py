@@ -117,7 +117,7 @@ if DATABASE_URL:
         raise ImproperlyConfigured(
             f"DATABASE_URL names a {DATABASE_URL.partition(':')[0]} database, and Gatehouse "
             "runs on PostgreSQL only: give a postgres://user@host:5432/name URL, or leave "
-            "DATABASE_URL unset to use the embedded PostgreSQL (README: the database)"
+            "DATABASE_URL unset to use the embedded PostgreSQL (docs/operating.md: the database)"
         )
 else:
     from config import embedded_db

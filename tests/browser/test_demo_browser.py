@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[2]
 BASH = shutil.which("bash") or "/bin/bash"
-FIRST_PAGE_SECONDS = 300  # a bound for a slow machine, not a target (README gives the figures)
+FIRST_PAGE_SECONDS = 300  # a bound for a slow machine, not a target (figures: docs/performance.md)
 
 
 def free_port() -> int:
