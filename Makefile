@@ -28,11 +28,11 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-# With no DATABASE_URL the tests run on the embedded PostgreSQL (config/embedded_db.py),
+# With no DATABASE_URL the tests run on the embedded PostgreSQL (core/embedded_db.py),
 # which is stopped afterwards unless something else (a running demo) still uses it.
 test: lint
 	status=0; $(BIN)/pytest $(PYTEST_ARGS) || status=$$?; \
-	if [ -z "$${DATABASE_URL:-}" ]; then $(BIN)/python -m config.embedded_db stop --if-unused; fi; \
+	if [ -z "$${DATABASE_URL:-}" ]; then $(BIN)/python -m core.embedded_db stop --if-unused; fi; \
 	exit $$status
 
 migrate: install
@@ -43,11 +43,11 @@ demo: install
 
 # The demo's data is the embedded server's folder .gatehouse/pg/: stop it and start empty.
 demo-reset: install
-	$(BIN)/python -m config.embedded_db reset
+	$(BIN)/python -m core.embedded_db reset
 	rm -rf .demo
 
 db-stop: install
-	$(BIN)/python -m config.embedded_db stop
+	$(BIN)/python -m core.embedded_db stop
 
 # The DBOS peer the throughput benchmark compares with (../shared/bench/README.md).
 DBOS_VENV := .bench-dbos

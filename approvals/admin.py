@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from approvals.models import ApprovalDecision, ApprovalRequest
-from config.admin_base import ReadOnlyAdminMixin, ReadOnlyInline, sees_all_approvals
+from core.admin_base import ReadOnlyAdminMixin, ReadOnlyInline, sees_all_approvals
 
 
 class DecisionInline(ReadOnlyInline):

@@ -18,7 +18,7 @@ from django.utils.timesince import timesince, timeuntil
 
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from audit.models import APPROVAL_ACTIONS, AuditEvent
-from config.keyset import Cursor, keyset_page
+from core.keyset import Cursor, keyset_page
 
 # Rows on one inbox page (keyset pages follow): enough to work through, quick to draw.
 INBOX_LIMIT = 50

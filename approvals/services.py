@@ -15,16 +15,15 @@ from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.selectors import conflicted_user_ids
 from audit.models import AuditAction
 from audit.services import audit_record
-from config.dispatch import Priority, enqueue_after_commit
-from config.errors import ServiceError
-from config.limits import within
+from core.codes import Outcome, Refusal
+from core.dispatch import Priority, enqueue_after_commit
+from core.errors import ServiceError
+from core.limits import within
 from policy.schemas import ApprovalRule
 
 # The run's next step, named by path: approvals does not import automation.
 ADVANCE_RUN_TASK = "automation.tasks.advance_run"
 
-APPROVAL_STALE = "approval_stale"
-APPROVAL_EXPIRED = "approval_expired"
 RECORDED = "recorded"  # counted, but the request waits for another approver
 
 
@@ -64,9 +63,9 @@ def approval_request_open(
 def binding_refusal(*, request: ApprovalRequest, binding: Binding, now: datetime) -> str | None:
     """Why this request can no longer authorise the run as it is now, or None if it can."""
     if now >= request.expires_at:
-        return APPROVAL_EXPIRED
+        return Outcome.APPROVAL_EXPIRED
     if request.binding() != binding:
-        return APPROVAL_STALE
+        return Outcome.APPROVAL_STALE
     return None
 
 
@@ -90,21 +89,21 @@ def _check_decidable(
     *, request: ApprovalRequest, user: User, approve: bool, comment: str, conflicted: set[int]
 ) -> None:
     if not _may_decide(user, request):
-        raise ServiceError("forbidden", f"you are not in the {request.group} group")
+        raise ServiceError(Refusal.FORBIDDEN, f"you are not in the {request.group} group")
     if user.pk in conflicted:
-        raise ServiceError("separation_of_duties", SEPARATION_OF_DUTIES)
+        raise ServiceError(Refusal.SEPARATION_OF_DUTIES, SEPARATION_OF_DUTIES)
     if request.status in (ApprovalStatus.STALE, ApprovalStatus.EXPIRED):
         raise ServiceError(
-            f"approval_{request.status}",
+            Refusal(f"approval_{request.status}"),
             f"this request is {request.status} ({request.status_reason}); "
             "a fresh request replaces it",
         )
     if request.status != ApprovalStatus.PENDING:
-        raise ServiceError("already_decided", f"this request is already {request.status}")
+        raise ServiceError(Refusal.ALREADY_DECIDED, f"this request is already {request.status}")
     if request.decisions.filter(user=user, counted=True).exists():
-        raise ServiceError("already_decided", "you have already decided this request")
+        raise ServiceError(Refusal.ALREADY_DECIDED, "you have already decided this request")
     if not approve and not comment.strip():
-        raise ServiceError("comment_required", "a rejection needs a comment")
+        raise ServiceError(Refusal.COMMENT_REQUIRED, "a rejection needs a comment")
     within(comment, what="the comment")
 
 
@@ -146,7 +145,7 @@ def approval_decide(
         counted=refusal is None,
         refusal=refusal or "",
     )
-    if refusal == APPROVAL_EXPIRED:
+    if refusal == Outcome.APPROVAL_EXPIRED:
         _close(request, ApprovalStatus.EXPIRED, "expired before it was decided", now)
     if refusal is not None:
         enqueue_after_commit(ADVANCE_RUN_TASK, request.run_id, priority=Priority.URGENT)
@@ -187,7 +186,7 @@ def _close(request: ApprovalRequest, status: str, reason: str, now: datetime) ->
 
 def approval_invalidate(*, request: ApprovalRequest, refusal: str, now: datetime) -> None:
     """Mark a request that no longer matches its run (caller holds the run's lock)."""
-    status = ApprovalStatus.EXPIRED if refusal == APPROVAL_EXPIRED else ApprovalStatus.STALE
+    status = ApprovalStatus.EXPIRED if refusal == Outcome.APPROVAL_EXPIRED else ApprovalStatus.STALE
     _close(request, status, refusal, now)
 
 

@@ -11,14 +11,14 @@ from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
 
 from audit.models import APPROVAL_ACTIONS, AuditEvent
-from config.admin_base import (
+from core.admin_base import (
     LargeTableAdmin,
     ReadOnlyAdminMixin,
     distinct_by_index,
     known_values_filter,
     sees_all_approvals,
 )
-from config.inputs import parse_number
+from core.inputs import parse_number
 
 
 def _actions(request: HttpRequest) -> list[str]:

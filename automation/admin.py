@@ -42,15 +42,15 @@ from automation.schemas import EffectName, Route
 from automation.selectors import identifier_match
 from automation.services.effects import DELIVERABLE
 from automation.vocabulary import Kind, label
-from config.admin_base import (
+from core.admin_base import (
     LargeTableAdmin,
     ReadOnlyAdminMixin,
     ReadOnlyInline,
     known_values_filter,
 )
-from config.errors import ServiceError
-from config.http import AuthenticatedHttpRequest
-from config.inputs import NumberField, parse_number
+from core.errors import ServiceError
+from core.http import AuthenticatedHttpRequest
+from core.inputs import NumberField, parse_number
 from policy.models import PolicyVersion
 
 

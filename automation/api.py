@@ -18,7 +18,7 @@ from automation.conf import IntSetting, setting
 from automation.models import ApiToken, Outcome, Run
 from automation.openapi import openapi_document
 from automation.services.intake import MAIL_TYPE
-from config.inputs import parse_number
+from core.inputs import parse_number
 from policy.models import PolicyVersion
 
 View = Callable[..., JsonResponse]

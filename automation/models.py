@@ -13,6 +13,7 @@ from django_fsm import ConcurrentTransition, ConcurrentTransitionMixin, FSMField
 
 from audit.models import AuditEvent
 from automation.schemas import FIELD_PATH_LIMIT, SUBJECT_LIMIT, ClassifierDecision
+from core.codes import Outcome
 
 __all__ = ["AuditEvent"]  # re-exported: every run's history is read from here
 
@@ -86,29 +87,6 @@ WORKING_STATES = [
     State.APPROVED,
     State.EXECUTING,
 ]
-
-
-class Outcome(models.TextChoices):
-    """Stable public outcome and failure codes (DESIGN section 6)."""
-
-    COMPLETED = "completed"
-    IDEMPOTENT_REPLAY = "idempotent_replay"
-    IDEMPOTENCY_CONFLICT = "idempotency_conflict"
-    INVALID_EVENT = "invalid_event"
-    UNSUPPORTED_REQUEST = "unsupported_request"
-    CLASSIFICATION_INVALID = "classification_invalid"
-    EXTRACTION_INVALID = "extraction_invalid"
-    LOW_CONFIDENCE = "low_confidence"
-    RISK_SIGNAL = "risk_signal"  # a policy signal rule holds the run for a person
-    RETRY_EXHAUSTED = "retry_exhausted"
-    POLICY_BLOCK = "policy_block"
-    APPROVAL_STALE = "approval_stale"
-    APPROVAL_EXPIRED = "approval_expired"
-    APPROVAL_REJECTED = "approval_rejected"
-    EFFECT_UNAVAILABLE = "effect_unavailable"
-    EFFECT_REJECTED = "effect_rejected"
-    EFFECT_UNCERTAIN = "effect_uncertain"
-    STATE_CONFLICT = "state_conflict"
 
 
 # Holds of a run whose effect could not be delivered (or whose outcome is unknown).
@@ -322,7 +300,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     # When a worker message for this run was sent and not yet spent: while it is out, the
-    # sweep leaves the run alone (config.dispatch.oldest_unspent says when it is lost).
+    # sweep leaves the run alone (core.dispatch.oldest_unspent says when it is lost).
     dispatched_at = models.DateTimeField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from config.errors import field_messages
+from core.errors import field_messages
 from policy.schemas import canonical_json
 
 
@@ -346,7 +346,7 @@ def read_json(raw: bytes) -> tuple[Any, FieldProblem | None]:
 
 
 def validation_problems(error: ValidationError) -> list[FieldProblem]:
-    """Pydantic's errors as the API and the pages show them (config.errors.field_messages)."""
+    """Pydantic's errors as the API and the pages show them (core.errors.field_messages)."""
     return [
         FieldProblem(field=where, message=message)
         for where, message in field_messages(error, root="body")

@@ -26,8 +26,8 @@ from automation.models import (
     State,
 )
 from automation.schemas import EffectName, is_mail
-from config.keyset import NEWEST, OLDEST, Cursor, Page, keyset_page
-from config.round_trip import read_lists
+from core.keyset import NEWEST, OLDEST, Cursor, Page, keyset_page
+from core.round_trip import read_lists
 
 # What an integrator's token may read: the runs taken in through its own channel, and no
 # other. E-mail identity is wider than that on purpose (one Message-ID, one request, on every
@@ -212,7 +212,7 @@ def queue_due_at(run: Run) -> datetime | None:
 
 def run_page(run: Run) -> dict[str, Any]:
     """Everything that answers how this run's decision was reached, read in one round trip
-    (config.round_trip) whatever the run's age or the number of its rows: each list is read
+    (core.round_trip) whatever the run's age or the number of its rows: each list is read
     by its run_id index."""
     lists = read_lists(
         {

@@ -1,7 +1,7 @@
 """`make soak`: API events with an HTTP effect, through faults, on a PostgreSQL of its own.
 
 It starts an embedded PostgreSQL on a data folder of its own (`.gatehouse/soak/pg`, emptied
-first; config/embedded_db.py), so restarting it never touches any other server; a receiver
+first; core/embedded_db.py), so restarting it never touches any other server; a receiver
 on 127.0.0.1 that deduplicates by Idempotency-Key and fails a share of requests with 503 and
 answers another share only after the sender's read timeout (having performed the effect);
 the API (gunicorn) and two `qcluster` clusters. It sends the events through the API while it
@@ -43,7 +43,7 @@ from typing import Any
 import psutil
 import psycopg
 
-from config import embedded_db
+from core import embedded_db
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable

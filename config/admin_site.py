@@ -7,7 +7,7 @@ query is compiled, and a value the database cannot hold fails only when the rows
 counted. Each of those is the same mistake (a filter value the query cannot carry), so each
 gets the same answer. So does a date-hierarchy part that is not ASCII digits: Django reads
 '\u00b2' as a ValueError but an Arabic-Indic digit as the year, month or day it looks like
-(config.inputs.parse_number).
+(core.inputs.parse_number).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from django.contrib.admin.views.main import ERROR_FLAG, ChangeList
 from django.db import DataError, router, transaction
 from django.http import HttpRequest, HttpResponse
 
-from config.inputs import parse_number
+from core.inputs import parse_number
 
 UNQUERYABLE = (ValueError, OverflowError, DataError)
 

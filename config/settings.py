@@ -68,8 +68,8 @@ MIDDLEWARE = [
     "automation.api.ApiErrorsAsJsonMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "config.middleware.ContentSecurityPolicyMiddleware",
-    "config.middleware.RejectNulMiddleware",
+    "core.middleware.ContentSecurityPolicyMiddleware",
+    "core.middleware.RejectNulMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -104,7 +104,7 @@ TEMPLATES = [
 # Gatehouse runs on PostgreSQL only: row locks with SKIP LOCKED, LISTEN/NOTIFY, JSON
 # containment, data-modifying WITH and the append-only audit trigger have no portable
 # fallback. DATABASE_URL names the server (production, CI); unset or empty, the embedded
-# server of this checkout is started or joined (config.embedded_db: the demo, the tests).
+# server of this checkout is started or joined (core.embedded_db: the demo, the tests).
 DATABASE_URL = os.environ.get("DATABASE_URL", "").strip()
 GATEHOUSE_EMBEDDED_DATABASE = not DATABASE_URL
 database: dict[str, Any]
@@ -120,7 +120,7 @@ if DATABASE_URL:
             "DATABASE_URL unset to use the embedded PostgreSQL (docs/operating.md: the database)"
         )
 else:
-    from config import embedded_db
+    from core import embedded_db
 
     database = embedded_db.settings_for()
 # Persistent connections: a worker or web process keeps its session across tasks and
@@ -131,7 +131,7 @@ database["CONN_HEALTH_CHECKS"] = True
 # short ones every page and step makes (PostgreSQL's own advice for OLTP).
 database.setdefault("OPTIONS", {})["options"] = "-c jit=off"
 DATABASES = {"default": database}
-# The statements intake and the workers run for every request and step (config.sql) are
+# The statements intake and the workers run for every request and step (core.sql) are
 # prepared once per connection: PostgreSQL then neither parses nor plans them again. Off
 # behind a connection pooler that cannot carry prepared statements (PgBouncer before 1.21
 # in transaction mode).
@@ -171,19 +171,19 @@ AUTHENTICATION_BACKENDS = [
 ]
 # Failed logins within a cool-off: LOGIN_ACCOUNT_FAILURE_LIMIT for one account from one address,
 # LOGIN_ADDRESS_FAILURE_LIMIT for any accounts from one address (someone trying many names).
-# django-axes counts both (AXES_LOCKOUT_PARAMETERS) and asks config.login_throttle which
+# django-axes counts both (AXES_LOCKOUT_PARAMETERS) and asks core.login_throttle which
 # limit applies.
 LOGIN_ACCOUNT_FAILURE_LIMIT = env_int("GATEHOUSE_LOGIN_FAILURE_LIMIT", 5)
 LOGIN_ADDRESS_FAILURE_LIMIT = env_int("GATEHOUSE_LOGIN_ADDRESS_FAILURE_LIMIT", 10)
-AXES_FAILURE_LIMIT = "config.login_throttle.failure_limit"
+AXES_FAILURE_LIMIT = "core.login_throttle.failure_limit"
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("GATEHOUSE_LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 # A try while locked out does not push the end of the pause further: the page can say when.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
-AXES_USERNAME_CALLABLE = "config.login_throttle.throttled_username"
-AXES_CLIENT_IP_CALLABLE = "config.client_address.client_address"
-AXES_LOCKOUT_CALLABLE = "config.login_throttle.lockout_response"
+AXES_USERNAME_CALLABLE = "core.login_throttle.throttled_username"
+AXES_CLIENT_IP_CALLABLE = "core.client_address.client_address"
+AXES_LOCKOUT_CALLABLE = "core.login_throttle.lockout_response"
 # Successful logins are not logged row by row: the table would only grow.
 AXES_DISABLE_ACCESS_LOG = True
 
@@ -232,7 +232,7 @@ X_FRAME_OPTIONS = "DENY"
 Q_CLUSTER: dict[str, Any] = {
     "name": "gatehouse",
     "orm": "default",
-    "broker_class": "config.broker.PriorityOrmBroker",
+    "broker_class": "core.broker.PriorityOrmBroker",
     "workers": env_int("GATEHOUSE_Q_WORKERS", 2),
     "timeout": env_int("GATEHOUSE_Q_TIMEOUT", 60),
     "retry": env_int("GATEHOUSE_Q_RETRY", 120),
@@ -250,10 +250,10 @@ Q_CLUSTER: dict[str, Any] = {
 if os.environ.get("GATEHOUSE_REDIS_URL"):
     Q_CLUSTER.pop("orm")
     Q_CLUSTER["redis"] = os.environ["GATEHOUSE_REDIS_URL"]
-    Q_CLUSTER["broker_class"] = "config.broker.PriorityRedisBroker"
+    Q_CLUSTER["broker_class"] = "core.broker.PriorityRedisBroker"
 
 GATEHOUSE: dict[str, Any] = {
-    # The priority queues this process's cluster serves, first to last (config.broker).
+    # The priority queues this process's cluster serves, first to last (core.broker).
     "Q_SERVES": [
         p.strip() for p in os.environ.get("GATEHOUSE_Q_SERVES", "urgent,live,bulk").split(",")
     ],
@@ -316,9 +316,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "json": {"()": "config.logging.JsonFormatter"},
+        "json": {"()": "core.logging.JsonFormatter"},
         "plain": {
-            "()": "config.logging.PlainFormatter",
+            "()": "core.logging.PlainFormatter",
             "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
         },
     },

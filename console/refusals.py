@@ -14,7 +14,7 @@ from django.http import HttpRequest
 from approvals.models import ApprovalRequest
 from approvals.selectors import NotYours
 from automation.vocabulary import label
-from config.errors import ServiceError
+from core.errors import ServiceError
 
 
 def refusal_text(error: ServiceError) -> str:

@@ -20,7 +20,7 @@ from automation.learning import classifier_train
 from automation.models import ApiToken, ClassifierModel, Customer, IntakeChannel, Run
 from automation.roles import roles_ensure
 from automation.services.customers import customers_load_in_transaction
-from config.dispatch import drain, inline
+from core.dispatch import drain, inline
 from devtools.fixtures import record_classifier_outcomes
 from policy.models import PolicyVersion
 from policy.schemas import PolicyDocument

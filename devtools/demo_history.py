@@ -40,8 +40,8 @@ from automation.models import (
 )
 from automation.roles import roles_ensure
 from automation.services.quality import reading_of
-from config.dispatch import Message, drain, inline
-from config.errors import ServiceError
+from core.dispatch import Message, drain, inline
+from core.errors import ServiceError
 from policy.models import PolicyVersion
 from policy.services import (
     parse_policy_text,

@@ -34,8 +34,8 @@ from automation.models import (
     State,
 )
 from automation.schemas import normalize_text
-from config.dispatch import Message, drain, inline
-from config.errors import ServiceError
+from core.dispatch import Message, drain, inline
+from core.errors import ServiceError
 from devtools.services import checkpoint_import, checkpoint_resume, run_nudge
 from policy.models import PolicyVersion
 from policy.services import policy_ensure_defaults

@@ -7,7 +7,7 @@ import json
 from django.contrib import admin
 from django.utils.html import format_html
 
-from config.admin_base import ReadOnlyAdminMixin
+from core.admin_base import ReadOnlyAdminMixin
 from policy.models import PolicyVersion
 
 VERSION_FIELDS = (

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from config.limits import NOTE
+from core.limits import NOTE
 
 NonEmpty = Annotated[str, Field(min_length=1, max_length=100)]
 SignalName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,59}$")]
@@ -165,7 +165,7 @@ class PolicyDocument(Strict):
     """One immutable policy version. Rule ids are derived from the keys (see evaluation)."""
 
     version: NonEmpty
-    # For whoever reads the version list later: a sentence or two (config.limits).
+    # For whoever reads the version list later: a sentence or two (core.limits).
     note: Annotated[str, Field(max_length=NOTE)] = ""
     routes: dict[NonEmpty, NonEmpty] = Field(min_length=1)
     allowed_effects: list[NonEmpty] = Field(min_length=1)

@@ -12,7 +12,8 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from config.errors import ServiceError, field_messages
+from core.codes import Refusal
+from core.errors import ServiceError, field_messages
 from policy.models import PolicyVersion
 from policy.schemas import NEW_VERSION, PolicyDocument, version_name_problem
 from policy.signals import version_activated
@@ -29,11 +30,11 @@ class PolicyError(ServiceError):
     """A policy document that cannot be stored, with the message an operator should read."""
 
     def __init__(self, message: str) -> None:
-        super().__init__("invalid_policy", message)
+        super().__init__(Refusal.INVALID_POLICY, message)
 
 
 def describe_validation_error(error: ValidationError) -> str:
-    """Pydantic's errors as one line an operator reads (config.errors.field_messages)."""
+    """Pydantic's errors as one line an operator reads (core.errors.field_messages)."""
     return "; ".join(
         f"{where}: {message}" for where, message in field_messages(error, root="document")
     )

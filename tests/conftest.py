@@ -25,8 +25,8 @@ from django.test import TestCase
 from automation import services
 from automation.models import IntakeChannel, RecordedOutcome, Run, State
 from automation.roles import roles_ensure
-from config import embedded_db
-from config.dispatch import Message, inline
+from core import embedded_db
+from core.dispatch import Message, inline
 from policy.services import policy_ensure_defaults
 
 

@@ -1,4 +1,4 @@
-"""The embedded PostgreSQL (config.embedded_db): what a laptop with no DATABASE_URL runs on.
+"""The embedded PostgreSQL (core.embedded_db): what a laptop with no DATABASE_URL runs on.
 
 Each test runs its own server on a data folder of its own, never the checkout's, and stops
 it: the test run's own database may be on the checkout's embedded server.
@@ -16,7 +16,7 @@ import psutil
 import psycopg
 import pytest
 
-from config import embedded_db
+from core import embedded_db
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -137,7 +137,7 @@ def test_parallel_first_starts_make_one_server(tmp_path: Path) -> None:
     try:
         starts = [
             subprocess.Popen(
-                [sys.executable, "-m", "config.embedded_db", "url"],
+                [sys.executable, "-m", "core.embedded_db", "url"],
                 cwd=ROOT,
                 env=env,
                 stdout=subprocess.PIPE,

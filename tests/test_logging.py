@@ -15,7 +15,7 @@ from django.db import transaction
 
 from automation.models import Run
 from automation.services.journal import record_transition
-from config.logging import JsonFormatter, PlainFormatter
+from core.logging import JsonFormatter, PlainFormatter
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
 SETTINGS_FILE = Path(__file__).resolve().parents[1] / "config" / "settings.py"
@@ -160,7 +160,7 @@ def test_logs_are_json_unless_plain_is_asked_for(monkeypatch: pytest.MonkeyPatch
     plain = logging_settings(monkeypatch, "plain")
 
     assert default["handlers"]["console"]["formatter"] == "json"
-    assert default["formatters"]["json"]["()"] == "config.logging.JsonFormatter"
+    assert default["formatters"]["json"]["()"] == "core.logging.JsonFormatter"
     assert plain["handlers"]["console"]["formatter"] == "plain"
     with pytest.raises(ImproperlyConfigured):
         logging_settings(monkeypatch, "xml")

@@ -19,7 +19,7 @@ from django.db.models import Sum
 from django.http import HttpResponse
 from django.test import Client, RequestFactory
 
-from config.client_address import client_address
+from core.client_address import client_address
 from tests.database import database_url
 
 ROOT = Path(__file__).resolve().parents[1]

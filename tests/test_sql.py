@@ -1,4 +1,4 @@
-"""config.sql: rows of several tables in one statement, and an insert that a unique key may
+"""core.sql: rows of several tables in one statement, and an insert that a unique key may
 turn into nothing, each as the ORM would have written them."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from automation.models import (
     StageRecord,
     State,
 )
-from config.sql import insert_new, insert_rows, insert_together, loaded, new_rows, read_first
+from core.sql import insert_new, insert_rows, insert_together, loaded, new_rows, read_first
 from tests.conftest import Pipeline, make_event
 
 pytestmark = pytest.mark.django_db

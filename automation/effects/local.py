@@ -13,7 +13,7 @@ from automation.models import (
     InternalNotification,
     LocalEffectRecord,
 )
-from config.sql import insert_new
+from core.sql import insert_new
 
 
 class LocalAdapter:

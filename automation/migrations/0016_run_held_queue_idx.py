@@ -14,24 +14,6 @@ BACKFILL_QUEUED_AT = (
 )
 
 
-class AddIndexOnline(AddIndexConcurrently):
-    """CONCURRENTLY on PostgreSQL; a plain index on the one-machine SQLite trial."""
-
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):  # type: ignore[no-untyped-def]
-        if schema_editor.connection.vendor == "postgresql":
-            return super().database_forwards(app_label, schema_editor, from_state, to_state)
-        return migrations.AddIndex.database_forwards(
-            self, app_label, schema_editor, from_state, to_state
-        )
-
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):  # type: ignore[no-untyped-def]
-        if schema_editor.connection.vendor == "postgresql":
-            return super().database_backwards(app_label, schema_editor, from_state, to_state)
-        return migrations.AddIndex.database_backwards(
-            self, app_label, schema_editor, from_state, to_state
-        )
-
-
 class Migration(migrations.Migration):
     atomic = False  # CREATE INDEX CONCURRENTLY cannot run inside a transaction
 
@@ -42,7 +24,7 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.RunSQL(BACKFILL_QUEUED_AT, migrations.RunSQL.noop),
-        AddIndexOnline(
+        AddIndexConcurrently(
             model_name="run",
             index=models.Index(
                 condition=models.Q(("queue", ""), _negated=True),
@@ -51,11 +33,11 @@ class Migration(migrations.Migration):
                 name="run_held_queue_idx",
             ),
         ),
-        AddIndexOnline(
+        AddIndexConcurrently(
             model_name="run",
             index=models.Index(fields=["fingerprint"], name="run_fingerprint_idx"),
         ),
-        AddIndexOnline(
+        AddIndexConcurrently(
             model_name="run",
             index=models.Index(
                 django.db.models.fields.json.KeyTransform(

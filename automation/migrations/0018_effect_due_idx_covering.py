@@ -2,14 +2,8 @@
 the queues page and /metrics are an index-only scan instead of a heap read per waiting
 effect. Swapped online, as the held-runs index was (0017)."""
 
-from importlib import import_module
-
+from django.contrib.postgres.operations import AddIndexConcurrently, RemoveIndexConcurrently
 from django.db import migrations, models
-
-AddIndexOnline = import_module("automation.migrations.0016_run_held_queue_idx").AddIndexOnline
-RemoveIndexOnline = import_module(
-    "automation.migrations.0017_run_held_queue_idx_state"
-).RemoveIndexOnline
 
 INDEX = "effect_due_idx"
 BUILDING = "effect_due_idx_next"
@@ -21,7 +15,7 @@ class Migration(migrations.Migration):
     dependencies = [("automation", "0017_run_held_queue_idx_state")]
 
     operations = [
-        AddIndexOnline(
+        AddIndexConcurrently(
             model_name="effect",
             index=models.Index(
                 fields=["status", "next_attempt_at"],
@@ -29,6 +23,6 @@ class Migration(migrations.Migration):
                 name=BUILDING,
             ),
         ),
-        RemoveIndexOnline(model_name="effect", name=INDEX),
+        RemoveIndexConcurrently(model_name="effect", name=INDEX),
         migrations.RenameIndex(model_name="effect", new_name=INDEX, old_name=BUILDING),
     ]

@@ -20,7 +20,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from automation.models import BatchStatus, Simulation
-from config.errors import ServiceError
+from core.codes import Refusal
+from core.errors import ServiceError
 from policy.models import PolicyVersion
 from policy.services import policy_version_activate_in_transaction
 
@@ -88,15 +89,15 @@ def policy_activate_after_simulation(
     versions = list(PolicyVersion.objects.select_for_update().order_by("pk"))
     target = next((v for v in versions if v.name == name), None)
     if target is None:
-        raise ServiceError("no_such_version", f"there is no policy version named {name}")
+        raise ServiceError(Refusal.NO_SUCH_VERSION, f"there is no policy version named {name}")
     if target.is_active:
-        raise ServiceError("already_active", f"{name} is already the active policy")
+        raise ServiceError(Refusal.ALREADY_ACTIVE, f"{name} is already the active policy")
     # A simulation only moves forward (queued, running, finished): no lock needed on it.
     simulation = Simulation.objects.filter(pk=simulation_id).first() if simulation_id else None
     if simulation is None:
-        raise ServiceError("not_simulated", NOT_SIMULATED)
+        raise ServiceError(Refusal.NOT_SIMULATED, NOT_SIMULATED)
     active = next((v for v in versions if v.is_active), None)
     problem = simulation_problem(simulation, name=name, active=active, now=timezone.now())
     if problem is not None:
-        raise ServiceError("simulation_stale", problem)
+        raise ServiceError(Refusal.SIMULATION_STALE, problem)
     return policy_version_activate_in_transaction(name=name, user=user)

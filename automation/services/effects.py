@@ -53,8 +53,9 @@ from automation.services.runlog import log_run
 from automation.services.sending import DELIVER_EFFECT_TASK
 from automation.signals import effect_sent_downstream
 from automation.vocabulary import Kind, label
-from config.dispatch import MAX_DELAY, Priority, batch, enqueue_after_commit
-from config.errors import ServiceError
+from core.codes import Refusal
+from core.dispatch import MAX_DELAY, Priority, batch, enqueue_after_commit
+from core.errors import ServiceError
 from policy.models import PolicyVersion
 
 DELIVERABLE = [EffectStatus.PENDING, EffectStatus.RETRY_WAIT]
@@ -555,11 +556,8 @@ def _may_control(user: User) -> None:
         raise PermissionDenied("you may not pause or resume effects")
 
 
-# A pause or resume that would change nothing is refused, so the trail records only changes.
-ALREADY_PAUSED = "already_paused"
-NOT_PAUSED = "not_paused"
-
-
+# A pause or resume that would change nothing is refused (Refusal.ALREADY_PAUSED,
+# NOT_PAUSED), so the trail records only changes.
 @transaction.atomic(durable=True)
 def effect_pause(*, name: str, user: User) -> EffectControl:
     """Hold every delivery of this effect: due ones wait instead of using up attempts."""
@@ -567,7 +565,8 @@ def effect_pause(*, name: str, user: User) -> EffectControl:
     control, _ = EffectControl.objects.select_for_update().get_or_create(name=name)
     if control.paused:
         raise ServiceError(
-            ALREADY_PAUSED, f"{label(Kind.EFFECT, name)} is already paused: nothing was changed"
+            Refusal.ALREADY_PAUSED,
+            f"{label(Kind.EFFECT, name)} is already paused: nothing was changed",
         )
     control.paused = True
     control.changed_by = user
@@ -583,7 +582,7 @@ def effect_resume(*, name: str, user: User, rate_per_minute: int | None) -> Effe
     _may_control(user)
     control = EffectControl.objects.select_for_update().filter(name=name).first()
     if control is None or not control.paused:
-        raise ServiceError(NOT_PAUSED, _not_paused(name, control))
+        raise ServiceError(Refusal.NOT_PAUSED, _not_paused(name, control))
     control.paused = False
     control.rate_per_minute = rate_per_minute
     control.changed_by = user

@@ -57,8 +57,8 @@ from automation.services.journal import (
 from automation.services.payloads import event_facts, facts_of, policy_for
 from automation.services.runlog import log_admission, logs_intake
 from automation.services.sending import ADVANCE_RUN_TASK
-from config.dispatch import Priority, enqueue_after_commit, outbox_row
-from config.sql import (
+from core.dispatch import Priority, enqueue_after_commit, outbox_row
+from core.sql import (
     execute_prepared,
     from_row,
     insert_rows,

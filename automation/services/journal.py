@@ -32,7 +32,7 @@ from automation.models import (
     StageRecord,
 )
 from automation.services.runlog import log_run
-from config.sql import insert_together
+from core.sql import insert_together
 
 
 @dataclass

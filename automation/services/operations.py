@@ -37,9 +37,9 @@ from automation.services.journal import Stage, record_audit, record_transition
 from automation.services.pipeline import STEPS
 from automation.services.runlog import log_run
 from automation.services.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK, run_send
-from config.dispatch import MAX_DELAY, batch, enqueue_after_commit, oldest_unspent
-from config.errors import state_conflict
-from config.limits import within
+from core.dispatch import MAX_DELAY, batch, enqueue_after_commit, oldest_unspent
+from core.errors import state_conflict
+from core.limits import within
 
 # --- operator operations ----------------------------------------------------------------
 

@@ -23,8 +23,9 @@ from audit.models import AuditAction
 from automation.models import Label, LabelSource, QAReview, QAStatus, Run
 from automation.schemas import EffectName, RequestType
 from automation.services.journal import record_audit, write_row
-from config.errors import STATE_CONFLICT, ServiceError
-from config.limits import within
+from core.codes import Refusal
+from core.errors import ServiceError
+from core.limits import within
 
 
 def reading_of(run: Run) -> dict[str, Any]:
@@ -82,7 +83,7 @@ def _open_review(review_id: int, user: User) -> QAReview:
     review = QAReview.objects.select_for_update().select_related("run").get(pk=review_id)
     _may_review(user, review)
     if review.status != QAStatus.OPEN:
-        raise ServiceError(STATE_CONFLICT, f"this sample was already {review.status}")
+        raise ServiceError(Refusal.STATE_CONFLICT, f"this sample was already {review.status}")
     return review
 
 
@@ -111,16 +112,16 @@ def qa_correct(
     """The reading was wrong: say what is right. The effect already happened and is not run
     again; the review goes to the reconcile queue for an ops lead."""
     if category not in {member.value for member in RequestType}:
-        raise ServiceError("invalid_correction", f"{category!r} is not a category")
+        raise ServiceError(Refusal.INVALID_CORRECTION, f"{category!r} is not a category")
     if effect not in {member.value for member in EffectName}:
-        raise ServiceError("invalid_correction", f"{effect!r} is not an effect")
+        raise ServiceError(Refusal.INVALID_CORRECTION, f"{effect!r} is not an effect")
     within(note, what="the note")
     with transaction.atomic(durable=True):
         review = _open_review(review_id, user)
         reading = review.reading
         if (category, effect) == (reading["category"], reading["effect"]):
             raise ServiceError(
-                "invalid_correction", "that is what the reading said: confirm it instead"
+                Refusal.INVALID_CORRECTION, "that is what the reading said: confirm it instead"
             )
         review.status = QAStatus.CORRECTED
         review.reviewer, review.reviewed_at = user, timezone.now()
@@ -149,12 +150,16 @@ def qa_reconcile(*, review_id: int, user: User, note: str) -> QAReview:
     if not user.has_perm("automation.work_queue"):
         raise PermissionDenied("you need the work_queue permission")
     if not note.strip():
-        raise ServiceError("reason_required", "say what was done: it goes on the run's record")
+        raise ServiceError(
+            Refusal.REASON_REQUIRED, "say what was done: it goes on the run's record"
+        )
     within(note, what="the note")
     with transaction.atomic(durable=True):
         review = QAReview.objects.select_for_update().select_related("run").get(pk=review_id)
         if review.status != QAStatus.CORRECTED or review.reconciled_at is not None:
-            raise ServiceError(STATE_CONFLICT, "only a corrected sample waits to be reconciled")
+            raise ServiceError(
+                Refusal.STATE_CONFLICT, "only a corrected sample waits to be reconciled"
+            )
         review.reconciled_by, review.reconciled_at = user, timezone.now()
         review.reconcile_note = note.strip()
         review.save(update_fields=["reconciled_by", "reconciled_at", "reconcile_note"])

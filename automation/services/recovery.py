@@ -52,10 +52,11 @@ from automation.services.operations import RECOVER_RUN, run_reconsider, run_resu
 from automation.services.preview import preview_runs
 from automation.services.quality import label_record
 from automation.services.sending import run_send
-from config import dispatch, limits
-from config.dispatch import Priority, enqueue_after_commit
-from config.errors import STATE_CONFLICT, ServiceError, state_conflict
-from config.limits import within
+from core import dispatch, limits
+from core.codes import Refusal
+from core.dispatch import Priority, enqueue_after_commit
+from core.errors import ServiceError, state_conflict
+from core.limits import within
 from policy.services import policy_get
 
 BATCH_TASK = "automation.tasks.process_batch"
@@ -70,7 +71,7 @@ def _require(user: User, permission: str) -> None:
 
 def _reason(reason: str) -> str:
     if not reason.strip():
-        raise ServiceError("reason_required", "say why: the reason goes on the run's record")
+        raise ServiceError(Refusal.REASON_REQUIRED, "say why: the reason goes on the run's record")
     return within(reason.strip(), what="the reason")
 
 
@@ -101,9 +102,9 @@ def queue_claim(*, run_id: int, user: User) -> Run:
     _require(user, "work_queue")
     run = _locked(run_id)
     if not run.queue:
-        raise ServiceError("not_queued", "this run is not in an exception queue")
+        raise ServiceError(Refusal.NOT_QUEUED, "this run is not in an exception queue")
     if run.owner_id not in (None, user.pk):
-        raise ServiceError("claimed", f"{run.owner} already works on this run")
+        raise ServiceError(Refusal.CLAIMED, f"{run.owner} already works on this run")
     return _set_owner(run, user, user, RecoveryKind.CLAIM, "")
 
 
@@ -112,7 +113,7 @@ def queue_assign(*, run_id: int, user: User, assignee: User, reason: str = "") -
     _require(user, "work_queue")
     run = _locked(run_id)
     if not run.queue:
-        raise ServiceError("not_queued", "this run is not in an exception queue")
+        raise ServiceError(Refusal.NOT_QUEUED, "this run is not in an exception queue")
     return _set_owner(run, assignee, user, RecoveryKind.ASSIGN, reason)
 
 
@@ -148,7 +149,7 @@ def queue_claim_many(*, run_ids: list[int], user: User) -> ClaimMany:
     wanted = sorted(set(run_ids))
     if len(wanted) > CLAIM_MANY_LIMIT:
         raise ServiceError(
-            "too_many",
+            Refusal.TOO_MANY,
             f"nothing was claimed: claim at most {CLAIM_MANY_LIMIT} runs at once "
             f"({len(wanted)} were chosen)",
         )
@@ -193,7 +194,7 @@ class CorrectionInvalid(ServiceError):
 
     def __init__(self, problems: list[FieldProblem]) -> None:
         text = "; ".join(f"{p.field}: {p.message}" for p in problems)
-        super().__init__("invalid_correction", text)
+        super().__init__(Refusal.INVALID_CORRECTION, text)
         self.problems = problems
 
 
@@ -214,7 +215,7 @@ def run_correct(
     with transaction.atomic(durable=True):
         run = _locked(run_id)
         if run.state != State.NEEDS_REVIEW or run.outcome not in CORRECTABLE:
-            raise ServiceError(STATE_CONFLICT, f"a {run.state} run cannot be corrected")
+            raise ServiceError(Refusal.STATE_CONFLICT, f"a {run.state} run cannot be corrected")
         before = current_reading(run)  # what the person saw and corrected
         after = decision.model_dump(mode="json")
         changed = _diff(before, after)
@@ -357,7 +358,7 @@ def _replay(run_id: int, user: User, reason: str, batch: RecoveryBatch | None) -
     original = _locked(run_id)
     if not original.is_terminal:
         raise ServiceError(
-            STATE_CONFLICT, "only a finished run is replayed; retry or resume this one"
+            Refusal.STATE_CONFLICT, "only a finished run is replayed; retry or resume this one"
         )
     if not has_transition_perm(original.replay, user):
         raise PermissionDenied("you may not replay runs")
@@ -388,12 +389,14 @@ def run_resolve(*, run_id: int, user: User, reason: str, evidence: str, done: bo
     _require(user, "recover_run")
     reason = _reason(reason)
     if not evidence.strip():
-        raise ServiceError("evidence_required", "describe what was done, or why it is dropped")
+        raise ServiceError(
+            Refusal.EVIDENCE_REQUIRED, "describe what was done, or why it is dropped"
+        )
     within(evidence, limit=limits.EVIDENCE, what="the evidence")
     with transaction.atomic(durable=True):
         run = _locked(run_id)
         if run.state != State.NEEDS_REVIEW:
-            raise ServiceError(STATE_CONFLICT, f"a {run.state} run cannot be resolved")
+            raise ServiceError(Refusal.STATE_CONFLICT, f"a {run.state} run cannot be resolved")
         transition = run.resolve_by_hand if done else run.abandon
         if not has_transition_perm(transition, user):
             raise PermissionDenied("you may not resolve runs")
@@ -485,7 +488,7 @@ def batch_create(
     """Select the runs now; a worker (or the caller) works them (progress on the batch row)."""
     _require(user, "recover_run")
     if action not in BATCH_ACTIONS:
-        raise ServiceError("bad_action", f"a batch can {' or '.join(BATCH_ACTIONS)}")
+        raise ServiceError(Refusal.BAD_ACTION, f"a batch can {' or '.join(BATCH_ACTIONS)}")
     ids = batch_select(queue=queue, since=since, until=until)
     batch = _batch_new(action, queue, (since, until), user, reason, ids)
     if in_worker:
@@ -501,7 +504,7 @@ def batch_preview(
     person starts it from this preview (`batch_start`), while it is still true."""
     _require(user, "recover_run")
     if action not in BATCH_ACTIONS:
-        raise ServiceError("bad_action", f"a batch can {' or '.join(BATCH_ACTIONS)}")
+        raise ServiceError(Refusal.BAD_ACTION, f"a batch can {' or '.join(BATCH_ACTIONS)}")
     ids = batch_select(queue=queue, since=since, until=until)
     batch = _batch_new(action, queue, (since, until), user, reason, ids)
     batch.preview = [row.as_dict() for row in preview_runs(run_ids=ids, action=action, user=user)]
@@ -541,10 +544,10 @@ def batch_start(*, batch_id: int, user: User) -> RecoveryBatch:
     with transaction.atomic(durable=True):
         batch = RecoveryBatch.objects.select_for_update().get(pk=batch_id)
         if batch.status != BatchStatus.PREVIEW:
-            raise ServiceError(STATE_CONFLICT, "this batch has already been started")
+            raise ServiceError(Refusal.STATE_CONFLICT, "this batch has already been started")
         stale = preview_staleness(batch, user, timezone.now())
         if stale:
-            raise ServiceError("preview_stale", f"the preview is out of date: {stale}")
+            raise ServiceError(Refusal.PREVIEW_STALE, f"the preview is out of date: {stale}")
         batch.status = BatchStatus.QUEUED
         batch.started_at = timezone.now()
         batch.save(update_fields=["status", "started_at"])

@@ -46,8 +46,9 @@ from automation.models import (
 from automation.schemas import ClassifierDecision
 from automation.services.journal import record_audit
 from automation.services.payloads import decision_of, facts_of, interpretation_of, sender_text
-from config.dispatch import Priority, enqueue_after_commit
-from config.errors import ServiceError
+from core.codes import Refusal
+from core.dispatch import Priority, enqueue_after_commit
+from core.errors import ServiceError
 from policy.evaluation import evaluate
 from policy.services import policy_get
 
@@ -242,7 +243,7 @@ def shadow_compare(
 def _configured(channel: IntakeChannel) -> None:
     if setting("CHANNEL_CLASSIFIERS").get(channel.name):
         raise ServiceError(
-            "configured_classifier",
+            Refusal.CONFIGURED_CLASSIFIER,
             f"GATEHOUSE_CHANNEL_CLASSIFIERS names {channel.name}'s classifier: change it there",
         )
 
@@ -270,7 +271,7 @@ def classifier_promote(
         _configured(channel)
         if classifier not in (channel.shadow_classifiers or []):
             raise ServiceError(
-                "not_a_shadow", f"{classifier} does not read {channel.name} in shadow"
+                Refusal.NOT_A_SHADOW, f"{classifier} does not read {channel.name} in shadow"
             )
         before, before_version = channel.classifier, channel.classifier_version
         _switch(channel, classifier)
@@ -305,7 +306,9 @@ def classifier_rollback(*, promotion_id: int, user: User) -> ClassifierPromotion
         channel = IntakeChannel.objects.select_for_update().get(pk=promotion.channel_id)
         _configured(channel)
         if promotion.rolled_back_at is not None or channel.classifier != promotion.to_classifier:
-            raise ServiceError("state_conflict", "the channel no longer reads with this promotion")
+            raise ServiceError(
+                Refusal.STATE_CONFLICT, "the channel no longer reads with this promotion"
+            )
         _switch(channel, promotion.from_classifier)
         promotion.rolled_back_by, promotion.rolled_back_at = user, timezone.now()
         promotion.save(update_fields=["rolled_back_by", "rolled_back_at"])

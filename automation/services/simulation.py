@@ -20,7 +20,7 @@ from django.db import transaction
 from automation.models import BatchStatus, Run, Simulation
 from automation.services.jobs import job_settled
 from automation.services.payloads import decision_of
-from config.dispatch import enqueue_after_commit
+from core.dispatch import enqueue_after_commit
 from policy.evaluation import Decision
 from policy.models import PolicyVersion
 from policy.schemas import PolicyDocument

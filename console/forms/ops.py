@@ -9,10 +9,10 @@ from django.core.exceptions import NON_FIELD_ERRORS
 
 from automation.schemas import EffectName, FieldProblem, RequestType, Route
 from automation.vocabulary import Kind, label
-from config import limits
-from config.inputs import BoundedDateTimeField, NumberField, check_window
-from config.keyset import NEWEST, OLDEST, BadCursor, Cursor, parse_cursor
 from console.forms.text import FreeTextField
+from core import limits
+from core.inputs import BoundedDateTimeField, NumberField, check_window
+from core.keyset import NEWEST, OLDEST, BadCursor, Cursor, parse_cursor
 
 FIELD_PREFIX = "field_"
 
@@ -89,7 +89,7 @@ class CorrectionForm(forms.Form):
 
 class RecoveryForm(forms.Form):
     """What the run page's recovery buttons send (the inputs are console/templates/
-    automation/run.html and preview.html; their limits are these, from config.limits)."""
+    automation/run.html and preview.html; their limits are these, from core.limits)."""
 
     reason = FreeTextField()
     evidence = FreeTextField(required=False, max_length=limits.EVIDENCE)
@@ -113,7 +113,7 @@ class BatchForm(forms.Form):
 
 
 class CursorField(forms.CharField):
-    """A keyset page position from a next or previous link (config.keyset)."""
+    """A keyset page position from a next or previous link (core.keyset)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(max_length=40, **kwargs)

@@ -21,8 +21,8 @@ from pydantic_core import ErrorDetails
 
 from automation.schemas import AccountTier, RequestType
 from automation.vocabulary import Kind, humanize, label
-from config.inputs import AsciiDecimalField, AsciiFloatField, NumberField
 from console.forms.text import FreeTextField
+from core.inputs import AsciiDecimalField, AsciiFloatField, NumberField
 from policy.models import PolicyVersion
 from policy.schemas import (
     MAX_PHRASE_CHARS,

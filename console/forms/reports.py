@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 from django.utils import timezone
 
-from config.inputs import BoundedDateField
+from core.inputs import BoundedDateField
 from reports.selectors import Period
 
 PRESETS = {"7d": 7, "30d": 30, "90d": 90}

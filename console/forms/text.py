@@ -6,11 +6,11 @@ from typing import Any
 
 from django import forms
 
-from config import limits
+from core import limits
 
 
 class FreeTextField(forms.CharField):
-    """A comment, reason or note: at most `max_length` characters (config.limits), and its
+    """A comment, reason or note: at most `max_length` characters (core.limits), and its
     help text says so ("Why: it goes on the run's record. At most 2,000 characters.")."""
 
     def __init__(

@@ -2,14 +2,14 @@
 
 `<input name="reason" maxlength="{% text_limit %}">` and, beside it,
 `{% text_limit_said %}` ("At most 2,000 characters."); `"evidence"` for the longer limit.
-The forms that read these inputs (console/forms) enforce the same numbers (config.limits).
+The forms that read these inputs (console/forms) enforce the same numbers (core.limits).
 """
 
 from __future__ import annotations
 
 from django import template
 
-from config import limits
+from core import limits
 
 register = template.Library()
 

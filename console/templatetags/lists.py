@@ -21,7 +21,7 @@ from django.utils.text import Truncator
 from approvals.selectors import InboxRow, sla_of, sla_when
 from automation import vocabulary
 from automation.selectors import queue_due_at
-from config.keyset import order_link
+from core.keyset import order_link
 
 register = template.Library()
 

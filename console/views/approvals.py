@@ -15,26 +15,27 @@ from django.views.decorators.http import require_GET, require_POST
 
 from approvals import selectors
 from approvals.models import ApprovalRequest, ApprovalStatus
-from approvals.services import APPROVAL_EXPIRED, APPROVAL_STALE, RECORDED, approval_decide
+from approvals.services import RECORDED, approval_decide
 from automation import vocabulary
 from automation.models import Run, State
-from config.errors import ServiceError
-from config.http import AuthenticatedHttpRequest
-from config.keyset import NEWEST, BadCursor, Cursor, order_of, page_link, parse_cursor
 from console.forms.approvals import DecisionForm
 from console.raw_input import raw_download as download_raw
 from console.raw_input import raw_page
 from console.refusals import not_yours_text, show_refusal
+from core.codes import Outcome
+from core.errors import ServiceError
+from core.http import AuthenticatedHttpRequest
+from core.keyset import NEWEST, BadCursor, Cursor, order_of, page_link, parse_cursor
 
 RESULT_MESSAGES = {
     ApprovalStatus.APPROVED: "Approved. The run continues with exactly the effect you saw.",
     ApprovalStatus.REJECTED: "Rejected. The run stops and your reason is on the record.",
     RECORDED: "Your approval is recorded; this request needs another approver before it runs.",
-    APPROVAL_STALE: (
+    Outcome.APPROVAL_STALE: (
         "Not used: the request changed since you opened it (input, versions or effect). "
         "Nothing was approved; review the current evidence."
     ),
-    APPROVAL_EXPIRED: (
+    Outcome.APPROVAL_EXPIRED: (
         "Not used: this request expired before you decided. A fresh request will be opened."
     ),
 }

@@ -11,10 +11,10 @@ from django.views.decorators.http import require_POST
 
 from automation import services
 from automation.services.recovery import ClaimMany
-from config.errors import ServiceError
-from config.http import AuthenticatedHttpRequest
-from config.inputs import parse_number
 from console.refusals import show_refusal
+from core.errors import ServiceError
+from core.http import AuthenticatedHttpRequest
+from core.inputs import parse_number
 
 
 @require_POST

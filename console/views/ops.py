@@ -23,9 +23,6 @@ from automation import selectors, services, statechart
 from automation.conf import setting
 from automation.models import QUEUE_NAMES, EffectControl, RecoveryBatch, Run
 from automation.vocabulary import label
-from config.errors import ServiceError
-from config.http import AuthenticatedHttpRequest
-from config.keyset import OLDEST, page_link
 from console.forms.ops import (
     FIELD_PREFIX,
     BatchForm,
@@ -38,6 +35,9 @@ from console.forms.ops import (
 from console.raw_input import raw_download as download_raw
 from console.raw_input import raw_page
 from console.refusals import show_refusal
+from core.errors import ServiceError
+from core.http import AuthenticatedHttpRequest
+from core.keyset import OLDEST, page_link
 from policy.models import PolicyVersion
 
 VIEW_RUNS = "automation.view_run"

@@ -30,13 +30,13 @@ from automation.services import (
 )
 from automation.services.simulation import SIMULATE, simulation_start
 from automation.vocabulary import Kind, humanize, label, term
-from config.errors import ServiceError
-from config.http import AuthenticatedHttpRequest
-from config.inputs import parse_number
-from config.limits import stated
 from console.forms.ops import SimulationForm
 from console.forms.policy import PolicyForm, Problem, parse_yaml
 from console.refusals import show_refusal
+from core.errors import ServiceError
+from core.http import AuthenticatedHttpRequest
+from core.inputs import parse_number
+from core.limits import stated
 from policy.models import PolicyVersion
 from policy.schemas import VERSION_NAME_MAX_LENGTH, PolicyDocument, version_name_problem
 from policy.services import MAX_POLICY_CHARS, PolicyError, policy_version_create

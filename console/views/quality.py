@@ -23,12 +23,13 @@ from automation.services.shadow import (
     shadow_compare,
 )
 from automation.vocabulary import Kind, label
-from config.errors import STATE_CONFLICT, ServiceError
-from config.http import AuthenticatedHttpRequest
-from config.keyset import BadCursor, Page, keyset_page, page_link, parse_cursor
 from console.forms.ops import form_problems
 from console.forms.quality import QACorrectionForm, ReconcileForm
 from console.refusals import show_refusal
+from core.codes import Refusal
+from core.errors import ServiceError
+from core.http import AuthenticatedHttpRequest
+from core.keyset import BadCursor, Page, keyset_page, page_link, parse_cursor
 
 PAGE_SIZE = 50
 WORK_QUEUE = "automation.work_queue"
@@ -120,7 +121,7 @@ def qa_review(request: AuthenticatedHttpRequest, review_id: int) -> HttpResponse
 
 def _refuse_review(request: AuthenticatedHttpRequest, error: ServiceError, review_id: int) -> None:
     """The service says "already <status code>"; a person reads the status in words."""
-    if error.code != STATE_CONFLICT:
+    if error.code != Refusal.STATE_CONFLICT:
         show_refusal(request, error)
         return
     status = QAReview.objects.values_list("status", flat=True).get(pk=review_id)

@@ -10,10 +10,10 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from config.http import AuthenticatedHttpRequest
 from console import charts
 from console.exports import EXPORTS, spreadsheet_safe
 from console.forms.reports import PRESETS, PeriodForm
+from core.http import AuthenticatedHttpRequest
 from reports import selectors
 
 VIEW_REPORTS = "reports.view_reports"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from config.admin_base import ReadOnlyAdminMixin
+from core.admin_base import ReadOnlyAdminMixin
 from devtools.receiver.models import Delivery, Receipt
 
 

@@ -28,8 +28,8 @@ from approvals.services import (
 )
 from audit.models import AuditEvent
 from automation.models import Effect, Run, State
-from config.dispatch import Message, inline
-from config.errors import ServiceError
+from core.dispatch import Message, inline
+from core.errors import ServiceError
 from tests.conftest import Pipeline, decision_for, make_event
 
 SECURITY_EVENT = make_event(

@@ -19,7 +19,7 @@ from audit.models import AuditEvent
 from automation import services
 from automation.models import Effect, Outcome, Run, State
 from automation.roles import roles_ensure
-from config.errors import ServiceError
+from core.errors import ServiceError
 from policy.services import (
     DEFAULTS_DIR,
     parse_policy_text,

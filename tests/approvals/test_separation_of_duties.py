@@ -26,7 +26,7 @@ from audit.models import AuditEvent
 from automation import services
 from automation.models import Effect, EffectStatus, Outcome, Run, State
 from automation.roles import roles_ensure
-from config.errors import ServiceError
+from core.errors import ServiceError
 from devtools.services import checkpoint_import, run_nudge
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 

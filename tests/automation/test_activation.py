@@ -23,7 +23,7 @@ from automation.services import (
     policy_activate_after_simulation,
 )
 from automation.services.simulation import simulation_process, simulation_start
-from config.errors import ServiceError
+from core.errors import ServiceError
 from policy.models import PolicyVersion
 from policy.services import (
     DEFAULTS_DIR,

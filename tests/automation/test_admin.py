@@ -23,7 +23,7 @@ from automation.models import (
     State,
 )
 from automation.roles import roles_ensure
-from config.errors import state_conflict
+from core.errors import state_conflict
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
 

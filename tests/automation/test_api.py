@@ -19,7 +19,7 @@ from automation import selectors, services
 from automation.models import AuditEvent, Effect, IntakeChannel, IntakeRecord, Outcome, Run, State
 from automation.roles import roles_ensure
 from automation.schemas import MAX_JSON_DEPTH
-from config.dispatch import Message, inline
+from core.dispatch import Message, inline
 from policy.models import PolicyVersion
 from tests.conftest import Pipeline, decision_for, make_event
 from tests.servers import gunicorn

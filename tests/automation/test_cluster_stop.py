@@ -20,7 +20,7 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from automation.models import FollowUp, Run, StageRecord, State
-from config.dispatch import enqueue_after_commit
+from core.dispatch import enqueue_after_commit
 from tests.automation.test_throughput import REPO, STAGES, submit
 from tests.conftest import Pipeline, decision_for, make_event
 from tests.database import database_url

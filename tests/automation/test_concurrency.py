@@ -33,7 +33,7 @@ from automation.models import (
     State,
 )
 from automation.services.intake import MAIL_TYPE
-from config.dispatch import Message, inline
+from core.dispatch import Message, inline
 from tests.conftest import Pipeline, decision_for, make_event
 from tests.downstream import Downstream, running_downstream
 

@@ -1,7 +1,7 @@
 """A retry is sent when its backoff runs out, by a real cluster on PostgreSQL, not by the sweep.
 
 The delivery's answer asks for a retry in 2 s (Retry-After); the message of that retry is
-written with the answer and handed out when it is due (config.dispatch, config.broker).
+written with the answer and handed out when it is due (core.dispatch, core.broker).
 Without it the retry waited for the sweep, which runs once a minute (30 s and more here).
 """
 
@@ -25,8 +25,8 @@ from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
 from automation.models import Effect, EffectStatus, Run, State
-from config.broker import PriorityOrmBroker, PriorityRedisBroker
-from config.dispatch import Priority, batch, enqueue_after_commit
+from core.broker import PriorityOrmBroker, PriorityRedisBroker
+from core.dispatch import Priority, batch, enqueue_after_commit
 from tests.automation.test_cluster_stop import stop_group, wait_for
 from tests.automation.test_throughput import REPO, submit
 from tests.conftest import Pipeline, decision_for, make_event

@@ -15,7 +15,7 @@ from audit.models import AuditAction, AuditEvent
 from automation.models import EffectControl
 from automation.roles import roles_ensure
 from automation.services import effect_pause, effect_resume
-from config.errors import ServiceError
+from core.errors import ServiceError
 
 EFFECT = "send_internal_notification"
 CONTROLS = (AuditAction.EFFECT_PAUSED, AuditAction.EFFECT_RESUMED)

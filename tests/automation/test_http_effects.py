@@ -56,7 +56,7 @@ from automation.services.effects import (
     effect_resume,
 )
 from automation.services.recovery import effects_retry_held
-from config.dispatch import MAX_DELAY, Message, inline
+from core.dispatch import MAX_DELAY, Message, inline
 from policy.services import (
     DEFAULTS_DIR,
     parse_policy_text,

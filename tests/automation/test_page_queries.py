@@ -24,9 +24,9 @@ from approvals.models import ApprovalRequest
 from automation import selectors, services
 from automation.models import Run
 from automation.roles import roles_ensure
-from config import admin_base
-from config.keyset import Cursor, parse_cursor
 from console import context_processors
+from core import admin_base
+from core.keyset import Cursor, parse_cursor
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
 # Most queries any list page or the run page may make (the target at a million runs).

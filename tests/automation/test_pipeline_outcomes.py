@@ -28,7 +28,7 @@ from automation.models import (
     StageRecord,
     State,
 )
-from config.dispatch import inline
+from core.dispatch import inline
 from devtools.services import run_nudge
 from policy.services import (
     DEFAULTS_DIR,

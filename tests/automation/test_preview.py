@@ -14,7 +14,7 @@ from django.utils import timezone
 from automation import services
 from automation.models import BatchStatus, RecoveryAction, RecoveryBatch, Run, State
 from automation.services.preview import Result
-from config.errors import ServiceError
+from core.errors import ServiceError
 from policy.services import DEFAULT_VERSION, REFERENCE_VERSION, policy_version_activate
 from tests.automation.test_admin import awaiting_approval, held_for_its_effect
 from tests.automation.test_recovery import completed, exhausted, person

@@ -20,7 +20,7 @@ from automation.models import FollowUp, Label, LabelSource, QAReview, QAStatus, 
 from automation.roles import roles_ensure
 from automation.services import run_correct
 from automation.services.quality import qa_confirm, qa_correct, qa_reconcile
-from config.errors import ServiceError
+from core.errors import ServiceError
 from policy.evaluation import qa_sample
 from policy.services import (
     DEFAULTS_DIR,

@@ -25,8 +25,8 @@ from automation.models import Outcome, RecoveryAction, Run
 from automation.roles import roles_ensure
 from automation.services.intake import MAIL_TYPE
 from automation.services.recovery import CLAIM_MANY_LIMIT
-from config.errors import ServiceError
-from config.keyset import NEWEST
+from core.errors import ServiceError
+from core.keyset import NEWEST
 from policy.services import (
     DEFAULTS_DIR,
     parse_policy_text,

@@ -31,7 +31,7 @@ from automation.models import (
     State,
 )
 from automation.roles import roles_ensure
-from config.errors import ServiceError
+from core.errors import ServiceError
 from devtools.services import checkpoint_import
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 

@@ -32,7 +32,7 @@ from automation.services.shadow import (
     classifier_rollback,
     shadow_compare,
 )
-from config.errors import ServiceError
+from core.errors import ServiceError
 from tests.conftest import Pipeline, _user, decision_for, make_event
 
 pytestmark = pytest.mark.django_db

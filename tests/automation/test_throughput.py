@@ -43,8 +43,8 @@ from automation.models import (
     StageRecord,
     State,
 )
-from config.broker import PriorityOrmBroker
-from config.dispatch import Priority, batch, enqueue_after_commit, oldest_unspent
+from core.broker import PriorityOrmBroker
+from core.dispatch import Priority, batch, enqueue_after_commit, oldest_unspent
 from policy.services import (
     DEFAULTS_DIR,
     parse_policy_text,

@@ -15,7 +15,7 @@ from automation.services.journal import TRANSITION_ACTIONS, record_transition
 from tests.automation.test_transitions import DECLARED
 
 REPO = Path(__file__).resolve().parents[2]
-PRODUCT = ("approvals", "audit", "automation", "config", "policy", "receiver", "reports")
+PRODUCT = ("approvals", "audit", "automation", "config", "core", "policy", "receiver", "reports")
 TRANSITIONS = frozenset(DECLARED)
 # Calls that reach an attribute by a name held in a string.
 BY_NAME = frozenset({"getattr", "setattr", "hasattr", "methodcaller", "attrgetter"})

@@ -22,7 +22,7 @@ import psutil
 import psycopg
 import pytest
 
-from config import embedded_db
+from core import embedded_db
 from tests.browser.conftest import PLAYWRIGHT_MISSING, screenshot
 
 pytest.importorskip("playwright.sync_api", reason=PLAYWRIGHT_MISSING, exc_type=ImportError)

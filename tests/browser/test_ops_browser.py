@@ -295,7 +295,7 @@ def test_ops_lead_claims_a_low_confidence_run_and_corrects_it_to_completion(
     assert "Use only lower-case letters" in reason_code_error, (
         "Product bug: the correction form no longer says which characters a reason code may "
         f"use; it shows {reason_code_error!r}. CorrectionForm.add_problems (console/forms/ops.py) "
-        "looks for pydantic's 'should match pattern', which config.errors now rewrites."
+        "looks for pydantic's 'should match pattern', which core.errors now rewrites."
     )
 
 

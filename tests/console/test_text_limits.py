@@ -21,7 +21,7 @@ from approvals.services import approval_decide
 from automation import services
 from automation.models import QAReview, RecoveryAction, Run
 from automation.services.quality import qa_correct
-from config.errors import ServiceError
+from core.errors import ServiceError
 from policy.schemas import PolicyDocument
 from policy.services import DEFAULTS_DIR, parse_policy_text
 from tests.approvals.test_views import security_event, with_fields

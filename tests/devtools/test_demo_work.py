@@ -23,7 +23,7 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import decidable_by
 from automation import services
 from automation.models import Run, State
-from config.dispatch import Message, drain, inline
+from core.dispatch import Message, drain, inline
 from policy.models import PolicyVersion
 from policy.schemas import PolicyDocument
 

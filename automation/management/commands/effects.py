@@ -10,8 +10,8 @@ from django.utils import timezone
 from automation import services
 from automation.management.commands.recover import user_named, work_batch
 from automation.models import Effect, EffectControl, Outcome
-from config.errors import ServiceError
-from config.terminal import when_argument
+from core.errors import ServiceError
+from core.terminal import when_argument
 
 
 class Command(BaseCommand):

@@ -10,8 +10,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from automation.services.intake import channel_get_or_create
 from automation.services.mailbox import mail_intake, mail_sources
-from config.dispatch import drain, inline
-from config.terminal import ProgressBar
+from core.dispatch import drain, inline
+from core.terminal import ProgressBar
 from policy.services import policy_available
 
 

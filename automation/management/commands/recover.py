@@ -15,8 +15,8 @@ from automation.services.recovery import (
     batch_select,
     batch_step,
 )
-from config.errors import ServiceError
-from config.terminal import ProgressBar, when_argument
+from core.errors import ServiceError
+from core.terminal import ProgressBar, when_argument
 
 
 class Command(BaseCommand):

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from automation.services.simulation import simulation_start, simulation_step
-from config.terminal import when_argument
+from core.terminal import when_argument
 from policy.models import PolicyVersion
 
 

@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from config.terminal import parse_when
+from core.terminal import parse_when
 from reports.rollups import rollups_rebuild
 
 

@@ -10,7 +10,7 @@ The first Gatehouse process that needs it starts it (settings call `settings_for
 ones join it. It runs until `stop()`: `make demo` stops it when the demo stops, `make test`
 when the tests end, each only if nobody else is connected (`stop(if_unused=True)`), so a
 test run beside a running demo never takes the demo's database away. `python -m
-config.embedded_db` starts, stops, resets and describes it from the shell.
+core.embedded_db` starts, stops, resets and describes it from the shell.
 
 A crashed earlier start leaves a `postmaster.pid` behind. PostgreSQL itself replaces one
 whose process is gone; one whose number now belongs to another process (after a reboot or
@@ -267,7 +267,7 @@ def _library() -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m config.embedded_db",
+        prog="python -m core.embedded_db",
         description=f"The embedded PostgreSQL of this checkout ({DATA_DIR}).",
     )
     parser.add_argument("action", choices=["start", "stop", "status", "url", "reset"])

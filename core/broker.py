@@ -1,6 +1,6 @@
 """django-q2 brokers with priority queues, and on PostgreSQL a wake-up instead of a poll.
 
-Gatehouse sends each message to one of three queues of its cluster (`config.dispatch`):
+Gatehouse sends each message to one of three queues of its cluster (`core.dispatch`):
 `urgent` (a person waits for it), `live` (intake), `bulk` (batch recovery and replays). A
 cluster serves the queues named in `GATEHOUSE_Q_SERVES` (all three by default) in that
 order: a worker always takes urgent work first and bulk work last, so a person's retry
@@ -18,7 +18,7 @@ changes three things:
 - an idle pusher waits on `LISTEN gatehouse_q`, which a trigger on the table notifies when
   a transaction that wrote messages commits, so new work starts within milliseconds while
   an idle cluster polls only every `poll` seconds as a fallback; and it wakes when the
-  earliest delayed message comes due (a row whose `lock` is in the future, `config.dispatch`),
+  earliest delayed message comes due (a row whose `lock` is in the future, `core.dispatch`),
   so a retry goes when its backoff runs out, whatever `poll` is.
 
 Within a queue, a delayed message that has come due goes before the messages waiting there:
@@ -59,7 +59,7 @@ def queue_key(base: str, priority: str) -> str:
 
 
 def delayed_key(key: str) -> str:
-    """The ORM broker key of the delayed messages of the queue `key` (config.dispatch)."""
+    """The ORM broker key of the delayed messages of the queue `key` (core.dispatch)."""
     return f"{key}{DELAYED}"
 
 

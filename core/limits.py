@@ -8,7 +8,8 @@ the demo) stores a longer text, and no page shows one.
 
 from __future__ import annotations
 
-from config.errors import ServiceError
+from core.codes import Refusal
+from core.errors import ServiceError
 
 NOTE = 2000  # an approval comment, a reason, a QA or policy note
 EVIDENCE = 4000  # what a person did by hand, or why a run is dropped
@@ -22,5 +23,7 @@ def stated(limit: int) -> str:
 def within(text: str, *, limit: int = NOTE, what: str = "the text") -> str:
     """`text` unchanged, or a refusal that says how long it is and how long it may be."""
     if len(text) > limit:
-        raise ServiceError("too_long", f"{what} is {len(text):,} characters long: {stated(limit)}")
+        raise ServiceError(
+            Refusal.TOO_LONG, f"{what} is {len(text):,} characters long: {stated(limit)}"
+        )
     return text
