@@ -204,14 +204,8 @@ def _body(request: HttpRequest) -> bytes | JsonResponse:
 
 
 @api_view("POST")
-def submit_event(request: HttpRequest) -> JsonResponse:
-    # The token is checked as token_required does, in the query that also reads what intake
-    # needs (ids, the policy version in force): one round trip for both.
-    key = _bearer_key(request)
-    found = services.api_token_for_intake(key=key) if key is not None else None
-    if found is None:
-        return _unauthenticated(key)
-    token, allocation = found
+@token_required
+def submit_event(request: HttpRequest, token: ApiToken) -> JsonResponse:
     raw = _body(request)
     if isinstance(raw, JsonResponse):
         return raw
@@ -221,7 +215,6 @@ def submit_event(request: HttpRequest) -> JsonResponse:
             raw=raw,
             content_type=request.content_type or "",
             source=f"api:{token.name}",
-            allocation=allocation,
         )
     except PolicyVersion.DoesNotExist:
         # The raw request is kept; nothing can be decided until a policy is loaded.

@@ -2,13 +2,9 @@
 pending request by them, and an approver's own decisions can be most of their audit rows.
 Built CONCURRENTLY on PostgreSQL: the audit trail keeps taking rows meanwhile."""
 
-from importlib import import_module
-
 from django.conf import settings
+from django.contrib.postgres.operations import AddIndexConcurrently
 from django.db import migrations, models
-
-# The online AddIndex of the held-runs index (its module name starts with a digit).
-AddIndexOnline = import_module("automation.migrations.0016_run_held_queue_idx").AddIndexOnline
 
 
 class Migration(migrations.Migration):
@@ -21,7 +17,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        AddIndexOnline(
+        AddIndexConcurrently(
             model_name="auditevent",
             index=models.Index(
                 condition=models.Q(

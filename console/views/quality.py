@@ -174,7 +174,6 @@ def reconcile(request: AuthenticatedHttpRequest, review_id: int) -> HttpResponse
 # --- shadow comparison and promotion ------------------------------------------------------
 
 VIEW_RUNS = "automation.view_run"
-CONFIGURED_CLASSIFIER = "configured_classifier"
 PERIODS = {"7d": 7, "30d": 30, "90d": 90}
 
 
@@ -242,7 +241,7 @@ def promote(request: AuthenticatedHttpRequest, name: str, classifier: str) -> Ht
             evidence=comparison.evidence(),
         )
     except ServiceError as error:
-        if error.code == CONFIGURED_CLASSIFIER:  # its message names the setting, a code
+        if error.code == Refusal.CONFIGURED_CLASSIFIER:  # its message names the setting, a code
             messages.error(
                 request,
                 f"The server's settings choose {channel.name}'s classifier, so it cannot be "
