@@ -65,3 +65,12 @@ class PolicyVersion(models.Model):
 
 # Validated documents by (pk, name, checksum): see PolicyVersion.parsed.
 _PARSED: dict[tuple[Any, str, str], PolicyDocument] = {}
+
+
+def parsed_version(pk: int, name: str, checksum: str) -> PolicyDocument:
+    """The validated document of the version known by its identity (read elsewhere, in a
+    query of the caller's): from this process's cache, else read and validated once."""
+    document = _PARSED.get((pk, name, checksum))
+    if document is None:
+        document = PolicyVersion.objects.get(pk=pk).parsed
+    return document
