@@ -206,12 +206,12 @@ def _body(request: HttpRequest) -> bytes | JsonResponse:
 @api_view("POST")
 def submit_event(request: HttpRequest) -> JsonResponse:
     # The token is checked as token_required does, in the query that also reads what intake
-    # needs (ids, the policy version in force): one round trip for both.
+    # needs first (new ids, the policy version in force): one round trip for both.
     key = _bearer_key(request)
     found = services.api_token_for_intake(key=key) if key is not None else None
     if found is None:
         return _unauthenticated(key)
-    token, allocation = found
+    token, ids = found
     raw = _body(request)
     if isinstance(raw, JsonResponse):
         return raw
@@ -221,7 +221,7 @@ def submit_event(request: HttpRequest) -> JsonResponse:
             raw=raw,
             content_type=request.content_type or "",
             source=f"api:{token.name}",
-            allocation=allocation,
+            ids=ids,
         )
     except PolicyVersion.DoesNotExist:
         # The raw request is kept; nothing can be decided until a policy is loaded.

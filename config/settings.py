@@ -131,15 +131,15 @@ database["CONN_HEALTH_CHECKS"] = True
 # short ones every page and step makes (PostgreSQL's own advice for OLTP).
 database.setdefault("OPTIONS", {})["options"] = "-c jit=off"
 DATABASES = {"default": database}
-# The statements intake and the workers run for every request and step (core.sql) are
-# prepared once per connection: PostgreSQL then neither parses nor plans them again. Off
-# behind a connection pooler that cannot carry prepared statements (PgBouncer before 1.21
-# in transaction mode).
+# Server-side binding (Django's documented option for psycopg 3): the statements intake and
+# the workers run for every request and step are prepared by psycopg once they have run
+# `prepare_threshold` times on a connection, and PostgreSQL then neither parses nor plans
+# them again. Off behind a connection pooler that cannot carry prepared statements
+# (PgBouncer before 1.21 in transaction mode).
 GATEHOUSE_PREPARED_STATEMENTS = env_bool("GATEHOUSE_DB_PREPARED", True)
 if GATEHOUSE_PREPARED_STATEMENTS:
-    # psycopg prepares only on a connection with a threshold; this one is never reached, so
-    # nothing but those statements is prepared (Django's other queries bind client-side).
-    DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 2**31 - 1
+    DATABASES["default"]["OPTIONS"]["server_side_binding"] = True
+    DATABASES["default"]["OPTIONS"]["prepare_threshold"] = env_int("GATEHOUSE_DB_PREPARE_AFTER", 5)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

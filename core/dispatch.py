@@ -38,7 +38,6 @@ from enum import StrEnum
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Model
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -211,31 +210,24 @@ def _insert(messages: list[Message]) -> None:
     from django_q.conf import Conf
     from django_q.models import OrmQ
 
-    from core.sql import insert_together
-
-    rows = _rows(messages)
-    if Conf.ORM == "default":
-        insert_together([rows])  # one statement, without bulk_create's bookkeeping
-    else:
-        OrmQ.objects.using(Conf.ORM).bulk_create(rows)
+    OrmQ.objects.using(Conf.ORM).bulk_create(_rows(messages))
 
 
-def outbox_row(
+def message_row(
     func: str, *args: Any, priority: Priority = Priority.LIVE
-) -> tuple[type[Model], dict[str, Any]] | None:
-    """The broker row that sends `func(*args)`, as its model and fields (core.sql's
-    new_rows), for a caller that writes it in its own statement with the change that
-    asks for it. None when a message is not a row of this database here and now (inline,
-    Redis, an open `batch()`, the broker's table elsewhere): enqueue_after_commit is then
-    the way."""
+) -> tuple[str, str] | None:
+    """The broker row (its key and payload) that sends `func(*args)`, for a caller that
+    writes it itself with the change that asks for it (automation's received events). None
+    when a message is not a row of this database here and now (inline, Redis, an open
+    `batch()`, the broker's table elsewhere): enqueue_after_commit is then the way."""
     from django_q.conf import Conf
-    from django_q.models import OrmQ
 
     if _inline.get() is not None or _batch.get() is not None or _broker_mode() != "orm":
         return None
     if Conf.ORM != "default":
         return None
-    return OrmQ, _message_fields(Message(func, args, priority), timezone.now())
+    fields = _message_fields(Message(func, args, priority), timezone.now())
+    return fields["key"], fields["payload"]
 
 
 def _broker_for(priority: Priority) -> Any:

@@ -13,7 +13,7 @@ from automation.models import (
     InternalNotification,
     LocalEffectRecord,
 )
-from core.sql import insert_new
+from core.rows import insert_new
 
 
 class LocalAdapter:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import logging
@@ -57,16 +56,7 @@ from automation.services.journal import (
 from automation.services.payloads import event_facts, facts_of, policy_for
 from automation.services.runlog import log_admission, logs_intake
 from automation.services.sending import ADVANCE_RUN_TASK
-from core.dispatch import Priority, enqueue_after_commit, outbox_row
-from core.sql import (
-    execute_prepared,
-    from_row,
-    insert_rows,
-    loaded,
-    new_rows,
-    nextval_sql,
-    read_first,
-)
+from core.dispatch import Priority, enqueue_after_commit, message_row
 from policy.evaluation import check_request_allowed
 from policy.models import PolicyVersion, parsed_version
 
@@ -101,14 +91,53 @@ def api_tokens_revoke(*, token_ids: list[int], user: User) -> int:
 
 
 @dataclass(frozen=True)
-class Allocation:
-    """What a request needs read before it is written: new ids of its intake record and run
-    (its rows name each other) and the identity (pk, name, checksum) of the policy version
-    that decides for its channel, None when there is none."""
+class NewIds:
+    """Read with a request's token (api_token_for_intake): the ids its intake record and run
+    will have, taken from their sequences (the rows name each other), and the identity (pk,
+    name, checksum) of the policy version that decides for its channel, None when none."""
 
     intake_id: int
     run_id: int
     policy: tuple[int, str, str] | None
+
+
+def api_token_for_intake(*, key: str) -> tuple[ApiToken, NewIds] | None:
+    """The active token with this key, with its channel and what its request's intake needs
+    read first: one query (CHANNEL_FOR_INTAKE). None for an unknown or revoked key (nothing is
+    then taken from the sequences: they are read only for the row found)."""
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    channel = next(iter(IntakeChannel.objects.raw(CHANNEL_FOR_INTAKE, [digest])), None)
+    if channel is None:
+        return None
+    found: Any = channel  # the query's own columns, beside the channel's
+    token = ApiToken(
+        id=found.token_id,
+        name=found.token_name,
+        key_hash=digest,
+        channel=channel,
+        is_active=True,
+        created_at=found.token_created_at,
+    )
+    policy = (found.policy_pk, found.policy_name, found.policy_checksum)
+    return token, NewIds(found.new_intake_id, found.new_run_id, policy if all(policy) else None)
+
+
+# The channel of an active token, with the token's columns, new ids from the sequences of
+# the intake record and the run, and the policy version deciding for the channel: its pinned
+# version, else the active one (each unique), none when there is none.
+CHANNEL_FOR_INTAKE = """
+SELECT c.*, t.id AS token_id, t.name AS token_name, t.created_at AS token_created_at,
+       nextval(pg_get_serial_sequence('automation_intakerecord', 'id')) AS new_intake_id,
+       nextval(pg_get_serial_sequence('automation_run', 'id')) AS new_run_id,
+       p.id AS policy_pk, p.name AS policy_name, p.checksum AS policy_checksum
+FROM automation_apitoken AS t
+JOIN automation_intakechannel AS c ON c.id = t.channel_id
+LEFT JOIN LATERAL (
+    SELECT id, name, checksum FROM policy_policyversion
+    WHERE (c.policy_version = '' AND is_active) OR name = c.policy_version
+) AS p ON true
+WHERE t.key_hash = %s AND t.is_active
+"""
 
 
 def api_token_find(*, key: str) -> ApiToken | None:
@@ -117,74 +146,6 @@ def api_token_find(*, key: str) -> ApiToken | None:
     digest = hashlib.sha256(key.encode()).hexdigest()
     tokens = ApiToken.objects.filter(key_hash=digest, is_active=True)
     return tokens.select_related("channel").first()
-
-
-def api_token_for_intake(*, key: str) -> tuple[ApiToken, Allocation] | None:
-    """The active token with this key, with its channel, and an allocation for the request
-    it sends: one query (the token's check and the intake's reads in one round trip). None
-    for an unknown or revoked key; nothing is then taken from the sequences."""
-    digest = hashlib.sha256(key.encode()).hexdigest()
-    row = read_first(_token_query(), [digest])  # the request's first statement: its check too
-    if row is None:
-        return None
-    split = len(ApiToken._meta.concrete_fields)
-    rest = split + len(IntakeChannel._meta.concrete_fields)
-    token = from_row(ApiToken, row[:split])
-    token.channel = from_row(IntakeChannel, row[split:rest])
-    return token, _allocation(*row[rest:])
-
-
-@functools.cache
-def _token_query() -> str:
-    """The SQL of api_token_for_intake (made once: names from the models' metadata)."""
-    qn = connection.ops.quote_name
-    columns = [
-        *(f"t.{qn(f.column)}" for f in ApiToken._meta.concrete_fields),
-        *(f"c.{qn(f.column)}" for f in IntakeChannel._meta.concrete_fields),
-    ]
-    return (
-        f"SELECT {', '.join(columns)}, {_allocation_sql()} "  # noqa: S608
-        f"FROM {qn(ApiToken._meta.db_table)} AS t "
-        f"JOIN {qn(IntakeChannel._meta.db_table)} AS c ON c.id = t.channel_id "
-        f"{_policy_join('c')} WHERE t.key_hash = %s AND t.is_active"
-    )
-
-
-def _allocation_sql() -> str:
-    """The allocation's columns (see _allocation), for a query that joins _policy_join."""
-    return f"{nextval_sql(IntakeRecord)}, {nextval_sql(Run)}, p.id, p.name, p.checksum"
-
-
-def _policy_join(channel: str) -> str:
-    """The policy version deciding for the channel aliased `channel`: its pinned version,
-    else the active one (both unique), as `p`; no row when there is none."""
-    table = connection.ops.quote_name(PolicyVersion._meta.db_table)
-    return (
-        f"LEFT JOIN LATERAL (SELECT id, name, checksum FROM {table} "  # noqa: S608
-        f"WHERE ({channel}.policy_version = '' AND is_active) "
-        f"OR name = {channel}.policy_version) AS p ON true"
-    )
-
-
-def _allocation(
-    intake_id: int, run_id: int, pk: int | None, name: str | None, checksum: str | None
-) -> Allocation:
-    policy = (pk, name, checksum) if pk is not None and name and checksum else None
-    return Allocation(intake_id, run_id, policy)
-
-
-def _allocate(channel: IntakeChannel) -> Allocation:
-    """An allocation for a request of this channel (one query), for intake that did not
-    read one with its token."""
-    table = connection.ops.quote_name(IntakeChannel._meta.db_table)
-    row = execute_prepared(
-        f"SELECT {_allocation_sql()} FROM {table} AS c {_policy_join('c')} "  # noqa: S608
-        "WHERE c.id = %s",
-        [channel.pk],
-    )
-    if row is None:
-        raise IntakeChannel.DoesNotExist(f"no intake channel {channel.pk}")
-    return _allocation(*row)
 
 
 @transaction.atomic(durable=True)
@@ -368,16 +329,17 @@ def intake_submit(
     raw: bytes,
     content_type: str,
     source: str,
-    allocation: Allocation | None = None,
+    ids: NewIds | None = None,
 ) -> IntakeResult:
     """Store the raw request first, then admit it. Bad input loses nothing and runs nothing.
 
-    One transaction: the raw record, the run and its first message commit together. The
-    common case (a valid JSON event the policy lets in) is written as one statement
-    (`_admit_at_once`); anything else takes the long way, which stores the raw record, then
-    admits it. If the admission fails unexpectedly, that transaction is gone with it: the
-    raw record is then stored on its own (for whoever investigates) before the error goes on.
-    A request over the size limit is kept as a refused record, unread.
+    One transaction: the raw record, the run and its first message commit together. With
+    the ids read with its token (the API), the common request (a valid JSON event the policy
+    lets in) is written by one call of the database's receive function
+    (`_receive_at_once`); anything else is written through the ORM: the raw record first,
+    then its admission. If the admission fails unexpectedly, that transaction is gone with
+    it: the raw record is then stored on its own (for whoever investigates) before the error
+    goes on. A request over the size limit is kept as a refused record, unread.
     """
     if len(raw) > message_limit(content_type):
         return intake_refuse_oversized(
@@ -386,9 +348,9 @@ def intake_submit(
     record = {"channel": channel, "raw": raw, "content_type": content_type, "source": source}
     try:
         parsed = _parse_event(raw, content_type)
-        admitted = _admit_at_once(record, parsed, allocation)
-        if admitted is not None:
-            return admitted
+        received = _receive_at_once(record, parsed, ids) if ids is not None else None
+        if received is not None:
+            return received
         with transaction.atomic(durable=True):
             return intake_admit(intake=IntakeRecord.objects.create(**record), parsed=parsed)
     except Exception as exc:
@@ -396,60 +358,78 @@ def intake_submit(
         raise
 
 
-def _admit_at_once(
-    record: dict[str, Any], parsed: Parsed, allocation: Allocation | None
-) -> IntakeResult | None:
-    """A valid JSON event the policy lets in, written in one statement (PostgreSQL): its raw
-    record, its run at `received`, the run's stage record and audit row and its first message.
+def _receive_at_once(record: dict[str, Any], parsed: Parsed, ids: NewIds) -> IntakeResult | None:
+    """A valid JSON event the policy lets in, written by one call of gatehouse_receive_event
+    (migration automation 0030): its raw record, its run at `received`, the run's intake
+    stage record and audit row and its first message, the rows the ORM's way writes for it.
 
-    Two round trips, where the long way takes ten: the ids and the policy version in force
-    are read first (the rows name each other, and the policy decides whether the request is
-    taken in at all), then every row is inserted at once; one statement commits on its own.
-    None, having written nothing, when the request needs the long way: it is invalid, an
+    None, having written nothing, when the request needs the ORM's way: it is invalid, an
     e-mail, refused by policy, without a policy, its message is not a broker row of this
-    database (inline, Redis, an open batch), or its event id is taken (the unique index
-    refuses the run: answered as a duplicate by the long way).
+    database (inline, Redis, an open batch), or its event id is taken (the run's unique
+    index refuses the call: the ORM's way answers it as a duplicate).
     """
     event, _, _ = parsed
-    channel = record["channel"]
-    if event is None or record["content_type"] == MAIL_TYPE:
+    if event is None or record["content_type"] == MAIL_TYPE or ids.policy is None:
         return None
     normalized = event.normalized()
     if is_mail(normalized):
         return None
-    allocation = allocation or _allocate(channel)
-    if allocation.policy is None:
+    if not check_request_allowed(parsed_version(*ids.policy), event_facts(normalized, None)).passed:
         return None
-    facts = event_facts(normalized, None)
-    if not check_request_allowed(parsed_version(*allocation.policy), facts).passed:
-        return None
-    message = outbox_row(ADVANCE_RUN_TASK, allocation.run_id, priority=Priority.LIVE)
-    if message is None:  # not a row written here and now (inline, Redis, an open batch)
+    message = message_row(ADVANCE_RUN_TASK, ids.run_id, priority=Priority.LIVE)
+    if message is None:
         return None
     now = timezone.now()
-    run_fields = _received_fields(channel, record["content_type"], normalized)
-    run_fields.update(id=allocation.run_id, intake_id=allocation.intake_id, dispatched_at=now)
-    intake_fields = {
-        "id": allocation.intake_id,
-        **record,
-        "raw_sha256": IntakeRecord.digest(record["raw"]),
-        "size": len(record["raw"]),
-    }
-    rows = new_rows([(IntakeRecord, intake_fields), (Run, run_fields)], now)
-    intake, run = loaded(IntakeRecord, rows[0]), loaded(Run, rows[1])
-    intake.channel = run.channel = channel
-    rows += new_rows([*_received_history(Stage(StageName.INTAKE), run, intake), message], now)
+    raw = record["raw"]
+    # What the call writes, as instances for the answer (never saved: the call wrote them).
+    intake = IntakeRecord(
+        id=ids.intake_id, **record, raw_sha256=IntakeRecord.digest(raw), size=len(raw)
+    )
+    intake.received_at = now
+    fields = _received_fields(record["channel"], record["content_type"], normalized)
+    run = Run(id=ids.run_id, intake=intake, dispatched_at=now, **fields)
+    run.created_at = run.updated_at = now
+    stage = Stage(StageName.INTAKE).fields(StageOutcome.ACCEPTED)
     try:
-        with _one_statement():
-            insert_rows(rows)
+        with _one_statement(), connection.cursor() as cursor:
+            cursor.execute(RECEIVE, [*_receive_params(intake, run, stage), *message, now])
     except IntegrityError:
         return None
     return log_admission(IntakeResult("accepted", intake, run))
 
 
+# The call of the receive function; its parameters in the order of _receive_params.
+RECEIVE = (
+    "SELECT gatehouse_receive_event(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, "
+    "%s, %s, %s, %s, %s, %s, %s, %s)"
+)
+
+
+def _receive_params(intake: IntakeRecord, run: Run, stage: dict[str, Any]) -> list[Any]:
+    return [
+        intake.pk,
+        run.pk,
+        run.channel_id,
+        intake.raw,
+        intake.content_type,
+        intake.source,
+        intake.raw_sha256,
+        run.event_id,
+        run.identity_scope,
+        json.dumps(run.normalized),
+        run.fingerprint,
+        run.workflow_version,
+        run.classifier_version,
+        run.prompt_version,
+        stage["started_at"],
+        stage["finished_at"],
+        stage["duration_ms"],
+    ]
+
+
 def _one_statement() -> contextlib.AbstractContextManager[Any]:
     """Outside a transaction one statement commits on its own; inside one (a test), it gets
-    a savepoint, so a refused insert leaves the caller's transaction usable."""
+    a savepoint, so a refused call leaves the caller's transaction usable."""
     return transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
 
 

@@ -32,7 +32,6 @@ from automation.models import (
     StageRecord,
 )
 from automation.services.runlog import log_run
-from core.sql import insert_together
 
 
 @dataclass
@@ -79,7 +78,8 @@ class _Journal:
         tables: dict[type[Model], list[Model]] = {}
         for row in self.rows:  # by table, each table in the order its rows were made
             tables.setdefault(type(row), []).append(row)
-        insert_together(list(tables.values()))
+        for model, rows in tables.items():
+            model._default_manager.bulk_create(rows)
         self.rows.clear()
 
 

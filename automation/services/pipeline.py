@@ -91,7 +91,7 @@ from automation.services.payloads import (
 from automation.services.quality import label_record, qa_review_open, reading_of
 from automation.services.shadow import shadows_send
 from automation.signals import classifier_call_starting
-from core.sql import insert_new
+from core.rows import insert_new
 from policy.evaluation import Verdict, approval_for, qa_sample
 
 # --- carrying a run -----------------------------------------------------------------------
