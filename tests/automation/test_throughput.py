@@ -104,6 +104,22 @@ def api_post(client: Client, pipeline: Pipeline, event: dict[str, Any], key: str
     )
 
 
+def assert_received(run_id: int, event: dict[str, Any]) -> None:
+    """The run of an accepted event at `received`, with its raw record, its intake stage, its
+    audit row and its first message."""
+    run = Run.objects.select_related("intake").get(pk=run_id)
+    raw = json.dumps(event).encode()
+    assert bytes(run.intake.raw) == raw
+    assert run.intake.raw_sha256 == hashlib.sha256(raw).hexdigest()
+    assert run.claims_identity and run.state == State.RECEIVED and run.dispatched_at
+    assert run.fingerprint and run.normalized["event_id"] == event["event_id"]
+    assert list(run.stages.values_list("stage", "outcome")) == [("intake", "accepted")]
+    audit = AuditEvent.objects.get(run=run)
+    assert (audit.action, audit.intake_id) == (AuditAction.RUN_RECEIVED, run.intake_id)
+    assert audit.data["fingerprint"] == run.fingerprint
+    assert queued()[-1] == ("gatehouse", services.ADVANCE_RUN_TASK, (run.pk,))
+
+
 def test_an_accepted_event_is_two_statements_each_committing_alone(
     pipeline: Pipeline, client: Client
 ) -> None:
@@ -125,17 +141,7 @@ def test_an_accepted_event_is_two_statements_each_committing_alone(
     assert not [sql for sql in statements if sql in {"BEGIN", "COMMIT"} or "SAVEPOINT" in sql]
 
     # ...and they are the rows the ORM's way writes.
-    run = Run.objects.select_related("intake").get(pk=response.json()["run"]["id"])
-    raw = json.dumps(event).encode()
-    assert bytes(run.intake.raw) == raw
-    assert run.intake.raw_sha256 == hashlib.sha256(raw).hexdigest()
-    assert run.claims_identity and run.state == State.RECEIVED and run.dispatched_at
-    assert run.fingerprint and run.normalized["event_id"] == "evt-two"
-    assert list(run.stages.values_list("stage", "outcome")) == [("intake", "accepted")]
-    audit = AuditEvent.objects.get(run=run)
-    assert (audit.action, audit.intake_id) == (AuditAction.RUN_RECEIVED, run.intake_id)
-    assert audit.data["fingerprint"] == run.fingerprint
-    assert queued()[-1] == ("gatehouse", services.ADVANCE_RUN_TASK, (run.pk,))
+    assert_received(response.json()["run"]["id"], event)
 
 
 def test_the_receive_function_writes_every_column_the_orms_way_writes(
@@ -269,17 +275,7 @@ def test_the_orms_way_is_one_insert_per_table_naming_the_columns_django_writes(
         ]
         assert written[model._meta.db_table] == columns, model
 
-    run = Run.objects.select_related("intake").get(pk=run.pk)
-    raw = json.dumps(event).encode()
-    assert bytes(run.intake.raw) == raw
-    assert run.intake.raw_sha256 == hashlib.sha256(raw).hexdigest()
-    assert run.claims_identity and run.state == State.RECEIVED and run.dispatched_at
-    assert run.fingerprint and run.normalized["event_id"] == "evt-two"
-    assert list(run.stages.values_list("stage", "outcome")) == [("intake", "accepted")]
-    audit = AuditEvent.objects.get(run=run)
-    assert (audit.action, audit.intake_id) == (AuditAction.RUN_RECEIVED, run.intake_id)
-    assert audit.data["fingerprint"] == run.fingerprint
-    assert queued()[-1] == ("gatehouse", services.ADVANCE_RUN_TASK, (run.pk,))
+    assert_received(run.pk, event)
 
 
 def test_the_same_event_again_is_answered_as_a_duplicate_with_nothing_sent(
