@@ -1,5 +1,6 @@
-"""Gatehouse served by gunicorn, its production server, for tests about what a real server
-passes on (a chunked body, for one): on 127.0.0.1, against the test database."""
+"""Gatehouse's own processes for tests about what only a real process shows, against the test
+database: the web app served by gunicorn, its production server (what a real server passes
+on: a chunked body, for one), on 127.0.0.1; and a worker cluster (`manage.py qcluster`)."""
 
 from __future__ import annotations
 
@@ -65,3 +66,20 @@ def gunicorn(timeout: float = 60) -> Iterator[str]:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def qcluster(**settings: str) -> subprocess.Popen[bytes]:
+    """A worker cluster in a session of its own (so a test can signal its whole process
+    group), with the GATEHOUSE_ settings given, named without their prefix: for example
+    `qcluster(Q_WORKERS="2")`. The test's rows must be committed (transaction=True)."""
+    connection.close()  # the cluster's processes use their own sessions
+    env = {**os.environ, "DATABASE_URL": database_url(), "GATEHOUSE_LOG_LEVEL": "WARNING"}
+    env.update({f"GATEHOUSE_{name}": value for name, value in settings.items()})
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )

@@ -9,41 +9,25 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 from django_q.models import OrmQ
 
 from automation.models import FollowUp, Run, StageRecord, State
 from core.dispatch import enqueue_after_commit
-from tests.automation.test_throughput import REPO, STAGES, submit
+from tests.automation.test_throughput import STAGES, submit
 from tests.conftest import Pipeline, decision_for, make_event
-from tests.database import database_url
+from tests.servers import qcluster
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def start_cluster(grace: float) -> subprocess.Popen[bytes]:
-    connection.close()  # the cluster's processes use their own sessions
-    return subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"],
-        cwd=REPO,
-        env={
-            **os.environ,
-            "DATABASE_URL": database_url(),
-            "GATEHOUSE_Q_WORKERS": "2",
-            "GATEHOUSE_Q_STOP_GRACE": str(grace),
-            "GATEHOUSE_LOG_LEVEL": "WARNING",
-        },
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # its own process group, which the test signals whole
-    )
+    return qcluster(Q_WORKERS="2", Q_STOP_GRACE=str(grace))
 
 
 def wait_for(condition: str, predicate: Callable[[], object], timeout: float = 60) -> None:

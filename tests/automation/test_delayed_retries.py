@@ -8,17 +8,14 @@ Without it the retry waited for the sweep, which runs once a minute (30 s and mo
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 from django_q.conf import Conf
 from django_q.models import OrmQ
@@ -28,10 +25,10 @@ from automation.models import Effect, EffectStatus, Run, State
 from core.broker import PriorityOrmBroker, PriorityRedisBroker
 from core.dispatch import Priority, batch, enqueue_after_commit
 from tests.automation.test_cluster_stop import stop_group, wait_for
-from tests.automation.test_throughput import REPO, submit
+from tests.automation.test_throughput import submit
 from tests.conftest import Pipeline, decision_for, make_event
-from tests.database import database_url
 from tests.downstream import Downstream, running_downstream
+from tests.servers import qcluster
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -49,26 +46,15 @@ def downstream() -> Iterator[Downstream]:
 def start_cluster(downstream: Downstream, poll: float) -> subprocess.Popen[bytes]:
     """A cluster delivering the effect over HTTP, with a backoff of at most 1 s (so the
     receiver's Retry-After sets the wait) and a fallback poll of `poll` seconds."""
-    connection.close()  # the cluster's processes use their own sessions
     effects = {
         EFFECT: {"url": downstream.url, "secret": SECRET, "read_timeout": 5, "max_attempts": 4}
     }
-    return subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"],
-        cwd=REPO,
-        env={
-            **os.environ,
-            "DATABASE_URL": database_url(),
-            "GATEHOUSE_Q_WORKERS": "2",
-            "GATEHOUSE_Q_POLL": str(poll),
-            "GATEHOUSE_HTTP_EFFECTS": json.dumps(effects),
-            "GATEHOUSE_RETRY_BACKOFF_BASE": "1",
-            "GATEHOUSE_RETRY_BACKOFF_CAP": "1",
-            "GATEHOUSE_LOG_LEVEL": "WARNING",
-        },
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+    return qcluster(
+        Q_WORKERS="2",
+        Q_POLL=str(poll),
+        HTTP_EFFECTS=json.dumps(effects),
+        RETRY_BACKOFF_BASE="1",
+        RETRY_BACKOFF_CAP="1",
     )
 
 
@@ -105,15 +91,7 @@ def test_a_2_s_backoff_is_retried_within_3_s_by_a_real_worker(
 
 
 def test_a_delayed_message_is_handed_out_when_due_and_not_before(db: None) -> None:
-    connection.close()
-    cluster = subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"],
-        cwd=REPO,
-        env={**os.environ, "DATABASE_URL": database_url(), "GATEHOUSE_Q_POLL": "20"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    cluster = qcluster(Q_POLL="20")
     try:
         enqueue_after_commit("time.sleep", 0)  # spent once the cluster is up
         wait_for("the cluster to take work", lambda: not OrmQ.objects.exists())

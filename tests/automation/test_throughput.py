@@ -12,8 +12,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from datetime import timedelta
@@ -53,7 +51,7 @@ from policy.services import (
     policy_version_create,
 )
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
-from tests.database import database_url
+from tests.servers import qcluster
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -398,23 +396,12 @@ def test_two_brokers_never_take_the_same_message(pipeline: Pipeline) -> None:
 def run_cluster_until_completed(run: Run, marker: Path) -> None:
     """One qcluster worker, which SIGKILLs itself once at the classifier call, until the run
     completes (or 60 s pass)."""
-    connection.close()  # the cluster's processes use their own sessions
-    cluster = subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"],
-        cwd=REPO,
-        env={
-            **os.environ,
-            "DATABASE_URL": database_url(),
-            "GATEHOUSE_FAULT_KILL_ONCE": str(marker),
-            "GATEHOUSE_Q_WORKERS": "1",
-            "GATEHOUSE_Q_TIMEOUT": "3",
-            "GATEHOUSE_Q_RETRY": "4",  # the unacknowledged message comes back after this
-            "GATEHOUSE_STAGE_LEASE": "2",  # the dead worker's classifier lease runs out
-            "GATEHOUSE_LOG_LEVEL": "WARNING",
-        },
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+    cluster = qcluster(
+        FAULT_KILL_ONCE=str(marker),
+        Q_WORKERS="1",
+        Q_TIMEOUT="3",
+        Q_RETRY="4",  # the unacknowledged message comes back after this
+        STAGE_LEASE="2",  # the dead worker's classifier lease runs out
     )
     try:
         deadline = time.monotonic() + 60
