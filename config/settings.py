@@ -198,7 +198,7 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 # serves straight from the apps' static folders (the console's).
 WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "automation:home"
+LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
 # Behind HTTPS (GATEHOUSE_HTTPS=1): secure cookies, redirect to HTTPS, HSTS. `manage.py check
