@@ -50,7 +50,7 @@ def home(request: AuthenticatedHttpRequest) -> HttpResponse:
         return redirect("queues:list")
     if user.has_perm("approvals.view_approvalrequest"):
         return redirect("approvals:inbox")
-    return render(request, "automation/no_role.html", status=403)
+    return render(request, "home/no_role.html", status=403)
 
 
 def _queue_owners() -> dict[str, str]:
@@ -67,7 +67,7 @@ def queues(request: AuthenticatedHttpRequest) -> HttpResponse:
         "effects": selectors.effect_controls(),
         "now": timezone.now(),
     }
-    return render(request, "automation/queues.html", context)
+    return render(request, "queues/list.html", context)
 
 
 def _fits(model: Any, field: str, value: str) -> bool:
@@ -160,7 +160,7 @@ def queue(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
         "page_size": selectors.QUEUE_PAGE_SIZE,
     }
     status = 400 if filter_form.errors else 200
-    return render(request, "automation/queue.html", context, status=status)
+    return render(request, "queues/queue.html", context, status=status)
 
 
 def _may_read(user: User, run: Run) -> bool:
@@ -199,7 +199,7 @@ def run_page(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
         "problems": _problems(run),
     }
     context["diagram"] = statechart.run_diagram(run, context["history"])
-    return render(request, "automation/run.html", context)
+    return render(request, "runs/run.html", context)
 
 
 @require_GET
@@ -280,7 +280,7 @@ def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
             return redirect("runs:run", run_id=run.pk)
     status = 400 if request.method == "POST" else 200
     context = {"run": run, "form": form, "problems": _problems(run)}
-    return render(request, "automation/correct.html", context, status=status)
+    return render(request, "runs/correct.html", context, status=status)
 
 
 @require_POST
@@ -442,7 +442,7 @@ def preview(request: AuthenticatedHttpRequest, run_id: int, action: str) -> Http
         return _not_offered(request, run, vocabulary_action(action))
     rows = services.preview_runs(run_ids=[run.pk], action=action, user=request.user)
     context = {"run": run, "action": offered, "row": rows[0] if rows else None}
-    return render(request, "automation/preview.html", context)
+    return render(request, "runs/preview.html", context)
 
 
 @require_POST
@@ -501,7 +501,7 @@ def batch(request: AuthenticatedHttpRequest, batch_id: int) -> HttpResponse:
         {**row, "done": done.get(row["run"], ""), "failed": failed.get(row["run"], "")}
         for row in context["rows"]
     ]
-    return render(request, "automation/batch.html", context)
+    return render(request, "queues/batch.html", context)
 
 
 @require_POST
