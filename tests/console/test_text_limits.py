@@ -24,10 +24,10 @@ from automation.services.quality import qa_correct
 from core.errors import ServiceError
 from policy.schemas import PolicyDocument
 from policy.services import DEFAULTS_DIR, parse_policy_text
-from tests.approvals.test_views import security_event, with_fields
 from tests.automation.test_quality import sampling, straight_through
 from tests.automation.test_recovery import exhausted, person
 from tests.conftest import Pipeline, _user, make_event
+from tests.console.test_approvals import security_event, with_fields
 
 TOO_LONG = "x" * 20_000
 FREE_TEXT = {"comment", "reason", "note", "evidence"}

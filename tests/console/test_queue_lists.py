@@ -33,8 +33,8 @@ from policy.services import (
     policy_version_activate,
     policy_version_create,
 )
-from tests.automation.test_page_queries import clone_runs, plan
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
+from tests.console.test_page_queries import clone_runs, plan
 from tests.html_rows import Row, rows
 
 # A queue's columns for someone who may work it, in order.
