@@ -122,7 +122,7 @@ def _run_path(script_prefix: str) -> str:
     """The run page's path with `{}` for the run's id: reversed once per script prefix (the
     key), where reversing it for every answer cost more than the rest of the answer."""
     marker = 2**62
-    return reverse("automation:run", args=[marker]).replace(str(marker), "{}")
+    return reverse("runs:run", args=[marker]).replace(str(marker), "{}")
 
 
 def _bearer_key(request: HttpRequest) -> str | None:
@@ -260,6 +260,6 @@ def run_detail(request: HttpRequest, token: ApiToken, run_id: int) -> JsonRespon
 def openapi(request: HttpRequest) -> JsonResponse:
     """The API described for integrators (OpenAPI 3.1): public, like any API's reference.
     It names its page for people (the same document, rendered) by an absolute address."""
-    reference = request.build_absolute_uri(reverse("automation:api_reference"))
+    reference = request.build_absolute_uri(reverse("integrators:api_reference"))
     external = {"description": "The same reference as a page for people", "url": reference}
     return JsonResponse({**openapi_document(), "externalDocs": external})

@@ -174,9 +174,9 @@ SUBMITTED_EXAMPLES: dict[str, dict[str, Any]] = {
                 "problems": [
                     {
                         "field": "source",
-                        "message": "Input should be 'web_form' or 'partner_portal'",
+                        "message": "must be one of web_form or partner_portal (it was 'fax')",
                     },
-                    {"field": "body", "message": "Value error, must not be empty"},
+                    {"field": "body", "message": "must not be empty"},
                 ],
             },
         ),

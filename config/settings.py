@@ -87,8 +87,13 @@ ASGI_APPLICATION = "config.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        # Every template lives in the app that renders it: console pages, admin overrides.
-        "DIRS": [],
+        # templates/ holds the project's own templates, which no app renders: the layout every
+        # page extends (base.html), the login page (Django's auth views and core's login
+        # throttle), and the 403, 404 and 500 pages Django's handlers render. Found first, so
+        # no app can shadow them. Every other template lives in the app that renders it: the
+        # console's pages under console/templates/<section>/, an app's admin pages under
+        # <app>/templates/admin/.
+        "DIRS": [BASE_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -198,7 +203,7 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 # serves straight from the apps' static folders (the console's).
 WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "automation:home"
+LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
 # Behind HTTPS (GATEHOUSE_HTTPS=1): secure cookies, redirect to HTTPS, HSTS. `manage.py check

@@ -5,7 +5,17 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 
 from automation import api
-from console.urls import approval_urls, ops_urls, quality_urls, report_urls
+from console.urls import (
+    about_urls,
+    approval_urls,
+    home_urls,
+    integrator_urls,
+    policy_urls,
+    quality_urls,
+    queue_urls,
+    report_urls,
+    run_urls,
+)
 from reports.metrics import metrics_view
 
 admin.site.site_header = "Gatehouse"
@@ -22,7 +32,12 @@ urlpatterns = [
     path("reports/", include(report_urls)),
     path("qa/", include(quality_urls)),
     path("metrics", metrics_view, name="metrics"),
-    path("", include(ops_urls)),
+    path("ops/", include(queue_urls)),
+    path("runs/", include(run_urls)),
+    path("policy/", include(policy_urls)),
+    path("integrators/", include(integrator_urls)),
+    path("about/", include(about_urls)),
+    path("", include(home_urls)),
 ]
 
 # The demo receiver exists only where the development tools are installed (the demo and the

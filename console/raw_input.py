@@ -21,13 +21,15 @@ EXTENSIONS = {MAIL_TYPE: "eml", "application/json": "json"}
 def raw_page(
     request: HttpRequest, *, intake_id: int, download_url: str, back_url: str, back_label: str
 ) -> HttpResponse:
+    """The run's input as received (runs/raw.html), from the run page or from the evidence
+    of one of its approval requests: `back_url` leads back to whichever it was."""
     context = {
         "preview": selectors.raw_preview(intake_id=intake_id),
         "download_url": download_url,
         "back_url": back_url,
         "back_label": back_label,
     }
-    return render(request, "automation/raw.html", context)
+    return render(request, "runs/raw.html", context)
 
 
 def raw_download(*, intake_id: int) -> HttpResponse:

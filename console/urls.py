@@ -1,8 +1,19 @@
-"""The console's addresses, under the URL namespaces the templates and tests reverse.
+"""The console's addresses, one URL namespace for each section of the console.
 
-Each group is an (urlpatterns, app_name) pair that config.urls mounts at its prefix: the
-namespaces (`approvals`, `automation`, `reports`) and the paths are those of the pages
-before they moved here from the domain apps.
+Each section is an (urlpatterns, namespace) pair that config.urls mounts at its prefix;
+the home page (`home`) has no namespace. The paths are the ones the pages have always had:
+integrators and people's saved links depend on them, so a section's name can change but
+its paths do not.
+
+    home                  /                              the role's start page
+    queues:*              /ops/                          the queues, a queue, batches, effects
+    runs:*                /runs/                         a run and what is done to it
+    policy:*              /policy/                       policy versions and simulations
+    approvals:*           /approvals/                    the inbox and a request's evidence
+    quality:*             /qa/                           QA samples, classifiers in shadow
+    reports:*             /reports/                      the dashboard and its CSV files
+    integrators:*         /integrators/                  the API reference
+    about:*               /about/                        the run states explained
 """
 
 from __future__ import annotations
@@ -10,6 +21,46 @@ from __future__ import annotations
 from django.urls import path
 
 from console.views import about, approvals, integrators, lists, ops, policy, quality, reports
+
+home_urls = [path("", ops.home, name="home")]
+
+queue_urls = (
+    [
+        path("queues/", ops.queues, name="list"),
+        path("effects/<slug:name>/<slug:action>", ops.effect_control, name="effect_control"),
+        path("queues/<slug:name>/", ops.queue, name="queue"),
+        path("queues/<slug:name>/claim", lists.claim_many, name="claim_many"),
+        path("queues/<slug:queue_name>/batch", ops.batch_new, name="batch_new"),
+        path("batches/<int:batch_id>/", ops.batch, name="batch"),
+        path("batches/<int:batch_id>/start", ops.batch_start, name="batch_start"),
+    ],
+    "queues",
+)
+
+run_urls = (
+    [
+        path("<int:run_id>/", ops.run_page, name="run"),
+        path("<int:run_id>/raw", ops.raw_input, name="raw"),
+        path("<int:run_id>/raw/download", ops.raw_download, name="raw_download"),
+        path("<int:run_id>/correct", ops.correct, name="correct"),
+        path("<int:run_id>/queue/<slug:action>", ops.queue_action, name="queue_action"),
+        path("<int:run_id>/recover/<slug:action>", ops.recover, name="recover"),
+        path("<int:run_id>/preview/<slug:action>", ops.preview, name="preview"),
+    ],
+    "runs",
+)
+
+policy_urls = (
+    [
+        path("", policy.policy_list, name="list"),
+        path("new", policy.policy_new, name="new"),
+        path("simulations/<int:simulation_id>/", policy.simulation, name="simulation"),
+        path("<str:name>/", policy.policy_detail, name="detail"),
+        path("<str:name>/simulate", policy.policy_simulate, name="simulate"),
+        path("<str:name>/activate", policy.policy_activate, name="activate"),
+    ],
+    "policy",
+)
 
 approval_urls = (
     [
@@ -44,39 +95,20 @@ quality_urls = (
     "quality",
 )
 
-ops_urls = (
-    [
-        path("", ops.home, name="home"),
-        path("ops/queues/", ops.queues, name="queues"),
-        path("ops/effects/<slug:name>/<slug:action>", ops.effect_control, name="effect_control"),
-        path("ops/queues/<slug:name>/", ops.queue, name="queue"),
-        path("ops/queues/<slug:name>/claim", lists.claim_many, name="claim_many"),
-        path("ops/queues/<slug:queue_name>/batch", ops.batch_new, name="batch_new"),
-        path("ops/batches/<int:batch_id>/", ops.batch, name="batch"),
-        path("ops/batches/<int:batch_id>/start", ops.batch_start, name="batch_start"),
-        path("policy/", policy.policy_list, name="policies"),
-        path("policy/new", policy.policy_new, name="policy_new"),
-        path("policy/simulations/<int:simulation_id>/", policy.simulation, name="simulation"),
-        path("policy/<str:name>/", policy.policy_detail, name="policy"),
-        path("policy/<str:name>/simulate", policy.policy_simulate, name="policy_simulate"),
-        path("policy/<str:name>/activate", policy.policy_activate, name="policy_activate"),
-        path("runs/<int:run_id>/", ops.run_page, name="run"),
-        path("integrators/api/", integrators.api_reference, name="api_reference"),
-        path("runs/<int:run_id>/raw", ops.raw_input, name="raw"),
-        path("runs/<int:run_id>/raw/download", ops.raw_download, name="raw_download"),
-        path("runs/<int:run_id>/correct", ops.correct, name="correct"),
-        path("runs/<int:run_id>/queue/<slug:action>", ops.queue_action, name="queue_action"),
-        path("runs/<int:run_id>/recover/<slug:action>", ops.recover, name="recover"),
-        path("runs/<int:run_id>/preview/<slug:action>", ops.preview, name="preview"),
-        path("about/states/", about.run_states, name="run_states"),
-    ],
-    "automation",
-)
-
 report_urls = (
     [
         path("", reports.dashboard, name="dashboard"),
         path("<slug:panel>.csv", reports.panel_csv, name="csv"),
     ],
     "reports",
+)
+
+integrator_urls = (
+    [path("api/", integrators.api_reference, name="api_reference")],
+    "integrators",
+)
+
+about_urls = (
+    [path("states/", about.run_states, name="run_states")],
+    "about",
 )

@@ -33,11 +33,24 @@ class PolicyError(ServiceError):
         super().__init__(Refusal.INVALID_POLICY, message)
 
 
+# How some of pydantic's error types read for a policy document (core.errors.PLAIN words
+# the others): its fields are settings, written in YAML, and the only pattern it has is the
+# one of a signal's name.
+POLICY_WORDS = {
+    "extra_forbidden": "is not a setting a policy has: check the spelling and the indentation",
+    "string_pattern_mismatch": (
+        "use lower-case letters, digits and underscores, starting with a letter"
+    ),
+    "dict_type": "must be a group of names with their values",
+    "model_type": "must be a group of settings (names with their values)",
+    "model_attributes_type": "must be a group of settings (names with their values)",
+}
+
+
 def describe_validation_error(error: ValidationError) -> str:
     """Pydantic's errors as one line an operator reads (core.errors.field_messages)."""
-    return "; ".join(
-        f"{where}: {message}" for where, message in field_messages(error, root="document")
-    )
+    problems = field_messages(error, root="document", words=POLICY_WORDS)
+    return "; ".join(f"{where}: {message}" for where, message in problems)
 
 
 # Limits on a policy document's text, checked before it is turned into values: the shipped

@@ -281,7 +281,7 @@ def corrections(draw: st.DrawFn) -> dict[str, str]:
 def test_the_correction_form_never_answers_5xx(
     lead: Client, held_run: Run, data: dict[str, str]
 ) -> None:
-    url = reverse("automation:correct", args=[held_run.pk])
+    url = reverse("runs:correct", args=[held_run.pk])
     response = lead.post(url, data=encoded(data), content_type=FORM)
     assert_answered(response, f"correct {data!r}")
 
@@ -304,17 +304,17 @@ def policy_texts(draw: st.DrawFn) -> str:
 @FUZZ
 @given(text=policy_texts())
 def test_the_policy_editor_never_answers_5xx(lead: Client, text: str) -> None:
-    url = reverse("automation:policy_new")
+    url = reverse("policy:new")
     response = lead.post(url, data=encoded({"document": text}), content_type=FORM)
     assert_answered(response, f"policy {text[:80]!r}")
 
 
 CONSOLE_PAGES = [
-    ("automation:queues", []),
-    ("automation:queue", ["low_confidence"]),
+    ("queues:list", []),
+    ("queues:queue", ["low_confidence"]),
     ("reports:dashboard", []),
     ("reports:csv", ["straight-through"]),
-    ("automation:policies", []),
+    ("policy:list", []),
     ("admin:automation_run_changelist", []),
 ]
 PARAMETERS = [

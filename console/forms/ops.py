@@ -89,7 +89,7 @@ class CorrectionForm(forms.Form):
 
 class RecoveryForm(forms.Form):
     """What the run page's recovery buttons send (the inputs are console/templates/
-    automation/run.html and preview.html; their limits are these, from core.limits)."""
+    runs/run.html and runs/preview.html; their limits are these, from core.limits)."""
 
     reason = FreeTextField()
     evidence = FreeTextField(required=False, max_length=limits.EVIDENCE)

@@ -22,6 +22,7 @@ from pydantic_core import ErrorDetails
 from automation.schemas import AccountTier, RequestType
 from automation.vocabulary import Kind, humanize, label
 from console.forms.text import FreeTextField
+from core.errors import plain_message
 from core.inputs import AsciiDecimalField, AsciiFloatField, NumberField
 from policy.models import PolicyVersion
 from policy.schemas import (
@@ -32,7 +33,7 @@ from policy.schemas import (
     PolicyDocument,
     SignalAction,
 )
-from policy.services import PolicyError, parse_policy_text
+from policy.services import POLICY_WORDS, PolicyError, parse_policy_text
 
 Path = tuple[str | int, ...]
 
@@ -59,40 +60,6 @@ AMOUNT_APPROVAL = "amount_approval"  # the approval row of amounts over a tier's
 RULE_DEFAULTS = ApprovalRule(group="-")  # the numbers a new approval starts with
 APPROVAL_FIELDS = ("group", "approvers", "expires", "escalate_after", "escalate_to")
 
-# --- pydantic's complaints in plain words ----------------------------------------------------
-
-PLAIN: dict[str, str] = {
-    "missing": "is required",
-    "extra_forbidden": "is not a setting a policy has: check the spelling and the indentation",
-    "greater_than_equal": "must be at least {ge}",
-    "less_than_equal": "must be at most {le}",
-    "greater_than": "must be more than {gt}",
-    "less_than": "must be less than {lt}",
-    "int_parsing": "must be a whole number",
-    "int_type": "must be a whole number",
-    "int_from_float": "must be a whole number",
-    "float_parsing": "must be a number",
-    "float_type": "must be a number",
-    "decimal_parsing": "must be a number",
-    "decimal_type": "must be a number",
-    "finite_number": "must be a number",
-    "bool_parsing": "must be true or false",
-    "bool_type": "must be true or false",
-    "string_type": "must be text",
-    "string_empty": "must not be empty",
-    "string_too_short": "must be at least {min_length} characters",
-    "string_too_long": "must be at most {max_length} characters",
-    "string_pattern_mismatch": (
-        "use lower-case letters, digits and underscores, starting with a letter"
-    ),
-    "dict_type": "must be a list of names with their values",
-    "list_type": "must be a list",
-    "too_short": "must have at least {min_length} entries",
-    "too_long": "must have at most {max_length} entries",
-    "enum": "must be one of {expected}",
-    "model_type": "must be a group of settings (names with their values)",
-    "model_attributes_type": "must be a group of settings (names with their values)",
-}
 # The schema's own refusals (policy.schemas), said the way a person filling the form reads them,
 # each with the part of the document it is about (a model's check names the model only).
 OWN_WORDS: dict[str, tuple[Path, str]] = {
@@ -130,17 +97,14 @@ def problem_path(error: ErrorDetails) -> Path:
 
 
 def plain_problem(error: ErrorDetails) -> str:
-    """What is wrong with one value, in words a person reads (no pydantic wording)."""
-    kind, context = error["type"], error.get("ctx") or {}
+    """What is wrong with one value, in words a person reads (no pydantic wording): the
+    schema's own refusals in the editor's words, the rest as core.errors words them for a
+    policy document. The value is not repeated: it is in the field the message is shown at,
+    or at the place in the YAML the message names."""
     own = _own(error)
     if own is not None:
         return own[1]
-    if kind == "version_name":  # policy.schemas raises it with its own plain words
-        return error["msg"]
-    if kind == "string_too_short" and context.get("min_length") == 1:
-        kind = "string_empty"
-    template = PLAIN.get(kind)
-    message = template.format(**context) if template else "is not a value this setting can have"
+    message = plain_message(error, words=POLICY_WORDS, say_input=False)
     where, entry = error["loc"], error.get("input")
     if where and isinstance(where[-1], int) and isinstance(entry, str):
         message = f"“{entry[:60]}” {message}"  # an entry of a list: say which one

@@ -36,7 +36,7 @@ def claim_many(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
     target = request.POST.get("next", "")
     if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
         return redirect(target)
-    return redirect("automation:queue", name=name)
+    return redirect("queues:queue", name=name)
 
 
 def _run_ids(values: list[str]) -> list[int]:

@@ -47,10 +47,10 @@ VIEW_RUNS = "automation.view_run"
 def home(request: AuthenticatedHttpRequest) -> HttpResponse:
     user = request.user
     if user.has_perm(VIEW_RUNS):
-        return redirect("automation:queues")
+        return redirect("queues:list")
     if user.has_perm("approvals.view_approvalrequest"):
         return redirect("approvals:inbox")
-    return render(request, "automation/no_role.html", status=403)
+    return render(request, "home/no_role.html", status=403)
 
 
 def _queue_owners() -> dict[str, str]:
@@ -67,7 +67,7 @@ def queues(request: AuthenticatedHttpRequest) -> HttpResponse:
         "effects": selectors.effect_controls(),
         "now": timezone.now(),
     }
-    return render(request, "automation/queues.html", context)
+    return render(request, "queues/list.html", context)
 
 
 def _fits(model: Any, field: str, value: str) -> bool:
@@ -89,7 +89,7 @@ def effect_control(request: AuthenticatedHttpRequest, name: str, action: str) ->
             _resume_effect(request, name)
     except ServiceError as exc:  # it would have changed nothing: nothing was written
         show_refusal(request, exc)
-    return redirect("automation:queues")
+    return redirect("queues:list")
 
 
 def _pause(request: AuthenticatedHttpRequest, name: str) -> None:
@@ -160,7 +160,7 @@ def queue(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
         "page_size": selectors.QUEUE_PAGE_SIZE,
     }
     status = 400 if filter_form.errors else 200
-    return render(request, "automation/queue.html", context, status=status)
+    return render(request, "queues/queue.html", context, status=status)
 
 
 def _may_read(user: User, run: Run) -> bool:
@@ -199,7 +199,7 @@ def run_page(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
         "problems": _problems(run),
     }
     context["diagram"] = statechart.run_diagram(run, context["history"])
-    return render(request, "automation/run.html", context)
+    return render(request, "runs/run.html", context)
 
 
 @require_GET
@@ -211,8 +211,8 @@ def raw_input(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
     return raw_page(
         request,
         intake_id=run.intake_id,
-        download_url=reverse("automation:raw_download", args=[run.pk]),
-        back_url=reverse("automation:run", args=[run.pk]),
+        download_url=reverse("runs:raw_download", args=[run.pk]),
+        back_url=reverse("runs:run", args=[run.pk]),
         back_label=f"Run {run.pk}",
     )
 
@@ -274,13 +274,13 @@ def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
             form.add_problems(exc.problems)
         except ServiceError as exc:
             show_refusal(request, exc)
-            return redirect("automation:run", run_id=run.pk)
+            return redirect("runs:run", run_id=run.pk)
         else:
             messages.success(request, _corrected_text(result.changed))
-            return redirect("automation:run", run_id=run.pk)
+            return redirect("runs:run", run_id=run.pk)
     status = 400 if request.method == "POST" else 200
     context = {"run": run, "form": form, "problems": _problems(run)}
-    return render(request, "automation/correct.html", context, status=status)
+    return render(request, "runs/correct.html", context, status=status)
 
 
 @require_POST
@@ -321,7 +321,7 @@ def _not_offered(request: HttpRequest, run: Run, what: str) -> HttpResponse:
         + (f" ({label('outcome', run.outcome)})" if run.outcome else "")
         + ". The run page shows what can be done.",
     )
-    response = redirect("automation:run", run_id=run.pk)
+    response = redirect("runs:run", run_id=run.pk)
     response.status_code = 303
     return response
 
@@ -342,7 +342,7 @@ def _back(request: HttpRequest, run_id: int) -> HttpResponse:
     target = request.POST.get("next", "")
     if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
         return redirect(target)
-    return redirect("automation:run", run_id=run_id)
+    return redirect("runs:run", run_id=run_id)
 
 
 def _state_now(run_id: int) -> str:
@@ -414,17 +414,17 @@ def recover(request: AuthenticatedHttpRequest, run_id: int, action: str) -> Http
             messages.error(request, "Give a reason: it goes on the run's record.")
         else:
             messages.error(request, f"{offered.label}: not done. {form_problems(form)}")
-        return redirect("automation:run", run_id=run_id)
+        return redirect("runs:run", run_id=run_id)
     if offered.needs_evidence and not form.cleaned_data["evidence"].strip():
         messages.error(request, f"{offered.label}: describe what was done, or why it is dropped.")
-        return redirect("automation:run", run_id=run_id)
+        return redirect("runs:run", run_id=run_id)
     try:
         result = operation(run_id, request.user, form)
     except ServiceError as exc:
         show_refusal(request, exc, prefix=f"{offered.label}: ")
     else:
         messages.success(request, f"{offered.label}: done. {result}")
-    return redirect("automation:run", run_id=run_id)
+    return redirect("runs:run", run_id=run_id)
 
 
 def vocabulary_action(action: str) -> str:
@@ -442,7 +442,7 @@ def preview(request: AuthenticatedHttpRequest, run_id: int, action: str) -> Http
         return _not_offered(request, run, vocabulary_action(action))
     rows = services.preview_runs(run_ids=[run.pk], action=action, user=request.user)
     context = {"run": run, "action": offered, "row": rows[0] if rows else None}
-    return render(request, "automation/preview.html", context)
+    return render(request, "runs/preview.html", context)
 
 
 @require_POST
@@ -457,7 +457,7 @@ def batch_new(request: AuthenticatedHttpRequest, queue_name: str) -> HttpRespons
             request,
             f"A batch needs an action, a time window and a reason. {form_problems(form)}",
         )
-        return redirect("automation:queue", name=queue_name)
+        return redirect("queues:queue", name=queue_name)
     data = form.cleaned_data
     batch = services.batch_preview(
         action=data["action"],
@@ -467,7 +467,7 @@ def batch_new(request: AuthenticatedHttpRequest, queue_name: str) -> HttpRespons
         user=request.user,
         reason=data["reason"],
     )
-    return redirect("automation:batch", batch_id=batch.pk)
+    return redirect("queues:batch", batch_id=batch.pk)
 
 
 BATCH_ROWS_SHOWN = 200
@@ -501,7 +501,7 @@ def batch(request: AuthenticatedHttpRequest, batch_id: int) -> HttpResponse:
         {**row, "done": done.get(row["run"], ""), "failed": failed.get(row["run"], "")}
         for row in context["rows"]
     ]
-    return render(request, "automation/batch.html", context)
+    return render(request, "queues/batch.html", context)
 
 
 @require_POST
@@ -515,4 +515,4 @@ def batch_start(request: AuthenticatedHttpRequest, batch_id: int) -> HttpRespons
         show_refusal(request, exc, prefix="Not started: ")
     else:
         messages.success(request, "Started: the batch works through its runs in the background.")
-    return redirect("automation:batch", batch_id=batch_id)
+    return redirect("queues:batch", batch_id=batch_id)

@@ -78,7 +78,7 @@ def policy_url(name: str) -> str | None:
     that no address can carry (`a/b`, `..`): such a version is listed, never linked."""
     if version_name_problem(name) is not None:
         return None
-    return reverse("automation:policy", kwargs={"name": name})
+    return reverse("policy:detail", kwargs={"name": name})
 
 
 def _active() -> PolicyVersion | None:
@@ -294,7 +294,7 @@ def _save(
         form.add_problem(("version",), NAME_TAKEN)
         return None
     messages.success(request, f"Saved {version.name} as a draft.")
-    return redirect("automation:policy", name=version.name)
+    return redirect("policy:detail", name=version.name)
 
 
 def _save_yaml(request: AuthenticatedHttpRequest, base: PolicyVersion | None) -> HttpResponse:
@@ -307,7 +307,7 @@ def _save_yaml(request: AuthenticatedHttpRequest, base: PolicyVersion | None) ->
             problems = [Problem("Version", "version", NAME_TAKEN)]
         else:
             messages.success(request, f"Saved {version.name} as a draft.")
-            return redirect("automation:policy", name=version.name)
+            return redirect("policy:detail", name=version.name)
     return _editor(request, base, _policy_form(base, None), text=text, problems=problems)
 
 
@@ -384,7 +384,7 @@ def policy_simulate(request: AuthenticatedHttpRequest, name: str) -> HttpRespons
     since = form.cleaned_data["since"] or timezone.now() - timedelta(days=30)
     until = form.cleaned_data["until"] or timezone.now()
     simulation = simulation_start(version=version.name, since=since, until=until, user=request.user)
-    return redirect("automation:simulation", simulation_id=simulation.pk)
+    return redirect("policy:simulation", simulation_id=simulation.pk)
 
 
 @require_http_methods(["GET", "POST"])
@@ -405,12 +405,12 @@ def policy_activate(request: AuthenticatedHttpRequest, name: str) -> HttpRespons
         )
     except ServiceError as exc:
         show_refusal(request, exc, prefix="Not activated. ")
-        return redirect("automation:policy", name=name)
+        return redirect("policy:detail", name=name)
     messages.success(
         request,
         f"{policy_version.name} is now the active policy. Runs decided from now on use it.",
     )
-    return redirect("automation:policy", name=name)
+    return redirect("policy:detail", name=name)
 
 
 def _confirmation(request: AuthenticatedHttpRequest, version: PolicyVersion) -> HttpResponse:

@@ -70,8 +70,8 @@ def test_resuming_an_effect_that_is_not_paused_is_refused_and_writes_nothing(lea
 def test_the_page_says_why_it_was_refused(lead: User) -> None:
     client = Client()
     client.force_login(lead)
-    pause = reverse("automation:effect_control", args=[EFFECT, "pause"])
-    resume = reverse("automation:effect_control", args=[EFFECT, "resume"])
+    pause = reverse("queues:effect_control", args=[EFFECT, "pause"])
+    resume = reverse("queues:effect_control", args=[EFFECT, "resume"])
 
     client.post(pause)
     again = client.post(pause, follow=True)

@@ -189,7 +189,7 @@ def test_the_run_page_says_a_fact_came_from_a_forwarded_message(policy: None) ->
     lead = Client()
     lead.force_login(_lead())
 
-    page = lead.get(reverse("automation:run", args=[run.pk])).content.decode()
+    page = lead.get(reverse("runs:run", args=[run.pk])).content.decode()
 
     assert "4,250.00 EUR" in page
     assert "in a forwarded message" in page

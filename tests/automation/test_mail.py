@@ -289,8 +289,8 @@ def test_both_run_pages_show_the_thread(mail_pipeline: Pipeline, ops_lead: objec
     reply = Run.objects.get(intake__source=f"file:{MAIL / '05-re-quote-request-northwind.eml'}")
     assert reply.thread_parent is not None
 
-    reply_page = page_as(ops_lead, "automation:run", reply.pk)
-    parent_page = page_as(ops_lead, "automation:run", reply.thread_parent.pk)
+    reply_page = page_as(ops_lead, "runs:run", reply.pk)
+    parent_page = page_as(ops_lead, "runs:run", reply.thread_parent.pk)
 
     assert f'href="/runs/{reply.thread_parent.pk}/"' in reply_page
     assert "In reply to" in reply_page
@@ -304,7 +304,7 @@ def test_the_run_page_lists_attachments_and_the_message(
     intake_mail(mail_pipeline, str(MAIL / "08-invoice-line-items-fjordvik.eml"))
     run = Run.objects.get()
 
-    page = page_as(ops_lead, "automation:run", run.pk)
+    page = page_as(ops_lead, "runs:run", run.pk)
 
     attachment = run.normalized["attachments"][0]
     assert attachment["name"] in page and attachment["sha256"] in page
@@ -467,7 +467,7 @@ def test_the_raw_page_of_a_large_message_shows_a_bounded_preview_and_downloads_a
     client = Client()
     client.force_login(ops_lead)
 
-    page = client.get(reverse("automation:raw", args=[run.pk]))
+    page = client.get(reverse("runs:raw", args=[run.pk]))
 
     assert page.status_code == 200
     assert page["Content-Type"].startswith("text/html")
@@ -476,7 +476,7 @@ def test_the_raw_page_of_a_large_message_shows_a_bounded_preview_and_downloads_a
     assert "Subject: Scans of every invoice" in html
     assert "&lt;ana@northwind-traders.test&gt;" in html  # text, escaped: never markup
     assert "Showing the first 64.0\xa0KB of 2.9\xa0MB stored" in html
-    download = reverse("automation:raw_download", args=[run.pk])
+    download = reverse("runs:raw_download", args=[run.pk])
     assert f'href="{download}"' in html
 
     response = client.get(download)
@@ -499,11 +499,11 @@ def test_the_raw_page_of_a_refused_message_says_only_its_head_was_kept(
     client = Client()
     client.force_login(ops_lead)
 
-    html = client.get(reverse("automation:raw", args=[run.pk])).content.decode()
+    html = client.get(reverse("runs:raw", args=[run.pk])).content.decode()
 
     assert "Over the size limit: the request was not read" in html
     assert run.intake.raw_sha256 in html
-    download = client.get(reverse("automation:raw_download", args=[run.pk]))
+    download = client.get(reverse("runs:raw_download", args=[run.pk]))
     assert download.content == path.read_bytes()[: 64 * 1024]
 
 

@@ -106,11 +106,11 @@ def test_the_run_preview_page_shows_what_would_happen_and_starts_it(
     client = Client()
     client.force_login(lead)
 
-    page = client.get(reverse("automation:preview", args=[run.pk, "replay"])).content.decode()
+    page = client.get(reverse("runs:preview", args=[run.pk, "replay"])).content.decode()
 
     assert "Replay: what would happen" in page
     assert "Already delivered" in page
-    assert reverse("automation:recover", args=[run.pk, "replay"]) in page
+    assert reverse("runs:recover", args=[run.pk, "replay"]) in page
 
 
 # --- batches ----------------------------------------------------------------------------------
@@ -192,7 +192,7 @@ def test_the_console_starts_a_batch_only_from_its_preview(pipeline: Pipeline, le
         "reason": "classifier back",
     }
 
-    response = client.post(reverse("automation:batch_new", args=["retry_exhausted"]), form)
+    response = client.post(reverse("queues:batch_new", args=["retry_exhausted"]), form)
     batch = RecoveryBatch.objects.get()
     page = client.get(response["Location"]).content.decode()
 
@@ -200,6 +200,6 @@ def test_the_console_starts_a_batch_only_from_its_preview(pipeline: Pipeline, le
     assert "What would happen" in page and "Read again first" in page
     assert page.count('data-result="read_again"') == 2
     with pipeline.capture():
-        client.post(reverse("automation:batch_start", args=[batch.pk]))
+        client.post(reverse("queues:batch_start", args=[batch.pk]))
     pipeline.drain()
     assert RecoveryBatch.objects.get().status == BatchStatus.FINISHED

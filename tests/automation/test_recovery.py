@@ -127,7 +127,7 @@ def test_queue_buttons_answer_in_plain_words(pipeline: Pipeline) -> None:
     client.force_login(lead)
 
     def said(action: str, **form: str) -> list[str]:
-        url = reverse("automation:queue_action", args=[run.pk, action])
+        url = reverse("runs:queue_action", args=[run.pk, action])
         response = client.post(url, form, follow=True)
         return [str(m) for m in response.context["messages"]]
 
@@ -151,11 +151,11 @@ def test_queue_actions_refuse_a_person_without_the_permission_before_reading_any
     run = exhausted(pipeline)
     client = Client()
     client.force_login(person("aud", "auditors"))
-    url = reverse("automation:queue_action", args=[run.pk, "assign"])
+    url = reverse("runs:queue_action", args=[run.pk, "assign"])
 
     for assignee in ("aud", "no-such-person"):
         assert client.post(url, {"assignee": assignee}).status_code == 403
-    assert client.post(reverse("automation:queue_action", args=[run.pk, "nap"])).status_code == 403
+    assert client.post(reverse("runs:queue_action", args=[run.pk, "nap"])).status_code == 403
     assert refreshed(run).owner is None
 
 
@@ -473,15 +473,15 @@ def test_queue_pages_and_run_page_render_for_an_auditor_without_operations(
     client = Client()
     client.force_login(person("aud", "auditors"))
 
-    overview = client.get(reverse("automation:queues")).content.decode()
-    items = client.get(reverse("automation:queue", args=["retry_exhausted"])).content.decode()
-    page = client.get(reverse("automation:run", args=[run.pk])).content.decode()
+    overview = client.get(reverse("queues:list")).content.decode()
+    items = client.get(reverse("queues:queue", args=["retry_exhausted"])).content.decode()
+    page = client.get(reverse("runs:run", args=[run.pk])).content.decode()
 
     assert 'data-testid="count-retry_exhausted">1<' in overview
     assert "evt-held" in items and "Claim" not in items
     assert "Stage timings" not in page and "Timeline" in page
     assert 'data-testid="operations"' not in page
-    retry = client.post(reverse("automation:recover", args=[run.pk, "retry"]), {"reason": "x"})
+    retry = client.post(reverse("runs:recover", args=[run.pk, "retry"]), {"reason": "x"})
     assert retry.status_code == 403
 
 
@@ -489,8 +489,8 @@ def test_approvers_cannot_read_runs(pipeline: Pipeline) -> None:
     run = exhausted(pipeline)
     client = Client()
     client.force_login(person("ana", "security-approvers"))
-    assert client.get(reverse("automation:run", args=[run.pk])).status_code == 403
-    assert client.get(reverse("automation:queues")).status_code == 403
+    assert client.get(reverse("runs:run", args=[run.pk])).status_code == 403
+    assert client.get(reverse("queues:list")).status_code == 403
 
 
 def at_once(*calls: Callable[[], Any]) -> list[Any]:

@@ -122,7 +122,7 @@ def test_the_page_says_what_is_compared_with_what(runs: list[Run]) -> None:
     client = Client()
     client.force_login(lead)
 
-    page = client.get(reverse("automation:simulation", args=[simulation.pk])).content.decode()
+    page = client.get(reverse("policy:simulation", args=[simulation.pk])).content.decode()
 
     summary = page.split('data-testid="simulation-summary">', 1)[1].split("</p>", 1)[0]
     assert "<strong>1</strong> decision would change" in summary

@@ -472,7 +472,7 @@ def test_auditor_reads_a_held_run_but_cannot_work_on_it(
     assert (again.state, again.version) == (State.NEEDS_REVIEW, run.version)
     assert not RecoveryAction.objects.exists()
     assert "Notify the team" in failure, (
-        "Product bug: the run page's failure box (data-testid=failure, automation/run.html) "
+        "Product bug: the run page's failure box (data-testid=failure, runs/run.html) "
         f"no longer says which effect failed: {failure!r}. It dropped run.failure_field; the "
         "queue row says it (lists.hold_reason: 'Notify the team: attempt limit reached…')."
     )

@@ -18,11 +18,11 @@ import pytest
 from approvals.models import ApprovalRequest, ApprovalStatus
 from automation.models import Effect, EffectStatus, Outcome, Run, State
 from console.views.approvals import RESULT_MESSAGES
-from tests.approvals import test_inbox_lists as inbox_lists
 from tests.browser import test_ops_browser as ops
 from tests.browser import test_policy_browser as policy_pages
 from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, log_in, screenshot
 from tests.conftest import Pipeline, decision_for, make_event
+from tests.console import test_inbox_lists as inbox_lists
 from tests.downstream import Downstream
 
 pytest.importorskip("playwright.sync_api", reason=PLAYWRIGHT_MISSING, exc_type=ImportError)

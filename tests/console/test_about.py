@@ -16,7 +16,7 @@ URL = "/about/states/"
 
 
 def test_the_address_is_the_about_page() -> None:
-    assert reverse("automation:run_states") == URL
+    assert reverse("about:run_states") == URL
 
 
 @pytest.mark.django_db

@@ -23,7 +23,7 @@ from policy.models import PolicyVersion
 from policy.services import policy_version_activate
 from tests.conftest import Pipeline, decision_for, make_event
 
-NEW = reverse("automation:policy_new")
+NEW = reverse("policy:new")
 # What pydantic says in its own words: never on a page.
 RAW = ("Value error", "Input should", "String should", "validation error", "pydantic")
 
@@ -350,11 +350,11 @@ def draft(client: Client) -> PolicyVersion:
 
 
 def activate_url(name: str = "policy-2") -> str:
-    return reverse("automation:policy_activate", args=[name])
+    return reverse("policy:activate", args=[name])
 
 
 def test_no_activate_button_before_a_simulation(client: Client, draft: PolicyVersion) -> None:
-    page = client.get(reverse("automation:policy", args=["policy-2"])).content.decode()
+    page = client.get(reverse("policy:detail", args=["policy-2"])).content.decode()
     assert f'href="{activate_url()}"' not in page
     assert "Not yet: activation needs a finished simulation of this version" in page
     confirmation = client.get(activate_url()).content.decode()
@@ -401,7 +401,7 @@ def test_a_fresh_simulation_leads_through_the_confirmation_to_activation(
         "as an unsure reading."
     )
 
-    detail = client.get(reverse("automation:policy", args=["policy-2"])).content.decode()
+    detail = client.get(reverse("policy:detail", args=["policy-2"])).content.decode()
     assert f'href="{activate_url()}"' in detail
     assert detail.index(f'href="{activate_url()}"') > detail.index('data-testid="diff"')
     assert detail.index(f'href="{activate_url()}"') > detail.index('data-testid="simulations"')
@@ -421,7 +421,7 @@ def test_right_after_activation_the_impact_says_no_runs_yet(
     client: Client, draft: PolicyVersion
 ) -> None:
     client.post(activate_url(), {"simulation": simulated("policy-2").pk})
-    listing = client.get(reverse("automation:policies")).content.decode()
+    listing = client.get(reverse("policy:list")).content.decode()
     impact = listing.split('data-testid="impact"')[1]
     assert "No runs decided under this version yet" in impact
     row = impact.split('data-testid="impact-none"')[1].split("</tr>")[0]
@@ -436,7 +436,7 @@ def test_the_simulation_page_reads_in_labels(
     reading["value"]["confidence"] = 0.6
     pipeline.run(pipeline.submit(event, [reading]))
     simulation = simulated("policy-2")
-    page = client.get(reverse("automation:simulation", args=[simulation.pk])).content.decode()
+    page = client.get(reverse("policy:simulation", args=[simulation.pk])).content.decode()
     assert "execute → low_confidence" not in page
     assert (
         "1 run that the active version policy-1 sends straight through would now go to a person "

@@ -24,10 +24,10 @@ from automation.services.quality import qa_correct
 from core.errors import ServiceError
 from policy.schemas import PolicyDocument
 from policy.services import DEFAULTS_DIR, parse_policy_text
-from tests.approvals.test_views import security_event, with_fields
 from tests.automation.test_quality import sampling, straight_through
 from tests.automation.test_recovery import exhausted, person
 from tests.conftest import Pipeline, _user, make_event
+from tests.console.test_approvals import security_event, with_fields
 
 TOO_LONG = "x" * 20_000
 FREE_TEXT = {"comment", "reason", "note", "evidence"}
@@ -82,17 +82,17 @@ def test_the_run_queue_correction_and_preview_pages_state_their_limits(
     held = exhausted(pipeline)
     client = lead_client(lead)
 
-    assert_limited(client, reverse("automation:run", args=[held.pk]), "reason", "evidence")
-    assert_limited(client, reverse("automation:queue", args=[held.queue]), "reason")
-    assert_limited(client, reverse("automation:correct", args=[held.pk]), "reason")
+    assert_limited(client, reverse("runs:run", args=[held.pk]), "reason", "evidence")
+    assert_limited(client, reverse("queues:queue", args=[held.queue]), "reason")
+    assert_limited(client, reverse("runs:correct", args=[held.pk]), "reason")
     event = make_event(event_id="evt-done")
     done = pipeline.run(pipeline.submit(event, [with_fields(event)]))
-    assert_limited(client, reverse("automation:preview", args=[done.pk, "replay"]), "reason")
+    assert_limited(client, reverse("runs:preview", args=[done.pk, "replay"]), "reason")
 
 
 def test_the_policy_editor_states_its_limits(pipeline: Pipeline, lead: User) -> None:
     client = lead_client(lead)
-    url = reverse("automation:policy_new") + "?from=default-1"  # a version with signals
+    url = reverse("policy:new") + "?from=default-1"  # a version with signals
     page = client.get(url).content.decode()
 
     assert_limited(client, url, "note")
@@ -162,7 +162,7 @@ def test_the_services_refuse_a_reason_or_note_over_its_limit(
     assert Run.objects.get(pk=held.pk).state == held.state
     assert not RecoveryAction.objects.filter(run=held).exists()
     answer = lead_client(lead).post(
-        reverse("automation:recover", args=[held.pk, "retry"]), {"reason": TOO_LONG}, follow=True
+        reverse("runs:recover", args=[held.pk, "retry"]), {"reason": TOO_LONG}, follow=True
     )
     shown = [str(m) for m in answer.context["messages"]]
     assert shown == [

@@ -120,7 +120,7 @@ def test_activation_page_refuses_a_person_without_the_permission_whatever_the_na
     client.force_login(User.objects.create_user("nobody"))
 
     for name in ("policy-2", "no-such-version"):
-        url = reverse("automation:policy_activate", args=[name])
+        url = reverse("policy:activate", args=[name])
         assert client.post(url).status_code == 403
         assert client.get(url).status_code == 403  # the confirmation page too
     assert PolicyVersion.objects.get(is_active=True).name == "policy-1"
@@ -219,11 +219,11 @@ def test_editor_refuses_an_invalid_document_naming_the_field(policy: None) -> No
     client = Client()
     client.force_login(lead())
     bad = document(version="policy-2", confidence={"default": 1.5, "per_category": {}})
-    page = client.post(reverse("automation:policy_new"), {"document": bad})
+    page = client.post(reverse("policy:new"), {"document": bad})
     assert page.status_code == 400
     assert "confidence.default" in page.content.decode()
     assert not PolicyVersion.objects.filter(name="policy-2").exists()
-    broken = client.post(reverse("automation:policy_new"), {"document": "routes: [\n"})
+    broken = client.post(reverse("policy:new"), {"document": "routes: [\n"})
     assert "not valid YAML" in broken.content.decode()
 
 
@@ -237,17 +237,17 @@ def test_editor_saves_a_draft_shows_the_diff_simulates_and_activates(
     client = Client()
     client.force_login(lead())
 
-    form = client.get(reverse("automation:policy_new")).content.decode()
+    form = client.get(reverse("policy:new")).content.decode()
     assert "version: policy-2" in form
     text = document(version="policy-2", confidence={"default": 0.8, "per_category": {}})
-    saved = client.post(reverse("automation:policy_new"), {"document": text}, follow=True)
+    saved = client.post(reverse("policy:new"), {"document": text}, follow=True)
     page = saved.content.decode()
     assert "Saved policy-2 as a draft." in page
     assert "+  default: 0.8" in page and "-  default: 0.0" in page
     assert not PolicyVersion.objects.get(name="policy-2").is_active
 
     with pipeline.capture():
-        started = client.post(reverse("automation:policy_simulate", args=["policy-2"]), {})
+        started = client.post(reverse("policy:simulate", args=["policy-2"]), {})
     pipeline.drain()
     result = client.get(started["Location"]).content.decode()
     moved = (
@@ -256,14 +256,14 @@ def test_editor_saves_a_draft_shows_the_diff_simulates_and_activates(
     )
     assert moved in result
 
-    url = reverse("automation:policy_activate", args=["policy-2"])
+    url = reverse("policy:activate", args=["policy-2"])
     confirmation = client.get(url).content.decode()
     assert moved in confirmation
     simulation = Simulation.objects.get()
     client.post(url, {"simulation": simulation.pk})
     assert PolicyVersion.objects.get(is_active=True).name == "policy-2"
     assert Simulation.objects.count() == 1
-    listing = client.get(reverse("automation:policies")).content.decode()
+    listing = client.get(reverse("policy:list")).content.decode()
     assert 'data-testid="impact"' in listing and "policy-2" in listing
 
 
@@ -283,7 +283,7 @@ def test_an_extracted_amount_over_the_tier_limit_blocks_the_run(pipeline: Pipeli
 def test_only_those_who_author_policy_may_simulate_it(policy: None) -> None:
     roles_ensure()
     save(version="policy-2")
-    url = reverse("automation:policy_simulate", args=["policy-2"])
+    url = reverse("policy:simulate", args=["policy-2"])
     auditor = User.objects.create_user("audrey")
     auditor.groups.add(Group.objects.get(name="auditors"))
     client = Client()
@@ -292,7 +292,7 @@ def test_only_those_who_author_policy_may_simulate_it(policy: None) -> None:
     assert client.post(url, {}).status_code == 403
     assert (
         'action="' + url + '"'
-        not in client.get(reverse("automation:policy", args=["policy-2"])).content.decode()
+        not in client.get(reverse("policy:detail", args=["policy-2"])).content.decode()
     )  # no form offered either
     with pytest.raises(PermissionDenied):
         simulation_start(
@@ -317,7 +317,7 @@ def test_editor_refuses_a_signal_that_cannot_work_naming_it(policy: None) -> Non
         version="policy-2",
         signals={"account_compromise": {"action": "hold", "patterns": ["(a+)+"]}},
     )
-    page = client.post(reverse("automation:policy_new"), {"document": bad})
+    page = client.post(reverse("policy:new"), {"document": bad})
     assert page.status_code == 400
     assert "signals.account_compromise.patterns" in page.content.decode()
     assert not PolicyVersion.objects.filter(name="policy-2").exists()
@@ -333,7 +333,7 @@ def test_a_new_signal_shows_in_the_diff_and_moves_a_run_in_simulation_only(
     client.force_login(lead())
     text = document(version="policy-2", signals=SIGNAL)
 
-    page = client.post(reverse("automation:policy_new"), {"document": text}, follow=True)
+    page = client.post(reverse("policy:new"), {"document": text}, follow=True)
     assert "+signals:" in page.content.decode()
     simulation = simulation_start(
         version="policy-2", since=run.created_at, until=run.created_at, user=None, in_worker=False

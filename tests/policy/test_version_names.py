@@ -66,14 +66,14 @@ def _store_unchecked(name: str) -> PolicyVersion:
 def test_the_editor_refuses_an_unusable_name(name: str, policy: None) -> None:
     client = Client()
     client.force_login(_lead())
-    page = client.post(reverse("automation:policy_new"), {"document": _text(name)})
+    page = client.post(reverse("policy:new"), {"document": _text(name)})
     assert page.status_code == 400
     assert "version: " in page.content.decode()
     assert "not a usable version name" in page.content.decode() or (
         "at most 100 characters" in page.content.decode()
     )
     assert not PolicyVersion.objects.filter(name=name).exists()
-    assert client.get(reverse("automation:policies")).status_code == 200
+    assert client.get(reverse("policy:list")).status_code == 200
 
 
 @pytest.mark.django_db
@@ -81,9 +81,9 @@ def test_the_editor_refuses_an_unusable_name(name: str, policy: None) -> None:
 def test_the_editor_saves_a_usable_name_and_links_it(name: str, policy: None) -> None:
     client = Client()
     client.force_login(_lead())
-    saved = client.post(reverse("automation:policy_new"), {"document": _text(name)})
+    saved = client.post(reverse("policy:new"), {"document": _text(name)})
     assert saved.status_code == 302
-    listing = client.get(reverse("automation:policies")).content.decode()
+    listing = client.get(reverse("policy:list")).content.decode()
     assert f'href="/policy/{name}/"' in listing
     assert client.get(f"/policy/{name}/").status_code == 200
 
@@ -124,11 +124,11 @@ def test_pages_survive_a_bad_name_stored_before_names_were_checked(name: str, po
     _store_unchecked(name)
     client = Client()
     client.force_login(_lead())
-    listing = client.get(reverse("automation:policies"))
+    listing = client.get(reverse("policy:list"))
     assert listing.status_code == 200
     assert name in listing.content.decode()
     assert 'data-testid="unusable-name"' in listing.content.decode()
-    assert client.get(reverse("automation:policy_new")).status_code == 200
+    assert client.get(reverse("policy:new")).status_code == 200
     assert client.get("/policy/policy-1/").status_code == 200
     version = PolicyVersion.objects.get(name=name)
     admin_page = client.get(reverse("admin:policy_policyversion_change", args=[version.pk]))
@@ -144,6 +144,6 @@ def test_an_active_version_with_a_bad_name_still_decides_and_suggests_a_usable_n
     assert PolicyVersion.objects.get(pk=version.pk).parsed.version == "team/a"
     client = Client()
     client.force_login(_lead())
-    editor = client.get(reverse("automation:policy_new")).content.decode()
+    editor = client.get(reverse("policy:new")).content.decode()
     assert "version: team-a-2" in editor
-    assert client.get(reverse("automation:policies")).status_code == 200
+    assert client.get(reverse("policy:list")).status_code == 200

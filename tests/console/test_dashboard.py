@@ -421,7 +421,7 @@ def test_rates_in_equal_windows_around_each_activation(lead: Client) -> None:
 
 
 def test_the_policy_page_shows_the_same_rates(known: History, lead: Client) -> None:
-    html = get(lead, reverse("automation:policies")).content.decode()  # type: ignore[attr-defined]
+    html = get(lead, reverse("policy:list")).content.decode()  # type: ignore[attr-defined]
     cells = read_ids(html).found["impact"].cells
     # Newest first: policy-3 (5-day windows), policy-2, then policy-1 loaded in November.
     assert [c for c in cells if c.startswith("policy-")] == ["policy-3", "policy-2", "policy-1"]

@@ -98,16 +98,14 @@ def test_a_run_held_for_an_unusable_reading_is_not_offered_resume_and_a_forged_p
     client = Client()
     client.force_login(lead)
 
-    page = client.get(reverse("automation:run", args=[run.pk])).content.decode()
+    page = client.get(reverse("runs:run", args=[run.pk])).content.decode()
     assert 'data-action="resume"' not in page
     assert 'data-action="retry"' not in page
     assert 'data-action="correct"' in page
     audit_before = AuditEvent.objects.filter(run=run).count()
 
     for action in ("resume", "retry", "replay", "reconsider", "retry_effect"):
-        response = client.post(
-            reverse("automation:recover", args=[run.pk, action]), {"reason": "forged"}
-        )
+        response = client.post(reverse("runs:recover", args=[run.pk, action]), {"reason": "forged"})
         assert response.status_code == 303, action
         shown = [str(m) for m in response.wsgi_request._messages]  # type: ignore[attr-defined]
         assert any("is not possible for this run now" in m for m in shown), action
@@ -126,7 +124,7 @@ def test_a_forged_queue_action_that_is_not_offered_is_refused(
     client = Client()
     client.force_login(lead)
 
-    response = client.post(reverse("automation:queue_action", args=[run.pk, "claim"]))
+    response = client.post(reverse("runs:queue_action", args=[run.pk, "claim"]))
 
     assert response.status_code == 303
     assert Run.objects.get(pk=run.pk).owner is None
@@ -147,7 +145,7 @@ def test_retry_of_a_run_whose_classifier_ran_out_can_succeed(
 
     with pipeline.capture():
         response = client.post(
-            reverse("automation:recover", args=[run.pk, "retry"]), {"reason": "classifier back"}
+            reverse("runs:recover", args=[run.pk, "retry"]), {"reason": "classifier back"}
         )
     pipeline.drain()
 
@@ -172,7 +170,7 @@ def test_flash_messages_are_words_not_codes(pipeline: Pipeline, lead: User) -> N
     client.force_login(lead)
 
     response = client.post(
-        reverse("automation:recover", args=[run.pk, "abandon"]),
+        reverse("runs:recover", args=[run.pk, "abandon"]),
         {"reason": "customer withdrew", "evidence": "phone call on Monday"},
     )
 
@@ -187,7 +185,7 @@ def test_abandon_without_evidence_is_refused_in_words(pipeline: Pipeline, lead: 
     client.force_login(lead)
 
     response = client.post(
-        reverse("automation:recover", args=[run.pk, "abandon"]), {"reason": "customer withdrew"}
+        reverse("runs:recover", args=[run.pk, "abandon"]), {"reason": "customer withdrew"}
     )
 
     shown = [str(m) for m in response.wsgi_request._messages]  # type: ignore[attr-defined]
@@ -209,7 +207,7 @@ def test_the_correction_message_names_only_what_changed(pipeline: Pipeline, lead
         "reason": "read it",
     }
 
-    response = client.post(reverse("automation:correct", args=[unsure.pk]), form)
+    response = client.post(reverse("runs:correct", args=[unsure.pk]), form)
 
     shown = [str(m) for m in response.wsgi_request._messages]  # type: ignore[attr-defined]
     changed = RecoveryAction.objects.get(run=unsure, action="correct").data["changed"]
@@ -232,7 +230,7 @@ def test_correcting_an_unusable_reading_records_only_what_the_person_changed(
         "reason": "the effect was misread",
     }
 
-    response = client.post(reverse("automation:correct", args=[run.pk]), form)
+    response = client.post(reverse("runs:correct", args=[run.pk]), form)
 
     shown = [str(m) for m in response.wsgi_request._messages]  # type: ignore[attr-defined]
     assert shown == ["Corrected requested effect; policy decides again."]
@@ -263,7 +261,7 @@ def test_the_correction_form_shows_every_fields_problem_at_once(
         "reason": "",
     }
 
-    response = client.post(reverse("automation:correct", args=[run.pk]), form)
+    response = client.post(reverse("runs:correct", args=[run.pk]), form)
 
     assert response.status_code == 400
     errors = response.context["form"].errors
@@ -275,7 +273,7 @@ def test_the_correction_form_shows_every_fields_problem_at_once(
     assert "&#x27;next Tuesday-ish&#x27; is not a date" in page
     assert Run.objects.get(pk=run.pk).outcome == Outcome.EXTRACTION_INVALID
     assert not RecoveryAction.objects.filter(run=run).exists()
-    empty = client.post(reverse("automation:correct", args=[run.pk]), {})
+    empty = client.post(reverse("runs:correct", args=[run.pk]), {})
     assert empty.status_code == 400
     assert "reason" in empty.context["form"].errors
 
@@ -287,11 +285,11 @@ def test_an_approver_reads_the_run_of_a_request_routed_to_them(pipeline: Pipelin
     client = Client()
     client.force_login(person("ana", "security-approvers"))
 
-    page = client.get(reverse("automation:run", args=[run.pk]))
+    page = client.get(reverse("runs:run", args=[run.pk]))
 
     assert page.status_code == 200
     assert "Review the approval" in page.content.decode()
-    assert client.get(reverse("automation:run", args=[other.pk])).status_code == 403
+    assert client.get(reverse("runs:run", args=[other.pk])).status_code == 403
 
 
 def test_resume_is_offered_once_a_usable_reading_is_stored_for_the_run(

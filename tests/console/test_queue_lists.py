@@ -33,8 +33,8 @@ from policy.services import (
     policy_version_activate,
     policy_version_create,
 )
-from tests.automation.test_page_queries import clone_runs, plan
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
+from tests.console.test_page_queries import clone_runs, plan
 from tests.html_rows import Row, rows
 
 # A queue's columns for someone who may work it, in order.
@@ -102,7 +102,7 @@ def unsure(pipeline: Pipeline) -> Run:
 
 
 def queue_rows(client: Client, queue: str, query: str = "") -> list[Row]:
-    response = client.get(reverse("automation:queue", args=[queue]) + query)
+    response = client.get(reverse("queues:queue", args=[queue]) + query)
     assert response.status_code == 200
     return rows(response.content.decode(), "queue-row-")
 
@@ -115,10 +115,10 @@ def lee(pipeline: Pipeline) -> User:
 def test_a_name_that_is_no_queue_is_a_404_and_an_empty_queue_is_a_page(lee: User) -> None:
     client = client_for(lee)
     for name in ("nonexistent", "completed", "invalid_event", "needs_review"):
-        assert client.get(reverse("automation:queue", args=[name])).status_code == 404, name
-    batch = client.post(reverse("automation:batch_new", args=["nonexistent"]))
+        assert client.get(reverse("queues:queue", args=[name])).status_code == 404, name
+    batch = client.post(reverse("queues:batch_new", args=["nonexistent"]))
     assert batch.status_code == 404
-    empty = client.get(reverse("automation:queue", args=[Outcome.LOW_CONFIDENCE]))
+    empty = client.get(reverse("queues:queue", args=[Outcome.LOW_CONFIDENCE]))
     assert empty.status_code == 200
 
 
@@ -190,7 +190,7 @@ def test_a_long_reason_is_cut_at_a_word_with_the_whole_on_hover(
     words = " ".join(f"word{n}" for n in range(40))
     Run.objects.filter(pk=run.pk).update(failure_detail=words)
 
-    page = client_for(lee).get(reverse("automation:queue", args=[Outcome.RETRY_EXHAUSTED]))
+    page = client_for(lee).get(reverse("queues:queue", args=[Outcome.RETRY_EXHAUSTED]))
     (row,) = rows(page.content.decode(), "queue-row-")
 
     assert row.cells[WHY].text == "Classifier: " + " ".join(words.split()[:23]) + "…"
@@ -201,13 +201,13 @@ def test_no_cell_of_a_queue_shows_a_code_as_its_words(
     pipeline: Pipeline, lee: User, confidence_threshold: None
 ) -> None:
     unsure(pipeline)
-    page = client_for(lee).get(reverse("automation:queue", args=[Outcome.LOW_CONFIDENCE]))
+    page = client_for(lee).get(reverse("queues:queue", args=[Outcome.LOW_CONFIDENCE]))
     html = page.content.decode()
 
     (row,) = rows(html, "queue-row-")
     assert "low_confidence" not in row.text and "send_internal_notification" not in row.text
     assert re.search(r"<h1><span [^>]*>Unsure reading</span> <small class=\"code\">", html)
-    overview = client_for(lee).get(reverse("automation:queues")).content.decode()
+    overview = client_for(lee).get(reverse("queues:list")).content.decode()
     assert re.search(
         r'>Unsure reading</span> <small class="code">low_confidence</small></a>', overview
     )
@@ -288,7 +288,7 @@ def test_the_queue_page_shows_newest_first_when_its_header_is_followed(
     for number in range(3):
         exhausted(pipeline, number)
     client = client_for(lee)
-    page = client.get(reverse("automation:queue", args=["retry_exhausted"]), {"owner": "none"})
+    page = client.get(reverse("queues:queue", args=["retry_exhausted"]), {"owner": "none"})
     link = re.search(r'<a href="([^"]*)" data-testid="sort-held"', page.content.decode())
     assert link is not None and link.group(1) == "?owner=none&amp;order=newest"
 
@@ -306,7 +306,7 @@ def test_the_sort_header_keeps_the_filters_and_drops_the_page_position(
 ) -> None:
     exhausted(pipeline, 1)
     page = client_for(lee).get(
-        reverse("automation:queue", args=["retry_exhausted"]),
+        reverse("queues:queue", args=["retry_exhausted"]),
         {"owner": "none", "q": "", "after": "1.1"},
     )
     link = re.search(r'<a href="([^"]*)" data-testid="sort-held"', page.content.decode())
@@ -358,7 +358,7 @@ def test_claiming_many_needs_the_queue_permission_and_has_a_cap(
 
 
 def claim(client: Client, run_ids: list[Any], **form: str) -> list[str]:
-    url = reverse("automation:claim_many", args=["retry_exhausted"])
+    url = reverse("queues:claim_many", args=["retry_exhausted"])
     response = client.post(url, {"run": run_ids, **form}, follow=True)
     assert response.status_code == 200
     return [str(m) for m in response.context["messages"]]
@@ -390,15 +390,15 @@ def test_claim_selected_returns_to_the_page_it_was_on_and_refuses_too_many(
 ) -> None:
     run = exhausted(pipeline, 1)
     client = client_for(lee)
-    url = reverse("automation:claim_many", args=["retry_exhausted"])
-    back = reverse("automation:queue", args=["retry_exhausted"]) + "?owner=none"
+    url = reverse("queues:claim_many", args=["retry_exhausted"])
+    back = reverse("queues:queue", args=["retry_exhausted"]) + "?owner=none"
 
     too_many = claim(client, list(range(1, CLAIM_MANY_LIMIT + 2)))
     response = client.post(url, {"run": [run.pk], "next": back})
     elsewhere = client.post(url, {"run": [run.pk], "next": "https://example.com/"})
 
     assert response.status_code == 302 and response["Location"] == back
-    assert elsewhere["Location"] == reverse("automation:queue", args=["retry_exhausted"])
+    assert elsewhere["Location"] == reverse("queues:queue", args=["retry_exhausted"])
     assert too_many == [
         f"Nothing was claimed: claim at most {CLAIM_MANY_LIMIT} runs at once "
         f"({CLAIM_MANY_LIMIT + 1} were chosen)."
@@ -409,14 +409,14 @@ def test_claim_selected_is_for_those_who_work_the_queues_and_only_by_post(
     pipeline: Pipeline,
 ) -> None:
     run = exhausted(pipeline, 1)
-    url = reverse("automation:claim_many", args=["retry_exhausted"])
+    url = reverse("queues:claim_many", args=["retry_exhausted"])
     auditor = client_for(person("aud", "auditors"))
 
     assert auditor.post(url, {"run": [run.pk]}).status_code == 403
     assert client_for(person("lee", "ops-leads")).get(url).status_code == 405
     assert Client().post(url, {"run": [run.pk]}).status_code == 302  # to the login page
     assert Run.objects.get(pk=run.pk).owner is None
-    page = auditor.get(reverse("automation:queue", args=["retry_exhausted"])).content.decode()
+    page = auditor.get(reverse("queues:queue", args=["retry_exhausted"])).content.decode()
     assert "Claim selected" not in page and 'type="checkbox"' not in page
 
 
@@ -479,7 +479,7 @@ def count_queries(client: Client, url: str) -> int:
 def test_a_queue_page_makes_as_many_queries_for_many_rows_as_for_few(
     pipeline: Pipeline, lee: User
 ) -> None:
-    url = reverse("automation:queue", args=["retry_exhausted"])
+    url = reverse("queues:queue", args=["retry_exhausted"])
     services.queue_claim(run_id=exhausted(pipeline, 0).pk, user=lee)
     client = client_for(lee)
     few = count_queries(client, url)

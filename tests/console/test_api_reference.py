@@ -31,7 +31,7 @@ def page_text(client: Client) -> str:
 
 
 def test_the_page_is_public_like_the_document_it_renders(client: Client) -> None:
-    assert reverse("automation:api_reference") == PAGE
+    assert reverse("integrators:api_reference") == PAGE
     assert client.get(PAGE).status_code == 200  # nobody signed in, no token
     assert client.post(PAGE).status_code == 405
 

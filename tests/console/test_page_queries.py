@@ -98,9 +98,9 @@ def page_urls(pipeline: Pipeline) -> dict[str, tuple[str, str]]:
     return {
         "inbox": ("approver", reverse("approvals:inbox")),
         "inbox (everything)": ("lead", reverse("approvals:inbox") + "?scope=all"),
-        "queues": ("lead", reverse("automation:queues")),
-        "one queue": ("lead", reverse("automation:queue", args=["retry_exhausted"])),
-        "run page": ("lead", reverse("automation:run", args=[first.pk])),
+        "queues": ("lead", reverse("queues:list")),
+        "one queue": ("lead", reverse("queues:queue", args=["retry_exhausted"])),
+        "run page": ("lead", reverse("runs:run", args=[first.pk])),
         "admin run list": ("root", reverse("admin:automation_run_changelist")),
         "admin search": ("root", reverse("admin:automation_run_changelist") + "?q=evt-sec-0"),
         "admin audit list": ("root", reverse("admin:audit_auditevent_changelist")),
@@ -133,7 +133,7 @@ def test_the_run_page_reads_its_history_in_one_round_trip(
 ) -> None:
     run = held(pipeline, 1)
     client = client_for(people["lead"])
-    url = reverse("automation:run", args=[run.pk])
+    url = reverse("runs:run", args=[run.pk])
     before, _ = queries(client, url)
     # More of everything the page lists: attempts, stages, recovery actions, audit rows.
     pipeline.record(run.event_id, [TIMEOUT, TIMEOUT, TIMEOUT, TIMEOUT])
@@ -187,7 +187,7 @@ def test_queue_pages_follow_by_cursor_and_cover_every_run_once(
     monkeypatch.setattr(selectors, "QUEUE_PAGE_SIZE", 2)
     runs = [held(pipeline, number) for number in range(5)]
     client = client_for(people["lead"])
-    url = reverse("automation:queue", args=["retry_exhausted"])
+    url = reverse("queues:queue", args=["retry_exhausted"])
 
     seen: list[str] = []
     query = ""
@@ -215,7 +215,7 @@ def test_a_bad_cursor_is_a_400_with_the_first_page_never_a_500(
     held(pipeline, 1)
     waiting(pipeline, 1)
     queue = client_for(people["lead"]).get(
-        reverse("automation:queue", args=["retry_exhausted"]), {"after": cursor}
+        reverse("queues:queue", args=["retry_exhausted"]), {"after": cursor}
     )
     inbox = client_for(people["approver"]).get(reverse("approvals:inbox"), {"before": cursor})
 
@@ -308,7 +308,7 @@ def test_queue_search_finds_a_held_run_by_fingerprint(
 ) -> None:
     run, other = held(pipeline, 1), held(pipeline, 2)
     page = client_for(people["lead"]).get(
-        reverse("automation:queue", args=["retry_exhausted"]), {"q": run.fingerprint}
+        reverse("queues:queue", args=["retry_exhausted"]), {"q": run.fingerprint}
     )
     assert run.event_id in page.content.decode()
     assert other.event_id not in page.content.decode()

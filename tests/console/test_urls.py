@@ -1,0 +1,117 @@
+"""The console's URL names, one namespace per section, and the paths they have always had.
+
+Integrators and people's saved links use the paths: a section's name may change, its paths
+may not. Each row is a URL name with its arguments and the exact path it must give, and
+that path must lead back to the same name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver, resolve, reverse
+
+from console import urls as console_urls
+
+PATHS: dict[str, tuple[dict[str, Any], str]] = {
+    "home": ({}, "/"),
+    # queues
+    "queues:list": ({}, "/ops/queues/"),
+    "queues:queue": ({"name": "retry_exhausted"}, "/ops/queues/retry_exhausted/"),
+    "queues:claim_many": ({"name": "retry_exhausted"}, "/ops/queues/retry_exhausted/claim"),
+    "queues:batch_new": ({"queue_name": "retry_exhausted"}, "/ops/queues/retry_exhausted/batch"),
+    "queues:batch": ({"batch_id": 3}, "/ops/batches/3/"),
+    "queues:batch_start": ({"batch_id": 3}, "/ops/batches/3/start"),
+    "queues:effect_control": (
+        {"name": "create_follow_up", "action": "pause"},
+        "/ops/effects/create_follow_up/pause",
+    ),
+    # runs
+    "runs:run": ({"run_id": 7}, "/runs/7/"),
+    "runs:raw": ({"run_id": 7}, "/runs/7/raw"),
+    "runs:raw_download": ({"run_id": 7}, "/runs/7/raw/download"),
+    "runs:correct": ({"run_id": 7}, "/runs/7/correct"),
+    "runs:queue_action": ({"run_id": 7, "action": "claim"}, "/runs/7/queue/claim"),
+    "runs:recover": ({"run_id": 7, "action": "retry"}, "/runs/7/recover/retry"),
+    "runs:preview": ({"run_id": 7, "action": "replay"}, "/runs/7/preview/replay"),
+    # policy
+    "policy:list": ({}, "/policy/"),
+    "policy:new": ({}, "/policy/new"),
+    "policy:detail": ({"name": "policy-2"}, "/policy/policy-2/"),
+    "policy:simulate": ({"name": "policy-2"}, "/policy/policy-2/simulate"),
+    "policy:activate": ({"name": "policy-2"}, "/policy/policy-2/activate"),
+    "policy:simulation": ({"simulation_id": 5}, "/policy/simulations/5/"),
+    # approvals
+    "approvals:inbox": ({}, "/approvals/"),
+    "approvals:evidence": ({"request_id": 9}, "/approvals/9/"),
+    "approvals:decide": ({"request_id": 9}, "/approvals/9/decide"),
+    "approvals:raw": ({"request_id": 9}, "/approvals/9/raw"),
+    "approvals:raw_download": ({"request_id": 9}, "/approvals/9/raw/download"),
+    # quality
+    "quality:queue": ({}, "/qa/"),
+    "quality:reconcile_queue": ({}, "/qa/reconcile/"),
+    "quality:review": ({"review_id": 4}, "/qa/4/"),
+    "quality:reconcile": ({"review_id": 4}, "/qa/4/reconcile"),
+    "quality:channel": ({"name": "web"}, "/qa/channels/web/"),
+    "quality:comparison": (
+        {"name": "web", "classifier": "heuristic"},
+        "/qa/channels/web/shadow/heuristic/",
+    ),
+    "quality:promote": (
+        {"name": "web", "classifier": "heuristic"},
+        "/qa/channels/web/shadow/heuristic/promote",
+    ),
+    "quality:rollback": ({"promotion_id": 2}, "/qa/promotions/2/rollback"),
+    # reports
+    "reports:dashboard": ({}, "/reports/"),
+    "reports:csv": ({"panel": "handoffs"}, "/reports/handoffs.csv"),
+    # integrators, about
+    "integrators:api_reference": ({}, "/integrators/api/"),
+    "about:run_states": ({}, "/about/states/"),
+}
+
+
+@pytest.mark.parametrize("name", PATHS)
+def test_each_page_keeps_its_path_under_its_section_name(name: str) -> None:
+    kwargs, path = PATHS[name]
+
+    assert reverse(name, kwargs=kwargs) == path
+    assert resolve(path).view_name == name
+
+
+def _console_names() -> set[str]:
+    """Every URL name the console serves, as reversed (namespace:name), from the URLconf."""
+    names: set[str] = set()
+
+    def walk(entries: list[Any], namespace: str) -> None:
+        for entry in entries:
+            if isinstance(entry, URLResolver):
+                inner = ":".join(filter(None, [namespace, entry.namespace or ""]))
+                walk(entry.url_patterns, inner)
+            elif isinstance(entry, URLPattern) and entry.callback.__module__.startswith("console."):
+                names.add(f"{namespace}:{entry.name}" if namespace else str(entry.name))
+
+    walk(get_resolver().url_patterns, "")
+    return names
+
+
+def test_the_table_names_every_console_page() -> None:
+    assert _console_names() == set(PATHS)
+
+
+def test_no_page_is_left_under_a_domain_app_name() -> None:
+    """`automation` named the console's pages before they had sections of their own."""
+    namespaces = {name.partition(":")[0] for name in _console_names() if ":" in name}
+
+    assert namespaces == {
+        "queues",
+        "runs",
+        "policy",
+        "approvals",
+        "quality",
+        "reports",
+        "integrators",
+        "about",
+    }
+    assert console_urls.home_urls[0].name == "home"
