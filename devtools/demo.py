@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from automation import services
-from automation.learning import classifier_train
+from automation.classifiers.training import classifier_train
 from automation.models import ApiToken, ClassifierModel, Customer, IntakeChannel, Run
 from automation.roles import roles_ensure
 from automation.services.customers import customers_load_in_transaction

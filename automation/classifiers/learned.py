@@ -13,7 +13,7 @@ from typing import Any
 
 from automation.classifiers.base import ClassifierInput, ClassifierRefused, ClassifierUnavailable
 from automation.classifiers.heuristic import MAIL_EFFECTS, ROUTES, UNCLEAR, intent_text, read
-from automation.learning import ABSTAIN_BELOW, TrainingError, active_model
+from automation.classifiers.training import ABSTAIN_BELOW, TrainingError, active_model
 from automation.schemas import RequestType, is_mail
 
 

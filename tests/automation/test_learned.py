@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from automation import learning
+from automation.classifiers import training
 from automation.classifiers.base import ClassifierInput, ClassifierRefused, ClassifierUnavailable
 from automation.classifiers.learned import LearnedClassifier
-from automation.learning import classifier_train
+from automation.classifiers.training import classifier_train
 from automation.models import ClassificationAttempt, ClassifierModel, IntakeChannel, Run
 from automation.services import channel_get_or_create, intake_submit, run_advance
 
@@ -37,7 +37,7 @@ def test_training_stores_a_checksummed_version_and_reports_the_held_back_part(
     assert model.checksum == hashlib.sha256(artifact).hexdigest()
     assert model.version == f"learned-{model.checksum[:12]}"
     assert model.is_active
-    examples = learning.examples_from(SAMPLES) + learning.examples_from(EVALUATION)
+    examples = training.examples_from(SAMPLES) + training.examples_from(EVALUATION)
     held = [e for e in examples if e.held_back]
     assert model.training_size == len(examples) - len(held) > 0
     assert set(model.categories) == {"billing", "sales", "security", "support"}
@@ -100,7 +100,7 @@ def test_without_a_model_it_is_unavailable_and_a_damaged_one_is_refused(policy: 
         LearnedClassifier().classify(event, 1, deadline=1.0)
     model = classifier_train(labels=[SAMPLES]).model
     ClassifierModel.objects.filter(pk=model.pk).update(artifact=b"not the model")
-    learning._LOADED.clear()
+    training._LOADED.clear()
     with pytest.raises(ClassifierRefused):
         LearnedClassifier().classify(event, 1, deadline=1.0)
 

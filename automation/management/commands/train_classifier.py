@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from automation.learning import TrainingError, classifier_train
+from automation.classifiers.training import TrainingError, classifier_train
 
 
 class Command(BaseCommand):
