@@ -2,7 +2,7 @@
 
 The nodes are the members of `State`; the edges are the transitions django-fsm registered on
 `Run.state`, one per (source, target, method), so a transition added, moved or removed in
-automation/models.py changes the picture with it. Only where each state is drawn is chosen
+automation/runs/models.py changes the picture with it. Only where each state is drawn is chosen
 here (`LAYOUT`): a state without a place is still drawn, in a row of its own under the rest.
 
 A transition that leaves every unfinished state (`fail`) is drawn once, from the tinted

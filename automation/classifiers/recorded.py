@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from automation.classifiers.base import ClassifierInput, ClassifierTimeout, ClassifierUnavailable
-from automation.models import RecordedOutcome
+from automation.classifiers.models import RecordedOutcome
 
 
 class RecordedClassifier:

@@ -28,8 +28,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from automation.classifiers.heuristic import intent_text
+from automation.classifiers.models import ClassifierModel, Label
 from automation.mail import parse_message
-from automation.models import ClassifierModel, Label
 from automation.schemas import MailEvent
 
 # One labelled file in this many is held back from training, by a hash of its name.

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from automation.models import DeliveryResult, Effect
+from automation.effects.models import DeliveryResult, Effect
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, HttpUrl
 
 from automation.conf import setting
 from automation.effects.base import Delivery
-from automation.models import DeliveryResult, Effect
+from automation.effects.models import DeliveryResult, Effect
 from policy.schemas import canonical_json
 
 SIGNATURE_HEADER = "X-Gatehouse-Signature"

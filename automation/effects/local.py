@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from automation.effects.base import Delivery
-from automation.models import (
+from automation.effects.models import (
     AccountReview,
     DeliveryResult,
     Effect,

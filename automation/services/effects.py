@@ -30,7 +30,7 @@ from django_fsm import can_proceed, has_transition_perm
 from approvals.models import ApprovalRequest, ApprovalStatus
 from audit.models import AuditAction
 from automation.conf import setting
-from automation.effects import get_adapter
+from automation.effects.adapters import get_adapter
 from automation.effects.base import Delivery, EffectAdapter
 from automation.models import (
     DeliveryResult,

@@ -39,7 +39,7 @@ from automation.classifiers.base import (
 )
 from automation.conf import setting
 from automation.customers import customer_find, customers_known
-from automation.effects import get_adapter
+from automation.effects.adapters import get_adapter
 from automation.extraction import extraction_problems
 from automation.models import (
     TERMINAL_STATE_LIST,

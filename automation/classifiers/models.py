@@ -1,0 +1,240 @@
+"""Readings of requests: classifier attempts and recorded outcomes, trained models, QA
+reviews and labels, shadow readings and promotions."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from automation.intake.models import IntakeChannel
+from automation.runs.models import Run
+
+
+class ClassifierResult(models.TextChoices):
+    """What one classifier call came to (ClassificationAttempt.outcome)."""
+
+    VALID = "valid"
+    INVALID = "invalid"
+    TIMEOUT = "timeout"
+    UNAVAILABLE = "unavailable"
+
+
+class ClassificationAttempt(models.Model):
+    """Raw classifier output and its validation result. No hidden reasoning is stored."""
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="classifications")
+    attempt = models.PositiveSmallIntegerField()
+    classifier = models.CharField(max_length=50)
+    classifier_version = models.CharField(max_length=100)
+    prompt_version = models.CharField(max_length=100)
+    outcome = models.CharField(max_length=40)  # a ClassifierResult
+    raw_output = models.JSONField(null=True, blank=True)
+    errors = models.JSONField(default=list, blank=True)
+    latency_ms = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "attempt"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "attempt"], name="classification_unique_attempt")
+        ]
+
+    def __str__(self) -> str:
+        return f"classification {self.attempt} of run {self.run_id}: {self.outcome}"
+
+
+class RecordedOutcome(models.Model):
+    """A stored classifier outcome for one attempt, replayed by the recorded classifier."""
+
+    channel = models.ForeignKey(IntakeChannel, on_delete=models.CASCADE)
+    event_id = models.CharField(max_length=200)
+    attempt = models.PositiveSmallIntegerField()
+    outcome = models.JSONField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["channel", "event_id", "attempt"], name="recorded_outcome_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.channel_id}/{self.event_id} attempt {self.attempt}"
+
+
+class ClassifierModel(models.Model):
+    """A trained model of the `learned` classifier: a versioned artifact, never changed once
+    stored. The version names its checksum, so a run's classifier_version names the exact
+    model that read it. One version at most is active: the one the classifier uses."""
+
+    version = models.CharField(max_length=40, unique=True)  # learned-<checksum prefix>
+    checksum = models.CharField(max_length=64)  # sha256 of the artifact
+    artifact = models.BinaryField()  # the fitted scikit-learn pipeline (pickle)
+    trained_at = models.DateTimeField(default=timezone.now)
+    training_size = models.PositiveIntegerField()
+    categories = models.JSONField(default=list)
+    cv_accuracy = models.FloatField(null=True)  # cross-validated, on the training set
+    held_out = models.JSONField(default=dict)  # {set: {"right": n, "of": m}}
+    sources = models.JSONField(default=list)  # what it was trained on
+    is_active = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_active"],
+                condition=models.Q(is_active=True),
+                name="classifier_model_one_active",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.version
+
+
+class QAStatus(models.TextChoices):
+    OPEN = "open"
+    CONFIRMED = "confirmed"  # the reading was right
+    CORRECTED = "corrected"  # the reading was wrong; the effect had already happened
+
+
+class QAReview(models.Model):
+    """A straight-through run policy sampled for a person to review after the fact. Made in
+    the transaction that authorized the effect; it never holds the run or its effect.
+
+    A correction re-runs nothing: the effect is done. It leaves the review waiting for an ops
+    lead to reconcile (the `reconcile` queue) until someone says what was done about it."""
+
+    run = models.OneToOneField(Run, on_delete=models.PROTECT, related_name="qa_review")
+    route = models.CharField(max_length=100)
+    group = models.CharField(max_length=150)  # who reviews it
+    policy_version = models.CharField(max_length=100)
+    classifier_version = models.CharField(max_length=200)
+    reading = models.JSONField()  # category, effect, confidence and fields, as judged
+    status = models.CharField(max_length=20, choices=QAStatus.choices, default=QAStatus.OPEN)
+    created_at = models.DateTimeField(default=timezone.now)
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="qa_reviews",
+    )
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    correction = models.JSONField(default=dict, blank=True)  # category, effect, fields, note
+    reconciled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="qa_reconciliations",
+    )
+    reconciled_at = models.DateTimeField(null=True, blank=True)
+    reconcile_note = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [
+            # The QA queue: open reviews in order, by group.
+            models.Index(
+                fields=["group", "created_at", "id"],
+                condition=models.Q(status="open"),
+                name="qa_open_idx",
+            ),
+            # The reconcile queue: corrected after the effect, not yet reconciled.
+            models.Index(
+                fields=["reviewed_at", "id"],
+                condition=models.Q(status="corrected", reconciled_at__isnull=True),
+                name="qa_reconcile_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"QA of run #{self.run_id} ({self.status})"
+
+
+class LabelSource(models.TextChoices):
+    QA_CONFIRMED = "qa_confirmed"
+    QA_CORRECTED = "qa_corrected"
+    CORRECTION = "correction"  # a held run corrected in the correction queue
+    APPROVAL = "approval"  # an approver approved the effect the reading proposed
+
+
+class Label(models.Model):
+    """A person's judgement of one reading: measured truth for the learning loop. Who gave
+    it and when, the reading judged, the classifier version that made it, and the category
+    and effect the person says are right. Append-only."""
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="labels")
+    source = models.CharField(max_length=20, choices=LabelSource.choices)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    created_at = models.DateTimeField(default=timezone.now)
+    classifier_version = models.CharField(max_length=200)
+    reading = models.JSONField()  # the category, effect and confidence judged
+    category = models.CharField(max_length=50)  # what the person says it is
+    effect = models.CharField(max_length=100)
+    reading_was_right = models.BooleanField()
+
+    class Meta:
+        indexes = [models.Index(fields=["created_at", "id"], name="label_created_idx")]
+
+    def __str__(self) -> str:
+        return f"label of run #{self.run_id}: {self.category}/{self.effect}"
+
+
+class ShadowOutcome(models.TextChoices):
+    READ = "read"  # a reading that meets the decision schema
+    INVALID = "invalid"  # an answer that does not
+    FAILED = "failed"  # the classifier raised, or was unavailable
+    TIMEOUT = "timeout"  # no answer within the deadline
+
+
+class ShadowReading(models.Model):
+    """A shadow classifier's reading of a run: stored for comparison with the live reading,
+    never decided on, never an effect or a queue item. Made by a low-priority task of its
+    own, after the run's classification committed; one per run and classifier."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="shadow_readings")
+    classifier = models.CharField(max_length=50)
+    classifier_version = models.CharField(max_length=200)
+    outcome = models.CharField(max_length=20, choices=ShadowOutcome.choices)
+    reading = models.JSONField(default=dict)  # the validated reading, when READ
+    raw_output = models.JSONField(null=True)
+    error = models.TextField(blank=True)
+    latency_ms = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "classifier"], name="shadow_one_per_run")
+        ]
+        indexes = [models.Index(fields=["classifier", "created_at"], name="shadow_by_time_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.classifier} on run #{self.run_id}: {self.outcome}"
+
+
+class ClassifierPromotion(models.Model):
+    """A channel's live classifier switched to a candidate on the evidence of a comparison,
+    by a person with the right to change channels; rolled back by one action too."""
+
+    channel = models.ForeignKey(IntakeChannel, on_delete=models.PROTECT)
+    from_classifier = models.CharField(max_length=50)
+    from_version = models.CharField(max_length=200)
+    to_classifier = models.CharField(max_length=50)
+    to_version = models.CharField(max_length=200)
+    evidence = models.JSONField()  # the comparison's figures it was based on
+    promoted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="promotions"
+    )
+    promoted_at = models.DateTimeField(default=timezone.now)
+    rolled_back_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="rollbacks",
+    )
+    rolled_back_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.channel_id}: {self.from_classifier} -> {self.to_classifier}"

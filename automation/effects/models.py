@@ -1,0 +1,156 @@
+"""The outbox: effects, their delivery attempts, the controls that pause them, and the records
+local effects write."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from automation.runs.models import Run
+from automation.schemas import SUBJECT_LIMIT
+
+
+class EffectStatus(models.TextChoices):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    RETRY_WAIT = "retry_wait"
+    REJECTED = "rejected"
+    UNCERTAIN = "uncertain"
+
+
+class Effect(models.Model):
+    """The outbox. One row per (request, effect): the unique key makes a second one impossible."""
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="effects")
+    name = models.CharField(max_length=50)
+    idempotency_key = models.CharField(max_length=64, unique=True)
+    payload = models.JSONField()
+    # What authorised it: the policy version and, where required, the approval request.
+    authorization = models.JSONField()
+    status = models.CharField(
+        max_length=20, choices=EffectStatus.choices, default=EffectStatus.PENDING
+    )
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    response_ref = models.CharField(max_length=200, blank=True)
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.TextField(blank=True, help_text="the start of the last response")
+    # Delivery budget: attempts up to attempt_limit, and none after deadline_at. Staff retrying
+    # a held effect grant a fresh budget; the idempotency key never changes.
+    attempt_limit = models.PositiveSmallIntegerField(default=5)
+    deadline_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # When a delivery message was sent and not yet taken (see Run.dispatched_at).
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # The sweep: WHERE status IN (pending, retry_wait) AND next_attempt_at <= now. It
+            # carries the name and attempts too, so the outbox figures of the queues page and
+            # /metrics (by name, waiting or held) are an index-only scan.
+            models.Index(
+                fields=["status", "next_attempt_at"],
+                include=["name", "attempts"],
+                name="effect_due_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} for run {self.run_id} ({self.status})"
+
+
+class DeliveryResult(models.TextChoices):
+    """What one delivery attempt came to (EffectAttempt.outcome, an adapter's Delivery)."""
+
+    DELIVERED = "delivered"
+    RETRY = "retry"  # not delivered, worth another attempt (5xx, timeout, refused connection)
+    REJECTED = "rejected"  # refused for good (4xx, a record that cannot be written)
+    UNCERTAIN = "uncertain"  # sent, no answer: it may have been performed
+    LOST = "lost"  # the worker died before it recorded the attempt
+
+
+class EffectAttempt(models.Model):
+    """One try at delivering an effect: when, how long, and what came back."""
+
+    effect = models.ForeignKey(Effect, on_delete=models.PROTECT, related_name="attempt_rows")
+    attempt = models.PositiveSmallIntegerField()
+    started_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField()
+    outcome = models.CharField(max_length=20)  # a DeliveryResult
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    error_class = models.CharField(max_length=200, blank=True)
+    detail = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["effect", "attempt"]
+        constraints = [
+            models.UniqueConstraint(fields=["effect", "attempt"], name="effect_attempt_unique")
+        ]
+        indexes = [
+            # Rate limit after a resume: WHERE effect name = ... AND started_at >= now - 1 min.
+            models.Index(fields=["started_at"], name="effect_attempt_started_idx")
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.attempt} of effect {self.effect_id}: {self.outcome}"
+
+
+class EffectControl(models.Model):
+    """Operator switches for one effect: paused during an outage, and a delivery rate."""
+
+    name = models.CharField(max_length=50, unique=True)
+    paused = models.BooleanField(default=False)
+    # Deliveries per minute once resumed, so a recovering service is not flooded; null: no cap.
+    rate_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT
+    )
+    changed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({'paused' if self.paused else 'running'})"
+
+
+class LocalEffectRecord(models.Model):
+    """What a local adapter writes. Keyed by the effect's key, so a repeat changes nothing."""
+
+    idempotency_key = models.CharField(max_length=64, unique=True)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT)
+    payload = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        abstract = True
+
+
+class FollowUp(LocalEffectRecord):
+    """A follow-up task for the route's team."""
+
+    route = models.CharField(max_length=50)
+    subject = models.CharField(max_length=SUBJECT_LIMIT)  # the contract's limit: held whole
+
+    def __str__(self) -> str:
+        return f"follow-up for {self.route}: {self.subject}"
+
+
+class AccountReview(LocalEffectRecord):
+    """An item in the account review queue."""
+
+    account_tier = models.CharField(max_length=20)
+    subject = models.CharField(max_length=SUBJECT_LIMIT)  # the contract's limit: held whole
+
+    def __str__(self) -> str:
+        return f"account review: {self.subject}"
+
+
+class InternalNotification(LocalEffectRecord):
+    """A notification to the route's internal channel."""
+
+    route = models.CharField(max_length=50)
+    message = models.TextField()
+
+    def __str__(self) -> str:
+        return f"notification to {self.route}"

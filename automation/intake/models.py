@@ -1,0 +1,124 @@
+"""Where requests come in: customers, intake channels, the raw intake records and API tokens."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from django.db import models
+
+
+class Customer(models.Model):
+    """A known customer: what a reference number or a sender's domain is checked against."""
+
+    reference = models.CharField(max_length=40, unique=True, help_text="e.g. CUST-10042")
+    name = models.CharField(max_length=200)
+    account_tier = models.CharField(
+        max_length=20, choices=[("standard", "standard"), ("priority", "priority")]
+    )
+    email_domains = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["reference"]
+
+    def __str__(self) -> str:
+        return f"{self.reference} {self.name}"
+
+
+class IntakeChannel(models.Model):
+    """Where requests come from, and how runs from there are interpreted and versioned."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    classifier = models.CharField(max_length=50, default="recorded")
+    classifier_version = models.CharField(max_length=100, default="recorded-classifier-1")
+    workflow_version = models.CharField(max_length=100)
+    prompt_version = models.CharField(max_length=100)
+    # Pinned policy version; empty means "the version active when the run is decided".
+    policy_version = models.CharField(max_length=100, blank=True)
+    max_classifier_attempts = models.PositiveSmallIntegerField(default=3)
+    # E-mail is one request whichever way it arrives (the mailbox, the API): every channel
+    # that takes real mail shares one identity scope for it (MAIL_SCOPE). A sandbox, such as a
+    # classifier evaluation, keeps its mail to itself so it never meets, or waits for, real mail.
+    shares_mail_identity = models.BooleanField(default=True)
+    # Classifiers that read every run of the channel beside the live one, without acting
+    # (shadow mode): their readings are stored for comparison, never decided on.
+    shadow_classifiers = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+# The identity scope of e-mail on every channel that shares mail identity. A JSON event's
+# scope is its channel's name (what effect keys were always made of); a channel's name is a
+# slug and "@" is no slug character, so the two kinds of scope never meet.
+MAIL_SCOPE = "@mail"
+
+
+class IntakeRecord(models.Model):
+    """The raw request exactly as received, written before any validation. Never modified.
+
+    A request over the size limit (`services.intake.message_limit`) is kept as a refused
+    record: its size, the SHA-256 of all of it and only its first bytes (REFUSED_HEAD_BYTES),
+    never the whole body.
+    """
+
+    channel = models.ForeignKey(IntakeChannel, on_delete=models.PROTECT)
+    raw = models.BinaryField()
+    content_type = models.CharField(max_length=200)
+    source = models.CharField(max_length=200, help_text="who delivered it: API token, file")
+    # Set only on a record kept after its admission failed: why it has no run.
+    admission_error = models.TextField(blank=True, help_text="why no run was made, if none was")
+    received_at = models.DateTimeField(auto_now_add=True)
+    # The SHA-256 of `raw`, set on insert: how a folder read again knows which files it took
+    # (services.mailbox), even a message that could not be read and so has no Message-ID.
+    raw_sha256 = models.CharField(max_length=64, blank=True, editable=False)
+    # Bytes of the request as it came: of all of it, also when only its head is kept.
+    size = models.PositiveBigIntegerField(editable=False)
+    # Over the size limit: `raw` is only its first bytes, and no event was read from it.
+    refused = models.BooleanField(default=False, editable=False)
+
+    class Meta:
+        indexes = [
+            # WHERE raw_sha256 = ... AND source = ... AND channel_id = ...: was this file
+            # taken in before (services.mailbox); a digest names a few rows at most.
+            models.Index(fields=["raw_sha256"], name="intake_raw_sha256_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"intake #{self.pk} via {self.channel_id}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise ValueError("an intake record is never modified")
+        self.set_digest()
+        super().save(*args, **kwargs)
+
+    def set_digest(self) -> None:
+        """Stamp `raw_sha256` and `size`: save() does; so does a writer that inserts the row
+        itself. A refused record comes with both, taken from the whole request."""
+        if not self.refused:
+            self.raw_sha256 = self.digest(self.raw)
+            self.size = len(self.raw)
+
+    @staticmethod
+    def digest(raw: bytes | memoryview) -> str:
+        return hashlib.sha256(bytes(raw)).hexdigest()
+
+    @property
+    def text(self) -> str:
+        return bytes(self.raw).decode("utf-8", errors="replace")
+
+
+class ApiToken(models.Model):
+    """A bearer token for an integrator; only its SHA-256 is stored."""
+
+    name = models.CharField(max_length=100, unique=True)
+    key_hash = models.CharField(max_length=64, unique=True)
+    channel = models.ForeignKey(IntakeChannel, on_delete=models.PROTECT)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name

@@ -1,0 +1,2 @@
+"""Recovery, one of automation's concerns: recovery batches and their actions, and policy
+simulations (`models`)."""
