@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from automation.conf import setting
-from automation.models import Customer
+from automation.intake.models import Customer
 
 
 def reference_pattern() -> re.Pattern[str]:
