@@ -20,32 +20,43 @@ from __future__ import annotations
 
 from django.urls import path
 
-from console.views import about, approvals, integrators, lists, ops, policy, quality, reports
+from console.views import (
+    about,
+    approvals,
+    home,
+    integrators,
+    lists,
+    policy,
+    quality,
+    queues,
+    reports,
+    runs,
+)
 
-home_urls = [path("", ops.home, name="home")]
+home_urls = [path("", home.home, name="home")]
 
 queue_urls = (
     [
-        path("queues/", ops.queues, name="list"),
-        path("effects/<slug:name>/<slug:action>", ops.effect_control, name="effect_control"),
-        path("queues/<slug:name>/", ops.queue, name="queue"),
+        path("queues/", queues.queues, name="list"),
+        path("effects/<slug:name>/<slug:action>", queues.effect_control, name="effect_control"),
+        path("queues/<slug:name>/", queues.queue, name="queue"),
         path("queues/<slug:name>/claim", lists.claim_many, name="claim_many"),
-        path("queues/<slug:queue_name>/batch", ops.batch_new, name="batch_new"),
-        path("batches/<int:batch_id>/", ops.batch, name="batch"),
-        path("batches/<int:batch_id>/start", ops.batch_start, name="batch_start"),
+        path("queues/<slug:queue_name>/batch", queues.batch_new, name="batch_new"),
+        path("batches/<int:batch_id>/", queues.batch, name="batch"),
+        path("batches/<int:batch_id>/start", queues.batch_start, name="batch_start"),
     ],
     "queues",
 )
 
 run_urls = (
     [
-        path("<int:run_id>/", ops.run_page, name="run"),
-        path("<int:run_id>/raw", ops.raw_input, name="raw"),
-        path("<int:run_id>/raw/download", ops.raw_download, name="raw_download"),
-        path("<int:run_id>/correct", ops.correct, name="correct"),
-        path("<int:run_id>/queue/<slug:action>", ops.queue_action, name="queue_action"),
-        path("<int:run_id>/recover/<slug:action>", ops.recover, name="recover"),
-        path("<int:run_id>/preview/<slug:action>", ops.preview, name="preview"),
+        path("<int:run_id>/", runs.run_page, name="run"),
+        path("<int:run_id>/raw", runs.raw_input, name="raw"),
+        path("<int:run_id>/raw/download", runs.raw_download, name="raw_download"),
+        path("<int:run_id>/correct", runs.correct, name="correct"),
+        path("<int:run_id>/queue/<slug:action>", runs.queue_action, name="queue_action"),
+        path("<int:run_id>/recover/<slug:action>", runs.recover, name="recover"),
+        path("<int:run_id>/preview/<slug:action>", runs.preview, name="preview"),
     ],
     "runs",
 )

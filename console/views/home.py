@@ -1,0 +1,21 @@
+"""The console's start page: each role lands where its work is, the queues for whoever reads
+runs and the inbox for an approver; a person with neither is told they have no role."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+
+from console.views.staff import VIEW_RUNS
+from core.http import AuthenticatedHttpRequest
+
+
+@login_required
+def home(request: AuthenticatedHttpRequest) -> HttpResponse:
+    user = request.user
+    if user.has_perm(VIEW_RUNS):
+        return redirect("queues:list")
+    if user.has_perm("approvals.view_approvalrequest"):
+        return redirect("approvals:inbox")
+    return render(request, "home/no_role.html", status=403)

@@ -1,0 +1,201 @@
+"""The queues section (`queues:*`, under /ops/): the queues and the effects' pause and
+resume switches, one queue's held runs with its filters, and the recovery batches started
+from a queue, previewed before they run."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from automation import selectors, services
+from automation.conf import setting
+from automation.models import QUEUE_NAMES, EffectControl, RecoveryBatch, Run
+from automation.vocabulary import label
+from console.forms.ops import BatchForm, EffectResumeForm, QueueFilterForm, form_problems
+from console.refusals import show_refusal
+from console.views.staff import VIEW_RUNS, assignees
+from core.errors import ServiceError
+from core.http import AuthenticatedHttpRequest
+from core.keyset import OLDEST, page_link
+from policy.models import PolicyVersion
+
+
+def _queue_owners() -> dict[str, str]:
+    active = PolicyVersion.objects.filter(is_active=True).first()
+    return dict(active.parsed.queue_owners) if active else {}
+
+
+@require_GET
+@login_required
+@permission_required(VIEW_RUNS, raise_exception=True)
+def queues(request: AuthenticatedHttpRequest) -> HttpResponse:
+    context = {
+        "queues": selectors.queue_summaries(owners=_queue_owners()),
+        "effects": selectors.effect_controls(),
+        "now": timezone.now(),
+    }
+    return render(request, "queues/list.html", context)
+
+
+def _fits(model: Any, field: str, value: str) -> bool:
+    """Whether a name from the address fits the column it is stored in: a longer one names
+    nothing that exists, and must not reach the database."""
+    return len(value) <= model._meta.get_field(field).max_length
+
+
+@require_POST
+@login_required
+@permission_required("automation.change_effectcontrol", raise_exception=True)
+def effect_control(request: AuthenticatedHttpRequest, name: str, action: str) -> HttpResponse:
+    if action not in {"pause", "resume"} or not _fits(EffectControl, "name", name):
+        raise Http404("no such effect control")
+    try:
+        if action == "pause":
+            _pause(request, name)
+        else:
+            _resume_effect(request, name)
+    except ServiceError as exc:  # it would have changed nothing: nothing was written
+        show_refusal(request, exc)
+    return redirect("queues:list")
+
+
+def _pause(request: AuthenticatedHttpRequest, name: str) -> None:
+    services.effect_pause(name=name, user=request.user)
+    messages.success(request, f"{name} paused: deliveries wait without using attempts.")
+
+
+def _resume_effect(request: AuthenticatedHttpRequest, name: str) -> None:
+    form = EffectResumeForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"{name} not resumed: {form_problems(form)}")
+        return
+    per_minute = form.cleaned_data["rate"]
+    services.effect_resume(name=name, user=request.user, rate_per_minute=per_minute)
+    messages.success(request, f"{name} resumed" + (f" at {per_minute}/min." if per_minute else "."))
+
+
+def _filters(form: QueueFilterForm) -> selectors.QueueFilters:
+    """The usable filters; the form's errors say which were left out."""
+    form.is_valid()
+    return selectors.QueueFilters(
+        route=form.value("route") or "",
+        owner=form.value("owner") or "",
+        older_than_hours=form.value("older_than_hours"),
+        since=form.value("since"),
+        until=form.value("until"),
+        search=form.value("q") or "",
+        after=form.value("after"),
+        before=form.value("before"),
+        order=form.value("order") or OLDEST,
+    )
+
+
+@require_GET
+@login_required
+@permission_required(VIEW_RUNS, raise_exception=True)
+def queue(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
+    if name not in QUEUE_NAMES:
+        raise Http404("no such queue")
+    now = timezone.now()
+    filter_form = QueueFilterForm(request.GET)
+    filters = _filters(filter_form)
+    page = selectors.queue_items(queue=name, filters=filters, now=now)
+    items = page.items
+    oldest = items[0].queued_at if items and items[0].queued_at else now
+    # The window ends a minute ahead so what was held in the current second is inside it.
+    until = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    batch_form = BatchForm(initial={"since": oldest, "until": until, "action": "retry"})
+    context = {
+        "name": name,
+        "items": items,
+        "next_link": page_link(request.GET, "after", page.next),
+        "previous_link": page_link(request.GET, "before", page.previous),
+        "filters": filters,
+        "filter_form": filter_form,
+        "now": now,
+        "batch_form": batch_form,
+        "people": assignees(),
+        "page_size": selectors.QUEUE_PAGE_SIZE,
+    }
+    status = 400 if filter_form.errors else 200
+    return render(request, "queues/queue.html", context, status=status)
+
+
+@require_POST
+@login_required
+@permission_required("automation.recover_run", raise_exception=True)
+def batch_new(request: AuthenticatedHttpRequest, queue_name: str) -> HttpResponse:
+    if queue_name not in QUEUE_NAMES:
+        raise Http404("no such queue")
+    form = BatchForm(request.POST)
+    if not form.is_valid():
+        messages.error(
+            request,
+            f"A batch needs an action, a time window and a reason. {form_problems(form)}",
+        )
+        return redirect("queues:queue", name=queue_name)
+    data = form.cleaned_data
+    batch = services.batch_preview(
+        action=data["action"],
+        queue=queue_name,
+        since=data["since"],
+        until=data["until"],
+        user=request.user,
+        reason=data["reason"],
+    )
+    return redirect("queues:batch", batch_id=batch.pk)
+
+
+BATCH_ROWS_SHOWN = 200
+
+
+@require_GET
+@login_required
+@permission_required(VIEW_RUNS, raise_exception=True)
+def batch(request: AuthenticatedHttpRequest, batch_id: int) -> HttpResponse:
+    item = get_object_or_404(RecoveryBatch.objects.select_related("created_by"), pk=batch_id)
+    percent = 100 * item.done // item.total if item.total else 100
+    now = timezone.now()
+    age = (now - item.previewed_at).total_seconds() if item.previewed_at else None
+    context: dict[str, Any] = {
+        "batch": item,
+        "percent": percent,
+        "summary": services.preview_summary(item.preview),
+        "rows": item.preview[:BATCH_ROWS_SHOWN],
+        "more": max(0, len(item.preview) - BATCH_ROWS_SHOWN),
+        "fresh_for": max(0, int(setting("PREVIEW_FRESH_SECONDS") - age)) if age is not None else 0,
+    }
+    shown = [r["run"] for r in context["rows"]]
+    now_in = dict(Run.objects.filter(pk__in=shown).values_list("pk", "state"))
+    done = {
+        a.run_id: f"{label('recovery', a.action)}; "
+        f"the run is now {label('state', now_in.get(a.run_id))}"
+        for a in item.recoveryaction_set.filter(run_id__in=shown)
+    }
+    failed = {f["run"]: f["reason"] for f in item.failures}
+    context["rows"] = [
+        {**row, "done": done.get(row["run"], ""), "failed": failed.get(row["run"], "")}
+        for row in context["rows"]
+    ]
+    return render(request, "queues/batch.html", context)
+
+
+@require_POST
+@login_required
+@permission_required("automation.recover_run", raise_exception=True)
+def batch_start(request: AuthenticatedHttpRequest, batch_id: int) -> HttpResponse:
+    get_object_or_404(RecoveryBatch, pk=batch_id)
+    try:
+        services.batch_start(batch_id=batch_id, user=request.user)
+    except ServiceError as exc:
+        show_refusal(request, exc, prefix="Not started: ")
+    else:
+        messages.success(request, "Started: the batch works through its runs in the background.")
+    return redirect("queues:batch", batch_id=batch_id)
