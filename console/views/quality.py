@@ -26,6 +26,7 @@ from automation.vocabulary import Kind, label
 from console.forms.ops import form_problems
 from console.forms.quality import QACorrectionForm, ReconcileForm
 from console.refusals import show_refusal
+from console.views.staff import VIEW_RUNS
 from core.codes import Refusal
 from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
@@ -173,7 +174,6 @@ def reconcile(request: AuthenticatedHttpRequest, review_id: int) -> HttpResponse
 
 # --- shadow comparison and promotion ------------------------------------------------------
 
-VIEW_RUNS = "automation.view_run"
 PERIODS = {"7d": 7, "30d": 30, "90d": 90}
 
 
