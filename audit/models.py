@@ -23,7 +23,7 @@ class AuditAction(models.TextChoices):
     value never changes, a new action gets a new member."""
 
     # A run's transitions: "run." and the name of the transition method on automation's Run
-    # (automation.services.journal checks, when it loads, that each one has its member).
+    # (automation.runs.journal checks, when it loads, that each one has its member).
     RUN_VALIDATE = "run.validate"
     RUN_NORMALIZE = "run.normalize"
     RUN_ENRICH = "run.enrich"

@@ -6,8 +6,8 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from automation import services
 from automation.models import Effect
+from automation.runs.runlog import log_run_id
 from automation.services import shadow
-from automation.services.runlog import log_run_id
 from automation.services.simulation import simulation_process
 
 

@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
 from automation.models import Run
-from automation.services.journal import record_transition
+from automation.runs.journal import record_transition
 from core.logging import JsonFormatter, PlainFormatter
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 

@@ -7,6 +7,8 @@ commands call these functions; nothing else changes a run.
 
 from __future__ import annotations
 
+from automation.runs.payloads import effect_key
+from automation.runs.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK
 from automation.services.actions import queue_action, queue_actions, run_action, run_actions
 from automation.services.activation import (
     SIMULATION_FRESH_FOR,
@@ -34,7 +36,6 @@ from automation.services.operations import (
     run_reconsider,
     sweep_due,
 )
-from automation.services.payloads import effect_key
 from automation.services.pipeline import run_advance
 from automation.services.preview import preview_runs, preview_summary
 from automation.services.recovery import (
@@ -61,7 +62,6 @@ from automation.services.recovery import (
     run_retry,
     run_retry_effect,
 )
-from automation.services.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK
 
 __all__ = [
     "ADVANCE_RUN_TASK",

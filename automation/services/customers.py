@@ -10,8 +10,8 @@ from django.db import transaction
 from audit.models import AuditAction
 from automation.customers import reference_pattern
 from automation.models import Customer
+from automation.runs.journal import record_audit
 from automation.schemas import AccountTier
-from automation.services.journal import record_audit
 
 COLUMNS = ("reference", "name", "account_tier", "email_domains")
 

@@ -44,13 +44,13 @@ from automation.models import (
     StageOutcome,
     State,
 )
+from automation.runs.journal import Stage, record_audit, record_transition, write_row
+from automation.runs.locking import lock_run
+from automation.runs.payloads import binding_of
+from automation.runs.runlog import log_run
+from automation.runs.sending import DELIVER_EFFECT_TASK
 from automation.schemas import storable
 from automation.services.backoff import backoff_delay
-from automation.services.journal import Stage, record_audit, record_transition, write_row
-from automation.services.locking import lock_run
-from automation.services.payloads import binding_of
-from automation.services.runlog import log_run
-from automation.services.sending import DELIVER_EFFECT_TASK
 from automation.signals import effect_sent_downstream
 from automation.vocabulary import Kind, label
 from core.codes import Refusal

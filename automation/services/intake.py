@@ -34,6 +34,17 @@ from automation.models import (
     StageRecord,
     State,
 )
+from automation.runs.journal import (
+    Stage,
+    audit_fields,
+    journal,
+    record_audit,
+    record_transition,
+    write_row,
+)
+from automation.runs.payloads import event_facts, facts_of, policy_for
+from automation.runs.runlog import log_admission, logs_intake
+from automation.runs.sending import ADVANCE_RUN_TASK
 from automation.schemas import (
     FieldProblem,
     IntakeEvent,
@@ -45,17 +56,6 @@ from automation.schemas import (
     storage_problems,
     validation_problems,
 )
-from automation.services.journal import (
-    Stage,
-    audit_fields,
-    journal,
-    record_audit,
-    record_transition,
-    write_row,
-)
-from automation.services.payloads import event_facts, facts_of, policy_for
-from automation.services.runlog import log_admission, logs_intake
-from automation.services.sending import ADVANCE_RUN_TASK
 from core.dispatch import Priority, enqueue_after_commit, message_row
 from policy.evaluation import check_request_allowed
 from policy.models import PolicyVersion, parsed_version

@@ -29,14 +29,14 @@ from automation.models import (
     StageOutcome,
     State,
 )
+from automation.runs.journal import Stage, record_audit, record_transition
+from automation.runs.runlog import log_run
+from automation.runs.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK, run_send
 from automation.schemas import (
     ClassifierDecision,
     validation_problems,
 )
-from automation.services.journal import Stage, record_audit, record_transition
 from automation.services.pipeline import STEPS
-from automation.services.runlog import log_run
-from automation.services.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK, run_send
 from core.dispatch import MAX_DELAY, batch, enqueue_after_commit, oldest_unspent
 from core.errors import state_conflict
 from core.limits import within

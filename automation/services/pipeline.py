@@ -54,6 +54,24 @@ from automation.models import (
     StageOutcome,
     State,
 )
+from automation.runs.journal import (
+    Stage,
+    add_checkpoint,
+    journal,
+    record_audit,
+    record_transition,
+    versions_of,
+    write_row,
+)
+from automation.runs.locking import lock_run
+from automation.runs.payloads import (
+    binding_of,
+    decided_policy_of,
+    decision_of,
+    effect_key,
+    effect_payload_of,
+    policy_for,
+)
 from automation.schemas import (
     AccountTier,
     ClassifierDecision,
@@ -69,24 +87,6 @@ from automation.services.effects import (
     effect_deliver_locked,
     effect_priority,
     effect_send,
-)
-from automation.services.journal import (
-    Stage,
-    add_checkpoint,
-    journal,
-    record_audit,
-    record_transition,
-    versions_of,
-    write_row,
-)
-from automation.services.locking import lock_run
-from automation.services.payloads import (
-    binding_of,
-    decided_policy_of,
-    decision_of,
-    effect_key,
-    effect_payload_of,
-    policy_for,
 )
 from automation.services.quality import label_record, qa_review_open, reading_of
 from automation.services.shadow import shadows_send

@@ -18,8 +18,8 @@ from typing import Any
 from django.contrib.auth.models import User
 
 from automation.models import EFFECT_HOLDS, Effect, EffectStatus, Run, State
+from automation.runs.payloads import decision_of, effect_key
 from automation.services.actions import run_actions
-from automation.services.payloads import decision_of, effect_key
 from automation.services.simulation import compare
 from automation.vocabulary import PREVIEW_RESULTS, label
 from policy.evaluation import Decision, Verdict

@@ -21,8 +21,8 @@ from django.utils import timezone
 
 from audit.models import AuditAction
 from automation.models import Label, LabelSource, QAReview, QAStatus, Run
+from automation.runs.journal import record_audit, write_row
 from automation.schemas import EffectName, RequestType
-from automation.services.journal import record_audit, write_row
 from core.codes import Refusal
 from core.errors import ServiceError
 from core.limits import within

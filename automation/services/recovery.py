@@ -42,16 +42,16 @@ from automation.models import (
     StageOutcome,
     State,
 )
+from automation.runs.journal import Stage, add_checkpoint, record_audit, record_transition
+from automation.runs.sending import run_send
 from automation.schemas import ClassifierDecision, FieldProblem, validation_problems
 from automation.selectors import current_reading
 from automation.services.effects import effect_retry_in_transaction
 from automation.services.intake import intake_replay
 from automation.services.jobs import job_settled
-from automation.services.journal import Stage, add_checkpoint, record_audit, record_transition
 from automation.services.operations import RECOVER_RUN, run_reconsider, run_resume_in_transaction
 from automation.services.preview import preview_runs
 from automation.services.quality import label_record
-from automation.services.sending import run_send
 from core import dispatch, limits
 from core.codes import Refusal
 from core.dispatch import Priority, enqueue_after_commit

@@ -43,9 +43,9 @@ from automation.models import (
     ShadowOutcome,
     ShadowReading,
 )
+from automation.runs.journal import record_audit
+from automation.runs.payloads import decision_of, facts_of, interpretation_of, sender_text
 from automation.schemas import ClassifierDecision
-from automation.services.journal import record_audit
-from automation.services.payloads import decision_of, facts_of, interpretation_of, sender_text
 from core.codes import Refusal
 from core.dispatch import Priority, enqueue_after_commit
 from core.errors import ServiceError

@@ -18,8 +18,8 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from automation.models import BatchStatus, Run, Simulation
+from automation.runs.payloads import decision_of
 from automation.services.jobs import job_settled
-from automation.services.payloads import decision_of
 from core.dispatch import enqueue_after_commit
 from policy.evaluation import Decision
 from policy.models import PolicyVersion

@@ -11,7 +11,7 @@ import pytest
 
 from audit.models import APPROVAL_ACTIONS, AuditAction, AuditEvent
 from automation.models import IntakeChannel, IntakeRecord, Outcome, Run, State
-from automation.services.journal import TRANSITION_ACTIONS, record_transition
+from automation.runs.journal import TRANSITION_ACTIONS, record_transition
 from tests.automation.test_transitions import DECLARED
 
 REPO = Path(__file__).resolve().parents[2]

@@ -20,18 +20,11 @@ from django.db.models import Model
 from django.utils import timezone
 from django_fsm import FSMField
 
-from audit.models import AuditAction
+from audit.models import AuditAction, AuditEvent
 from audit.services import SYSTEM, audit_record
-from automation.models import (
-    AuditEvent,
-    Checkpoint,
-    IntakeRecord,
-    Run,
-    StageName,
-    StageOutcome,
-    StageRecord,
-)
-from automation.services.runlog import log_run
+from automation.intake.models import IntakeRecord
+from automation.runs.models import Checkpoint, Run, StageName, StageOutcome, StageRecord
+from automation.runs.runlog import log_run
 
 
 @dataclass

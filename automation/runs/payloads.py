@@ -10,7 +10,7 @@ from typing import Any
 from approvals.binding import Binding
 from automation.extraction import parse_amount
 from automation.mailtext import FORWARDED, OWN, QUOTED, split_text
-from automation.models import Run
+from automation.runs.models import Run
 from automation.schemas import AccountTier, is_mail
 from policy.evaluation import Decision, EventFacts, Interpretation, evaluate
 from policy.models import PolicyVersion

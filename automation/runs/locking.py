@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import connection
 
-from automation.models import Run
+from automation.runs.models import Run
 
 
 def lock_run(run_id: int, *, wait: bool = False) -> Run | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from automation.models import Run
+from automation.runs.models import Run
 from core.dispatch import Priority, enqueue_after_commit
 
 ADVANCE_RUN_TASK = "automation.tasks.advance_run"

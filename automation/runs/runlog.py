@@ -9,7 +9,8 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 
 from django.db import transaction
 
-from automation.models import IntakeRecord, Run
+from automation.intake.models import IntakeRecord
+from automation.runs.models import Run
 
 RUN_LOG = logging.getLogger("gatehouse.runs")
 
