@@ -16,8 +16,9 @@ from django.urls import URLPattern, path
 from django.utils.html import format_html, format_html_join
 
 from audit.admin import without_approval_rows
-from automation import services
 from automation.classifiers.base import CLASSIFIERS
+from automation.effects.services import DELIVERABLE, effect_pause, effect_resume
+from automation.intake.services import api_tokens_revoke
 from automation.models import (
     AccountReview,
     ApiToken,
@@ -38,9 +39,9 @@ from automation.models import (
     StageRecord,
     State,
 )
+from automation.recovery.selectors import identifier_match
+from automation.recovery.services import OPERATIONS, run_operations_for, run_replay, run_retry
 from automation.schemas import EffectName, Route
-from automation.selectors import identifier_match
-from automation.services.effects import DELIVERABLE
 from automation.vocabulary import Kind, label
 from core.admin_base import (
     LargeTableAdmin,
@@ -270,10 +271,10 @@ class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
         for run in queryset:
             try:
                 if action == RecoveryKind.REPLAY:
-                    services.run_replay(run_id=run.pk, user=user, reason=reason)
+                    run_replay(run_id=run.pk, user=user, reason=reason)
                     done += 1
                 else:
-                    services.run_retry(run_id=run.pk, user=user, reason=reason)
+                    run_retry(run_id=run.pk, user=user, reason=reason)
                     done += 1
             except ServiceError as exc:
                 self.message_user(request, f"run {run.pk}: {exc.message}", messages.WARNING)
@@ -304,7 +305,7 @@ class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
         run = Run.objects.filter(pk=object_id).first()
         # The admin lets only a signed-in member of staff this far.
         user = cast(AuthenticatedHttpRequest, request).user
-        operations = services.run_operations_for(run=run, user=user) if run else []
+        operations = run_operations_for(run=run, user=user) if run else []
         context = {**(extra_context or {}), "run_operations": operations}
         return super().change_view(request, object_id, form_url, context)
 
@@ -318,7 +319,7 @@ class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
         """
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        operation = services.OPERATIONS.get(name)
+        operation = OPERATIONS.get(name)
         if operation is None:
             raise Http404("no such operation")
         if not (self.has_view_permission(request) and request.user.has_perm(operation.permission)):
@@ -550,7 +551,7 @@ class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     @admin.action(description="Revoke selected tokens", permissions=["change"])
     def revoke(self, request: AuthenticatedHttpRequest, queryset: QuerySet[ApiToken]) -> None:
         ids = list(queryset.values_list("pk", flat=True))
-        revoked = services.api_tokens_revoke(token_ids=ids, user=request.user)
+        revoked = api_tokens_revoke(token_ids=ids, user=request.user)
         self.message_user(request, f"{revoked} token(s) revoked")
 
 
@@ -577,7 +578,7 @@ class EffectControlAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         done = 0
         for control in queryset:
             try:
-                services.effect_pause(name=control.name, user=request.user)
+                effect_pause(name=control.name, user=request.user)
             except ServiceError as exc:  # already paused: left as it was, nothing written
                 self.message_user(request, exc.message, messages.WARNING)
             else:
@@ -603,7 +604,7 @@ class EffectControlAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         done = 0
         for control in queryset:
             try:
-                services.effect_resume(name=control.name, user=request.user, rate_per_minute=rate)
+                effect_resume(name=control.name, user=request.user, rate_per_minute=rate)
             except ServiceError as exc:  # not paused: left as it was, nothing written
                 self.message_user(request, exc.message, messages.WARNING)
             else:

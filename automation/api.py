@@ -12,12 +12,18 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import get_script_prefix, reverse
 from django.views.decorators.csrf import csrf_exempt
 
-from automation import selectors, services
 from automation.api_schemas import ERROR_MEANINGS, LENGTH_REQUIRED, ApiError
 from automation.conf import IntSetting, setting
+from automation.intake.selectors import channel_may_read, run_for_channel, run_summary
+from automation.intake.selectors import run_detail as detail_of
+from automation.intake.services import (
+    MAIL_TYPE,
+    api_token_find,
+    api_token_for_intake,
+    intake_submit,
+)
 from automation.models import ApiToken, Outcome, Run
 from automation.openapi import openapi_document
-from automation.services.intake import MAIL_TYPE
 from core.inputs import parse_number
 from policy.models import PolicyVersion
 
@@ -147,7 +153,7 @@ def token_required(view: View) -> View:
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
         key = _bearer_key(request)
-        token = services.api_token_find(key=key) if key is not None else None
+        token = api_token_find(key=key) if key is not None else None
         if token is None:
             return _unauthenticated(key)
         return view(request, token, *args, **kwargs)
@@ -208,7 +214,7 @@ def submit_event(request: HttpRequest) -> JsonResponse:
     # The token is checked as token_required does, in the query that also reads what intake
     # needs first (new ids, the policy version in force): one round trip for both.
     key = _bearer_key(request)
-    found = services.api_token_for_intake(key=key) if key is not None else None
+    found = api_token_for_intake(key=key) if key is not None else None
     if found is None:
         return _unauthenticated(key)
     token, ids = found
@@ -216,7 +222,7 @@ def submit_event(request: HttpRequest) -> JsonResponse:
     if isinstance(raw, JsonResponse):
         return raw
     try:
-        result = services.intake_submit(
+        result = intake_submit(
             channel=token.channel,
             raw=raw,
             content_type=request.content_type or "",
@@ -234,9 +240,9 @@ def submit_event(request: HttpRequest) -> JsonResponse:
     body: dict[str, Any] = {"outcome": str(result.code), "intake_id": result.intake.pk}
     if result.run is not None:
         # A duplicate may name a run another channel took in (e-mail identity is shared):
-        # see selectors.run_for_channel for what this token may then read of it.
-        readable = selectors.channel_may_read(run=result.run, channel=token.channel)
-        body["run"] = selectors.run_summary(
+        # see run_for_channel for what this token may then read of it.
+        readable = channel_may_read(run=result.run, channel=token.channel)
+        body["run"] = run_summary(
             result.run, readable=readable, run_page=_run_page(request, result.run)
         )
     if result.problems:
@@ -250,10 +256,10 @@ def submit_event(request: HttpRequest) -> JsonResponse:
 @api_view("GET")
 @token_required
 def run_detail(request: HttpRequest, token: ApiToken, run_id: int) -> JsonResponse:
-    run = selectors.run_for_channel(run_id=run_id, channel=token.channel)
+    run = run_for_channel(run_id=run_id, channel=token.channel)
     if run is None:
         return _error(404, ApiError.NOT_FOUND, "no such run for this token")
-    return JsonResponse(selectors.run_detail(run, run_page=_run_page(request, run)))
+    return JsonResponse(detail_of(run, run_page=_run_page(request, run)))
 
 
 @api_view("GET")

@@ -14,9 +14,10 @@ from typing import Annotated, Any, NotRequired
 from pydantic import ConfigDict, Field, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
-from automation.models import Outcome, State
+from automation.runs.models import State
 from automation.schemas import FieldProblem
 from automation.vocabulary import Kind, term
+from core.codes import Outcome
 
 CLOSED = ConfigDict(extra="forbid")
 

@@ -1,5 +1,7 @@
 """Checks on extracted fields that the decision schema cannot express: amounts, currencies, dates.
 
+Also how a customer reference is spotted in a text, for enrichment and the heuristic reader.
+
 A field that fails holds the run in the correction queue (`extraction_invalid`) with that
 field named, so a person fixes the value instead of the workflow guessing.
 """
@@ -12,6 +14,7 @@ from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from automation.conf import setting
 from automation.schemas import FieldProblem
 
 # ISO 4217 codes in everyday use; an unknown code is a misreading, not a new currency.
@@ -25,6 +28,19 @@ _AMOUNT = re.compile(r"^\s*(?P<number>[0-9][0-9.,' ]*)\s*(?P<currency>[A-Za-z]{3
 # Fields that name a customer by reference: each must be in the customer registry.
 CUSTOMER_FIELDS = frozenset({"customer_reference"})
 DATE_FORMATS = ("%Y-%m-%d", "%d %B %Y", "%d %b %Y", "%B %d, %Y", "%b %d, %Y")
+
+
+def reference_pattern() -> re.Pattern[str]:
+    """A customer reference as this deployment writes it (GATEHOUSE_CUSTOMER_REFERENCE_PATTERN)."""
+    return re.compile(setting("CUSTOMER_REFERENCE_PATTERN"))
+
+
+def references_in(text: str) -> list[str]:
+    """Customer references in a text, in order of appearance, each once."""
+    seen: dict[str, None] = {}
+    for match in reference_pattern().finditer(text):
+        seen.setdefault(match.group(0).upper(), None)
+    return list(seen)
 
 
 def parse_amount(text: str) -> tuple[Decimal, str | None]:

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
-from automation import services
+from automation.effects.services import effect_deliver
 from automation.models import Effect
+from automation.pipeline import shadow
+from automation.pipeline.operations import sweep_due
+from automation.pipeline.services import run_advance
+from automation.recovery.services import batch_process
+from automation.recovery.simulation import simulation_process
 from automation.runs.runlog import log_run_id
-from automation.services import shadow
-from automation.services.simulation import simulation_process
 
 
 def advance_run(run_id: int) -> str | None:
     try:
-        return services.run_advance(run_id=run_id)
+        return run_advance(run_id=run_id)
     except (ConcurrentTransition, TransitionNotAllowed) as exc:
         # Another worker moved the run first; its step stands, ours is void.
         log_run_id(run_id, f"run {run_id}: step lost a race", error=str(exc))
@@ -22,7 +25,7 @@ def advance_run(run_id: int) -> str | None:
 
 def deliver_effect(effect_id: int) -> str | None:
     try:
-        return services.effect_deliver(effect_id=effect_id)
+        return effect_deliver(effect_id=effect_id)
     except (ConcurrentTransition, TransitionNotAllowed) as exc:
         run_id = Effect.objects.filter(pk=effect_id).values_list("run_id", flat=True).first()
         log_run_id(
@@ -32,11 +35,11 @@ def deliver_effect(effect_id: int) -> str | None:
 
 
 def sweep() -> dict[str, int]:
-    return services.sweep_due()
+    return sweep_due()
 
 
 def process_batch(batch_id: int) -> None:
-    services.batch_process(batch_id=batch_id)
+    batch_process(batch_id=batch_id)
 
 
 def process_simulation(simulation_id: int) -> None:

@@ -2,10 +2,11 @@
 
 Every table is filled by one INSERT ... SELECT over generate_series, so a million runs take
 minutes and the memory of the server, not of Python. The values are those the pipeline
-writes (see automation.services.pipeline and journal): the JSON of normalized, enrichment,
-classification and rules, the queue of a held run, the pending approval request routed to
-its group, so that the pages' queries, indexes and partial indexes meet what production
-holds. The column lists follow the models; tests/test_bench_pages.py holds them to it.
+writes (see automation.pipeline.services and automation.runs.journal): the JSON of
+normalized, enrichment, classification and rules, the queue of a held run, the pending
+approval request routed to its group, so that the pages' queries, indexes and partial
+indexes meet what production holds. The column lists follow the models;
+tests/test_bench_pages.py holds them to it.
 
 The mix, by run number n (1..N), in every block of 100 runs:
   0-84 completed (85 %), 85-90 one held run in each of six exception queues, 91 waiting

@@ -107,8 +107,8 @@ def actors() -> Actors:
     """The users of each role, the API token and the intake channel (idempotent)."""
     from django.contrib.auth.models import Group, User
 
+    from automation.intake.services import api_token_create, channel_get_or_create
     from automation.roles import roles_ensure
-    from automation.services import api_token_create, channel_get_or_create
 
     roles_ensure()
     users: dict[str, Any] = {}
@@ -129,7 +129,7 @@ def actors() -> Actors:
 def fill(runs: int, approver_id: int) -> None:
     from django.db import connection, transaction
 
-    from automation.services import channel_get_or_create
+    from automation.intake.services import channel_get_or_create
     from bench.generate import generate
     from policy.models import PolicyVersion
 

@@ -528,7 +528,7 @@ def soak(args: argparse.Namespace) -> int:
         token = setup.manage(
             "shell",
             "-c",
-            "from automation.services import api_token_create, channel_get_or_create; "
+            "from automation.intake.services import api_token_create, channel_get_or_create; "
             "print(api_token_create(name='soak', channel=channel_get_or_create(name='api'))[1])",
         ).split()[-1]
         fleet = Fleet(setup, args.clusters)

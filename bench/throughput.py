@@ -275,7 +275,7 @@ def setup() -> str:
         manage(
             "shell",
             "-c",
-            "from automation.services import api_token_create, channel_get_or_create; "
+            "from automation.intake.services import api_token_create, channel_get_or_create; "
             "print(api_token_create(name='bench', channel=channel_get_or_create(name='api'))[1])",
         )
         .strip()
@@ -401,7 +401,7 @@ def submit_in_process(tag: str, count: int) -> None:
     """Queue `count` runs through the intake service, from two processes (the backlog)."""
     code = (
         "import json, sys\n"
-        "from automation.services import channel_get_or_create, intake_submit\n"
+        "from automation.intake.services import channel_get_or_create, intake_submit\n"
         "from bench.throughput import event\n"
         "channel = channel_get_or_create(name='api')\n"
         "start, stop = int(sys.argv[1]), int(sys.argv[2])\n"

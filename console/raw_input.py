@@ -11,9 +11,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.http import content_disposition_header
 
-from automation import selectors
+from automation.intake.selectors import raw_preview
+from automation.intake.services import MAIL_TYPE
 from automation.models import IntakeRecord
-from automation.services.intake import MAIL_TYPE
 
 EXTENSIONS = {MAIL_TYPE: "eml", "application/json": "json"}
 
@@ -24,7 +24,7 @@ def raw_page(
     """The run's input as received (runs/raw.html), from the run page or from the evidence
     of one of its approval requests: `back_url` leads back to whichever it was."""
     context = {
-        "preview": selectors.raw_preview(intake_id=intake_id),
+        "preview": raw_preview(intake_id=intake_id),
         "download_url": download_url,
         "back_url": back_url,
         "back_label": back_label,

@@ -15,11 +15,16 @@ from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.utils import timezone
 
-from automation import services
 from automation.classifiers.training import classifier_train
+from automation.intake.customers import customers_load_in_transaction
+from automation.intake.services import (
+    IntakeResult,
+    api_token_create,
+    channel_get_or_create,
+    intake_submit,
+)
 from automation.models import ApiToken, ClassifierModel, Customer, IntakeChannel, Run
 from automation.roles import roles_ensure
-from automation.services.customers import customers_load_in_transaction
 from core.dispatch import drain, inline
 from devtools.fixtures import record_classifier_outcomes
 from policy.models import PolicyVersion
@@ -67,10 +72,10 @@ def _demo_user(username: str, groups: list[str]) -> str:
 
 
 def _rotate_demo_token() -> str:
-    channel = services.channel_get_or_create(name="api")
+    channel = channel_get_or_create(name="api")
     with transaction.atomic(durable=True):
         ApiToken.objects.filter(name__startswith="demo-").update(is_active=False)
-        _, key = services.api_token_create(name=f"demo-{secrets.token_hex(3)}", channel=channel)
+        _, key = api_token_create(name=f"demo-{secrets.token_hex(3)}", channel=channel)
     return key
 
 
@@ -103,7 +108,7 @@ def _learning_loop() -> None:
     something to show."""
     if not ClassifierModel.objects.filter(is_active=True).exists() and LABELLED_SAMPLES.exists():
         classifier_train(labels=[LABELLED_SAMPLES])
-    email = services.channel_get_or_create(name="email")
+    email = channel_get_or_create(name="email")
     if "learned" not in (email.shadow_classifiers or []) and email.classifier != "learned":
         email.shadow_classifiers = [*(email.shadow_classifiers or []), "learned"]
         email.save(update_fields=["shadow_classifiers"])
@@ -157,8 +162,8 @@ def _take_in(channel: IntakeChannel, case: dict[str, Any]) -> str:
     return str(result.code)
 
 
-def _submit(channel: IntakeChannel, case: dict[str, Any]) -> services.IntakeResult:
-    return services.intake_submit(
+def _submit(channel: IntakeChannel, case: dict[str, Any]) -> IntakeResult:
+    return intake_submit(
         channel=channel,
         raw=json.dumps(case["event"]).encode(),
         content_type="application/json",
@@ -175,7 +180,7 @@ def demo_prepare() -> DemoSetup:
     setup.token = _rotate_demo_token()
     setup.customers = _load_sample_customers()
     _learning_loop()
-    channel = services.channel_get_or_create(name="demo", classifier="recorded")
+    channel = channel_get_or_create(name="demo", classifier="recorded")
     for case in json.loads(SAMPLES.read_text())["cases"]:
         event_id = str(case["event"].get("event_id", ""))
         if Run.objects.filter(channel=channel, event_id=event_id).exists():

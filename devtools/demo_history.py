@@ -27,7 +27,8 @@ from django.contrib.auth.models import Group, User
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide
-from automation import services
+from automation.classifiers.quality import reading_of
+from automation.intake.services import intake_submit
 from automation.models import (
     IntakeChannel,
     Label,
@@ -38,8 +39,9 @@ from automation.models import (
     Run,
     State,
 )
+from automation.pipeline.services import run_advance
+from automation.recovery.services import run_correct, run_resolve, run_retry
 from automation.roles import roles_ensure
-from automation.services.quality import reading_of
 from core.dispatch import Message, drain, inline
 from core.errors import ServiceError
 from policy.models import PolicyVersion
@@ -207,7 +209,7 @@ class _History:
                 channel=self.channel, event_id=event["event_id"], attempt=attempt, outcome=outcome
             )
         with self._worked() as queue:
-            services.intake_submit(
+            intake_submit(
                 channel=self.channel,
                 raw=json.dumps(event).encode(),
                 content_type="application/json",
@@ -241,7 +243,7 @@ class _History:
             return  # policy let it through (no threshold at the time)
         corrected = {**self._reading({}, kind, 1.0)["value"]}
         with self._worked() as queue:
-            services.run_correct(
+            run_correct(
                 run_id=run.pk,
                 user=self.people.lead,
                 corrected=corrected,
@@ -255,11 +257,9 @@ class _History:
             return
         with self._worked() as queue:
             if self.rng.random() < 0.5:
-                services.run_retry(
-                    run_id=run.pk, user=self.people.recovery, reason="Classifier back."
-                )
+                run_retry(run_id=run.pk, user=self.people.recovery, reason="Classifier back.")
             else:
-                services.run_resolve(
+                run_resolve(
                     run_id=run.pk,
                     user=self.people.recovery,
                     reason="Classifier down for hours.",
@@ -288,7 +288,7 @@ class _History:
             ).first()
             if waiting is None:
                 return False
-            services.run_advance(run_id=waiting.pk, now=waiting.next_attempt_at)
+            run_advance(run_id=waiting.pk, now=waiting.next_attempt_at)
             return True
 
         drain(queue, limit=MAX_STEPS, when_idle=backoff_ends)

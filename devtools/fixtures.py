@@ -21,7 +21,8 @@ from approvals.binding import Binding
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide
 from audit.models import AuditAction
-from automation import services
+from automation.effects.services import effect_is_authorized
+from automation.intake.services import intake_submit
 from automation.models import (
     AuditEvent,
     ClassificationAttempt,
@@ -33,6 +34,7 @@ from automation.models import (
     Run,
     State,
 )
+from automation.pipeline.services import run_advance
 from automation.schemas import normalize_text
 from core.dispatch import Message, drain, inline
 from core.errors import ServiceError
@@ -172,7 +174,7 @@ def _run_case(
 ) -> tuple[str, int | None]:
     record_classifier_outcomes(channel, case)
     with inline() as queue:
-        result = services.intake_submit(
+        result = intake_submit(
             channel=channel,
             raw=json.dumps(case["event"]).encode("utf-8"),
             content_type="application/json",
@@ -248,7 +250,7 @@ def _drain(queue: deque[Message], run_id: int, stop_at: str | None = None) -> No
         if run.state != State.ENRICHED or run.next_attempt_at is None:
             return False
         # Time passes: the backoff has run out and the sweep would now nudge this run.
-        services.run_advance(run_id=run_id, now=run.next_attempt_at)
+        run_advance(run_id=run_id, now=run.next_attempt_at)
         return True
 
     stop = reached if stop_at is not None else None
@@ -262,7 +264,7 @@ def count(*, channel: IntakeChannel, results: list[CaseResult]) -> dict[str, int
     runs = Run.objects.filter(channel=channel)
     audit = AuditEvent.objects.filter(run__channel=channel)
     effects = list(Effect.objects.filter(run__channel=channel).select_related("run"))
-    authorized = sum(1 for e in effects if services.effect_is_authorized(e))
+    authorized = sum(1 for e in effects if effect_is_authorized(e))
     counters = {
         "cases": len(results),
         "completed": outcomes.count(Outcome.COMPLETED),

@@ -10,9 +10,9 @@ from django.db import transaction
 
 from audit.models import AuditAction
 from automation.models import Checkpoint, Run
+from automation.pipeline.operations import refuse_transition, run_resume_in_transaction
 from automation.runs.journal import add_checkpoint, record_audit
 from automation.runs.sending import run_send
-from automation.services.operations import refuse_transition, run_resume_in_transaction
 
 
 def checkpoint_import(

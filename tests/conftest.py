@@ -22,8 +22,9 @@ from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.test import TestCase
 
-from automation import services
+from automation.intake.services import IntakeResult, intake_submit
 from automation.models import IntakeChannel, RecordedOutcome, Run, State
+from automation.pipeline.services import run_advance
 from automation.roles import roles_ensure
 from core import embedded_db
 from core.dispatch import Message, inline
@@ -110,11 +111,11 @@ class Pipeline:
         outcomes: list[dict[str, Any]] | None = None,
         *,
         drain: bool = True,
-    ) -> services.IntakeResult:
+    ) -> IntakeResult:
         if outcomes is not None:
             self.record(str(event.get("event_id")), outcomes)
         with self.capture():
-            result = services.intake_submit(
+            result = intake_submit(
                 channel=self.channel,
                 raw=json.dumps(event).encode(),
                 content_type="application/json",
@@ -138,7 +139,7 @@ class Pipeline:
                 if self.queue:
                     self.queue.popleft().run()
                 elif fast_forward and (run := self._waiting_run()) is not None:
-                    services.run_advance(run_id=run.pk, now=run.next_attempt_at)
+                    run_advance(run_id=run.pk, now=run.next_attempt_at)
                 else:
                     return
         raise AssertionError("pipeline did not settle")
@@ -148,7 +149,7 @@ class Pipeline:
             channel=self.channel, state=State.ENRICHED, next_attempt_at__isnull=False
         ).first()
 
-    def run(self, result: services.IntakeResult) -> Run:
+    def run(self, result: IntakeResult) -> Run:
         assert result.run is not None
         return Run.objects.get(pk=result.run.pk)
 

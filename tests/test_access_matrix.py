@@ -48,7 +48,8 @@ from django_q.signing import SignedPackage
 
 from approvals.models import ApprovalDecision, ApprovalRequest
 from approvals.services import approval_decide, approval_escalate
-from automation import services
+from automation.effects.services import effect_pause, effect_resume
+from automation.intake.services import api_token_create
 from automation.models import (
     ClassifierModel,
     ClassifierPromotion,
@@ -60,8 +61,9 @@ from automation.models import (
     Run,
     Simulation,
 )
+from automation.recovery.services import batch_create
+from automation.recovery.simulation import simulation_start
 from automation.roles import roles_ensure
-from automation.services.simulation import simulation_start
 from console.exports import EXPORTS
 from devtools.receiver.models import Delivery, Receipt
 from policy.services import DEFAULTS_DIR, parse_policy_text, policy_version_activate
@@ -686,8 +688,8 @@ def build_admin_rows(users: dict[str, User]) -> None:
     ClassifierModel.objects.create(
         version="learned-matrix", checksum="0" * 64, artifact=b"", training_size=0
     )
-    services.effect_pause(name="create_follow_up", user=users[OPS])
-    services.effect_resume(name="create_follow_up", user=users[OPS], rate_per_minute=None)
+    effect_pause(name="create_follow_up", user=users[OPS])
+    effect_resume(name="create_follow_up", user=users[OPS], rate_per_minute=None)
 
 
 SHADOWED = "shadowed"
@@ -746,7 +748,7 @@ def build_world(pipeline: Pipeline) -> World:
     _shadowed_channel(users)
     now = timezone.now()
     draft = _policy("matrix-draft")
-    _, key = services.api_token_create(name="partner", channel=pipeline.channel)
+    _, key = api_token_create(name="partner", channel=pipeline.channel)
     nobody = users[NO_GROUP]
     return World(
         users=users,
@@ -758,7 +760,7 @@ def build_world(pipeline: Pipeline) -> World:
         simulation=simulation_start(
             version=draft, since=now - timedelta(days=1), until=now, user=None, in_worker=False
         ),
-        batch=services.batch_create(
+        batch=batch_create(
             action="retry",
             queue=runs["held"].queue,
             since=now - timedelta(days=1),

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from approvals.models import ApprovalDecision, ApprovalRequest
 from audit.models import AuditEvent
+from automation.intake.services import api_token_create
 from automation.models import (
     AccountReview,
     Checkpoint,
@@ -34,7 +35,6 @@ from automation.models import (
 )
 from automation.roles import roles_ensure
 from automation.schemas import ClassifierDecision, IntakeEvent
-from automation.services import api_token_create
 from bench.generate import QUEUES, generate, mix
 from policy.models import PolicyVersion
 

@@ -27,12 +27,11 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from audit.models import AuditEvent
-from automation import services
+from automation.intake.services import MAIL_TYPE, api_token_create, intake_submit
 from automation.mail import parse_message
 from automation.models import IntakeChannel, IntakeRecord, Run, State
 from automation.roles import roles_ensure
 from automation.schemas import EffectName, RequestType, Route
-from automation.services.intake import MAIL_TYPE
 from tests.conftest import TIMEOUT, Pipeline, make_event
 
 EXAMPLES = int(os.environ.get("GATEHOUSE_FUZZ_EXAMPLES", "60"))
@@ -203,7 +202,7 @@ def assert_answered(response: Any, what: str) -> None:
 
 @pytest.fixture
 def api(channel: IntakeChannel) -> Client:
-    _, key = services.api_token_create(name="fuzz", channel=channel)
+    _, key = api_token_create(name="fuzz", channel=channel)
     return Client(HTTP_AUTHORIZATION=f"Bearer {key}")
 
 
@@ -241,9 +240,7 @@ def test_intake_api_mail_never_answers_5xx(api: Client, body: bytes) -> None:
 def test_the_mail_parser_reads_or_names_the_problem(channel: IntakeChannel, body: bytes) -> None:
     with contextlib.suppress(ValueError):  # a clear refusal: intake states it as a problem
         parse_message(body)
-    result = services.intake_submit(
-        channel=channel, raw=body, content_type=MAIL_TYPE, source="fuzz"
-    )
+    result = intake_submit(channel=channel, raw=body, content_type=MAIL_TYPE, source="fuzz")
     assert result.run is not None or result.problems
     assert_no_orphan_intake()
 

@@ -21,8 +21,8 @@ from django.utils import timezone
 
 from automation.effects.http import MAX_RETRY_AFTER, _retry_after, sign, verify
 from automation.models import EffectControl
+from automation.recovery.simulation import simulation_process, simulation_start
 from automation.roles import roles_ensure
-from automation.services.simulation import simulation_process, simulation_start
 from policy.models import PolicyVersion
 from policy.services import DEFAULTS_DIR, parse_policy_text, policy_version_create
 

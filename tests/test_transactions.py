@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 from django.db import transaction
 
-from automation import services
+from automation.pipeline.operations import sweep_due
 from policy.services import policy_version_activate
 
 REPO = Path(__file__).resolve().parents[1]
+CONCERNS = ("intake", "runs", "classifiers", "effects", "pipeline", "recovery")
 SERVICES = [
-    *sorted((REPO / "automation" / "services").glob("*.py")),
+    *sorted(p for c in CONCERNS for p in (REPO / "automation" / c).glob("*.py")),
     REPO / "approvals" / "services.py",
     REPO / "policy" / "services.py",
     REPO / "reports" / "rollups.py",
@@ -71,6 +72,6 @@ def b():
 @pytest.mark.django_db
 def test_an_entry_point_refuses_to_run_inside_another_transaction() -> None:
     with transaction.atomic(), pytest.raises(RuntimeError, match="durable"):
-        services.sweep_due()
+        sweep_due()
     with transaction.atomic(), pytest.raises(RuntimeError, match="durable"):
         policy_version_activate(name="policy-1")

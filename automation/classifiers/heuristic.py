@@ -13,8 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from automation.classifiers.base import ClassifierInput
-from automation.customers import references_in
-from automation.extraction import CURRENCIES, MONTH_PATTERN, parse_date
+from automation.extraction import CURRENCIES, MONTH_PATTERN, parse_date, references_in
 from automation.mailtext import MessageParts, split_text
 from automation.schemas import EffectName, MessagePart, RequestType, Route, event_text, is_mail
 

@@ -7,7 +7,6 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from automation.intake.models import IntakeChannel
 from automation.runs.models import Run
 
 
@@ -47,7 +46,8 @@ class ClassificationAttempt(models.Model):
 class RecordedOutcome(models.Model):
     """A stored classifier outcome for one attempt, replayed by the recorded classifier."""
 
-    channel = models.ForeignKey(IntakeChannel, on_delete=models.CASCADE)
+    # By string reference: intake, which stamps a channel with its classifier, sits above.
+    channel = models.ForeignKey("automation.IntakeChannel", on_delete=models.CASCADE)
     event_id = models.CharField(max_length=200)
     attempt = models.PositiveSmallIntegerField()
     outcome = models.JSONField()
@@ -217,7 +217,7 @@ class ClassifierPromotion(models.Model):
     """A channel's live classifier switched to a candidate on the evidence of a comparison,
     by a person with the right to change channels; rolled back by one action too."""
 
-    channel = models.ForeignKey(IntakeChannel, on_delete=models.PROTECT)
+    channel = models.ForeignKey("automation.IntakeChannel", on_delete=models.PROTECT)
     from_classifier = models.CharField(max_length=50)
     from_version = models.CharField(max_length=200)
     to_classifier = models.CharField(max_length=50)

@@ -64,7 +64,7 @@ class RecoveryBatch(ProgressJob):
     reason = models.TextField()
     succeeded = models.PositiveIntegerField(default=0)
     failures = models.JSONField(default=list)  # [{"run": id, "reason": ...}]
-    # What a person was shown before starting it (automation.services.preview): a row per
+    # What a person was shown before starting it (automation.recovery.preview): a row per
     # run and the active policy then. It starts only while young and still true.
     preview = models.JSONField(default=list, blank=True)
     previewed_at = models.DateTimeField(null=True, blank=True)

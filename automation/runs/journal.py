@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import MethodType
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from django.contrib.auth.models import User
 from django.db.models import Model
@@ -22,9 +22,11 @@ from django_fsm import FSMField
 
 from audit.models import AuditAction, AuditEvent
 from audit.services import SYSTEM, audit_record
-from automation.intake.models import IntakeRecord
 from automation.runs.models import Checkpoint, Run, StageName, StageOutcome, StageRecord
 from automation.runs.runlog import log_run
+
+if TYPE_CHECKING:  # intake sits above the run's record; only the type is needed
+    from automation.intake.models import IntakeRecord
 
 
 @dataclass

@@ -10,7 +10,6 @@ from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 from django_fsm import ConcurrentTransition, ConcurrentTransitionMixin, FSMField, transition
 
-from automation.intake.models import IntakeChannel, IntakeRecord
 from automation.schemas import FIELD_PATH_LIMIT, ClassifierDecision
 from core.codes import Outcome
 
@@ -137,7 +136,11 @@ class Run(ConcurrentTransitionMixin, models.Model):
     the row was read, and `version` refuses any stale writer (see _do_update).
     """
 
-    channel = models.ForeignKey(IntakeChannel, on_delete=models.PROTECT, related_name="runs")
+    # Intake's models by string reference: a run is opened by intake, which sits above the
+    # run's record (pyproject.toml, automation-concerns); the foreign keys are the same.
+    channel = models.ForeignKey(
+        "automation.IntakeChannel", on_delete=models.PROTECT, related_name="runs"
+    )
     event_id = models.CharField(max_length=200, blank=True)
     # Where the event id is unique: the channel's name for a JSON event, MAIL_SCOPE for an
     # e-mail (its Message-ID names one request on every path that takes mail). Set when the run
@@ -146,7 +149,9 @@ class Run(ConcurrentTransitionMixin, models.Model):
     identity_scope = models.CharField(max_length=100)
     # True once the event passed the contract: only then does it own (scope, event_id).
     claims_identity = models.BooleanField(default=False)
-    intake = models.ForeignKey(IntakeRecord, on_delete=models.PROTECT, related_name="runs")
+    intake = models.ForeignKey(
+        "automation.IntakeRecord", on_delete=models.PROTECT, related_name="runs"
+    )
     replay_of = models.ForeignKey(
         "self",
         null=True,

@@ -5,12 +5,14 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from django.db import transaction
 
-from automation.intake.models import IntakeRecord
 from automation.runs.models import Run
+
+if TYPE_CHECKING:  # intake sits above the run's record; only the type is needed
+    from automation.intake.models import IntakeRecord
 
 RUN_LOG = logging.getLogger("gatehouse.runs")
 

@@ -20,7 +20,7 @@ from django.utils.text import Truncator
 
 from approvals.selectors import InboxRow, sla_of, sla_when
 from automation import vocabulary
-from automation.selectors import queue_due_at
+from automation.recovery.selectors import queue_due_at
 from core.keyset import order_link
 
 register = template.Library()
@@ -59,7 +59,7 @@ def sla(due_at: datetime | None, now: datetime, escalated: bool = False) -> Safe
 
 @register.filter
 def queue_due(run: Any) -> datetime | None:
-    """When a held run is due to be worked (automation.selectors.QUEUE_SLA)."""
+    """When a held run is due to be worked (automation.runs.selectors.QUEUE_SLA)."""
     return queue_due_at(run)
 
 

@@ -9,8 +9,7 @@ from django.shortcuts import redirect
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from automation import services
-from automation.services.recovery import ClaimMany
+from automation.recovery.services import ClaimMany, queue_claim_many
 from console.refusals import show_refusal
 from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
@@ -27,7 +26,7 @@ def claim_many(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
         messages.error(request, "Nothing claimed: tick the runs to claim first.")
     else:
         try:
-            result = services.queue_claim_many(run_ids=run_ids, user=request.user)
+            result = queue_claim_many(run_ids=run_ids, user=request.user)
         except ServiceError as exc:  # too many at once: nothing claimed, and why
             show_refusal(request, exc)
         else:

@@ -1,7 +1,7 @@
 """Policy pages for ops leads: versions, the editor, the diff, simulation, activation.
 
 A version is activated from the console only after a fresh simulation of it, through a
-confirmation page that shows what it would change (automation.services.activation).
+confirmation page that shows what it would change (automation.recovery.activation).
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from automation.models import Simulation, State
-from automation.services import (
+from automation.recovery.activation import (
     SIMULATION_FRESH_FOR,
     activation_simulation,
     policy_activate_after_simulation,
 )
-from automation.services.simulation import SIMULATE, simulation_start
+from automation.recovery.simulation import SIMULATE, simulation_start
 from automation.vocabulary import Kind, humanize, label, term
 from console.forms.ops import SimulationForm
 from console.forms.policy import PolicyForm, Problem, parse_yaml

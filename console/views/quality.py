@@ -14,9 +14,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from automation.classifiers.quality import qa_confirm, qa_correct, qa_reconcile
 from automation.models import ClassifierPromotion, IntakeChannel, QAReview, QAStatus
-from automation.services.quality import qa_confirm, qa_correct, qa_reconcile
-from automation.services.shadow import (
+from automation.pipeline.shadow import (
     CHANGE_CHANNEL,
     classifier_promote,
     classifier_rollback,

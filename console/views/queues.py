@@ -14,11 +14,21 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from automation import selectors, services
 from automation.conf import setting
+from automation.effects.selectors import effect_controls
+from automation.effects.services import effect_pause, effect_resume
 from automation.models import QUEUE_NAMES, EffectControl, RecoveryBatch, Run
+from automation.recovery.selectors import (
+    QUEUE_PAGE_SIZE,
+    QueueFilters,
+    queue_items,
+    queue_summaries,
+)
+from automation.recovery.services import batch_preview
+from automation.recovery.services import batch_start as start_batch
 from automation.vocabulary import label
 from console.forms.ops import BatchForm, EffectResumeForm, QueueFilterForm, form_problems
+from console.previews import preview_sentence, preview_summary
 from console.refusals import show_refusal
 from console.views.staff import VIEW_RUNS, assignees
 from core.errors import ServiceError
@@ -37,8 +47,8 @@ def _queue_owners() -> dict[str, str]:
 @permission_required(VIEW_RUNS, raise_exception=True)
 def queues(request: AuthenticatedHttpRequest) -> HttpResponse:
     context = {
-        "queues": selectors.queue_summaries(owners=_queue_owners()),
-        "effects": selectors.effect_controls(),
+        "queues": queue_summaries(owners=_queue_owners()),
+        "effects": effect_controls(),
         "now": timezone.now(),
     }
     return render(request, "queues/list.html", context)
@@ -67,7 +77,7 @@ def effect_control(request: AuthenticatedHttpRequest, name: str, action: str) ->
 
 
 def _pause(request: AuthenticatedHttpRequest, name: str) -> None:
-    services.effect_pause(name=name, user=request.user)
+    effect_pause(name=name, user=request.user)
     messages.success(request, f"{name} paused: deliveries wait without using attempts.")
 
 
@@ -77,14 +87,14 @@ def _resume_effect(request: AuthenticatedHttpRequest, name: str) -> None:
         messages.error(request, f"{name} not resumed: {form_problems(form)}")
         return
     per_minute = form.cleaned_data["rate"]
-    services.effect_resume(name=name, user=request.user, rate_per_minute=per_minute)
+    effect_resume(name=name, user=request.user, rate_per_minute=per_minute)
     messages.success(request, f"{name} resumed" + (f" at {per_minute}/min." if per_minute else "."))
 
 
-def _filters(form: QueueFilterForm) -> selectors.QueueFilters:
+def _filters(form: QueueFilterForm) -> QueueFilters:
     """The usable filters; the form's errors say which were left out."""
     form.is_valid()
-    return selectors.QueueFilters(
+    return QueueFilters(
         route=form.value("route") or "",
         owner=form.value("owner") or "",
         older_than_hours=form.value("older_than_hours"),
@@ -106,7 +116,7 @@ def queue(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
     now = timezone.now()
     filter_form = QueueFilterForm(request.GET)
     filters = _filters(filter_form)
-    page = selectors.queue_items(queue=name, filters=filters, now=now)
+    page = queue_items(queue=name, filters=filters, now=now)
     items = page.items
     oldest = items[0].queued_at if items and items[0].queued_at else now
     # The window ends a minute ahead so what was held in the current second is inside it.
@@ -122,7 +132,7 @@ def queue(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
         "now": now,
         "batch_form": batch_form,
         "people": assignees(),
-        "page_size": selectors.QUEUE_PAGE_SIZE,
+        "page_size": QUEUE_PAGE_SIZE,
     }
     status = 400 if filter_form.errors else 200
     return render(request, "queues/queue.html", context, status=status)
@@ -142,7 +152,7 @@ def batch_new(request: AuthenticatedHttpRequest, queue_name: str) -> HttpRespons
         )
         return redirect("queues:queue", name=queue_name)
     data = form.cleaned_data
-    batch = services.batch_preview(
+    batch = batch_preview(
         action=data["action"],
         queue=queue_name,
         since=data["since"],
@@ -167,7 +177,7 @@ def batch(request: AuthenticatedHttpRequest, batch_id: int) -> HttpResponse:
     context: dict[str, Any] = {
         "batch": item,
         "percent": percent,
-        "summary": services.preview_summary(item.preview),
+        "summary": preview_summary(item.preview),
         "rows": item.preview[:BATCH_ROWS_SHOWN],
         "more": max(0, len(item.preview) - BATCH_ROWS_SHOWN),
         "fresh_for": max(0, int(setting("PREVIEW_FRESH_SECONDS") - age)) if age is not None else 0,
@@ -181,7 +191,12 @@ def batch(request: AuthenticatedHttpRequest, batch_id: int) -> HttpResponse:
     }
     failed = {f["run"]: f["reason"] for f in item.failures}
     context["rows"] = [
-        {**row, "done": done.get(row["run"], ""), "failed": failed.get(row["run"], "")}
+        {
+            **row,
+            "sentence": preview_sentence(row),
+            "done": done.get(row["run"], ""),
+            "failed": failed.get(row["run"], ""),
+        }
         for row in context["rows"]
     ]
     return render(request, "queues/batch.html", context)
@@ -193,7 +208,7 @@ def batch(request: AuthenticatedHttpRequest, batch_id: int) -> HttpResponse:
 def batch_start(request: AuthenticatedHttpRequest, batch_id: int) -> HttpResponse:
     get_object_or_404(RecoveryBatch, pk=batch_id)
     try:
-        services.batch_start(batch_id=batch_id, user=request.user)
+        start_batch(batch_id=batch_id, user=request.user)
     except ServiceError as exc:
         show_refusal(request, exc, prefix="Not started: ")
     else:

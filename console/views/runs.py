@@ -20,10 +20,30 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from approvals import selectors as approval_selectors
 from approvals.models import ApprovalStatus
-from automation import selectors, services, statechart
+from automation import statechart
 from automation.models import Run
+from automation.pipeline.operations import run_reconsider
+from automation.recovery.actions import queue_action as offered_queue_action
+from automation.recovery.actions import queue_actions, run_action, run_actions
+from automation.recovery.preview import preview_runs
+from automation.recovery.selectors import current_reading
+from automation.recovery.selectors import run_page as run_record
+from automation.recovery.services import (
+    CorrectionInvalid,
+    correction_problems,
+    queue_assign,
+    queue_claim,
+    queue_release,
+    run_correct,
+    run_replay,
+    run_resolve,
+    run_resume,
+    run_retry,
+    run_retry_effect,
+)
 from automation.vocabulary import label
 from console.forms.ops import FIELD_PREFIX, CorrectionForm, RecoveryForm, form_problems
+from console.previews import preview_sentence
 from console.raw_input import raw_download as download_raw
 from console.raw_input import raw_page
 from console.refusals import show_refusal
@@ -54,9 +74,9 @@ def run_page(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
         raise PermissionDenied("you may not read this run")
     context = {
         "run": run,
-        **selectors.run_page(run),
-        "actions": services.run_actions(run, user),
-        "queue_actions": services.queue_actions(run, user),
+        **run_record(run),
+        "actions": run_actions(run, user),
+        "queue_actions": queue_actions(run, user),
         "reads_runs": user.has_perm(VIEW_RUNS),
         "may_act": any(
             user.has_perm(f"automation.{p}") for p in ("recover_run", "work_queue", "correct_run")
@@ -112,9 +132,9 @@ def _problems(run: Run) -> list[dict[str, str]]:
 @permission_required("automation.correct_run", raise_exception=True)
 def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run, pk=run_id)
-    if services.run_action(run, request.user, "correct") is None:
+    if run_action(run, request.user, "correct") is None:
         return _not_offered(request, run, "Correcting the reading")
-    reading = selectors.current_reading(run)
+    reading = current_reading(run)
     found = reading.get("fields")
     fields: dict[str, Any] = found if isinstance(found, dict) else {}
     initial = {
@@ -130,16 +150,16 @@ def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
     form = CorrectionForm(posted, initial=initial, field_names=sorted(fields), sources=sources)
     if request.method == "POST" and not form.is_valid():
         # Every input's problem at once: the schema's checks as well as the form's own.
-        form.add_problems(services.correction_problems(form.decision()))
+        form.add_problems(correction_problems(form.decision()))
     elif request.method == "POST":
         try:
-            result = services.run_correct(
+            result = run_correct(
                 run_id=run.pk,
                 user=request.user,
                 corrected=form.decision(),
                 reason=form.cleaned_data["reason"],
             )
-        except services.CorrectionInvalid as exc:
+        except CorrectionInvalid as exc:
             form.add_problems(exc.problems)
         except ServiceError as exc:
             show_refusal(request, exc)
@@ -160,19 +180,19 @@ def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
 def queue_action(request: AuthenticatedHttpRequest, run_id: int, action: str) -> HttpResponse:
     user = request.user
     run = get_object_or_404(Run, pk=run_id)
-    offered = services.queue_action(run, user, action)
+    offered = offered_queue_action(run, user, action)
     if offered is None:
         return _not_offered(request, run, action.capitalize())
     try:
         if action == "claim":
-            services.queue_claim(run_id=run_id, user=user)
+            queue_claim(run_id=run_id, user=user)
             done = "Claimed: the run is yours to work on."
         elif action == "release":
-            services.queue_release(run_id=run_id, user=user)
+            queue_release(run_id=run_id, user=user)
             done = "Released: the run is back in the queue for anyone to take."
         else:
             assignee = get_object_or_404(User, username=request.POST.get("assignee", ""))
-            services.queue_assign(run_id=run_id, user=user, assignee=assignee)
+            queue_assign(run_id=run_id, user=user, assignee=assignee)
             done = f"Assigned to {assignee.get_username()}."
     except ServiceError as exc:
         show_refusal(request, exc)
@@ -220,34 +240,34 @@ def _state_now(run_id: int) -> str:
 
 
 def _retry(run_id: int, user: User, form: RecoveryForm) -> str:
-    services.run_retry(run_id=run_id, user=user, reason=form.cleaned_data["reason"])
+    run_retry(run_id=run_id, user=user, reason=form.cleaned_data["reason"])
     return _state_now(run_id)
 
 
 def _retry_effect(run_id: int, user: User, form: RecoveryForm) -> str:
-    services.run_retry_effect(run_id=run_id, user=user, reason=form.cleaned_data["reason"])
+    run_retry_effect(run_id=run_id, user=user, reason=form.cleaned_data["reason"])
     return _state_now(run_id)
 
 
 def _resume(run_id: int, user: User, form: RecoveryForm) -> str:
-    services.run_resume(run_id=run_id, user=user, reason=form.cleaned_data["reason"])
+    run_resume(run_id=run_id, user=user, reason=form.cleaned_data["reason"])
     return _state_now(run_id)
 
 
 def _reconsider(run_id: int, user: User, form: RecoveryForm) -> str:
-    services.run_reconsider(run_id=run_id, user=user, reason=form.cleaned_data["reason"])
+    run_reconsider(run_id=run_id, user=user, reason=form.cleaned_data["reason"])
     return _state_now(run_id)
 
 
 def _replay(run_id: int, user: User, form: RecoveryForm) -> str:
-    replay = services.run_replay(run_id=run_id, user=user, reason=form.cleaned_data["reason"])
+    replay = run_replay(run_id=run_id, user=user, reason=form.cleaned_data["reason"])
     return f"The new run is #{replay.pk}."
 
 
 def _resolver(done: bool) -> Any:
     def resolve(run_id: int, user: User, form: RecoveryForm) -> str:
         data = form.cleaned_data
-        services.run_resolve(
+        run_resolve(
             run_id=run_id, user=user, reason=data["reason"], evidence=data["evidence"], done=done
         )
         return _state_now(run_id)
@@ -274,7 +294,7 @@ def recover(request: AuthenticatedHttpRequest, run_id: int, action: str) -> Http
     if operation is None:
         raise Http404("no such recovery operation")
     run = get_object_or_404(Run, pk=run_id)
-    offered = services.run_action(run, request.user, action)
+    offered = run_action(run, request.user, action)
     if offered is None:
         return _not_offered(request, run, vocabulary_action(action))
     form = RecoveryForm(request.POST)
@@ -306,9 +326,10 @@ def vocabulary_action(action: str) -> str:
 def preview(request: AuthenticatedHttpRequest, run_id: int, action: str) -> HttpResponse:
     """What a replay, retry or re-decision of this run would do, with the form that starts it."""
     run = get_object_or_404(Run.objects.select_related("channel"), pk=run_id)
-    offered = services.run_action(run, request.user, action)
+    offered = run_action(run, request.user, action)
     if offered is None or not offered.previewed:
         return _not_offered(request, run, vocabulary_action(action))
-    rows = services.preview_runs(run_ids=[run.pk], action=action, user=request.user)
-    context = {"run": run, "action": offered, "row": rows[0] if rows else None}
+    rows = [r.as_dict() for r in preview_runs(run_ids=[run.pk], action=action, user=request.user)]
+    said = [{**row, "sentence": preview_sentence(row)} for row in rows]
+    context = {"run": run, "action": offered, "row": said[0] if said else None}
     return render(request, "runs/preview.html", context)

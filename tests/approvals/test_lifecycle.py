@@ -16,8 +16,8 @@ from approvals import selectors
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide
 from audit.models import AuditEvent
-from automation import services
 from automation.models import Effect, Outcome, Run, State
+from automation.pipeline.operations import run_reconsider, sweep_due
 from automation.roles import roles_ensure
 from core.errors import ServiceError
 from policy.services import (
@@ -66,7 +66,7 @@ def activate_policy_2() -> None:
 
 def reconsider(pipeline: Pipeline, run_id: int, user: User) -> str:
     with pipeline.capture():
-        state = services.run_reconsider(run_id=run_id, user=user, reason="policy changed")
+        state = run_reconsider(run_id=run_id, user=user, reason="policy changed")
     pipeline.drain()
     return state
 
@@ -132,7 +132,7 @@ def test_redecide_needs_the_recovery_permission(
 ) -> None:
     approver = member("ana", "security-approvers")
     with pytest.raises(PermissionDenied, match="may not re-decide"):
-        services.run_reconsider(run_id=waiting.run_id, user=approver, reason="because")
+        run_reconsider(run_id=waiting.run_id, user=approver, reason="because")
     assert Run.objects.get(pk=waiting.run_id).state == State.APPROVAL_REQUIRED
 
 
@@ -142,7 +142,7 @@ def test_redecide_of_a_completed_run_is_refused_as_state_conflict(
     approve(pipeline, waiting, member("ana", "security-approvers"))
     staff = member("sam", "recovery-staff")
     with pytest.raises(ServiceError) as refused:
-        services.run_reconsider(run_id=waiting.run_id, user=staff, reason="x")
+        run_reconsider(run_id=waiting.run_id, user=staff, reason="x")
     assert refused.value.code == Outcome.STATE_CONFLICT
     assert AuditEvent.objects.filter(action="transition.refused", actor=staff).exists()
 
@@ -153,7 +153,7 @@ def test_the_sweep_expires_an_undecided_request_and_a_fresh_one_opens(
     later = waiting.expires_at + timedelta(minutes=1)
     with time_machine.travel(later, tick=False):
         with pipeline.capture():
-            result = services.sweep_due(now=later)
+            result = sweep_due(now=later)
         pipeline.drain()
 
     assert result["expired"] == 1
@@ -174,8 +174,8 @@ def test_the_sweep_escalates_an_overdue_request_once_to_the_policy_group(
     assert not selectors.can_decide(lead, waiting)
 
     with time_machine.travel(due, tick=False):
-        first = services.sweep_due(now=due)
-        second = services.sweep_due(now=due + timedelta(minutes=1))
+        first = sweep_due(now=due)
+        second = sweep_due(now=due + timedelta(minutes=1))
 
     assert (first["escalated"], second["escalated"]) == (1, 0)
     escalated = ApprovalRequest.objects.get(pk=waiting.pk)
@@ -201,12 +201,12 @@ def test_a_pending_approval_survives_a_worker_restart(
 
     # Right after the decision its message may still be waiting: the sweep leaves it.
     with restarted.capture():
-        assert services.sweep_due()["runs"] == 0
+        assert sweep_due()["runs"] == 0
     assert not restarted.queue
     # Once it has been out longer than a lease, it is lost: the sweep sends another.
     later = timezone.now() + timedelta(seconds=settings.GATEHOUSE["STAGE_LEASE_SECONDS"] + 1)
     with restarted.capture():
-        nudged = services.sweep_due(now=later)
+        nudged = sweep_due(now=later)
     restarted.drain()
 
     assert nudged["runs"] == 1
@@ -216,6 +216,6 @@ def test_a_pending_approval_survives_a_worker_restart(
 
 def test_the_sweep_leaves_a_waiting_run_alone(pipeline: Pipeline, waiting: ApprovalRequest) -> None:
     with pipeline.capture():
-        nudged = services.sweep_due()
+        nudged = sweep_due()
     assert nudged["runs"] == 0
     assert list(pipeline.queue) == []

@@ -23,8 +23,9 @@ from approvals import selectors
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide
 from audit.models import AuditEvent
-from automation import services
 from automation.models import Effect, EffectStatus, Outcome, Run, State
+from automation.pipeline.operations import run_reconsider, sweep_due
+from automation.recovery.services import run_correct, run_replay, run_resume, run_retry
 from automation.roles import roles_ensure
 from core.errors import ServiceError
 from devtools.services import checkpoint_import, run_nudge
@@ -104,7 +105,7 @@ def replayed(pipeline: Pipeline, run: Run, user: User) -> Run:
     """Replay a finished run; the classifier reads the replay as before, so it waits again."""
     pipeline.record(EVENT_ID, [decision_for(SECURITY)])
     with pipeline.capture():
-        replay = services.run_replay(run_id=run.pk, user=user, reason="customer asked again")
+        replay = run_replay(run_id=run.pk, user=user, reason="customer asked again")
     pipeline.drain()
     replay = refreshed(replay)
     assert replay.state == State.APPROVAL_REQUIRED
@@ -115,7 +116,7 @@ def escalate(pipeline: Pipeline, run: Run) -> None:
     """Let the replay's request pass its SLA: the sweep sends it to ops-leads too."""
     due = pending_of(run).escalate_at + timedelta(minutes=1)
     with time_machine.travel(due, tick=False), pipeline.capture():
-        assert services.sweep_due(now=due)["escalated"] == 1
+        assert sweep_due(now=due)["escalated"] == 1
     pipeline.queue.clear()
 
 
@@ -189,7 +190,7 @@ def test_the_replay_is_on_the_trail_of_both_runs_with_who_did_it(pipeline: Pipel
 def corrected(pipeline: Pipeline, actor: User) -> Run:
     run = pipeline.run(pipeline.submit(SECURITY, [TIMEOUT, TIMEOUT]))
     with pipeline.capture():
-        services.run_correct(run_id=run.pk, user=actor, corrected=READING, reason="read it")
+        run_correct(run_id=run.pk, user=actor, corrected=READING, reason="read it")
     pipeline.drain()
     return run
 
@@ -198,7 +199,7 @@ def retried(pipeline: Pipeline, actor: User) -> Run:
     run = pipeline.run(pipeline.submit(SECURITY, [TIMEOUT, TIMEOUT]))
     pipeline.record(EVENT_ID, [TIMEOUT, TIMEOUT, decision_for(SECURITY)])
     with pipeline.capture():
-        services.run_retry(run_id=run.pk, user=actor, reason="classifier back")
+        run_retry(run_id=run.pk, user=actor, reason="classifier back")
     pipeline.drain()
     return run
 
@@ -208,7 +209,7 @@ def resumed(pipeline: Pipeline, actor: User) -> Run:
     run = pipeline.run(pipeline.submit(SECURITY, [bad]))
     checkpoint_import(run_id=run.pk, classification=READING, actor_label="import")
     with pipeline.capture():
-        services.run_resume(run_id=run.pk, user=actor, reason="read by hand")
+        run_resume(run_id=run.pk, user=actor, reason="read by hand")
     pipeline.drain()
     return run
 
@@ -216,7 +217,7 @@ def resumed(pipeline: Pipeline, actor: User) -> Run:
 def redecided(pipeline: Pipeline, actor: User) -> Run:
     run = awaiting_approval(pipeline)
     with pipeline.capture():
-        services.run_reconsider(run_id=run.pk, user=actor, reason="policy changed")
+        run_reconsider(run_id=run.pk, user=actor, reason="policy changed")
     pipeline.drain()
     return run
 

@@ -16,13 +16,13 @@ from django.utils import timezone
 
 from audit.models import AuditEvent
 from automation.models import Simulation
-from automation.roles import roles_ensure
-from automation.services import (
+from automation.recovery.activation import (
     SIMULATION_FRESH_FOR,
     activation_simulation,
     policy_activate_after_simulation,
 )
-from automation.services.simulation import simulation_process, simulation_start
+from automation.recovery.simulation import simulation_process, simulation_start
+from automation.roles import roles_ensure
 from core.errors import ServiceError
 from policy.models import PolicyVersion
 from policy.services import (

@@ -11,7 +11,6 @@ from django.test import Client
 from django.urls import reverse
 
 from approvals.models import ApprovalRequest
-from automation import services
 from automation.models import (
     AuditEvent,
     Effect,
@@ -22,6 +21,7 @@ from automation.models import (
     Run,
     State,
 )
+from automation.recovery.services import OPERATIONS as RECOVERY_OPERATIONS
 from automation.roles import roles_ensure
 from core.errors import state_conflict
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
@@ -300,6 +300,6 @@ def test_the_run_list_actions_are_refused_too(pipeline: Pipeline, action: str, w
 
 
 def test_each_operation_checks_the_permission_its_transition_declares() -> None:
-    for name, operation in services.OPERATIONS.items():
+    for name, operation in RECOVERY_OPERATIONS.items():
         declared = {t.permission for t in getattr(Run, name)._django_fsm.transitions.values()}
         assert declared == {operation.permission}, name

@@ -15,9 +15,10 @@ from django.core.exceptions import PermissionDenied
 from django.test import Client
 
 from approvals.models import ApprovalRequest
-from automation import selectors, services
+from automation.intake.services import api_token_create, api_tokens_revoke, channel_get_or_create
 from automation.models import AuditEvent, Effect, IntakeChannel, IntakeRecord, Outcome, Run, State
 from automation.roles import roles_ensure
+from automation.runs.sending import ADVANCE_RUN_TASK
 from automation.schemas import MAX_JSON_DEPTH
 from core.dispatch import Message, inline
 from policy.models import PolicyVersion
@@ -29,7 +30,7 @@ EVENTS = "/api/v1/events"
 
 @pytest.fixture
 def key(channel: IntakeChannel) -> str:
-    return services.api_token_create(name="integrator", channel=channel)[1]
+    return api_token_create(name="integrator", channel=channel)[1]
 
 
 def post(
@@ -97,7 +98,7 @@ def test_commit_sends_exactly_one_advance_message(
             assert not queue
         run_id = response.json()["run"]["id"]
 
-    assert list(queue) == [Message(services.ADVANCE_RUN_TASK, (run_id,))]
+    assert list(queue) == [Message(ADVANCE_RUN_TASK, (run_id,))]
 
 
 def test_same_event_again_answers_200_with_the_same_run(client: Client, key: str) -> None:
@@ -272,7 +273,7 @@ def test_missing_or_wrong_token_answers_401_and_stores_nothing(
 
 
 def test_revoked_token_answers_401(client: Client, channel: IntakeChannel) -> None:
-    token, revoked = services.api_token_create(name="old", channel=channel)
+    token, revoked = api_token_create(name="old", channel=channel)
     token.is_active = False
     token.save(update_fields=["is_active"])
 
@@ -329,7 +330,7 @@ def test_a_failure_inside_the_api_is_answered_in_json(
     def broken(**kwargs: Any) -> None:
         raise RuntimeError("the database went away")
 
-    monkeypatch.setattr(selectors, "run_for_channel", broken)
+    monkeypatch.setattr("automation.api.run_for_channel", broken)
     client = Client(raise_request_exception=False)
 
     response = client.get("/api/v1/runs/1", headers={"authorization": f"Bearer {key}"})
@@ -394,7 +395,7 @@ def test_run_of_another_channel_answers_404(client: Client, key: str) -> None:
     other = IntakeChannel.objects.create(
         name="other", workflow_version="workflow-1", prompt_version="prompt-1"
     )
-    _, other_key = services.api_token_create(name="other-integrator", channel=other)
+    _, other_key = api_token_create(name="other-integrator", channel=other)
 
     response = client.get(
         f"/api/v1/runs/{run_id}", headers={"authorization": f"Bearer {other_key}"}
@@ -420,10 +421,10 @@ def test_well_formed_json_that_is_not_an_object_answers_422(client: Client, key:
 
 @pytest.mark.django_db
 def test_a_revoked_token_is_refused_and_the_revocation_recorded(channel: IntakeChannel) -> None:
-    token, key = services.api_token_create(name="partner", channel=channel)
+    token, key = api_token_create(name="partner", channel=channel)
     admin_user = User.objects.create_user("root", is_superuser=True)
 
-    assert services.api_tokens_revoke(token_ids=[token.pk], user=admin_user) == 1
+    assert api_tokens_revoke(token_ids=[token.pk], user=admin_user) == 1
 
     response = Client().post(
         "/api/v1/events",
@@ -454,7 +455,7 @@ def test_with_no_active_policy_intake_answers_503_and_keeps_the_raw_request(
 @pytest.mark.django_db
 def test_auditors_and_recovery_staff_cannot_revoke_a_token(channel: IntakeChannel) -> None:
     roles_ensure()
-    token, key = services.api_token_create(name="partner", channel=channel)
+    token, key = api_token_create(name="partner", channel=channel)
     for group in ("auditors", "recovery-staff"):
         person = User.objects.create_user(f"someone-{group}", is_staff=True)
         person.groups.add(Group.objects.get(name=group))
@@ -465,7 +466,7 @@ def test_auditors_and_recovery_staff_cannot_revoke_a_token(channel: IntakeChanne
             "/admin/automation/apitoken/", {"action": "revoke", "_selected_action": [token.pk]}
         )
         with pytest.raises(PermissionDenied):
-            services.api_tokens_revoke(token_ids=[token.pk], user=person)
+            api_tokens_revoke(token_ids=[token.pk], user=person)
 
     token.refresh_from_db()
     assert token.is_active
@@ -476,11 +477,11 @@ def test_auditors_and_recovery_staff_cannot_revoke_a_token(channel: IntakeChanne
 @pytest.mark.django_db
 def test_a_revoked_token_cannot_be_switched_on_again_or_deleted(channel: IntakeChannel) -> None:
     roles_ensure()
-    token, key = services.api_token_create(name="partner", channel=channel)
+    token, key = api_token_create(name="partner", channel=channel)
     lead = User.objects.create_user("lead", is_staff=True)
     lead.groups.add(Group.objects.get(name="ops-leads"))
     root = User.objects.create_user("root", is_staff=True, is_superuser=True)
-    services.api_tokens_revoke(token_ids=[token.pk], user=lead)
+    api_tokens_revoke(token_ids=[token.pk], user=lead)
     change = f"/admin/automation/apitoken/{token.pk}/change/"
 
     for person in (lead, root):
@@ -679,8 +680,8 @@ def test_an_https_request_gets_an_https_link(client: Client, key: str) -> None:
 def test_a_duplicate_of_another_channels_run_names_no_link(
     client: Client, key: str, channel: IntakeChannel
 ) -> None:
-    mailbox = services.channel_get_or_create(name="email")
-    _, mailbox_key = services.api_token_create(name="mail-gateway", channel=mailbox)
+    mailbox = channel_get_or_create(name="email")
+    _, mailbox_key = api_token_create(name="mail-gateway", channel=mailbox)
     first = post(client, MAIL, mailbox_key, content_type="message/rfc822")
     assert "links" in first.json()["run"]
 

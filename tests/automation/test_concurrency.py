@@ -17,8 +17,9 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from automation import services, tasks
+from automation import tasks
 from automation.classifiers.recorded import RecordedClassifier
+from automation.intake.services import MAIL_TYPE, IntakeResult, channel_get_or_create, intake_submit
 from automation.models import (
     AuditEvent,
     ClassificationAttempt,
@@ -32,7 +33,7 @@ from automation.models import (
     StageRecord,
     State,
 )
-from automation.services.intake import MAIL_TYPE
+from automation.runs.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK
 from core.dispatch import Message, inline
 from tests.conftest import Pipeline, decision_for, make_event
 from tests.downstream import Downstream, running_downstream
@@ -72,8 +73,8 @@ def at_once(*calls: Callable[[], Any]) -> tuple[list[Any], list[Message]]:
     return results, messages
 
 
-def submit(pipeline: Pipeline, event: dict[str, Any]) -> services.IntakeResult:
-    return services.intake_submit(
+def submit(pipeline: Pipeline, event: dict[str, Any]) -> IntakeResult:
+    return intake_submit(
         channel=pipeline.channel,
         raw=json.dumps(event).encode(),
         content_type="application/json",
@@ -123,7 +124,7 @@ def test_same_event_submitted_twice_at_once_makes_exactly_one_run(pipeline: Pipe
             ).count()
             == 1
         )
-        assert messages == [Message(services.ADVANCE_RUN_TASK, (first.run.pk,))]
+        assert messages == [Message(ADVANCE_RUN_TASK, (first.run.pk,))]
 
         pipeline.queue.extend(messages)
         pipeline.drain()
@@ -201,7 +202,7 @@ def test_a_message_delivered_twice_at_once_does_each_step_once(
 
 def test_one_message_carries_a_straight_through_run_to_completion(pipeline: Pipeline) -> None:
     run = started(pipeline, "evt-one")
-    assert list(pipeline.queue) == [Message(services.ADVANCE_RUN_TASK, (run.pk,))]
+    assert list(pipeline.queue) == [Message(ADVANCE_RUN_TASK, (run.pk,))]
 
     with inline() as queue:
         assert tasks.advance_run(run.pk) == State.COMPLETED
@@ -291,7 +292,7 @@ def _effect_ready(pipeline: Pipeline) -> tuple[Run, Effect]:
     with inline() as queue:
         assert tasks.advance_run(run.pk) == State.EXECUTING
     effect = Effect.objects.get(run=run)
-    assert list(queue) == [Message(services.DELIVER_EFFECT_TASK, (effect.pk,))]
+    assert list(queue) == [Message(DELIVER_EFFECT_TASK, (effect.pk,))]
     pipeline.queue.clear()
     return run, effect
 
@@ -352,11 +353,11 @@ def test_same_event_id_with_different_content_at_once_runs_one_and_refuses_the_o
 def test_one_message_by_the_mailbox_and_the_api_at_once_makes_one_run(
     pipeline: Pipeline,
 ) -> None:
-    mailbox = services.channel_get_or_create(name="email")
-    api = services.channel_get_or_create(name="api")
+    mailbox = channel_get_or_create(name="email")
+    api = channel_get_or_create(name="api")
 
-    def take(channel: IntakeChannel, raw: bytes) -> services.IntakeResult:
-        return services.intake_submit(
+    def take(channel: IntakeChannel, raw: bytes) -> IntakeResult:
+        return intake_submit(
             channel=channel, raw=raw, content_type=MAIL_TYPE, source=f"race:{channel.name}"
         )
 
@@ -375,7 +376,7 @@ def test_one_message_by_the_mailbox_and_the_api_at_once_makes_one_run(
         assert sorted([first.code, second.code]) == ["accepted", Outcome.IDEMPOTENT_REPLAY]
         assert first.run.pk == second.run.pk
         assert Run.objects.filter(event_id=f"race-{n}@northwind-traders.test").count() == 1
-        assert messages == [Message(services.ADVANCE_RUN_TASK, (first.run.pk,))]
+        assert messages == [Message(ADVANCE_RUN_TASK, (first.run.pk,))]
 
 
 def test_late_message_for_a_completed_run_does_nothing(pipeline: Pipeline) -> None:

@@ -12,9 +12,9 @@ from django.test import Client
 from django.urls import reverse
 
 from audit.models import AuditAction, AuditEvent
+from automation.effects.services import effect_pause, effect_resume
 from automation.models import EffectControl
 from automation.roles import roles_ensure
-from automation.services import effect_pause, effect_resume
 from core.errors import ServiceError
 
 EFFECT = "send_internal_notification"

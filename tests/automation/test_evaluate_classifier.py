@@ -11,9 +11,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from audit.models import AuditEvent
+from automation.intake.services import MAIL_TYPE, channel_get_or_create, intake_submit
 from automation.mail import parse_message
 from automation.models import Customer, IntakeChannel, IntakeRecord, Run
-from automation.services.intake import MAIL_TYPE, channel_get_or_create, intake_submit
 from policy.services import policy_ensure_defaults
 from tests.conftest import Pipeline
 

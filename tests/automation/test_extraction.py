@@ -8,9 +8,9 @@ from decimal import Decimal
 import pytest
 from django.contrib.auth.models import Group, User
 
-from automation import services
 from automation.extraction import extraction_problems, parse_amount, parse_date
 from automation.models import Outcome, State
+from automation.recovery.services import CorrectionInvalid, run_correct
 from automation.roles import roles_ensure
 from tests.conftest import Pipeline, decision_for, make_event
 
@@ -99,12 +99,12 @@ def test_a_correction_is_held_to_the_same_checks(pipeline: Pipeline) -> None:
         "fields": {"amount": {"value": "1.250,00.00", "confidence": 1.0}},
     }
 
-    with pytest.raises(services.CorrectionInvalid) as refused:
-        services.run_correct(run_id=run.pk, user=lead, corrected=corrected, reason="typo")
+    with pytest.raises(CorrectionInvalid) as refused:
+        run_correct(run_id=run.pk, user=lead, corrected=corrected, reason="typo")
     assert [p.field for p in refused.value.problems] == ["fields.amount"]
 
     corrected["fields"]["amount"]["value"] = "1,250.00 EUR"
     with pipeline.capture():
-        services.run_correct(run_id=run.pk, user=lead, corrected=corrected, reason="typo")
+        run_correct(run_id=run.pk, user=lead, corrected=corrected, reason="typo")
     pipeline.drain()
     assert pipeline.run(pipeline.submit(event)).state == State.COMPLETED

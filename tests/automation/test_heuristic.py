@@ -7,13 +7,12 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
-from automation import services
 from automation.classifiers.heuristic import extract, read
 from automation.extraction import parse_date
+from automation.intake.services import MAIL_TYPE, channel_get_or_create, intake_submit
 from automation.models import State
 from automation.roles import roles_ensure
 from automation.schemas import ClassifierDecision
-from automation.services.intake import MAIL_TYPE
 from tests.conftest import Pipeline, make_event
 
 
@@ -82,7 +81,7 @@ def test_text_cannot_talk_the_classifier_into_authority() -> None:
 
 @pytest.mark.django_db
 def test_the_api_channel_reads_requests_with_the_heuristic_classifier(policy: None) -> None:
-    channel = services.channel_get_or_create(name="api")
+    channel = channel_get_or_create(name="api")
     assert (channel.classifier, channel.classifier_version) == ("heuristic", "heuristic-3")
     pipeline = Pipeline(channel)
     event = make_event(subject="Cannot log in", body="Locked out after a reset. Please follow up.")
@@ -169,7 +168,7 @@ def test_with_nothing_in_the_senders_words_the_carried_text_is_read_at_half_conf
 
 @pytest.mark.django_db
 def test_the_run_page_says_a_fact_came_from_a_forwarded_message(policy: None) -> None:
-    channel = services.channel_get_or_create(name="mail-heuristic", classifier="heuristic")
+    channel = channel_get_or_create(name="mail-heuristic", classifier="heuristic")
     pipeline = Pipeline(channel)
     raw = (
         b"From: Ana <ana@example.com>\r\nTo: requests@example.com\r\n"
@@ -180,9 +179,7 @@ def test_the_run_page_says_a_fact_came_from_a_forwarded_message(policy: None) ->
         b"Your invoice of 4,250.00 EUR is overdue.\r\n"
     )
     with pipeline.capture():
-        result = services.intake_submit(
-            channel=channel, raw=raw, content_type=MAIL_TYPE, source="test"
-        )
+        result = intake_submit(channel=channel, raw=raw, content_type=MAIL_TYPE, source="test")
     pipeline.drain()
     run = pipeline.run(result)
     assert run.classification["fields"]["amount"]["part"] == "forwarded"

@@ -32,8 +32,8 @@ from django.utils import timezone
 from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
-from automation import services
 from automation.effects.http import verify
+from automation.effects.services import PAUSE_RECHECK, effect_deliver, effect_pause, effect_resume
 from automation.models import (
     AuditEvent,
     BatchStatus,
@@ -47,15 +47,11 @@ from automation.models import (
     Run,
     State,
 )
+from automation.pipeline.operations import sweep_due
+from automation.recovery.services import effects_retry_held
 from automation.roles import roles_ensure
-from automation.services import backoff as retry_timing
-from automation.services.effects import (
-    PAUSE_RECHECK,
-    effect_deliver,
-    effect_pause,
-    effect_resume,
-)
-from automation.services.recovery import effects_retry_held
+from automation.runs import backoff as retry_timing
+from automation.runs.sending import DELIVER_EFFECT_TASK
 from core.dispatch import MAX_DELAY, Message, inline
 from policy.services import (
     DEFAULTS_DIR,
@@ -267,13 +263,13 @@ def test_a_retry_due_later_than_a_message_is_delayed_is_sent_by_the_sweep_as_it_
     due = effect.next_attempt_at
     assert effect.dispatched_at is None  # too far off for a delayed message: nobody sent one
 
-    assert services.sweep_due(now=due - MAX_DELAY - timedelta(seconds=1))["effects"] == 0
-    assert services.sweep_due(now=due - MAX_DELAY)["effects"] == 1
+    assert sweep_due(now=due - MAX_DELAY - timedelta(seconds=1))["effects"] == 0
+    assert sweep_due(now=due - MAX_DELAY)["effects"] == 1
     # A delayed message: the broker hands it out when the retry is due, not before.
     (row,) = OrmQ.objects.all()
     assert (SignedPackage.loads(row.payload)["args"], row.lock) == ((effect.pk,), due)
     # It is out: the next sweeps leave the effect alone.
-    assert services.sweep_due(now=due - timedelta(seconds=30))["effects"] == 0
+    assert sweep_due(now=due - timedelta(seconds=30))["effects"] == 0
     assert OrmQ.objects.count() == 1
 
 
@@ -352,7 +348,7 @@ def test_400_fails_the_run_as_effect_rejected_after_one_attempt(
     later = timezone.now() + timedelta(hours=2)
     assert deliver_at(effect, later) is None
     with pipeline.capture():
-        assert services.sweep_due(now=later)["effects"] == 0
+        assert sweep_due(now=later)["effects"] == 0
     assert downstream.keys() == [effect.idempotency_key]
     assert downstream.performed == []
 
@@ -370,9 +366,11 @@ def test_no_answer_is_retried_on_the_same_key_when_the_receiver_deduplicates(
     pipeline: Pipeline,
     downstream: Downstream,
     http_effect: Any,
+    jitter_at_cap: None,
     behaviour: tuple[Any, ...],
     error_class: str,
 ) -> None:
+    # At the cap of its jitter the retry is 10 s away: the drain cannot reach it.
     downstream.then(behaviour)
 
     run, effect = first_attempt(pipeline, billing_event())
@@ -427,7 +425,7 @@ def test_no_answer_holds_the_run_as_uncertain_when_the_receiver_does_not_dedupli
     later = timezone.now() + timedelta(days=1)
     assert deliver_at(effect, later) is None
     with pipeline.capture():
-        assert services.sweep_due(now=later)["effects"] == 0
+        assert sweep_due(now=later)["effects"] == 0
     assert downstream.keys() == [effect.idempotency_key]
 
 
@@ -492,7 +490,7 @@ def test_the_deadline_passing_holds_the_run_and_a_batch_retry_delivers_it_once(
     assert (effect.next_attempt_at, effect.lease_expires_at) == (None, None)
     assert attempt_rows(effect) == [(1, "retry", 503, ""), (2, "retry", 503, "")]
     with pipeline.capture():  # a held effect is left alone by the sweep
-        assert services.sweep_due(now=timezone.now() + timedelta(hours=1))["effects"] == 0
+        assert sweep_due(now=timezone.now() + timedelta(hours=1))["effects"] == 0
     pipeline.queue.clear()
     assert downstream.count() == 2
 
@@ -735,7 +733,7 @@ def until_the_effect_is_written(pipeline: Pipeline, event: dict[str, Any]) -> Ru
         if not pipeline.queue:
             break
         message = pipeline.queue.popleft()
-        if message.func != services.DELIVER_EFFECT_TASK:
+        if message.func != DELIVER_EFFECT_TASK:
             with pipeline.capture():
                 message.run()
     run = pipeline.run(result)
@@ -754,7 +752,7 @@ def deliver_in_a_worker_killed_after_the_answer(
         "GATEHOUSE_HTTP_EFFECTS": json.dumps({EFFECT: config}),
     }
     code = (
-        "from automation.services.effects import effect_deliver; "
+        "from automation.effects.services import effect_deliver; "
         f"effect_deliver(effect_id={effect.pk})"
     )
     return subprocess.run(  # noqa: S603 - our own interpreter and manage.py
@@ -791,15 +789,15 @@ def test_a_worker_killed_after_the_answer_is_retried_on_its_key_and_counts_once_
 
     # While the lease runs, neither the sweep nor a late message touches it.
     with pipeline.capture():
-        assert services.sweep_due(now=lease - timedelta(seconds=1))["effects"] == 0
+        assert sweep_due(now=lease - timedelta(seconds=1))["effects"] == 0
     assert deliver_at(effect, lease - timedelta(seconds=1)) is None
     assert downstream.count() == 1
     pipeline.queue.clear()
     # Once it has run out, the sweep picks the effect up again.
     after = lease + timedelta(seconds=1)
     with pipeline.capture():
-        assert services.sweep_due(now=after)["effects"] == 1
-    assert Message(services.DELIVER_EFFECT_TASK, (effect.pk,)) in pipeline.queue
+        assert sweep_due(now=after)["effects"] == 1
+    assert Message(DELIVER_EFFECT_TASK, (effect.pk,)) in pipeline.queue
     pipeline.queue.clear()
 
     assert deliver_at(effect, after) == EffectStatus.DELIVERED

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from automation import services
+from automation.intake.services import IntakeResult, intake_submit
 from automation.models import (
     AuditEvent,
     Checkpoint,
@@ -20,16 +20,17 @@ from automation.models import (
     StageRecord,
     State,
 )
+from automation.runs.sending import ADVANCE_RUN_TASK
 from automation.schemas import fingerprint
 from tests.conftest import Pipeline, decision_for, make_event
 
-ADVANCE = services.ADVANCE_RUN_TASK
+ADVANCE = ADVANCE_RUN_TASK
 
 
-def submit_raw(pipeline: Pipeline, raw: bytes) -> services.IntakeResult:
+def submit_raw(pipeline: Pipeline, raw: bytes) -> IntakeResult:
     """Submit exact bytes to the pipeline's channel; follow-up messages join its queue."""
     with pipeline.capture():
-        result = services.intake_submit(
+        result = intake_submit(
             channel=pipeline.channel, raw=raw, content_type="application/json", source="test"
         )
     return result

@@ -13,8 +13,9 @@ from automation.classifiers import training
 from automation.classifiers.base import ClassifierInput, ClassifierRefused, ClassifierUnavailable
 from automation.classifiers.learned import LearnedClassifier
 from automation.classifiers.training import classifier_train
+from automation.intake.services import channel_get_or_create, intake_submit
 from automation.models import ClassificationAttempt, ClassifierModel, IntakeChannel, Run
-from automation.services import channel_get_or_create, intake_submit, run_advance
+from automation.pipeline.services import run_advance
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,8 @@ from django.test import Client
 from django.urls import reverse
 
 from audit.models import AuditEvent
-from automation import services
+from automation.intake.customers import customers_load
+from automation.intake.services import api_token_create, channel_get_or_create, intake_submit
 from automation.mail import html_to_text, parse_message
 from automation.models import (
     MAIL_SCOPE,
@@ -32,9 +33,9 @@ from automation.models import (
     Run,
     State,
 )
+from automation.recovery.services import CorrectionInvalid, run_correct, run_replay
 from automation.roles import roles_ensure
-from automation.services.customers import customers_load
-from automation.services.intake import channel_get_or_create
+from automation.runs.payloads import effect_key
 from policy.models import PolicyVersion
 from tests.conftest import Pipeline
 
@@ -513,7 +514,7 @@ def test_a_request_over_the_limit_handed_to_intake_by_any_other_way_is_refused_t
     settings.GATEHOUSE = {**settings.GATEHOUSE, "MAX_EVENT_BYTES": 100}  # type: ignore[attr-defined]
     raw = b'{"event_id": "evt-big", "body": "' + b"x" * 200 + b'"}'
 
-    result = services.intake_submit(
+    result = intake_submit(
         channel=mail_pipeline.channel, raw=raw, content_type="application/json", source="test"
     )
 
@@ -536,7 +537,7 @@ def test_a_missing_path_is_refused_before_anything_is_read(mail_pipeline: Pipeli
 
 @pytest.fixture
 def mail_token(mail_channel: IntakeChannel) -> str:
-    _, key = services.api_token_create(name="mail-gateway", channel=mail_channel)
+    _, key = api_token_create(name="mail-gateway", channel=mail_channel)
     return key
 
 
@@ -619,7 +620,7 @@ QUOTE = "01-quote-request-northwind.eml"
 @pytest.fixture
 def api_key(mail_channel: IntakeChannel) -> str:
     """An integrator's token on the `api` channel (as `make demo` issues), not the mailbox's."""
-    _, key = services.api_token_create(name="partner", channel=channel_get_or_create(name="api"))
+    _, key = api_token_create(name="partner", channel=channel_get_or_create(name="api"))
     return key
 
 
@@ -754,12 +755,12 @@ def test_a_replay_of_a_mail_run_reaches_the_effect_of_the_message(
     effect = delivered_once()
     # Made of the one mail scope, not of the channel that took the message in: any run of this
     # message, by any path, replayed or not, reaches this key.
-    assert effect.idempotency_key == services.effect_key(
+    assert effect.idempotency_key == effect_key(
         scope=MAIL_SCOPE, fingerprint=original.fingerprint, effect="create_follow_up"
     )
 
     with mail_pipeline.capture():
-        replay = services.run_replay(run_id=original.pk, user=staff, reason="re-read")
+        replay = run_replay(run_id=original.pk, user=staff, reason="re-read")
     mail_pipeline.drain()
 
     replay.refresh_from_db()
@@ -869,13 +870,13 @@ def test_a_corrected_customer_reference_lets_the_mail_go_on(
     unknown = {**reading, "fields": {**reading["fields"]}}
     unknown["fields"]["customer_reference"] = {"value": "CUST-99999", "confidence": 1.0}
 
-    with pytest.raises(services.CorrectionInvalid):
-        services.run_correct(run_id=run.pk, user=ops_lead, corrected=unknown, reason="typo")  # type: ignore[arg-type]
+    with pytest.raises(CorrectionInvalid):
+        run_correct(run_id=run.pk, user=ops_lead, corrected=unknown, reason="typo")  # type: ignore[arg-type]
 
     fixed = {**reading, "fields": {**reading["fields"]}}
     fixed["fields"]["customer_reference"] = {"value": "CUST-10009", "confidence": 1.0}
     with mail_pipeline.capture():
-        services.run_correct(run_id=run.pk, user=ops_lead, corrected=fixed, reason="typo")  # type: ignore[arg-type]
+        run_correct(run_id=run.pk, user=ops_lead, corrected=fixed, reason="typo")  # type: ignore[arg-type]
     mail_pipeline.drain()
 
     run.refresh_from_db()
@@ -884,7 +885,7 @@ def test_a_corrected_customer_reference_lets_the_mail_go_on(
 
 
 def test_a_stopped_batch_ends_between_messages(mail_channel: IntakeChannel) -> None:
-    from automation.services.mailbox import mail_intake, mail_sources
+    from automation.intake.mailbox import mail_intake, mail_sources
 
     sources = mail_sources([MAIL])
     asked: list[int] = []

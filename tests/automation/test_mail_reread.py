@@ -13,9 +13,9 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from audit.models import AuditEvent
+from automation.intake.mailbox import MailBatch, mail_intake, mail_sources
+from automation.intake.services import channel_get_or_create
 from automation.models import IntakeChannel, IntakeRecord, Outcome, Run
-from automation.services.intake import channel_get_or_create
-from automation.services.mailbox import MailBatch, mail_intake, mail_sources
 from policy.models import PolicyVersion
 
 MAIL = Path(__file__).resolve().parent.parent / "data" / "mail"

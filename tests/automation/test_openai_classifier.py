@@ -12,7 +12,6 @@ import pytest
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from automation import services
 from automation.classifiers import classifier_versions, get_classifier
 from automation.classifiers.base import (
     VERSIONS,
@@ -25,6 +24,7 @@ from automation.classifiers.openai_compatible import (
     OpenAICompatibleClassifier,
     event_message,
 )
+from automation.intake.services import MAIL_TYPE, intake_submit
 from automation.models import (
     ClassificationAttempt,
     Effect,
@@ -35,7 +35,6 @@ from automation.models import (
     State,
 )
 from automation.schemas import ClassifierDecision
-from automation.services.intake import MAIL_TYPE
 from tests.chatserver import ChatServer, content, running_chat_server, slow, status
 from tests.conftest import Pipeline, assert_retry_scheduled, decision_for, make_event
 
@@ -455,7 +454,7 @@ def test_the_sample_set_completes_against_a_server_that_speaks_only_one_dialect(
 
     for path in sorted(MAIL.glob("*.eml")):
         with pipeline.capture():
-            services.intake_submit(
+            intake_submit(
                 channel=pipeline.channel,
                 raw=path.read_bytes(),
                 content_type=MAIL_TYPE,

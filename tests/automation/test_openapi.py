@@ -15,9 +15,9 @@ import pytest
 from django.test import Client
 from openapi_spec_validator import validate
 
+from automation.intake.services import api_token_create
 from automation.models import IntakeChannel
 from automation.schemas import IntakeEvent
-from automation.services import api_token_create
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 from approvals.binding import Binding
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import DecisionResult, approval_decide
-from automation import services
+from automation.effects.services import effect_is_authorized
 from automation.models import (
     AccountReview,
     AuditEvent,
@@ -28,6 +28,10 @@ from automation.models import (
     StageRecord,
     State,
 )
+from automation.pipeline.operations import sweep_due
+from automation.pipeline.services import run_advance
+from automation.recovery.services import run_retry_effect
+from automation.runs.payloads import effect_key
 from core.dispatch import inline
 from devtools.services import run_nudge
 from policy.services import (
@@ -146,7 +150,7 @@ def test_completed_run_leaves_checkpoints_stages_one_effect_and_its_audit_trail(
     assert effect.status == EffectStatus.DELIVERED
     assert effect.attempts == 1
     assert effect.authorization == {"policy_version": "policy-1"}
-    assert effect.idempotency_key == services.effect_key(
+    assert effect.idempotency_key == effect_key(
         scope=pipeline.channel.name, fingerprint=run.fingerprint, effect="create_follow_up"
     )
     follow_up = FollowUp.objects.get()
@@ -163,7 +167,7 @@ def test_completed_run_leaves_checkpoints_stages_one_effect_and_its_audit_trail(
         ("run.execute", State.CLASSIFIED, State.EXECUTING),
         ("run.complete", State.EXECUTING, State.COMPLETED),
     ]
-    assert services.effect_is_authorized(effect)
+    assert effect_is_authorized(effect)
 
 
 def test_completed_after_one_timeout_and_a_retry_once_the_backoff_ran_out(
@@ -182,7 +186,7 @@ def test_completed_after_one_timeout_and_a_retry_once_the_backoff_ran_out(
     assert run.next_attempt_at is not None
     # A message that arrives before the backoff ran out does nothing.
     early = run.next_attempt_at - timedelta(milliseconds=1)
-    assert services.run_advance(run_id=run.pk, now=early) is None
+    assert run_advance(run_id=run.pk, now=early) is None
     assert ClassificationAttempt.objects.filter(run=run).count() == 1
 
     pipeline.drain()
@@ -379,7 +383,7 @@ def test_approved_run_completes_and_the_effect_names_the_consumed_approval(
     effect = Effect.objects.get(run=run)
     assert effect.authorization == {"policy_version": "policy-1", "approval_request": request.pk}
     assert AccountReview.objects.get().idempotency_key == effect.idempotency_key
-    assert services.effect_is_authorized(effect)
+    assert effect_is_authorized(effect)
     assert AuditEvent.objects.filter(run=run, action="run.resumed").exists()
 
 
@@ -534,7 +538,7 @@ def assert_held_unwritable(run: Run, attempts: int) -> None:
     assert not FollowUp.objects.exists()
     later = timezone.now() + timedelta(hours=6)
     with inline() as queue:
-        swept = services.sweep_due(now=later)
+        swept = sweep_due(now=later)
     assert (swept["runs"], swept["effects"], len(queue)) == (0, 0, 0)
 
 
@@ -562,7 +566,7 @@ def test_retrying_a_record_that_still_cannot_be_written_holds_the_run_again(
 
     # An ops lead retries before the cause is fixed: the worker's delivery fails the same way.
     with pipeline.capture():
-        assert services.run_retry_effect(run_id=run.pk, user=recoverer, reason="try again")
+        assert run_retry_effect(run_id=run.pk, user=recoverer, reason="try again")
     pipeline.drain()
 
     assert_held_unwritable(run, attempts=2)

@@ -11,9 +11,10 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from automation import services
 from automation.models import BatchStatus, RecoveryAction, RecoveryBatch, Run, State
-from automation.services.preview import Result
+from automation.recovery.preview import PreviewRow, Result, preview_runs
+from automation.recovery.services import batch_preview, batch_process, batch_start, run_resolve
+from console.previews import preview_sentence
 from core.errors import ServiceError
 from policy.services import DEFAULT_VERSION, REFERENCE_VERSION, policy_version_activate
 from tests.automation.test_admin import awaiting_approval, held_for_its_effect
@@ -27,8 +28,13 @@ def lead(db: None) -> User:
 
 
 def one(run: Run, action: str, user: User) -> Any:
-    (row,) = services.preview_runs(run_ids=[run.pk], action=action, user=user)
+    (row,) = preview_runs(run_ids=[run.pk], action=action, user=user)
     return row
+
+
+def said(row: PreviewRow) -> str:
+    """The row as the console says it."""
+    return preview_sentence(row.as_dict())
 
 
 def test_a_replay_of_a_delivered_run_is_deduplicated(pipeline: Pipeline, lead: User) -> None:
@@ -37,8 +43,8 @@ def test_a_replay_of_a_delivered_run_is_deduplicated(pipeline: Pipeline, lead: U
     row = one(run, "replay", lead)
 
     assert row.result == Result.DEDUPLICATED
-    assert "already delivered under the same key" in row.sentence
-    assert "Create a follow-up" in row.sentence
+    assert "already delivered under the same key" in said(row)
+    assert "Create a follow-up" in said(row)
 
 
 def test_a_replay_under_a_stricter_policy_goes_to_a_queue(pipeline: Pipeline, lead: User) -> None:
@@ -50,7 +56,7 @@ def test_a_replay_under_a_stricter_policy_goes_to_a_queue(pipeline: Pipeline, le
     row = one(run, "replay", lead)
 
     assert (row.result, row.queue) == (Result.QUEUED, "low_confidence")
-    assert "Unsure reading" in row.sentence
+    assert "Unsure reading" in said(row)
     assert [r["change"] for r in row.rules] == ["now stops it"]  # the simulation's words
 
 
@@ -60,7 +66,7 @@ def test_a_redecision_shows_who_would_approve(pipeline: Pipeline, lead: User) ->
     row = one(run, "reconsider", lead)
 
     assert (row.result, row.approvers) == (Result.APPROVAL, "security-approvers")
-    assert "would wait for approval by security-approvers" in row.sentence
+    assert "would wait for approval by security-approvers" in said(row)
 
 
 def test_a_held_effect_would_be_sent_again_under_its_key(
@@ -71,7 +77,7 @@ def test_a_held_effect_would_be_sent_again_under_its_key(
     row = one(run, "retry", lead)
 
     assert row.result == Result.SENT
-    assert "under the same key" in row.sentence
+    assert "under the same key" in said(row)
 
 
 def test_a_classifier_retry_says_the_reading_decides(pipeline: Pipeline, lead: User) -> None:
@@ -86,14 +92,14 @@ def test_an_action_the_run_does_not_allow_is_previewed_as_not_possible(
     row = one(exhausted(pipeline), "replay", lead)
 
     assert row.result == Result.NOT_POSSIBLE
-    assert "Needs a person" in row.sentence
+    assert "Needs a person" in said(row)
 
 
 def test_a_preview_changes_nothing(pipeline: Pipeline, lead: User) -> None:
     run = completed(pipeline)
     before = Run.objects.values().get(pk=run.pk)
 
-    services.preview_runs(run_ids=[run.pk], action="replay", user=lead)
+    preview_runs(run_ids=[run.pk], action="replay", user=lead)
 
     assert Run.objects.values().get(pk=run.pk) == before
     assert Run.objects.count() == 1
@@ -120,7 +126,7 @@ def held_batch(pipeline: Pipeline, lead: User, count: int = 2) -> RecoveryBatch:
     for n in range(count):
         exhausted(pipeline, event_id=f"evt-held-{n}")
     now = timezone.now()
-    return services.batch_preview(
+    return batch_preview(
         action="retry",
         queue="retry_exhausted",
         since=now - timedelta(hours=1),
@@ -135,17 +141,17 @@ def test_a_batch_is_a_preview_until_someone_starts_it(pipeline: Pipeline, lead: 
 
     assert batch.status == BatchStatus.PREVIEW
     assert [row["result"] for row in batch.preview] == [Result.READ_AGAIN] * 2
-    assert services.batch_process(batch_id=batch.pk).done == 0  # a preview is not worked
+    assert batch_process(batch_id=batch.pk).done == 0  # a preview is not worked
     assert not RecoveryAction.objects.exists()
 
     with pipeline.capture():
-        services.batch_start(batch_id=batch.pk, user=lead)
+        batch_start(batch_id=batch.pk, user=lead)
     pipeline.drain()
 
     batch.refresh_from_db()
     assert (batch.status, batch.done, batch.succeeded) == (BatchStatus.FINISHED, 2, 2)
     with pytest.raises(ServiceError, match="already been started"):
-        services.batch_start(batch_id=batch.pk, user=lead)
+        batch_start(batch_id=batch.pk, user=lead)
 
 
 def test_a_batch_does_not_start_from_an_old_preview(pipeline: Pipeline, lead: User) -> None:
@@ -155,7 +161,7 @@ def test_a_batch_does_not_start_from_an_old_preview(pipeline: Pipeline, lead: Us
     )
 
     with pytest.raises(ServiceError, match="out of date: it is 60 minutes old"):
-        services.batch_start(batch_id=batch.pk, user=lead)
+        batch_start(batch_id=batch.pk, user=lead)
     assert RecoveryBatch.objects.get(pk=batch.pk).status == BatchStatus.PREVIEW
 
 
@@ -164,18 +170,16 @@ def test_a_batch_does_not_start_after_the_policy_changed(pipeline: Pipeline, lea
     policy_version_activate(name=DEFAULT_VERSION)
 
     with pytest.raises(ServiceError, match=f"the active policy is now {DEFAULT_VERSION}"):
-        services.batch_start(batch_id=batch.pk, user=lead)
+        batch_start(batch_id=batch.pk, user=lead)
     policy_version_activate(name=REFERENCE_VERSION)
 
 
 def test_a_batch_does_not_start_when_a_run_moved_since(pipeline: Pipeline, lead: User) -> None:
     batch = held_batch(pipeline, lead)
-    services.run_resolve(
-        run_id=batch.run_ids[0], user=lead, reason="done", evidence="phoned", done=True
-    )
+    run_resolve(run_id=batch.run_ids[0], user=lead, reason="done", evidence="phoned", done=True)
 
     with pytest.raises(ServiceError, match="1 run would now come to something else"):
-        services.batch_start(batch_id=batch.pk, user=lead)
+        batch_start(batch_id=batch.pk, user=lead)
     assert Run.objects.get(pk=batch.run_ids[1]).state == State.NEEDS_REVIEW
 
 

@@ -16,10 +16,10 @@ from django.core.exceptions import PermissionDenied
 from django.core.management import call_command
 
 from audit.models import AuditEvent
+from automation.classifiers.quality import qa_confirm, qa_correct, qa_reconcile
 from automation.models import FollowUp, Label, LabelSource, QAReview, QAStatus, Run, State
+from automation.recovery.services import run_correct
 from automation.roles import roles_ensure
-from automation.services import run_correct
-from automation.services.quality import qa_confirm, qa_correct, qa_reconcile
 from core.errors import ServiceError
 from policy.evaluation import qa_sample
 from policy.services import (

@@ -20,7 +20,6 @@ from django.utils import timezone
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from audit.models import AuditEvent
-from automation import services
 from automation.models import (
     Effect,
     FollowUp,
@@ -29,6 +28,20 @@ from automation.models import (
     RecoveryBatch,
     Run,
     State,
+)
+from automation.pipeline.operations import run_reconsider
+from automation.recovery.services import (
+    CorrectionInvalid,
+    batch_create,
+    queue_assign,
+    queue_claim,
+    queue_release,
+    run_correct,
+    run_replay,
+    run_resolve,
+    run_resume,
+    run_retry,
+    run_retry_effect,
 )
 from automation.roles import roles_ensure
 from core.errors import ServiceError
@@ -94,7 +107,7 @@ def test_held_and_failed_runs_land_in_queues_named_by_their_reason(pipeline: Pip
 
 
 def services_queue_summaries() -> list[Any]:
-    from automation.selectors import queue_summaries
+    from automation.recovery.selectors import queue_summaries
 
     return queue_summaries(owners={"needs_review": "ops-leads"})
 
@@ -104,12 +117,12 @@ def test_claim_assign_release_are_recorded(pipeline: Pipeline) -> None:
     lead = person("lee", "ops-leads")
     other = person("kim", "ops-leads")
 
-    services.queue_claim(run_id=run.pk, user=lead)
+    queue_claim(run_id=run.pk, user=lead)
     with pytest.raises(ServiceError, match="already works"):
-        services.queue_claim(run_id=run.pk, user=other)
-    services.queue_assign(run_id=run.pk, user=lead, assignee=other, reason="kim knows sales")
+        queue_claim(run_id=run.pk, user=other)
+    queue_assign(run_id=run.pk, user=lead, assignee=other, reason="kim knows sales")
     assert refreshed(run).owner == other
-    services.queue_release(run_id=run.pk, user=other)
+    queue_release(run_id=run.pk, user=other)
 
     assert refreshed(run).owner is None
     actions = list(RecoveryAction.objects.values_list("action", "actor__username", "data"))
@@ -140,7 +153,7 @@ def test_queue_buttons_answer_in_plain_words(pipeline: Pipeline) -> None:
 def test_claiming_needs_the_queue_permission(pipeline: Pipeline) -> None:
     run = exhausted(pipeline)
     with pytest.raises(PermissionDenied):
-        services.queue_claim(run_id=run.pk, user=person("aud", "auditors"))
+        queue_claim(run_id=run.pk, user=person("aud", "auditors"))
     assert refreshed(run).owner is None
 
 
@@ -165,8 +178,8 @@ def test_two_people_claiming_at_once_one_wins(pipeline: Pipeline) -> None:
     a, b = person("a", "ops-leads"), person("b", "ops-leads")
 
     results = at_once(
-        lambda: services.queue_claim(run_id=run.pk, user=a),
-        lambda: services.queue_claim(run_id=run.pk, user=b),
+        lambda: queue_claim(run_id=run.pk, user=a),
+        lambda: queue_claim(run_id=run.pk, user=b),
     )
 
     assert sorted(type(r).__name__ for r in results) == ["Run", "ServiceError"]
@@ -181,7 +194,7 @@ def test_correction_resumes_through_policy_and_is_recorded(pipeline: Pipeline) -
     lead = person("lee", "ops-leads")
 
     with pipeline.capture():
-        result = services.run_correct(
+        result = run_correct(
             run_id=run.pk, user=lead, corrected=good_reading(), reason="effect misread"
         )
     pipeline.drain()
@@ -198,8 +211,8 @@ def test_correction_resumes_through_policy_and_is_recorded(pipeline: Pipeline) -
 def test_invalid_correction_names_the_field_and_changes_nothing(pipeline: Pipeline) -> None:
     run = invalid(pipeline)
     version = refreshed(run).version
-    with pytest.raises(services.CorrectionInvalid) as refused:
-        services.run_correct(
+    with pytest.raises(CorrectionInvalid) as refused:
+        run_correct(
             run_id=run.pk,
             user=person("lee", "ops-leads"),
             corrected=good_reading(reason_code="not valid!"),
@@ -213,7 +226,7 @@ def test_invalid_correction_names_the_field_and_changes_nothing(pipeline: Pipeli
 def test_correction_without_permission_is_refused(pipeline: Pipeline) -> None:
     run = invalid(pipeline)
     with pytest.raises(PermissionDenied):
-        services.run_correct(
+        run_correct(
             run_id=run.pk,
             user=person("sam", "recovery-staff"),
             corrected=good_reading(),
@@ -225,7 +238,7 @@ def test_correction_without_permission_is_refused(pipeline: Pipeline) -> None:
 def test_correction_never_skips_policy(pipeline: Pipeline) -> None:
     run = invalid(pipeline)
     with pipeline.capture():
-        services.run_correct(
+        run_correct(
             run_id=run.pk,
             user=person("lee", "ops-leads"),
             corrected=good_reading(category="billing", recommended_route="finance"),
@@ -251,7 +264,7 @@ def test_correction_never_skips_approval_and_the_corrector_cannot_approve(
         reason_code="security_sensitive",
     )
     with pipeline.capture():
-        services.run_correct(run_id=run.pk, user=lead, corrected=reading, reason="read by hand")
+        run_correct(run_id=run.pk, user=lead, corrected=reading, reason="read by hand")
     pipeline.drain()
 
     assert refreshed(run).state == State.APPROVAL_REQUIRED
@@ -270,7 +283,7 @@ def test_retry_of_an_exhausted_classifier_gets_a_fresh_budget(pipeline: Pipeline
     staff = person("sam", "recovery-staff")
 
     with pipeline.capture():
-        result = services.run_retry(run_id=run.pk, user=staff, reason="classifier back")
+        result = run_retry(run_id=run.pk, user=staff, reason="classifier back")
     pipeline.drain()
 
     assert result == State.ENRICHED
@@ -282,7 +295,7 @@ def test_retry_of_a_non_retryable_hold_is_refused_and_recorded(pipeline: Pipelin
     run = invalid(pipeline)
     staff = person("sam", "recovery-staff")
     with pytest.raises(ServiceError) as refused:
-        services.run_retry(run_id=run.pk, user=staff, reason="x")
+        run_retry(run_id=run.pk, user=staff, reason="x")
     assert refused.value.code == Outcome.STATE_CONFLICT
     assert refreshed(run).state == State.NEEDS_REVIEW
     assert RecoveryAction.objects.get(action="retry").result == Outcome.STATE_CONFLICT
@@ -291,7 +304,7 @@ def test_retry_of_a_non_retryable_hold_is_refused_and_recorded(pipeline: Pipelin
 def test_a_reason_is_required(pipeline: Pipeline) -> None:
     run = exhausted(pipeline)
     with pytest.raises(ServiceError, match="say why"):
-        services.run_retry(run_id=run.pk, user=person("sam", "recovery-staff"), reason="  ")
+        run_retry(run_id=run.pk, user=person("sam", "recovery-staff"), reason="  ")
 
 
 def test_replaying_a_completed_run_delivers_no_second_effect(pipeline: Pipeline) -> None:
@@ -299,7 +312,7 @@ def test_replaying_a_completed_run_delivers_no_second_effect(pipeline: Pipeline)
     staff = person("sam", "recovery-staff")
 
     with pipeline.capture():
-        replay = services.run_replay(run_id=original.pk, user=staff, reason="audit check")
+        replay = run_replay(run_id=original.pk, user=staff, reason="audit check")
     pipeline.drain()
 
     replay = refreshed(replay)
@@ -317,7 +330,7 @@ def test_replaying_a_completed_run_delivers_no_second_effect(pipeline: Pipeline)
 
 @pytest.mark.parametrize(
     "operation",
-    [services.run_reconsider, services.run_retry_effect, services.run_resume],
+    [run_reconsider, run_retry_effect, run_resume],
     ids=lambda f: f.__name__,
 )
 @pytest.mark.parametrize("groups", [("security-approvers",), ()], ids=["approver", "no group"])
@@ -337,7 +350,7 @@ def test_an_operation_without_its_permission_records_nothing_on_the_run(
 def test_a_run_still_in_flight_is_not_replayed(pipeline: Pipeline) -> None:
     run = exhausted(pipeline)
     with pytest.raises(ServiceError, match="only a finished run"):
-        services.run_replay(run_id=run.pk, user=person("sam", "recovery-staff"), reason="x")
+        run_replay(run_id=run.pk, user=person("sam", "recovery-staff"), reason="x")
 
 
 def test_resume_revalidates_the_checkpoint(pipeline: Pipeline) -> None:
@@ -346,7 +359,7 @@ def test_resume_revalidates_the_checkpoint(pipeline: Pipeline) -> None:
     checkpoint_import(run_id=run.pk, classification=good_reading(), actor_label="ops")
 
     with pipeline.capture():
-        services.run_resume(run_id=run.pk, user=staff, reason="fixed by hand")
+        run_resume(run_id=run.pk, user=staff, reason="fixed by hand")
     pipeline.drain()
 
     assert refreshed(run).state == State.COMPLETED
@@ -359,14 +372,14 @@ def test_resolved_by_hand_and_abandoned_runs_leave_the_queue_with_evidence(
     done_by_hand, dropped = exhausted(pipeline, "evt-1"), exhausted(pipeline, "evt-2")
     staff = person("sam", "recovery-staff")
 
-    services.run_resolve(
+    run_resolve(
         run_id=done_by_hand.pk,
         user=staff,
         reason="called the customer",
         evidence="ticket 4471",
         done=True,
     )
-    services.run_resolve(
+    run_resolve(
         run_id=dropped.pk,
         user=staff,
         reason="duplicate request",
@@ -382,7 +395,7 @@ def test_resolved_by_hand_and_abandoned_runs_leave_the_queue_with_evidence(
     evidence = dict(RecoveryAction.objects.values_list("action", "data__evidence"))
     assert evidence == {"resolve": "ticket 4471", "abandon": "same as evt-1"}
     with pytest.raises(ServiceError, match="describe"):
-        services.run_resolve(run_id=done_by_hand.pk, user=staff, reason="x", evidence="", done=True)
+        run_resolve(run_id=done_by_hand.pk, user=staff, reason="x", evidence="", done=True)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -391,8 +404,8 @@ def test_two_staff_retrying_the_same_run_at_once_produce_one_retry(pipeline: Pip
     a, b = person("a", "recovery-staff"), person("b", "recovery-staff")
 
     results = at_once(
-        lambda: services.run_retry(run_id=run.pk, user=a, reason="go"),
-        lambda: services.run_retry(run_id=run.pk, user=b, reason="go"),
+        lambda: run_retry(run_id=run.pk, user=a, reason="go"),
+        lambda: run_retry(run_id=run.pk, user=b, reason="go"),
     )
 
     codes = [r.code if isinstance(r, ServiceError) else r for r in results]
@@ -417,7 +430,7 @@ def test_a_batch_retries_the_queue_in_its_window_and_records_each_item(
     now = timezone.now()
 
     with pipeline.capture():
-        batch = services.batch_create(
+        batch = batch_create(
             action="retry",
             queue=Outcome.RETRY_EXHAUSTED,
             since=now - timedelta(hours=1),

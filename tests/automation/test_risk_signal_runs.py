@@ -11,9 +11,9 @@ from django.contrib.auth.models import Group, User
 
 from approvals.models import ApprovalRequest
 from automation.models import Outcome, Run, StageName, StageOutcome, State
+from automation.recovery.services import run_correct
 from automation.roles import roles_ensure
 from automation.runs.payloads import interpretation_of, sender_text
-from automation.services import run_correct
 from policy.services import (
     DEFAULTS_DIR,
     parse_policy_text,

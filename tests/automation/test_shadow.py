@@ -25,13 +25,13 @@ from automation.models import (
     ShadowReading,
     State,
 )
-from automation.roles import roles_ensure
-from automation.services.shadow import (
+from automation.pipeline.shadow import (
     SHADOW_READ_TASK,
     classifier_promote,
     classifier_rollback,
     shadow_compare,
 )
+from automation.roles import roles_ensure
 from core.errors import ServiceError
 from tests.conftest import Pipeline, _user, decision_for, make_event
 

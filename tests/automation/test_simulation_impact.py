@@ -13,9 +13,9 @@ from django.test import Client
 from django.urls import reverse
 
 from automation.models import Run, Simulation, State
+from automation.recovery.activation import activation_simulation
+from automation.recovery.simulation import simulation_process, simulation_start
 from automation.roles import roles_ensure
-from automation.services.activation import activation_simulation
-from automation.services.simulation import simulation_process, simulation_start
 from policy.services import (
     DEFAULTS_DIR,
     parse_policy_text,

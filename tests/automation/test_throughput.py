@@ -30,7 +30,12 @@ from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
 from audit.models import AuditAction, AuditEvent
-from automation import services
+from automation.intake.services import (
+    api_token_create,
+    api_token_for_intake,
+    channel_get_or_create,
+    intake_submit,
+)
 from automation.models import (
     ApiToken,
     ClassificationAttempt,
@@ -42,6 +47,10 @@ from automation.models import (
     StageRecord,
     State,
 )
+from automation.pipeline.operations import sweep_due
+from automation.pipeline.services import run_advance
+from automation.recovery.services import run_retry
+from automation.runs.sending import ADVANCE_RUN_TASK
 from core.broker import PriorityOrmBroker
 from core.dispatch import Priority, batch, enqueue_after_commit, oldest_unspent
 from policy.services import (
@@ -61,7 +70,7 @@ STAGES = ["intake", "validate", "normalize", "enrich", "classify", "decide", "ex
 
 def submit(pipeline: Pipeline, event: dict[str, Any]) -> Run:
     """Intake as the API does it: the run and its message commit together (no inline queue)."""
-    result = services.intake_submit(
+    result = intake_submit(
         channel=pipeline.channel,
         raw=json.dumps(event).encode(),
         content_type="application/json",
@@ -83,14 +92,14 @@ def queued() -> list[tuple[str, str, tuple[Any, ...]]]:
 def test_intake_writes_the_run_and_its_message_in_one_transaction(pipeline: Pipeline) -> None:
     run = submit(pipeline, make_event(event_id="evt-tx"))
 
-    assert queued() == [("gatehouse", services.ADVANCE_RUN_TASK, (run.pk,))]
+    assert queued() == [("gatehouse", ADVANCE_RUN_TASK, (run.pk,))]
     run.refresh_from_db()
     assert run.dispatched_at is not None  # a message is out for it
 
 
 def api_key(pipeline: Pipeline) -> str:
     name = f"t-{ApiToken.objects.count()}"
-    return services.api_token_create(name=name, channel=pipeline.channel)[1]
+    return api_token_create(name=name, channel=pipeline.channel)[1]
 
 
 def api_post(client: Client, pipeline: Pipeline, event: dict[str, Any], key: str = "") -> Any:
@@ -115,7 +124,7 @@ def assert_received(run_id: int, event: dict[str, Any]) -> None:
     audit = AuditEvent.objects.get(run=run)
     assert (audit.action, audit.intake_id) == (AuditAction.RUN_RECEIVED, run.intake_id)
     assert audit.data["fingerprint"] == run.fingerprint
-    assert queued()[-1] == ("gatehouse", services.ADVANCE_RUN_TASK, (run.pk,))
+    assert queued()[-1] == ("gatehouse", ADVANCE_RUN_TASK, (run.pk,))
 
 
 def test_an_accepted_event_is_two_statements_each_committing_alone(
@@ -149,7 +158,7 @@ def test_the_receive_function_writes_every_column_the_orms_way_writes(
     fast = api_post(client, pipeline, make_event(event_id="evt-fast"), key).json()["run"]["id"]
     token = ApiToken.objects.latest("pk")
     with batch():  # its message is not a row of its own: intake takes the ORM's way
-        slow = services.intake_submit(
+        slow = intake_submit(
             channel=pipeline.channel,
             raw=json.dumps(make_event(event_id="evt-slow")).encode(),
             content_type="application/json",
@@ -182,14 +191,14 @@ def test_the_receive_function_writes_every_column_the_orms_way_writes(
         assert run.fingerprint and run.dispatched_at and run.normalized["event_id"] == run.event_id
         audit = AuditEvent.objects.get(run=run)
         assert audit.data == {"fingerprint": run.fingerprint} and audit.intake_id == run.intake_id
-    assert queued() == [("gatehouse", services.ADVANCE_RUN_TASK, (pk,)) for pk in (fast, slow.pk)]
+    assert queued() == [("gatehouse", ADVANCE_RUN_TASK, (pk,)) for pk in (fast, slow.pk)]
 
 
 def test_the_token_read_with_intakes_ids_is_the_token_the_orm_reads(pipeline: Pipeline) -> None:
     key = api_key(pipeline)
     IntakeChannel.objects.filter(pk=pipeline.channel.pk).update(shadow_classifiers=["other"])
 
-    found = services.api_token_for_intake(key=key)
+    found = api_token_for_intake(key=key)
 
     assert found is not None
     token, ids = found
@@ -202,7 +211,7 @@ def test_the_token_read_with_intakes_ids_is_the_token_the_orm_reads(pipeline: Pi
         assert [getattr(read, c) for c in columns] == [getattr(orm, c) for c in columns]
     assert token.channel.shadow_classifiers == ["other"]  # JSON parsed as the ORM parses it
     assert ids.policy is not None and ids.run_id > 0 and ids.intake_id > 0
-    assert services.api_token_for_intake(key="not-a-token") is None
+    assert api_token_for_intake(key="not-a-token") is None
 
 
 def insert_columns(sql: str) -> tuple[str, list[str]]:
@@ -288,7 +297,7 @@ def test_the_same_event_again_is_answered_as_a_duplicate_with_nothing_sent(
     assert again.json()["run"]["id"] == changed.json()["run"]["id"] == run_id
     assert Run.objects.count() == 1
     assert IntakeRecord.objects.count() == 3  # every request is kept, whatever its answer
-    assert queued() == [("gatehouse", services.ADVANCE_RUN_TASK, (run_id,))]
+    assert queued() == [("gatehouse", ADVANCE_RUN_TASK, (run_id,))]
 
 
 @pytest.mark.parametrize("pinned_allows", [True, False])
@@ -316,7 +325,7 @@ def test_a_batch_sends_its_messages_in_one_statement(pipeline: Pipeline) -> None
 
     with CaptureQueriesContext(connection) as queries, batch(priority=Priority.BULK):
         for n in range(5):
-            enqueue_after_commit(services.ADVANCE_RUN_TASK, n)
+            enqueue_after_commit(ADVANCE_RUN_TASK, n)
     inserts = [q for q in queries.captured_queries if "django_q_ormq" in q["sql"]]
     assert len(inserts) == 1
     assert [key for key, _, _ in queued()] == ["gatehouse.bulk"] * 5
@@ -329,22 +338,22 @@ def test_the_sweep_does_not_re_enqueue_queued_work(pipeline: Pipeline) -> None:
     later = timezone.now() + timedelta(minutes=30)
     Run.objects.filter(pk__in=[r.pk for r in runs]).update(updated_at=later - timedelta(hours=1))
 
-    assert services.sweep_due(now=later)["runs"] == 0
+    assert sweep_due(now=later)["runs"] == 0
     assert queued() == waiting
     # A worker has taken them and not acknowledged them yet (they wait in its cluster, or it
     # runs them): in a worker's hands is not lost either.
     assert len(PriorityOrmBroker().dequeue() or []) == 3
-    assert services.sweep_due(now=later)["runs"] == 0
+    assert sweep_due(now=later)["runs"] == 0
     assert queued() == waiting
 
     # The messages are lost (a broker without acknowledgements, a worker that died): the
     # sweep sends exactly one new message per run.
     OrmQ.objects.all().delete()
     assert oldest_unspent() is None
-    assert services.sweep_due(now=later)["runs"] == 3
+    assert sweep_due(now=later)["runs"] == 3
     assert sorted(args for _, _, args in queued()) == [(r.pk,) for r in runs]
     # ...and does not send them again while those wait.
-    assert services.sweep_due(now=later + timedelta(minutes=1))["runs"] == 0
+    assert sweep_due(now=later + timedelta(minutes=1))["runs"] == 0
     assert len(queued()) == 3
 
 
@@ -369,22 +378,22 @@ def test_a_persons_retry_overtakes_a_backlog_of_5000_runs(
     )
     with batch():
         for run in backlog:
-            enqueue_after_commit(services.ADVANCE_RUN_TASK, run.pk)
+            enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
     assert OrmQ.objects.count() == 5000
 
-    services.run_retry(run_id=held.pk, user=recoverer, reason="classifier back")
+    run_retry(run_id=held.pk, user=recoverer, reason="classifier back")
 
     taken = PriorityOrmBroker().dequeue()
     assert taken is not None
     first = SignedPackage.loads(taken[0][1])
-    assert (first["func"], first["args"]) == (services.ADVANCE_RUN_TASK, (held.pk,))
+    assert (first["func"], first["args"]) == (ADVANCE_RUN_TASK, (held.pk,))
     assert len(taken) == settings.Q_CLUSTER["bulk"]  # the rest of the batch is backlog
 
 
 def test_two_brokers_never_take_the_same_message(pipeline: Pipeline) -> None:
     with batch():
         for n in range(20):
-            enqueue_after_commit(services.ADVANCE_RUN_TASK, n)
+            enqueue_after_commit(ADVANCE_RUN_TASK, n)
     first, second = PriorityOrmBroker(), PriorityOrmBroker()
     taken = [pk for broker in (first, second, first) for pk, _ in broker.dequeue() or []]
     assert len(taken) == len(set(taken)) == min(20, 3 * settings.Q_CLUSTER["bulk"])
@@ -438,12 +447,12 @@ def test_a_worker_killed_mid_run_loses_no_step_and_repeats_no_effect(
 def test_a_local_classifier_reads_inside_the_run_transaction(policy: None, tmp_path: Path) -> None:
     """The heuristic needs no lease: a straight-through run is one transaction in its worker,
     and a worker killed in the reading takes the whole carry with it, to be done once again."""
-    channel = services.channel_get_or_create(name="local", classifier="heuristic")
+    channel = channel_get_or_create(name="local", classifier="heuristic")
     local = Pipeline(channel)
     with CaptureQueriesContext(connection) as queries:
         read = submit(local, make_event(event_id="evt-local"))
         intake_commits = sum(q["sql"] == "COMMIT" for q in queries.captured_queries)
-        assert services.run_advance(run_id=read.pk) == State.COMPLETED
+        assert run_advance(run_id=read.pk) == State.COMPLETED
     worker_commits = sum(q["sql"] == "COMMIT" for q in queries.captured_queries) - intake_commits
     assert worker_commits == 1
     read.refresh_from_db()

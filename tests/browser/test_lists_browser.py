@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pytest
 
 from approvals.models import ApprovalRequest
-from automation import services
 from automation.models import RecoveryAction, Run
+from automation.recovery.services import queue_claim
 from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, log_in, screenshot
 from tests.conftest import TIMEOUT, Pipeline, make_event
 
@@ -88,7 +88,7 @@ def test_an_ops_lead_claims_runs_in_bulk_with_the_mouse_and_the_x_key(
 ) -> None:
     lead = make_person("olga", "ops-leads")
     rui = make_person("rui", "recovery-staff")
-    services.queue_claim(run_id=held[2].pk, user=rui.user)
+    queue_claim(run_id=held[2].pk, user=rui.user)
     log_in(page, lead, "/ops/queues/retry_exhausted/")
 
     table = page.get_by_test_id("queue-items")

@@ -21,8 +21,14 @@ from django.utils import timezone
 
 from approvals import selectors as approval_selectors
 from approvals.models import ApprovalRequest
-from automation import selectors, services
 from automation.models import Run
+from automation.recovery.selectors import (
+    QueueFilters,
+    identifier_match,
+    queue_items,
+    queue_summaries,
+)
+from automation.recovery.services import run_retry
 from automation.roles import roles_ensure
 from console import context_processors
 from core import admin_base
@@ -139,7 +145,7 @@ def test_the_run_page_reads_its_history_in_one_round_trip(
     pipeline.record(run.event_id, [TIMEOUT, TIMEOUT, TIMEOUT, TIMEOUT])
     for _ in range(2):
         with pipeline.capture():
-            services.run_retry(run_id=run.pk, user=people["lead"], reason="again")
+            run_retry(run_id=run.pk, user=people["lead"], reason="again")
         pipeline.drain()
     page = client.get(url).content.decode()
     after, _ = queries(client, url)
@@ -184,7 +190,7 @@ def _now() -> Any:
 def test_queue_pages_follow_by_cursor_and_cover_every_run_once(
     pipeline: Pipeline, people: dict[str, User], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(selectors, "QUEUE_PAGE_SIZE", 2)
+    monkeypatch.setattr("automation.recovery.selectors.QUEUE_PAGE_SIZE", 2)
     runs = [held(pipeline, number) for number in range(5)]
     client = client_for(people["lead"])
     url = reverse("queues:queue", args=["retry_exhausted"])
@@ -383,8 +389,8 @@ def test_queue_counts_and_pages_read_the_held_runs_index(pipeline: Pipeline) -> 
     )
 
     with CaptureQueriesContext(connection) as captured:
-        summaries = selectors.queue_summaries(owners={})
-        selectors.queue_items(queue="retry_exhausted", filters=selectors.QueueFilters(), now=_now())
+        summaries = queue_summaries(owners={})
+        queue_items(queue="retry_exhausted", filters=QueueFilters(), now=_now())
     summary_sql, items_sql = (q["sql"] for q in captured.captured_queries)
 
     assert [(s.name, s.count) for s in summaries] == [("retry_exhausted", 31)]
@@ -397,7 +403,7 @@ def test_search_by_identifier_is_an_index_lookup(pipeline: Pipeline) -> None:
     template = completed(pipeline, 1)
     clone_runs(template, 3000, fingerprint="md5(g::text)")
     with CaptureQueriesContext(connection) as captured:
-        list(Run.objects.filter(selectors.identifier_match("abc")).values("pk"))
+        list(Run.objects.filter(identifier_match("abc")).values("pk"))
     found = plan(captured.captured_queries[0]["sql"])
 
     assert "Seq Scan" not in found
@@ -410,7 +416,7 @@ def test_admin_audit_search_finds_a_persons_actions_or_a_runs_rows(
 ) -> None:
     run, other = held(pipeline, 1), held(pipeline, 2)
     with pipeline.capture():
-        services.run_retry(run_id=run.pk, user=people["lead"], reason="again")
+        run_retry(run_id=run.pk, user=people["lead"], reason="again")
     pipeline.drain()
     client = client_for(people["root"])
     url = reverse("admin:audit_auditevent_changelist")

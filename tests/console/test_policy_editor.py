@@ -16,8 +16,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from automation.models import Simulation
+from automation.recovery.simulation import simulation_process, simulation_start
 from automation.roles import roles_ensure
-from automation.services.simulation import simulation_process, simulation_start
 from console.forms.policy import PolicyForm
 from policy.models import PolicyVersion
 from policy.services import policy_version_activate

@@ -20,11 +20,11 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from automation import selectors, services
+from automation.intake.services import MAIL_TYPE, intake_submit
 from automation.models import Outcome, RecoveryAction, Run
+from automation.recovery.selectors import QueueFilters, queue_items
+from automation.recovery.services import CLAIM_MANY_LIMIT, queue_claim, queue_claim_many
 from automation.roles import roles_ensure
-from automation.services.intake import MAIL_TYPE
-from automation.services.recovery import CLAIM_MANY_LIMIT
 from core.errors import ServiceError
 from core.keyset import NEWEST
 from policy.services import (
@@ -70,7 +70,7 @@ def held_mail(pipeline: Pipeline) -> Run:
     message.set_content("Please refund order 5512.")
     pipeline.record("refund-5512@example.org", [TIMEOUT, TIMEOUT])
     with pipeline.capture():
-        result = services.intake_submit(
+        result = intake_submit(
             channel=pipeline.channel, raw=message.as_bytes(), content_type=MAIL_TYPE, source="t"
         )
     pipeline.drain()
@@ -130,7 +130,7 @@ def test_a_row_says_what_who_where_how_long_whose_and_the_sla(
 ) -> None:
     run = held_mail(pipeline)
     Run.objects.filter(pk=run.pk).update(queued_at=timezone.now() - timedelta(hours=3, minutes=5))
-    services.queue_claim(run_id=run.pk, user=lee)
+    queue_claim(run_id=run.pk, user=lee)
 
     (row,) = queue_rows(client_for(lee), Outcome.RETRY_EXHAUSTED)
     cells = row.cells
@@ -216,37 +216,37 @@ def test_no_cell_of_a_queue_shows_a_code_as_its_words(
 # --- order and pages -------------------------------------------------------------------------
 
 
-def pages(filters: selectors.QueueFilters) -> list[list[str]]:
+def pages(filters: QueueFilters) -> list[list[str]]:
     """Every page of retry_exhausted, following each page's next cursor."""
     found = []
     while True:
-        page = selectors.queue_items(queue="retry_exhausted", filters=filters, now=timezone.now())
+        page = queue_items(queue="retry_exhausted", filters=filters, now=timezone.now())
         found.append([run.event_id for run in page.items])
         if page.next is None:
             return found
-        filters = selectors.QueueFilters(order=filters.order, after=page.next)
+        filters = QueueFilters(order=filters.order, after=page.next)
 
 
 def test_a_queue_pages_oldest_or_newest_first_and_back(
     pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(selectors, "QUEUE_PAGE_SIZE", 2)
+    monkeypatch.setattr("automation.recovery.selectors.QUEUE_PAGE_SIZE", 2)
     for number in range(5):
         exhausted(pipeline, number)
 
-    oldest = pages(selectors.QueueFilters())
-    newest = pages(selectors.QueueFilters(order=NEWEST))
-    last = selectors.queue_items(
-        queue="retry_exhausted", filters=selectors.QueueFilters(order=NEWEST), now=timezone.now()
+    oldest = pages(QueueFilters())
+    newest = pages(QueueFilters(order=NEWEST))
+    last = queue_items(
+        queue="retry_exhausted", filters=QueueFilters(order=NEWEST), now=timezone.now()
     )
-    second = selectors.queue_items(
+    second = queue_items(
         queue="retry_exhausted",
-        filters=selectors.QueueFilters(order=NEWEST, after=last.next),
+        filters=QueueFilters(order=NEWEST, after=last.next),
         now=timezone.now(),
     )
-    back = selectors.queue_items(
+    back = queue_items(
         queue="retry_exhausted",
-        filters=selectors.QueueFilters(order=NEWEST, before=second.previous),
+        filters=QueueFilters(order=NEWEST, before=second.previous),
         now=timezone.now(),
     )
 
@@ -260,10 +260,10 @@ def test_newest_first_reads_the_held_runs_index_backwards(pipeline: Pipeline) ->
     template = exhausted(pipeline, 1)
     clone_runs(template, 3000, queue="''", queued_at="NULL")
     clone_runs(template, 30, queued_at="now() - g * interval '1 minute'")
-    filters = selectors.QueueFilters(order=NEWEST)
+    filters = QueueFilters(order=NEWEST)
 
     with CaptureQueriesContext(connection) as captured:
-        page = selectors.queue_items(queue="retry_exhausted", filters=filters, now=timezone.now())
+        page = queue_items(queue="retry_exhausted", filters=filters, now=timezone.now())
     found = plan(captured.captured_queries[0]["sql"])
 
     assert page.items[0].event_id == "evt-held-1"  # held last, shown first
@@ -322,12 +322,12 @@ def test_claiming_many_takes_the_free_and_mine_and_leaves_the_rest(
 ) -> None:
     free, mine, taken, gone = (exhausted(pipeline, n) for n in range(4))
     ana = person("ana", "recovery-staff")
-    services.queue_claim(run_id=mine.pk, user=lee)
-    services.queue_claim(run_id=taken.pk, user=ana)
+    queue_claim(run_id=mine.pk, user=lee)
+    queue_claim(run_id=taken.pk, user=ana)
     Run.objects.filter(pk=gone.pk).update(queue="")
     before = RecoveryAction.objects.count()
 
-    result = services.queue_claim_many(
+    result = queue_claim_many(
         run_ids=[gone.pk, taken.pk, free.pk, mine.pk, free.pk, 10**12], user=lee
     )
 
@@ -350,9 +350,9 @@ def test_claiming_many_needs_the_queue_permission_and_has_a_cap(
 ) -> None:
     run = exhausted(pipeline, 1)
     with pytest.raises(PermissionDenied):
-        services.queue_claim_many(run_ids=[run.pk], user=person("aud", "auditors"))
+        queue_claim_many(run_ids=[run.pk], user=person("aud", "auditors"))
     with pytest.raises(ServiceError, match=f"at most {CLAIM_MANY_LIMIT} runs"):
-        services.queue_claim_many(run_ids=list(range(1, CLAIM_MANY_LIMIT + 2)), user=lee)
+        queue_claim_many(run_ids=list(range(1, CLAIM_MANY_LIMIT + 2)), user=lee)
     assert Run.objects.get(pk=run.pk).owner is None
     assert not RecoveryAction.objects.exists()
 
@@ -369,7 +369,7 @@ def test_the_claim_selected_button_says_what_happened_in_plain_words(
 ) -> None:
     runs = [exhausted(pipeline, n) for n in range(5)]
     ana = person("ana", "recovery-staff")
-    services.queue_claim(run_id=runs[4].pk, user=ana)
+    queue_claim(run_id=runs[4].pk, user=ana)
     client = client_for(lee)
 
     said = claim(client, [r.pk for r in runs])
@@ -453,8 +453,8 @@ def test_two_people_claiming_overlapping_runs_at_once_never_share_one(
         Run.objects.filter(pk__in=runs).update(owner=None)
         RecoveryAction.objects.all().delete()
         first, second = at_once(
-            lambda: services.queue_claim_many(run_ids=runs[:8], user=a),
-            lambda: services.queue_claim_many(run_ids=runs[4:][::-1], user=b),
+            lambda: queue_claim_many(run_ids=runs[:8], user=a),
+            lambda: queue_claim_many(run_ids=runs[4:][::-1], user=b),
         )
 
         assert not isinstance(first, Exception) and not isinstance(second, Exception)
@@ -480,13 +480,13 @@ def test_a_queue_page_makes_as_many_queries_for_many_rows_as_for_few(
     pipeline: Pipeline, lee: User
 ) -> None:
     url = reverse("queues:queue", args=["retry_exhausted"])
-    services.queue_claim(run_id=exhausted(pipeline, 0).pk, user=lee)
+    queue_claim(run_id=exhausted(pipeline, 0).pk, user=lee)
     client = client_for(lee)
     few = count_queries(client, url)
     for number in range(1, 7):
         run = exhausted(pipeline, number)
         if number % 2:
-            services.queue_claim(run_id=run.pk, user=person(f"p{number}", "recovery-staff"))
+            queue_claim(run_id=run.pk, user=person(f"p{number}", "recovery-staff"))
 
     assert count_queries(client, url) == few
     assert count_queries(client, url + "?order=newest") == few

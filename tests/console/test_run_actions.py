@@ -16,8 +16,8 @@ from django.test import Client
 from django.urls import reverse
 
 from audit.models import AuditEvent
-from automation import services
 from automation.models import Outcome, RecoveryAction, Run, State
+from automation.recovery.actions import run_actions
 from devtools.services import checkpoint_import
 from policy.services import DEFAULT_VERSION, REFERENCE_VERSION, policy_version_activate
 from tests.automation.test_admin import awaiting_approval, held_for_its_effect
@@ -28,7 +28,7 @@ DEMO_SAMPLES = Path(__file__).resolve().parents[2] / "devtools" / "demo_samples.
 
 
 def offered(run: Run, user: User) -> list[str]:
-    return [a.name for a in services.run_actions(Run.objects.get(pk=run.pk), user)]
+    return [a.name for a in run_actions(Run.objects.get(pk=run.pk), user)]
 
 
 def low_confidence(pipeline: Pipeline) -> Run:

@@ -18,9 +18,10 @@ from django.urls import reverse
 
 from approvals.models import ApprovalDecision, ApprovalRequest
 from approvals.services import approval_decide
-from automation import services
+from automation.classifiers.quality import qa_correct
 from automation.models import QAReview, RecoveryAction, Run
-from automation.services.quality import qa_correct
+from automation.pipeline.operations import run_reconsider
+from automation.recovery.services import run_resolve, run_retry
 from core.errors import ServiceError
 from policy.schemas import PolicyDocument
 from policy.services import DEFAULTS_DIR, parse_policy_text
@@ -149,11 +150,11 @@ def test_the_services_refuse_a_reason_or_note_over_its_limit(
 ) -> None:
     held = exhausted(pipeline)
     refusals = {
-        "retry": lambda: services.run_retry(run_id=held.pk, user=lead, reason=TOO_LONG),
-        "abandon": lambda: services.run_resolve(
+        "retry": lambda: run_retry(run_id=held.pk, user=lead, reason=TOO_LONG),
+        "abandon": lambda: run_resolve(
             run_id=held.pk, user=lead, reason="r", evidence="e" * 4001, done=False
         ),
-        "re-decide": lambda: services.run_reconsider(run_id=held.pk, user=lead, reason=TOO_LONG),
+        "re-decide": lambda: run_reconsider(run_id=held.pk, user=lead, reason=TOO_LONG),
     }
     for name, refused_call in refusals.items():
         with pytest.raises(ServiceError) as refused:

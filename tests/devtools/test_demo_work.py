@@ -21,8 +21,9 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import decidable_by
-from automation import services
 from automation.models import Run, State
+from automation.pipeline.operations import sweep_due
+from automation.pipeline.services import run_advance
 from core.dispatch import Message, drain, inline
 from policy.models import PolicyVersion
 from policy.schemas import PolicyDocument
@@ -49,14 +50,14 @@ def backoff_ends() -> bool:
     waiting = Run.objects.filter(state=State.ENRICHED, next_attempt_at__isnull=False).first()
     if waiting is None:
         return False
-    services.run_advance(run_id=waiting.pk, now=waiting.next_attempt_at)
+    run_advance(run_id=waiting.pk, now=waiting.next_attempt_at)
     return True
 
 
 def work(queue: deque[Message]) -> None:
     """What the worker does: every message, then its minute's sweep (escalations), again."""
     assert drain(queue, when_idle=backoff_ends)
-    services.sweep_due()
+    sweep_due()
     assert drain(queue, when_idle=backoff_ends)
 
 

@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from audit.models import AuditEvent
 from automation.models import Effect, Run, Simulation, State
+from automation.recovery.simulation import simulation_process, simulation_start
 from automation.roles import roles_ensure
-from automation.services.simulation import simulation_process, simulation_start
 from policy.evaluation import EventFacts, Interpretation, Verdict, evaluate
 from policy.models import PolicyVersion
 from policy.services import (

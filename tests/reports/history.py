@@ -21,8 +21,8 @@ from django.contrib.auth.models import Group, User
 
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
-from automation import services
 from automation.models import IntakeChannel, Run, StageRecord
+from automation.recovery.services import queue_claim, run_correct, run_resolve
 from automation.roles import roles_ensure
 from policy.services import (
     DEFAULTS_DIR,
@@ -143,7 +143,7 @@ def build_history(*, shift: timedelta = timedelta(0)) -> History:
     h.straight("r2", at(11, 9), "billing")
     held = h.submit("x1", at(12, 10), "support", [TIMEOUT, TIMEOUT])
     with h.travel(at(12, 11)), h.pipeline.capture():
-        services.run_resolve(
+        run_resolve(
             run_id=held.pk,
             user=h.lead,
             reason="classifier down",
@@ -164,7 +164,7 @@ def build_history(*, shift: timedelta = timedelta(0)) -> History:
     low = h.submit("l1", at(23, 10), "billing", [reading(event("evt-l1", "billing"), 0.6)])
     with h.travel(at(23, 11)), h.pipeline.capture():
         corrected = {**reading(event("evt-l1", "billing"), 1.0)["value"]}
-        services.run_correct(run_id=low.pk, user=h.lead, corrected=corrected, reason="read it")
+        run_correct(run_id=low.pk, user=h.lead, corrected=corrected, reason="read it")
     with h.travel(at(23, 11)):
         h.pipeline.drain()
     h.straight("r8", at(24, 9), "support")
@@ -191,7 +191,7 @@ def build_history(*, shift: timedelta = timedelta(0)) -> History:
         "c1", at(3, 10, month=3), "sales", [reading(bad, requested_effect="delete_record")]
     )
     with h.travel(at(3, 11, month=3)):
-        services.queue_claim(run_id=claimed.pk, user=h.lead)
+        queue_claim(run_id=claimed.pk, user=h.lead)
     h.awaiting("a5", at(4, 8, month=3))
     h.straight("r12", at(4, 9, month=3), "sales")
     h.runs = {name: Run.objects.get(pk=run.pk) for name, run in h.runs.items()}

@@ -15,6 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from approvals.models import ApprovalRequest, ApprovalStatus
+from automation.effects.services import effect_pause
 from automation.models import (
     Effect,
     EffectAttempt,
@@ -26,7 +27,6 @@ from automation.models import (
     State,
 )
 from automation.roles import roles_ensure
-from automation.services.effects import effect_pause
 from reports.metrics import REGISTRY
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 

@@ -7,9 +7,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Count
 from django.utils import timezone
 
-from automation import services
+from automation.effects.services import effect_pause, effect_resume
 from automation.management.commands.recover import user_named, work_batch
 from automation.models import Effect, EffectControl, Outcome
+from automation.recovery.services import held_effects_batch, held_effects_select
 from core.errors import ServiceError
 from core.terminal import when_argument
 
@@ -54,12 +55,10 @@ class Command(BaseCommand):
     def _control(self, action: str, options: dict[str, Any]) -> None:
         user = user_named(options["user"])
         if action == "pause":
-            services.effect_pause(name=options["effect"], user=user)
+            effect_pause(name=options["effect"], user=user)
             self.stdout.write(f"{options['effect']}: paused")
         else:
-            services.effect_resume(
-                name=options["effect"], user=user, rate_per_minute=options["rate"]
-            )
+            effect_resume(name=options["effect"], user=user, rate_per_minute=options["rate"])
             rate = f" at {options['rate']}/min" if options["rate"] else ""
             self.stdout.write(f"{options['effect']}: resumed{rate}")
 
@@ -67,13 +66,13 @@ class Command(BaseCommand):
         """A batch (its row and a RecoveryAction for each run), or without --commit a list."""
         window = {"since": options["since"], "until": options["until"] or timezone.now()}
         if not options["commit"]:
-            ids = services.held_effects_select(outcome=options["outcome"], **window)
+            ids = held_effects_select(outcome=options["outcome"], **window)
             self.stdout.write(f"would retry the effect of {len(ids)} run(s): {ids[:50]}")
             self.stdout.write("dry run: add --commit to do it")
             return
         user = user_named(options["user"])
         try:
-            batch = services.held_effects_batch(
+            batch = held_effects_batch(
                 user=user, reason=options["reason"], outcome=options["outcome"], **window
             )
         except (ServiceError, PermissionDenied) as exc:

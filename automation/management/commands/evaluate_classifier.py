@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from automation.classifiers.base import ClassifierUnavailable
-from automation.services.evaluation import EvaluationReport, LabelsInvalid, classifier_evaluate
+from automation.pipeline.evaluation import EvaluationReport, LabelsInvalid, classifier_evaluate
 from policy.models import PolicyVersion
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from automation.intake.services import MAIL_TYPE
 from automation.models import Label
-from automation.services.intake import MAIL_TYPE
 
 COLUMNS = [
     "file",

@@ -8,8 +8,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from automation.services.intake import channel_get_or_create
-from automation.services.mailbox import mail_intake, mail_sources
+from automation.intake.mailbox import mail_intake, mail_sources
+from automation.intake.services import channel_get_or_create
 from core.dispatch import drain, inline
 from core.terminal import ProgressBar
 from policy.services import policy_available

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from automation.services import api_token_create, channel_get_or_create
+from automation.intake.services import api_token_create, channel_get_or_create
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from automation.services.customers import customers_load
+from automation.intake.customers import customers_load
 
 
 class Command(BaseCommand):

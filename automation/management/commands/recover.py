@@ -9,12 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from automation.models import RecoveryBatch
-from automation.services.recovery import (
-    BATCH_ACTIONS,
-    batch_create,
-    batch_select,
-    batch_step,
-)
+from automation.recovery.services import BATCH_ACTIONS, batch_create, batch_select, batch_step
 from core.errors import ServiceError
 from core.terminal import ProgressBar, when_argument
 

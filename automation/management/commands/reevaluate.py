@@ -6,7 +6,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from automation.services.simulation import simulation_start, simulation_step
+from automation.recovery.simulation import simulation_start, simulation_step
 from core.terminal import when_argument
 from policy.models import PolicyVersion
 

@@ -32,28 +32,23 @@ from audit.models import AuditAction
 from automation.conf import setting
 from automation.effects.adapters import get_adapter
 from automation.effects.base import Delivery, EffectAdapter
-from automation.models import (
+from automation.effects.models import (
     DeliveryResult,
     Effect,
     EffectAttempt,
     EffectControl,
     EffectStatus,
-    Outcome,
-    Run,
-    StageName,
-    StageOutcome,
-    State,
 )
+from automation.runs.backoff import backoff_delay
 from automation.runs.journal import Stage, record_audit, record_transition, write_row
 from automation.runs.locking import lock_run
+from automation.runs.models import Run, StageName, StageOutcome, State
 from automation.runs.payloads import binding_of
 from automation.runs.runlog import log_run
 from automation.runs.sending import DELIVER_EFFECT_TASK
 from automation.schemas import storable
-from automation.services.backoff import backoff_delay
 from automation.signals import effect_sent_downstream
-from automation.vocabulary import Kind, label
-from core.codes import Refusal
+from core.codes import Outcome, Refusal
 from core.dispatch import MAX_DELAY, Priority, batch, enqueue_after_commit
 from core.errors import ServiceError
 from policy.models import PolicyVersion
@@ -566,7 +561,7 @@ def effect_pause(*, name: str, user: User) -> EffectControl:
     if control.paused:
         raise ServiceError(
             Refusal.ALREADY_PAUSED,
-            f"{label(Kind.EFFECT, name)} is already paused: nothing was changed",
+            "this effect is already paused: nothing was changed",
         )
     control.paused = True
     control.changed_by = user
@@ -582,7 +577,7 @@ def effect_resume(*, name: str, user: User, rate_per_minute: int | None) -> Effe
     _may_control(user)
     control = EffectControl.objects.select_for_update().filter(name=name).first()
     if control is None or not control.paused:
-        raise ServiceError(Refusal.NOT_PAUSED, _not_paused(name, control))
+        raise ServiceError(Refusal.NOT_PAUSED, _not_paused(control))
     control.paused = False
     control.rate_per_minute = rate_per_minute
     control.changed_by = user
@@ -604,11 +599,11 @@ def effect_resume(*, name: str, user: User, rate_per_minute: int | None) -> Effe
     return control
 
 
-def _not_paused(name: str, control: EffectControl | None) -> str:
+def _not_paused(control: EffectControl | None) -> str:
     rate = control.rate_per_minute if control is not None else None
     going = f"at {rate} per minute" if rate else "at full speed"
     return (
-        f"{label(Kind.EFFECT, name)} is not paused: its deliveries are going {going}, and "
+        f"this effect is not paused: its deliveries are going {going}, and "
         "nothing was changed "
         "(to resume it at another rate, pause it first)"
     )

@@ -22,38 +22,33 @@ from django_fsm import has_transition_perm
 from pydantic import ValidationError
 
 from audit.models import AuditAction
+from automation.classifiers.models import LabelSource
+from automation.classifiers.quality import label_record
 from automation.conf import setting
-from automation.customers import customers_known
+from automation.effects.models import Effect, EffectStatus
+from automation.effects.services import effect_retry_in_transaction
 from automation.extraction import extraction_problems
-from automation.models import (
+from automation.intake.customers import customers_known
+from automation.intake.services import intake_replay
+from automation.pipeline.operations import RECOVER_RUN, run_reconsider, run_resume_in_transaction
+from automation.recovery.jobs import job_settled
+from automation.recovery.models import BatchStatus, RecoveryAction, RecoveryBatch, RecoveryKind
+from automation.recovery.preview import preview_runs
+from automation.recovery.selectors import current_reading
+from automation.runs.journal import Stage, add_checkpoint, record_audit, record_transition
+from automation.runs.models import (
     CORRECTABLE_HOLDS,
     EFFECT_HOLDS,
     RETRYABLE_STAGE_HOLDS,
-    BatchStatus,
-    Effect,
-    EffectStatus,
-    LabelSource,
-    Outcome,
-    RecoveryAction,
-    RecoveryBatch,
-    RecoveryKind,
     Run,
     StageName,
     StageOutcome,
     State,
 )
-from automation.runs.journal import Stage, add_checkpoint, record_audit, record_transition
 from automation.runs.sending import run_send
 from automation.schemas import ClassifierDecision, FieldProblem, validation_problems
-from automation.selectors import current_reading
-from automation.services.effects import effect_retry_in_transaction
-from automation.services.intake import intake_replay
-from automation.services.jobs import job_settled
-from automation.services.operations import RECOVER_RUN, run_reconsider, run_resume_in_transaction
-from automation.services.preview import preview_runs
-from automation.services.quality import label_record
 from core import dispatch, limits
-from core.codes import Refusal
+from core.codes import Outcome, Refusal
 from core.dispatch import Priority, enqueue_after_commit
 from core.errors import ServiceError, state_conflict
 from core.limits import within

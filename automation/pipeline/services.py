@@ -37,23 +37,22 @@ from automation.classifiers.base import (
     ClassifierTimeout,
     ClassifierUnavailable,
 )
+from automation.classifiers.models import ClassificationAttempt, ClassifierResult, LabelSource
+from automation.classifiers.quality import label_record, qa_review_open, reading_of
 from automation.conf import setting
-from automation.customers import customer_find, customers_known
 from automation.effects.adapters import get_adapter
-from automation.extraction import extraction_problems
-from automation.models import (
-    TERMINAL_STATE_LIST,
-    ClassificationAttempt,
-    ClassifierResult,
-    Effect,
-    EffectStatus,
-    LabelSource,
-    Outcome,
-    Run,
-    StageName,
-    StageOutcome,
-    State,
+from automation.effects.models import Effect, EffectStatus
+from automation.effects.services import (
+    DELIVERABLE,
+    effect_budget,
+    effect_deliver_locked,
+    effect_priority,
+    effect_send,
 )
+from automation.extraction import extraction_problems
+from automation.intake.customers import customer_find, customers_known
+from automation.pipeline.shadow import shadows_send
+from automation.runs.backoff import backoff_delay
 from automation.runs.journal import (
     Stage,
     add_checkpoint,
@@ -64,6 +63,7 @@ from automation.runs.journal import (
     write_row,
 )
 from automation.runs.locking import lock_run
+from automation.runs.models import TERMINAL_STATE_LIST, Run, StageName, StageOutcome, State
 from automation.runs.payloads import (
     binding_of,
     decided_policy_of,
@@ -80,17 +80,8 @@ from automation.schemas import (
     is_mail,
     validation_problems,
 )
-from automation.services.backoff import backoff_delay
-from automation.services.effects import (
-    DELIVERABLE,
-    effect_budget,
-    effect_deliver_locked,
-    effect_priority,
-    effect_send,
-)
-from automation.services.quality import label_record, qa_review_open, reading_of
-from automation.services.shadow import shadows_send
 from automation.signals import classifier_call_starting
+from core.codes import Outcome
 from core.rows import insert_new
 from policy.evaluation import Verdict, approval_for, qa_sample
 

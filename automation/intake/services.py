@@ -17,23 +17,11 @@ from django.db.models import Model
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
-from audit.models import AuditAction
+from audit.models import AuditAction, AuditEvent
 from automation.classifiers import classifier_versions
 from automation.conf import setting
+from automation.intake.models import MAIL_SCOPE, ApiToken, IntakeChannel, IntakeRecord
 from automation.mail import parse_message
-from automation.models import (
-    MAIL_SCOPE,
-    ApiToken,
-    AuditEvent,
-    IntakeChannel,
-    IntakeRecord,
-    Outcome,
-    Run,
-    StageName,
-    StageOutcome,
-    StageRecord,
-    State,
-)
 from automation.runs.journal import (
     Stage,
     audit_fields,
@@ -42,6 +30,7 @@ from automation.runs.journal import (
     record_transition,
     write_row,
 )
+from automation.runs.models import Run, StageName, StageOutcome, StageRecord, State
 from automation.runs.payloads import event_facts, facts_of, policy_for
 from automation.runs.runlog import log_admission, logs_intake
 from automation.runs.sending import ADVANCE_RUN_TASK
@@ -56,6 +45,7 @@ from automation.schemas import (
     storage_problems,
     validation_problems,
 )
+from core.codes import Outcome
 from core.dispatch import Priority, enqueue_after_commit, message_row
 from policy.evaluation import check_request_allowed
 from policy.models import PolicyVersion, parsed_version

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from automation.models import BatchStatus, ProgressJob
+from automation.recovery.models import BatchStatus, ProgressJob
 
 
 def job_settled(job: ProgressJob) -> bool:

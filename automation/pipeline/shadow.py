@@ -34,16 +34,11 @@ from pydantic import ValidationError
 from audit.models import AuditAction
 from automation.classifiers import classifier_versions, get_classifier
 from automation.classifiers.base import ClassifierInput
+from automation.classifiers.models import ClassifierPromotion, Label, ShadowOutcome, ShadowReading
 from automation.conf import setting
-from automation.models import (
-    ClassifierPromotion,
-    IntakeChannel,
-    Label,
-    Run,
-    ShadowOutcome,
-    ShadowReading,
-)
+from automation.intake.models import IntakeChannel
 from automation.runs.journal import record_audit
+from automation.runs.models import Run
 from automation.runs.payloads import decision_of, facts_of, interpretation_of, sender_text
 from automation.schemas import ClassifierDecision
 from core.codes import Refusal

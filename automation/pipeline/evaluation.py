@@ -16,10 +16,11 @@ from typing import Any
 from django.db import transaction
 
 from automation.classifiers import classifier_versions
-from automation.models import IntakeChannel, Run, State
-from automation.services.customers import customers_load_in_transaction
-from automation.services.intake import MAIL_TYPE, intake_submit_in_transaction
-from automation.services.pipeline import run_advance_in_transaction
+from automation.intake.customers import customers_load_in_transaction
+from automation.intake.models import IntakeChannel
+from automation.intake.services import MAIL_TYPE, intake_submit_in_transaction
+from automation.pipeline.services import run_advance_in_transaction
+from automation.runs.models import Run, State
 from policy.services import policy_ensure_defaults_in_transaction, policy_get
 
 # The pipeline stops here for an evaluation: the decision is made, nothing is delivered.

@@ -17,9 +17,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from automation.models import IntakeChannel, IntakeRecord, Outcome
-from automation.schemas import storable
-from automation.services.intake import (
+from automation.intake.models import IntakeChannel, IntakeRecord
+from automation.intake.services import (
     MAIL_TYPE,
     IntakeResult,
     Oversized,
@@ -29,6 +28,8 @@ from automation.services.intake import (
     message_limit,
     read_within,
 )
+from automation.schemas import storable
+from core.codes import Outcome
 
 logger = logging.getLogger(__name__)
 

@@ -16,27 +16,20 @@ from pydantic import ValidationError
 
 from approvals import services as approvals
 from approvals.models import ApprovalRequest, ApprovalStatus
-from audit.models import AuditAction
+from audit.models import AuditAction, AuditEvent
 from audit.services import SYSTEM
 from automation.conf import setting
-from automation.models import (
-    AuditEvent,
-    Effect,
-    EffectStatus,
-    Outcome,
-    Run,
-    StageName,
-    StageOutcome,
-    State,
-)
+from automation.effects.models import Effect, EffectStatus
+from automation.pipeline.services import STEPS
 from automation.runs.journal import Stage, record_audit, record_transition
+from automation.runs.models import Run, StageName, StageOutcome, State
 from automation.runs.runlog import log_run
 from automation.runs.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK, run_send
 from automation.schemas import (
     ClassifierDecision,
     validation_problems,
 )
-from automation.services.pipeline import STEPS
+from core.codes import Outcome
 from core.dispatch import MAX_DELAY, batch, enqueue_after_commit, oldest_unspent
 from core.errors import state_conflict
 from core.limits import within

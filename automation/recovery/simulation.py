@@ -17,9 +17,10 @@ from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
-from automation.models import BatchStatus, Run, Simulation
+from automation.recovery.jobs import job_settled
+from automation.recovery.models import BatchStatus, Simulation
+from automation.runs.models import Run
 from automation.runs.payloads import decision_of
-from automation.services.jobs import job_settled
 from core.dispatch import enqueue_after_commit
 from policy.evaluation import Decision
 from policy.models import PolicyVersion

@@ -19,7 +19,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from automation.models import BatchStatus, Simulation
+from automation.recovery.models import BatchStatus, Simulation
 from core.codes import Refusal
 from core.errors import ServiceError
 from policy.models import PolicyVersion

@@ -17,11 +17,11 @@ from typing import Any
 
 from django.contrib.auth.models import User
 
-from automation.models import EFFECT_HOLDS, Effect, EffectStatus, Run, State
+from automation.effects.models import Effect, EffectStatus
+from automation.recovery.actions import run_actions
+from automation.recovery.simulation import compare
+from automation.runs.models import EFFECT_HOLDS, Run, State
 from automation.runs.payloads import decision_of, effect_key
-from automation.services.actions import run_actions
-from automation.services.simulation import compare
-from automation.vocabulary import PREVIEW_RESULTS, label
 from policy.evaluation import Decision, Verdict
 from policy.models import PolicyVersion
 from policy.schemas import PolicyDocument
@@ -40,7 +40,7 @@ class Result:
     NOT_POSSIBLE = "not_possible"  # the action cannot be done to this run now
 
 
-RESULT_LABELS = {code: term.label for code, term in PREVIEW_RESULTS.items()}
+# The rows hold codes and names only; the console says them in words (console/previews.py).
 
 
 @dataclass(frozen=True)
@@ -49,10 +49,13 @@ class PreviewRow:
     event_id: str
     subject: str
     result: str
-    sentence: str
     effect: str = ""
     queue: str = ""
     approvers: str = ""
+    state: str = ""  # the run's state, when the action is not possible in it
+    status: str = ""  # the effect's status under the same key, when it would be sent again
+    reason: str = ""  # the first refusing rule's text, when policy would refuse it
+    retry: bool = False  # the row is about sending a held effect again
     rules: list[dict[str, Any]] = field(default_factory=list)  # the rules that now differ
 
     def as_dict(self) -> dict[str, Any]:
@@ -62,7 +65,7 @@ class PreviewRow:
 def _blank(run: Run) -> PreviewRow:
     """The run's row before anything is said about it."""
     subject = str((run.normalized or {}).get("subject") or "")[:120]
-    return PreviewRow(run=run.pk, event_id=run.event_id, subject=subject, result="", sentence="")
+    return PreviewRow(run=run.pk, event_id=run.event_id, subject=subject, result="")
 
 
 def _judged(
@@ -88,8 +91,6 @@ def _from_decision(
                 base,
                 result=Result.DEDUPLICATED,
                 effect=effect,
-                sentence=f"“{label('effect', effect)}” was already delivered under the same "
-                "key: it is not sent again.",
             )
         if decision.verdict == Verdict.APPROVE and decision.approval is not None:
             group = decision.approval.group
@@ -98,33 +99,13 @@ def _from_decision(
                 result=Result.APPROVAL,
                 effect=effect,
                 approvers=group,
-                sentence=f"“{label('effect', effect)}” would wait for approval by {group}.",
             )
-        again = (
-            f" again under the same key (last time: {label('effect_status', existing[key])})"
-            if key in existing
-            else ""
-        )
-        return replace(
-            base,
-            result=Result.SENT,
-            effect=effect,
-            sentence=f"“{label('effect', effect)}” would be sent{again}.",
-        )
+        return replace(base, result=Result.SENT, effect=effect, status=existing.get(key, ""))
     if decision.verdict in (Verdict.LOW_CONFIDENCE, Verdict.RISK_SIGNAL):
         queue = decision.verdict.value
-        return replace(
-            base,
-            result=Result.QUEUED,
-            effect=effect,
-            queue=queue,
-            sentence=f"It would go to the queue “{label('queue', queue)}” for a person.",
-        )
+        return replace(base, result=Result.QUEUED, effect=effect, queue=queue)
     refusing = decision.refusing_rules
-    why = f": {refusing[0].text}" if refusing else ""
-    return replace(
-        base, result=Result.REFUSED, sentence=f"Policy would refuse it; nothing is done{why}."
-    )
+    return replace(base, result=Result.REFUSED, reason=refusing[0].text if refusing else "")
 
 
 def _row(
@@ -141,26 +122,10 @@ def _row(
         effect = effects.get(run.pk)
         name = effect.name if effect is not None else run.effect_name
         if effect is not None and effect.status == EffectStatus.DELIVERED:
-            return replace(
-                base,
-                result=Result.DEDUPLICATED,
-                effect=name,
-                sentence=f"“{label('effect', name)}” is already delivered: not sent again.",
-            )
-        return replace(
-            base,
-            result=Result.SENT,
-            effect=name,
-            sentence=f"“{label('effect', name)}” would be sent again under the same key; "
-            "its system does not do it twice.",
-        )
+            return replace(base, result=Result.DEDUPLICATED, effect=name, retry=True)
+        return replace(base, result=Result.SENT, effect=name, retry=True)
     if action == "retry" or not run.classification:
-        return replace(
-            base,
-            result=Result.READ_AGAIN,
-            sentence="The classifier reads the request again; what happens next depends on "
-            "that reading, and policy decides it as usual.",
-        )
+        return replace(base, result=Result.READ_AGAIN)
     decision, rules = _judged(run, active, documents)
     return _from_decision(run, decision, rules, existing)
 
@@ -193,21 +158,7 @@ def preview_runs(*, run_ids: Iterable[int], action: str, user: User) -> list[Pre
     rows = []
     for run in runs:
         if not wanted & {a.name for a in run_actions(run, user)}:
-            rows.append(
-                replace(
-                    _blank(run),
-                    result=Result.NOT_POSSIBLE,
-                    sentence=f"Not possible: the run is “{label('state', run.state)}”.",
-                )
-            )
+            rows.append(replace(_blank(run), result=Result.NOT_POSSIBLE, state=run.state))
             continue
         rows.append(_row(run, action, active, documents, effects, existing))
     return rows
-
-
-def preview_summary(rows: Iterable[dict[str, Any]]) -> list[tuple[str, int]]:
-    """How many runs come to each result, in RESULT_LABELS' order, as (label, count)."""
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row["result"]] = counts.get(row["result"], 0) + 1
-    return [(text, counts[code]) for code, text in RESULT_LABELS.items() if code in counts]

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import User
 
-from automation.models import Run
+from automation.runs.models import Run
 
-# Actions shown with a preview of what they would do first (automation.services.preview).
+# Actions shown with a preview of what they would do first (automation.recovery.preview).
 PREVIEWED = frozenset({"replay", "retry", "retry_effect", "reconsider"})
 # Actions that record what a person did outside Gatehouse, so they ask for evidence.
 NEEDS_EVIDENCE = frozenset({"resolve", "abandon"})

@@ -20,8 +20,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.models import AuditAction
-from automation.models import Label, LabelSource, QAReview, QAStatus, Run
+from automation.classifiers.models import Label, LabelSource, QAReview, QAStatus
 from automation.runs.journal import record_audit, write_row
+from automation.runs.models import Run
 from automation.schemas import EffectName, RequestType
 from core.codes import Refusal
 from core.errors import ServiceError

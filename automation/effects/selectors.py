@@ -1,0 +1,46 @@
+"""The outbox as staff see it: each effect's control and its backlog."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Count, Q
+
+from automation.effects.models import Effect, EffectControl, EffectStatus
+from automation.schemas import EffectName
+
+
+@dataclass(frozen=True)
+class EffectState:
+    name: str
+    paused: bool
+    rate_per_minute: int | None
+    waiting: int
+    held: int
+
+
+def effect_controls() -> list[EffectState]:
+    """Each effect with deliveries in the outbox or a control: paused or not, and its backlog."""
+    counts = {
+        row["name"]: row
+        for row in Effect.objects.filter(status__in=[EffectStatus.PENDING, EffectStatus.RETRY_WAIT])
+        .values("name")
+        .annotate(
+            # Counting names (never null), not ids: every column read is in effect_due_idx,
+            # an index-only scan.
+            waiting=Count("name", filter=Q(next_attempt_at__isnull=False) | Q(attempts=0)),
+            held=Count("name", filter=Q(next_attempt_at__isnull=True, attempts__gt=0)),
+        )
+    }
+    controls = {c.name: c for c in EffectControl.objects.all()}
+    names = sorted(set(counts) | set(controls) | {e.value for e in EffectName})
+    return [
+        EffectState(
+            name=name,
+            paused=bool(controls.get(name) and controls[name].paused),
+            rate_per_minute=controls[name].rate_per_minute if name in controls else None,
+            waiting=counts.get(name, {}).get("waiting", 0),
+            held=counts.get(name, {}).get("held", 0),
+        )
+        for name in names
+    ]
