@@ -91,8 +91,8 @@ TEMPLATES = [
         # page extends (base.html), the login page (Django's auth views and core's login
         # throttle), and the 403, 404 and 500 pages Django's handlers render. Found first, so
         # no app can shadow them. Every other template lives in the app that renders it: the
-        # console's pages under console/templates/<section>/, an app's admin pages under
-        # <app>/templates/admin/.
+        # console's pages under console/templates/<section>/, and the admin's pages, which the
+        # console holds too (console/admin/), under console/templates/admin/.
         "DIRS": [BASE_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {

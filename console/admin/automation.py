@@ -15,7 +15,6 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils.html import format_html, format_html_join
 
-from audit.admin import without_approval_rows
 from automation import services
 from automation.classifiers.base import CLASSIFIERS
 from automation.models import (
@@ -42,6 +41,7 @@ from automation.schemas import EffectName, Route
 from automation.selectors import identifier_match
 from automation.services.effects import DELIVERABLE
 from automation.vocabulary import Kind, label
+from console.admin.audit import without_approval_rows
 from core.admin_base import (
     LargeTableAdmin,
     ReadOnlyAdminMixin,
@@ -149,7 +149,7 @@ class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
     ]
     # Choices from known lists (never SELECT DISTINCT over every run). The date hierarchy
     # filters on a range of created_at (run_created_idx) and is drawn from its MIN and MAX
-    # (templates/admin/automation/run/change_list.html), not by reading every run.
+    # (console/templates/admin/automation/run/change_list.html), not by reading every run.
     date_hierarchy = "created_at"
     # Each filter's choices in words (automation.vocabulary); the codes stay in the address.
     list_filter = [
