@@ -52,7 +52,7 @@ from automation.runs.sending import DELIVER_EFFECT_TASK
 from automation.schemas import storable
 from automation.services.backoff import backoff_delay
 from automation.signals import effect_sent_downstream
-from automation.vocabulary import Kind, label
+from console.vocabulary import Kind, label
 from core.codes import Refusal
 from core.dispatch import MAX_DELAY, Priority, batch, enqueue_after_commit
 from core.errors import ServiceError

@@ -21,7 +21,7 @@ from automation.models import EFFECT_HOLDS, Effect, EffectStatus, Run, State
 from automation.runs.payloads import decision_of, effect_key
 from automation.services.actions import run_actions
 from automation.services.simulation import compare
-from automation.vocabulary import PREVIEW_RESULTS, label
+from console.vocabulary import PREVIEW_RESULTS, label
 from policy.evaluation import Decision, Verdict
 from policy.models import PolicyVersion
 from policy.schemas import PolicyDocument

@@ -40,8 +40,8 @@ from automation.models import (
 from automation.schemas import EffectName, Route
 from automation.selectors import identifier_match
 from automation.services.effects import DELIVERABLE
-from automation.vocabulary import Kind, label
 from console.admin.audit import without_approval_rows
+from console.vocabulary import Kind, label
 from core.admin_base import (
     LargeTableAdmin,
     ReadOnlyAdminMixin,
@@ -151,7 +151,7 @@ class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
     # filters on a range of created_at (run_created_idx) and is drawn from its MIN and MAX
     # (console/templates/admin/automation/run/change_list.html), not by reading every run.
     date_hierarchy = "created_at"
-    # Each filter's choices in words (automation.vocabulary); the codes stay in the address.
+    # Each filter's choices in words (console.vocabulary); the codes stay in the address.
     list_filter = [
         known_values_filter("state", "state", lambda r: [*State], lambda c: label(Kind.STATE, c)),
         known_values_filter(

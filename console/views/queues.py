@@ -17,10 +17,10 @@ from django.views.decorators.http import require_GET, require_POST
 from automation import selectors, services
 from automation.conf import setting
 from automation.models import QUEUE_NAMES, EffectControl, RecoveryBatch, Run
-from automation.vocabulary import label
 from console.forms.ops import BatchForm, EffectResumeForm, QueueFilterForm, form_problems
 from console.refusals import show_refusal
 from console.views.staff import VIEW_RUNS, assignees
+from console.vocabulary import label
 from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
 from core.keyset import OLDEST, page_link

@@ -20,14 +20,15 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from approvals import selectors as approval_selectors
 from approvals.models import ApprovalStatus
-from automation import selectors, services, statechart
+from automation import selectors, services
 from automation.models import Run
-from automation.vocabulary import label
+from console import statechart
 from console.forms.ops import FIELD_PREFIX, CorrectionForm, RecoveryForm, form_problems
 from console.raw_input import raw_download as download_raw
 from console.raw_input import raw_page
 from console.refusals import show_refusal
 from console.views.staff import VIEW_RUNS, assignees
+from console.vocabulary import label
 from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
 

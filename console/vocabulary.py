@@ -5,6 +5,9 @@ named here once. Pages, flash messages, CSV headers and docs/recovery.md's table
 the codes themselves are stable identifiers for the API, the database and the logs, and a
 page shows them only as secondary text. A code nobody named yet still reads as words
 (`risk_signal` → "Risk signal"), never as a blank.
+
+The words are the console's: the domain apps speak in codes, and the API describes its codes
+to integrators in its own words (automation.api_schemas).
 """
 
 from __future__ import annotations
