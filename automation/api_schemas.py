@@ -16,7 +16,6 @@ from typing_extensions import TypedDict
 
 from automation.runs.models import State
 from automation.schemas import FieldProblem
-from automation.vocabulary import Kind, term
 from core.codes import Outcome
 
 CLOSED = ConfigDict(extra="forbid")
@@ -76,11 +75,6 @@ SUBMIT_MEANINGS: dict[str, str] = {
 }
 
 
-def _worded(kind: Kind, codes: list[str]) -> dict[str, str]:
-    """The console's words for each code: its label and what it means."""
-    return {code: f"{term(kind, code).label}: {term(kind, code).explanation}" for code in codes}
-
-
 def codes(meanings: Mapping[str, str], *, nullable: bool = False) -> WithJsonSchema:
     """A closed set of codes, each with its meaning (JSON Schema `oneOf` of `const`s)."""
     one_of: list[dict[str, Any]] = [{"const": c, "description": m} for c, m in meanings.items()]
@@ -89,8 +83,54 @@ def codes(meanings: Mapping[str, str], *, nullable: bool = False) -> WithJsonSch
     return WithJsonSchema({"type": ["string", "null"] if nullable else "string", "oneOf": one_of})
 
 
-STATE_MEANINGS = _worded(Kind.STATE, list(State.values))
-OUTCOME_MEANINGS = _worded(Kind.OUTCOME, list(Outcome.values))
+# Where a run is, and why it ended or waits: written for the integrator reading an answer, in
+# this module like ERROR_MEANINGS (the console's words for the same codes are its own).
+STATE_MEANINGS: dict[str, str] = {
+    State.RECEIVED: "Stored as it arrived; nothing has been checked yet.",
+    State.VALIDATED: "The request's shape and identity were checked.",
+    State.NORMALIZED: "The request's text and fields were put in one form and fingerprinted.",
+    State.ENRICHED: "The customer and account were looked up; the request is read next.",
+    State.CLASSIFIED: "The request was read; policy decides what happens next.",
+    State.APPROVAL_REQUIRED: "Policy requires a person to approve the effect first: the run "
+    "waits for their decision.",
+    State.APPROVED: "A person approved the effect; it is delivered next.",
+    State.EXECUTING: "The effect is being delivered to the system that carries it out.",
+    State.COMPLETED: "Final: the effect was delivered, or a person finished the request by hand.",
+    State.BLOCKED: "Final: a policy rule refused the effect, and nothing was done.",
+    State.NEEDS_REVIEW: "Held until a person corrects or recovers the run; `outcome` says why.",
+    State.FAILED: "Final: the run ended without its effect (refused, rejected or abandoned); "
+    "`outcome` says why.",
+}
+
+OUTCOME_MEANINGS: dict[str, str] = {
+    Outcome.COMPLETED: "The run finished and its effect happened.",
+    Outcome.IDEMPOTENT_REPLAY: "The same request was sent again; the first answer was repeated.",
+    Outcome.IDEMPOTENCY_CONFLICT: "Different content reused an event id already taken; it was "
+    "refused.",
+    Outcome.INVALID_EVENT: "The request was malformed or missing required parts.",
+    Outcome.UNSUPPORTED_REQUEST: "The request asked for something the active policy does not "
+    "allow.",
+    Outcome.CLASSIFICATION_INVALID: "The classifier's reading of the request did not fit the "
+    "expected shape; a person checks it.",
+    Outcome.EXTRACTION_INVALID: "A field read from the request failed its checks; a person "
+    "checks it.",
+    Outcome.LOW_CONFIDENCE: "The reading of the request was less sure than the policy "
+    "requires; a person checks it.",
+    Outcome.RISK_SIGNAL: "The request mentions something policy wants a person to read first.",
+    Outcome.RETRY_EXHAUSTED: "The classifier failed every attempt it was given; the run waits "
+    "for a person.",
+    Outcome.POLICY_BLOCK: "A policy rule refused the effect.",
+    Outcome.APPROVAL_STALE: "The run or the policy changed after the approval; a fresh approval "
+    "is needed.",
+    Outcome.APPROVAL_EXPIRED: "Nobody decided before the approval's deadline.",
+    Outcome.APPROVAL_REJECTED: "An approver rejected the effect.",
+    Outcome.EFFECT_UNAVAILABLE: "The system that carries out the effect could not be reached "
+    "within its attempts.",
+    Outcome.EFFECT_REJECTED: "The system that carries out the effect refused it.",
+    Outcome.EFFECT_UNCERTAIN: "It is not known whether the system carried out the effect; the "
+    "run is held for a person to check.",
+    Outcome.STATE_CONFLICT: "The run was not in a state where that step could be done.",
+}
 
 
 @with_config(CLOSED)

@@ -89,10 +89,10 @@ TEMPLATES = [
         "BACKEND": "django.template.backends.django.DjangoTemplates",
         # templates/ holds the project's own templates, which no app renders: the layout every
         # page extends (base.html), the login page (Django's auth views and core's login
-        # throttle), and the 403, 404 and 500 pages Django's handlers render. Found first, so
-        # no app can shadow them. Every other template lives in the app that renders it: the
-        # console's pages under console/templates/<section>/, an app's admin pages under
-        # <app>/templates/admin/.
+        # throttle), the 403, 404 and 500 pages Django's handlers render, and the overrides of
+        # Django admin's templates (templates/admin/). Found first, so no app can shadow them.
+        # Every other template lives in the app that renders it: the console's pages under
+        # console/templates/<section>/.
         "DIRS": [BASE_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {

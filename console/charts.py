@@ -16,8 +16,8 @@ from datetime import timedelta
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from automation import vocabulary
-from automation.vocabulary import Kind
+from console import vocabulary
+from console.vocabulary import Kind
 from reports.selectors import (
     ApprovalWaiting,
     ErrorRate,

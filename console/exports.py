@@ -1,7 +1,7 @@
 """Each panel's table as CSV rows: the numbers of the page, unformatted.
 
 Headers are plain words. A column that holds a code (a stage, a reason, a route, an effect)
-holds its label from automation.vocabulary, and the column right after it, headed "... code",
+holds its label from console.vocabulary, and the column right after it, headed "... code",
 holds the code: a spreadsheet reads in words, a script still matches codes."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from automation import vocabulary
-from automation.vocabulary import Kind
+from console import vocabulary
+from console.vocabulary import Kind
 from reports import selectors
 from reports.selectors import Period, Rates, Share
 

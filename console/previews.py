@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from automation.recovery.preview import Result
-from automation.vocabulary import PREVIEW_RESULTS, Kind, label
+from console.vocabulary import PREVIEW_RESULTS, Kind, label
 
 
 def preview_sentence(row: Mapping[str, Any]) -> str:

@@ -13,7 +13,7 @@ from django.http import HttpRequest
 
 from approvals.models import ApprovalRequest
 from approvals.selectors import NotYours
-from automation.vocabulary import label
+from console.vocabulary import label
 from core.errors import ServiceError
 
 

@@ -50,6 +50,20 @@ def test_no_app_has_a_template_of_the_same_name(name: str) -> None:
     assert copies == []
 
 
+def test_the_admin_overrides_are_the_projects_and_found_at_the_top_level() -> None:
+    overrides = sorted(p.relative_to(TOP).as_posix() for p in (TOP / "admin").rglob("*.html"))
+    assert "admin/automation/run/change_list.html" in overrides
+    for name in overrides:
+        assert get_template(name).origin.name == str(TOP / name)
+    app_copies = [
+        config.label
+        for config in apps.get_app_configs()
+        if Path(config.path, "templates", "admin").exists()
+        and Path(config.path).parent == Path(settings.BASE_DIR)  # the project's apps only
+    ]
+    assert app_copies == []
+
+
 def test_the_500_page_is_plain_html_that_needs_no_context() -> None:
     source = (TOP / "500.html").read_text()
     assert "{%" not in source and "{{" not in source  # no tag, no variable, no extends

@@ -8,8 +8,8 @@ from django import forms
 from django.core.exceptions import NON_FIELD_ERRORS
 
 from automation.schemas import EffectName, FieldProblem, RequestType, Route
-from automation.vocabulary import Kind, label
 from console.forms.text import FreeTextField
+from console.vocabulary import Kind, label
 from core import limits
 from core.inputs import BoundedDateTimeField, NumberField, check_window
 from core.keyset import NEWEST, OLDEST, BadCursor, Cursor, parse_cursor

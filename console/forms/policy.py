@@ -20,8 +20,8 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from automation.schemas import AccountTier, RequestType
-from automation.vocabulary import Kind, humanize, label
 from console.forms.text import FreeTextField
+from console.vocabulary import Kind, humanize, label
 from core.errors import plain_message
 from core.inputs import AsciiDecimalField, AsciiFloatField, NumberField
 from policy.models import PolicyVersion

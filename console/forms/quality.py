@@ -5,8 +5,8 @@ from __future__ import annotations
 from django import forms
 
 from automation.schemas import EffectName, RequestType
-from automation.vocabulary import Kind, label
 from console.forms.text import FreeTextField
+from console.vocabulary import Kind, label
 
 
 class QACorrectionForm(forms.Form):

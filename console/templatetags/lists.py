@@ -19,8 +19,8 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from approvals.selectors import InboxRow, sla_of, sla_when
-from automation import vocabulary
 from automation.recovery.selectors import queue_due_at
+from console import vocabulary
 from core.keyset import order_link
 
 register = template.Library()

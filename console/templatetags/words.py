@@ -1,4 +1,4 @@
-"""The console's words for codes (automation.vocabulary): `{% load words %}`.
+"""The console's words for codes (console.vocabulary): `{% load words %}`.
 
 `{{ run.state|said:"state" }}` is the label; `{{ run.state|meaning:"state" }}` its one-line
 explanation; `{% term "state" run.state %}` both, as the label with the explanation on hover
@@ -12,7 +12,7 @@ import json
 from django import template
 from django.utils.html import format_html
 
-from automation import vocabulary
+from console import vocabulary
 
 register = template.Library()
 

@@ -16,8 +16,8 @@ from django.views.decorators.http import require_GET, require_POST
 from approvals import selectors
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import RECORDED, approval_decide
-from automation import vocabulary
 from automation.models import Run, State
+from console import vocabulary
 from console.forms.approvals import DecisionForm
 from console.raw_input import raw_download as download_raw
 from console.raw_input import raw_page

@@ -29,10 +29,10 @@ from automation.recovery.activation import (
     policy_activate_after_simulation,
 )
 from automation.recovery.simulation import SIMULATE, simulation_start
-from automation.vocabulary import Kind, humanize, label, term
 from console.forms.ops import SimulationForm
 from console.forms.policy import PolicyForm, Problem, parse_yaml
 from console.refusals import show_refusal
+from console.vocabulary import Kind, humanize, label, term
 from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
 from core.inputs import parse_number

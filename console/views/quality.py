@@ -22,11 +22,11 @@ from automation.pipeline.shadow import (
     classifier_rollback,
     shadow_compare,
 )
-from automation.vocabulary import Kind, label
 from console.forms.ops import form_problems
 from console.forms.quality import QACorrectionForm, ReconcileForm
 from console.refusals import show_refusal
 from console.views.staff import VIEW_RUNS
+from console.vocabulary import Kind, label
 from core.codes import Refusal
 from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest

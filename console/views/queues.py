@@ -26,11 +26,11 @@ from automation.recovery.selectors import (
 )
 from automation.recovery.services import batch_preview
 from automation.recovery.services import batch_start as start_batch
-from automation.vocabulary import label
 from console.forms.ops import BatchForm, EffectResumeForm, QueueFilterForm, form_problems
 from console.previews import preview_sentence, preview_summary
 from console.refusals import show_refusal
 from console.views.staff import VIEW_RUNS, assignees
+from console.vocabulary import label
 from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
 from core.keyset import OLDEST, page_link

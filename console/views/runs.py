@@ -20,7 +20,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from approvals import selectors as approval_selectors
 from approvals.models import ApprovalStatus
-from automation import statechart
 from automation.models import Run
 from automation.pipeline.operations import run_reconsider
 from automation.recovery.actions import queue_action as offered_queue_action
@@ -41,13 +40,14 @@ from automation.recovery.services import (
     run_retry,
     run_retry_effect,
 )
-from automation.vocabulary import label
+from console import statechart
 from console.forms.ops import FIELD_PREFIX, CorrectionForm, RecoveryForm, form_problems
 from console.previews import preview_sentence
 from console.raw_input import raw_download as download_raw
 from console.raw_input import raw_page
 from console.refusals import show_refusal
 from console.views.staff import VIEW_RUNS, assignees
+from console.vocabulary import label
 from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
 

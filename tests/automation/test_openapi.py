@@ -15,8 +15,9 @@ import pytest
 from django.test import Client
 from openapi_spec_validator import validate
 
+from automation.api_schemas import OUTCOME_MEANINGS, STATE_MEANINGS
 from automation.intake.services import api_token_create
-from automation.models import IntakeChannel
+from automation.models import IntakeChannel, Outcome, State
 from automation.schemas import IntakeEvent
 
 pytestmark = pytest.mark.django_db
@@ -143,6 +144,27 @@ def test_every_field_of_the_contract_is_described(client: Client) -> None:
     contract = document(client)["components"]["schemas"]["IntakeEvent"]
 
     assert all(field["description"] for field in contract["properties"].values())
+
+
+@pytest.mark.parametrize(
+    ("meanings", "codes"),
+    [(STATE_MEANINGS, State), (OUTCOME_MEANINGS, Outcome)],
+    ids=["state", "outcome"],
+)
+def test_every_state_and_outcome_code_has_its_meaning_for_integrators(
+    meanings: dict[str, str], codes: type[State] | type[Outcome]
+) -> None:
+    """A closed set both ways: no code without a meaning, no meaning for a code not there."""
+    assert set(meanings) == set(codes.values)
+    assert all(meaning.strip() for meaning in meanings.values())
+
+
+def test_the_document_lists_each_state_and_outcome_with_its_meaning(client: Client) -> None:
+    run = document(client)["components"]["schemas"]["RunSummary"]["properties"]
+
+    for field, meanings in (("state", STATE_MEANINGS), ("outcome", OUTCOME_MEANINGS)):
+        listed = {c["const"]: c["description"] for c in run[field]["oneOf"] if "const" in c}
+        assert listed == meanings, field
 
 
 def test_the_document_names_its_page_for_people(client: Client) -> None:

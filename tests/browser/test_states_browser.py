@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from automation import vocabulary
 from automation.models import State
+from console import vocabulary
 from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, log_in, screenshot
 
 pytest.importorskip("playwright.sync_api", reason=PLAYWRIGHT_MISSING, exc_type=ImportError)

@@ -8,8 +8,8 @@ from django.template.loader import render_to_string
 from django.test import Client
 from django.urls import reverse
 
-from automation import statechart, vocabulary
 from automation.models import State
+from console import statechart, vocabulary
 from tests.conftest import Pipeline, decision_for, make_event
 
 URL = "/about/states/"

@@ -81,7 +81,8 @@ def test_each_page_keeps_its_path_under_its_section_name(name: str) -> None:
 
 
 def _console_names() -> set[str]:
-    """Every URL name the console serves, as reversed (namespace:name), from the URLconf."""
+    """Every URL name the console serves, as reversed (namespace:name), from the URLconf;
+    not the admin's pages (console.admin), which the admin site names under `admin:`."""
     names: set[str] = set()
 
     def walk(entries: list[Any], namespace: str) -> None:
@@ -89,11 +90,15 @@ def _console_names() -> set[str]:
             if isinstance(entry, URLResolver):
                 inner = ":".join(filter(None, [namespace, entry.namespace or ""]))
                 walk(entry.url_patterns, inner)
-            elif isinstance(entry, URLPattern) and entry.callback.__module__.startswith("console."):
+            elif isinstance(entry, URLPattern) and _is_console_page(entry.callback.__module__):
                 names.add(f"{namespace}:{entry.name}" if namespace else str(entry.name))
 
     walk(get_resolver().url_patterns, "")
     return names
+
+
+def _is_console_page(module: str) -> bool:
+    return module.startswith("console.") and not module.startswith("console.admin.")
 
 
 def test_the_table_names_every_console_page() -> None:

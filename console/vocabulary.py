@@ -5,6 +5,9 @@ named here once. Pages, flash messages, CSV headers and docs/recovery.md's table
 the codes themselves are stable identifiers for the API, the database and the logs, and a
 page shows them only as secondary text. A code nobody named yet still reads as words
 (`risk_signal` → "Risk signal"), never as a blank.
+
+The words are the console's: the domain apps speak in codes, and the API describes its codes
+to integrators in its own words (automation.api_schemas).
 """
 
 from __future__ import annotations
@@ -380,7 +383,7 @@ POLICY_STATUSES: dict[str, Term] = {
     "draft": Term("Draft", "Saved but never active: simulate it, then activate it."),
 }
 
-# What a replay, retry or re-decision would come to (automation.services.preview.Result).
+# What a replay, retry or re-decision would come to (automation.recovery.preview.Result).
 PREVIEW_RESULTS: dict[str, Term] = {
     "sent": Term("Would be sent", "The effect would be delivered."),
     "deduplicated": Term(

@@ -13,8 +13,8 @@ from django_fsm import GET_STATE, RETURN_VALUE, FSMField, can_proceed
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide
-from automation import statechart, vocabulary
 from automation.models import NON_TERMINAL_STATES, Run, State
+from console import statechart, vocabulary
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
 NS = {"svg": "http://www.w3.org/2000/svg"}

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from django.core.management import call_command
 
-from automation import statechart
-from automation.vocabulary import markdown_table
+from console import statechart
+from console.vocabulary import markdown_table
 
 RECOVERY = Path(__file__).resolve().parents[2] / "docs" / "recovery.md"
 

@@ -26,8 +26,8 @@ from django.utils.safestring import SafeString, mark_safe
 from django_fsm import GET_STATE, RETURN_VALUE, FSMField
 from django_fsm import Transition as FSMTransition
 
-from automation import vocabulary
 from automation.models import NON_TERMINAL_STATES, TERMINAL_STATES, AuditEvent, Run, State
+from console import vocabulary
 
 ANY_STATE = "*"  # django-fsm's source for "from any state"
 ANY_OTHER_STATE = "+"  # and for "from any state but the target"

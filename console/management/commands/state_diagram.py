@@ -1,3 +1,7 @@
+"""`manage.py state_diagram`: the run states as docs/recovery.md shows them, printed from
+the code (console.statechart for the diagram, console.vocabulary for the table), so the page
+is regenerated rather than edited by hand."""
+
 from __future__ import annotations
 
 from argparse import ArgumentParser
@@ -5,8 +9,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from automation import statechart
-from automation.vocabulary import markdown_table
+from console import statechart
+from console.vocabulary import markdown_table
 
 
 class Command(BaseCommand):

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
 
 from audit.models import APPROVAL_ACTIONS, AuditEvent
+from automation.recovery.selectors import identifier_match
+from automation.runs.models import Run
 from core.admin_base import (
     LargeTableAdmin,
     ReadOnlyAdminMixin,
@@ -76,14 +77,10 @@ class AuditEventAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
 
 
 def _named_runs(term: str) -> QuerySet[Any]:
-    """The runs a term names, as the runs' own search reads it (automation.selectors.
-    identifier_match): restated here because the audit kernel imports no app. Each branch is
-    an index lookup on the runs table."""
-    run = apps.get_model("automation", "Run")
-    match = Q(event_id=term) | Q(fingerprint=term) | Q(enrichment__customer__reference=term)
-    if term.startswith("<") and term.endswith(">"):
-        match |= Q(event_id=term[1:-1])
+    """The runs a term names, as the runs' own search reads it, or a run's number. Each branch
+    is an index lookup on the runs table."""
+    match = identifier_match(term)
     number = parse_number(term)
     if number is not None:
         match |= Q(pk=number)
-    return run.objects.filter(match).values("pk")
+    return Run.objects.filter(match).values("pk")

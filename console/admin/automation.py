@@ -15,7 +15,6 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils.html import format_html, format_html_join
 
-from audit.admin import without_approval_rows
 from automation.classifiers.base import CLASSIFIERS
 from automation.effects.services import DELIVERABLE, effect_pause, effect_resume
 from automation.intake.services import api_tokens_revoke
@@ -42,7 +41,8 @@ from automation.models import (
 from automation.recovery.selectors import identifier_match
 from automation.recovery.services import OPERATIONS, run_operations_for, run_replay, run_retry
 from automation.schemas import EffectName, Route
-from automation.vocabulary import Kind, label
+from console.admin.audit import without_approval_rows
+from console.vocabulary import Kind, label
 from core.admin_base import (
     LargeTableAdmin,
     ReadOnlyAdminMixin,
@@ -115,7 +115,7 @@ def _policy_versions(request: HttpRequest) -> list[str]:
 
 
 def _run_match(term: str) -> Q:
-    """The runs a search term names: selectors.identifier_match, or a run's number."""
+    """The runs a search term names: identifier_match, or a run's number."""
     match = identifier_match(term)
     number = parse_number(term)
     if number is not None:
@@ -152,7 +152,7 @@ class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
     # filters on a range of created_at (run_created_idx) and is drawn from its MIN and MAX
     # (templates/admin/automation/run/change_list.html), not by reading every run.
     date_hierarchy = "created_at"
-    # Each filter's choices in words (automation.vocabulary); the codes stay in the address.
+    # Each filter's choices in words (console.vocabulary); the codes stay in the address.
     list_filter = [
         known_values_filter("state", "state", lambda r: [*State], lambda c: label(Kind.STATE, c)),
         known_values_filter(

@@ -12,7 +12,6 @@ from django_fsm import FSMField
 
 from approvals.models import ApprovalStatus
 from audit.models import AuditAction
-from automation import vocabulary
 from automation.models import (
     BatchStatus,
     EffectStatus,
@@ -25,7 +24,8 @@ from automation.models import (
     State,
 )
 from automation.schemas import EffectName, RequestType, Route
-from automation.vocabulary import Kind
+from console import vocabulary
+from console.vocabulary import Kind
 
 RECOVERY = Path(__file__).resolve().parents[2] / "docs" / "recovery.md"
 
@@ -51,7 +51,7 @@ NAMED: list[tuple[Kind, type[Enum]]] = [
 def test_every_code_has_a_label_and_an_explanation(kind: Kind, codes: type[Enum]) -> None:
     table = vocabulary.VOCABULARY[kind]
     missing = [member.value for member in codes if member.value not in table]
-    assert not missing, f"name these {kind} codes in automation/vocabulary.py: {missing}"
+    assert not missing, f"name these {kind} codes in console/vocabulary.py: {missing}"
     for member in codes:
         entry = table[member.value]
         assert entry.label and entry.explanation, member.value
@@ -88,5 +88,5 @@ def test_the_documented_tables_are_the_vocabulary(kind: str, heading: str) -> No
 
     assert table in RECOVERY.read_text(encoding="utf-8"), (
         f"docs/recovery.md's {kind} table is out of date: paste "
-        f"automation.vocabulary.markdown_table({kind!r}, {heading!r})"
+        f"console.vocabulary.markdown_table({kind!r}, {heading!r})"
     )
