@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable
 from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any
@@ -13,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic_core import PydanticCustomError
 
 from core.limits import NOTE
+from policy.catalogue import Catalogue, reference_catalogue
 
 NonEmpty = Annotated[str, Field(min_length=1, max_length=100)]
 SignalName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,59}$")]
@@ -178,6 +180,13 @@ class PolicyDocument(Strict):
     # Risk signals by name (account_compromise, payment_change, ...): each a rule of its own.
     signals: dict[SignalName, SignalRule] = Field(default_factory=dict)
     qa_sampling: QASampling | None = None
+    # The business this version decides for: its request types, routes, effects and customer
+    # attributes (policy/catalogue.py). A version without one reads the reference catalogue.
+    catalogue: Catalogue | None = None
+
+    @property
+    def business(self) -> Catalogue:
+        return self.catalogue if self.catalogue is not None else reference_catalogue()
 
     @field_validator("version")
     @classmethod
@@ -206,16 +215,60 @@ class PolicyDocument(Strict):
             )
         return self
 
+    @model_validator(mode="after")
+    def _rules_name_the_business(self) -> PolicyDocument:
+        """With a catalogue of its own, every name the rules use is one the catalogue lists,
+        and every request type goes somewhere. (A version without one was written for the
+        reference catalogue and is read as it was stored.)"""
+        if self.catalogue is None:
+            return self
+        business = self.catalogue
+        types, routes = set(business.request_types), set(business.routes)
+        tiers = set(business.tier_values())
+        sampled = self.qa_sampling.routes if self.qa_sampling else {}
+        _all_known(types, self.routes, "routes leave out the request type", "so it goes nowhere")
+        _all_known(self.routes, types, "routes name", "which is no request type of the catalogue")
+        _all_known(
+            self.routes.values(), routes, "routes send to", "which is no route of the catalogue"
+        )
+        _all_known(
+            self.allowed_effects,
+            business.effects,
+            "allowed_effects name",
+            "which is no effect of the catalogue",
+        )
+        _all_known(
+            self.confidence.per_category,
+            types,
+            "confidence names",
+            "which is no request type of the catalogue",
+        )
+        _all_known(
+            self.amount_limits,
+            tiers or self.amount_limits,
+            "amount_limits name",
+            "which is no account tier of the catalogue",
+        )
+        _all_known(sampled, routes, "qa_sampling names", "which is no route of the catalogue")
+        return self
+
     def canonical_json(self) -> str:
         data = self.model_dump(mode="json")
         # A version without signals or sampling keeps the checksum it always had.
-        for optional in ("signals", "qa_sampling"):
+        for optional in ("signals", "qa_sampling", "catalogue"):
             if not data[optional]:
                 del data[optional]
         return canonical_json(data)
 
     def checksum(self) -> str:
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+
+def _all_known(names: Iterable[str], known: Iterable[str], subject: str, problem: str) -> None:
+    """Refuse the names not among `known`: "<subject> a, b, <problem>"."""
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ValueError(f"{subject} {', '.join(unknown)}, {problem}")
 
 
 def canonical_json(value: Any) -> str:

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import yaml
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
@@ -189,6 +189,7 @@ def _version_create(document: PolicyDocument, author: User | None) -> tuple[Poli
     problem = version_name_problem(document.version)
     if problem is not None:
         raise PolicyError(f"version: {problem}")
+    _groups_exist(document)
     version = PolicyVersion.objects.create(
         name=document.version,
         document=document.model_dump(mode="json"),
@@ -198,6 +199,21 @@ def _version_create(document: PolicyDocument, author: User | None) -> tuple[Poli
         parent=PolicyVersion.objects.filter(is_active=True).first(),
     )
     return version, True
+
+
+def _groups_exist(document: PolicyDocument) -> None:
+    """A catalogue's routes and record effects are owned by groups of people that exist: a
+    group nobody is in, or a misspelt one, would leave its work with no one."""
+    if document.catalogue is None:
+        return
+    owners = {f"catalogue.routes.{n}.group": r.group for n, r in document.catalogue.routes.items()}
+    for name, effect in document.catalogue.effects.items():
+        if effect.record is not None and effect.record.group:
+            owners[f"catalogue.effects.{name}.record.group"] = effect.record.group
+    known = set(Group.objects.filter(name__in=owners.values()).values_list("name", flat=True))
+    for where, group in sorted(owners.items()):
+        if group not in known:
+            raise PolicyError(f"{where}: there is no group named {group!r}")
 
 
 def _version_activate(name: str, user: User | None) -> PolicyVersion:

@@ -1,0 +1,395 @@
+"""The business catalogue: what a company's requests are about, as data an ops lead edits.
+
+A catalogue names the request types (label, description, the fields to extract with their
+types, cue words per language for the local readers), the routes and the group that owns
+each, the effects (label, description, adapter, the adapter's configuration and the
+parameters built from a reading) and the customer attributes policy may use. It is a
+section of the policy document (`PolicyDocument.catalogue`), so one version decides a run
+and names everything the decision refers to; docs/business.md says why.
+
+Closed per version: a reading that names a type, route or effect the run's version does not
+list is invalid output. Open to every company: nothing here names a business.
+
+Templates (an HTTP body, an e-mail) are Jinja2 strings rendered in Jinja2's sandbox with
+undefined names refused (`TEMPLATES`): a template can read the values it is given and call
+nothing else. An HTTP body is written as a YAML structure whose strings are templates, and
+is sent as JSON made from the rendered structure, so no value can break out of its string.
+A secret is never a value in the document: it is `{secret: VARIABLE}`, the name of an
+environment variable read when the effect is delivered.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from jinja2 import StrictUndefined, TemplateSyntaxError, nodes
+from jinja2.sandbox import SandboxedEnvironment
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from core.limits import NOTE
+
+Name = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,59}$")]
+Label = Annotated[str, Field(min_length=1, max_length=100)]
+Description = Annotated[str, Field(max_length=NOTE)]
+Cue = Annotated[str, Field(min_length=2, max_length=200)]
+
+
+def _words_if_not(pattern: str, words: str) -> Any:
+    """A check of a text against a pattern that says, in words, what it must look like."""
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise PydanticCustomError("catalogue_pattern", words)
+        return value
+
+    return AfterValidator(check)
+
+
+EnvName = Annotated[
+    str,
+    _words_if_not(
+        r"[A-Z][A-Z0-9_]{0,99}",
+        "must be the name of an environment variable: capital letters, digits and underscores",
+    ),
+]
+HeaderName = Annotated[
+    str, _words_if_not(r"[A-Za-z0-9-]{1,100}", "must be a header name: letters, digits and dashes")
+]
+TemplateText = Annotated[str, Field(max_length=20_000)]
+LANGUAGE = re.compile(r"[a-z]{2}")
+# Nested quantifiers (`(a+)+`) can take exponential time on a crafted message.
+NESTED_QUANTIFIER = re.compile(r"\([^()]*[+*}][^()]*\)\s*[+*{]")
+MAX_CUES = 2000
+
+# The sandbox every template of a catalogue is parsed and rendered in.
+TEMPLATES = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+# What a template may read: the effect's parameters, and the run and its customer.
+TEMPLATE_ROOTS = frozenset({"params", "run", "customer"})
+# What a parameter's value may read besides: the fields of the reading.
+SOURCE_ROOTS = TEMPLATE_ROOTS | {"fields"}
+# What a template knows of the run and the customer (keys of `run` and `customer`).
+RUN_KEYS = frozenset(
+    {"id", "event_id", "subject", "body", "category", "route", "effect", "sender", "language"}
+)
+CUSTOMER_KEYS = frozenset({"reference", "name", "email_domains"})
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FieldType(StrEnum):
+    AMOUNT = "amount"  # a number with its currency: 1,250.00 EUR
+    DATE = "date"
+    REFERENCE = "reference"  # an identifier, held to the field's pattern
+    EMAIL = "email"
+    TEXT = "text"
+
+
+def _usable_pattern(pattern: str | None) -> str | None:
+    if pattern is None:
+        return None
+    if NESTED_QUANTIFIER.search(pattern):
+        raise ValueError(f"pattern {pattern!r} repeats a repeated group: write it flat")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"pattern {pattern!r} is not a regular expression: {exc}") from exc
+    return pattern
+
+
+class FieldSpec(Strict):
+    """A fact to extract from a request of this type."""
+
+    type: FieldType
+    required: bool = False
+    label: Label | None = None
+    description: Description = ""
+    # For a reference: what one looks like (a regular expression, matched in full).
+    pattern: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+
+    @field_validator("pattern")
+    @classmethod
+    def _usable(cls, pattern: str | None) -> str | None:
+        return _usable_pattern(pattern)
+
+    @model_validator(mode="after")
+    def _pattern_for_references(self) -> FieldSpec:
+        if self.pattern is not None and self.type != FieldType.REFERENCE:
+            raise ValueError("only a reference field has a pattern")
+        return self
+
+
+class RequestTypeSpec(Strict):
+    """One kind of request: what the model prompt and the console call it and explain, what
+    to extract from it, and the words that point to it for the local readers."""
+
+    label: Label
+    description: Description
+    fields: dict[Name, FieldSpec] = Field(default_factory=dict, max_length=50)
+    cues: dict[str, list[Cue]] = Field(default_factory=dict)
+
+    @field_validator("cues")
+    @classmethod
+    def _languages(cls, cues: dict[str, list[str]]) -> dict[str, list[str]]:
+        for language in cues:
+            if not LANGUAGE.fullmatch(language):
+                raise ValueError(f"{language!r} is not a two-letter language code (en, de, ...)")
+        if sum(len(words) for words in cues.values()) > MAX_CUES:
+            raise ValueError(f"a request type has at most {MAX_CUES} cue words")
+        return cues
+
+
+class RouteSpec(Strict):
+    """Where a request of a type goes, and the group of people who own that work."""
+
+    label: Label
+    description: Description = ""
+    group: Annotated[str, Field(min_length=1, max_length=150)]
+
+
+class Secret(Strict):
+    """A secret, by the name of the environment variable that holds it."""
+
+    secret: EnvName
+
+
+# Header names whose value is a credential: given as a value, it would sit in every version
+# and every diff. A catalogue names the variable instead (`{secret: HELPDESK_TOKEN}`).
+CREDENTIAL_HEADER = re.compile(r"authorization|token|secret|api[-_]?key|password|cookie", re.I)
+USERINFO = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@]*@", re.I)
+
+
+class RecordConfig(Strict):
+    """A task row kept in Gatehouse, for a group of people to work."""
+
+    group: Annotated[str, Field(min_length=1, max_length=150)] | None = None
+
+
+class HttpConfig(Strict):
+    """A request to another system: its address, headers, body and delivery budget.
+
+    Every request carries the effect's key in the idempotency header and, with `signing`,
+    an HMAC-SHA256 signature of the body (`X-Gatehouse-Signature`); a receiver that
+    deduplicates by key may get it again after an attempt whose outcome is unknown."""
+
+    method: Literal["POST", "PUT", "PATCH"] = "POST"
+    url: Annotated[
+        str,
+        Field(max_length=2000),
+        _words_if_not(r"https?://\S+", "must be an address starting with https:// or http://"),
+    ]
+    headers: dict[HeaderName, str | Secret] = Field(default_factory=dict, max_length=30)
+    # The JSON body, as a structure whose strings are templates.
+    body: Any = None
+    idempotency_header: HeaderName = "Idempotency-Key"
+    signing: Secret | None = None
+    connect_timeout: Annotated[float, Field(gt=0, le=60)] = 3.0
+    read_timeout: Annotated[float, Field(gt=0, le=300)] = 10.0
+    max_attempts: Annotated[int, Field(ge=1, le=50)] = 6
+    deadline_seconds: Annotated[float, Field(gt=0, le=7 * 24 * 3600)] = 3600.0
+    honours_idempotency_keys: bool = True
+
+    @field_validator("url")
+    @classmethod
+    def _no_credentials_in_url(cls, url: str) -> str:
+        if USERINFO.match(url):
+            raise ValueError(
+                "the address carries a user name or password: name a secret in a header instead"
+            )
+        return url
+
+    @field_validator("headers")
+    @classmethod
+    def _credentials_by_name(cls, headers: dict[str, str | Secret]) -> dict[str, str | Secret]:
+        for name, value in headers.items():
+            if isinstance(value, str) and CREDENTIAL_HEADER.search(name):
+                raise ValueError(
+                    f"header {name} carries a secret given as a value: give the name of an "
+                    f"environment variable instead ({name}: {{secret: VARIABLE_NAME}})"
+                )
+        return headers
+
+
+class MessageTemplate(Strict):
+    subject: Annotated[TemplateText, Field(min_length=1, max_length=1000)]
+    body: Annotated[TemplateText, Field(min_length=1)]
+
+
+class EmailReplyConfig(Strict):
+    """A reply to the sender, in the thread, over the SMTP server of the settings. One
+    template per language; `default_language` when the request's is not among them."""
+
+    templates: dict[str, MessageTemplate] = Field(min_length=1)
+    default_language: str = "en"
+
+    @model_validator(mode="after")
+    def _default_template(self) -> EmailReplyConfig:
+        for language in self.templates:
+            if not LANGUAGE.fullmatch(language):
+                raise ValueError(f"{language!r} is not a two-letter language code (en, de, ...)")
+        if self.default_language not in self.templates:
+            raise ValueError(f"no template for the default language {self.default_language!r}")
+        return self
+
+
+class ParameterSpec(Strict):
+    """One value the effect is given, made from the reading and the run (`value`, a
+    template), and checked before anything is written to the outbox."""
+
+    value: Annotated[str, Field(min_length=1, max_length=2000)]
+    type: FieldType = FieldType.TEXT
+    required: bool = True
+    pattern: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+
+    @field_validator("pattern")
+    @classmethod
+    def _usable(cls, pattern: str | None) -> str | None:
+        return _usable_pattern(pattern)
+
+
+class EffectSpec(Strict):
+    label: Label
+    description: Description
+    adapter: Literal["record", "http", "email_reply"]
+    record: RecordConfig | None = None
+    http: HttpConfig | None = None
+    email_reply: EmailReplyConfig | None = None
+    parameters: dict[Name, ParameterSpec] = Field(default_factory=dict, max_length=50)
+
+    @model_validator(mode="after")
+    def _one_configuration(self) -> EffectSpec:
+        given = [a for a in ("record", "http", "email_reply") if getattr(self, a) is not None]
+        if self.adapter in ("http", "email_reply") and given != [self.adapter]:
+            raise ValueError(f"an {self.adapter} effect needs its `{self.adapter}:` settings only")
+        if self.adapter == "record" and given not in ([], ["record"]):
+            raise ValueError("a record effect takes `record:` settings only")
+        return self
+
+    def templates(self) -> list[tuple[str, str]]:
+        """(where, template) for each template the effect renders."""
+        found: list[tuple[str, str]] = []
+        if self.http is not None:
+            found += _strings(self.http.body, "http.body")
+            found += [
+                (f"http.headers.{n}", v) for n, v in self.http.headers.items() if isinstance(v, str)
+            ]
+        if self.email_reply is not None:
+            for language, message in self.email_reply.templates.items():
+                where = f"email_reply.templates.{language}"
+                found += [(f"{where}.subject", message.subject), (f"{where}.body", message.body)]
+        return found
+
+
+class CustomerAttribute(Strict):
+    """Something known of a customer that policy may use (the tier of the account)."""
+
+    label: Label
+    description: Description = ""
+    values: list[Name] = Field(min_length=1, max_length=50)
+
+
+class Catalogue(Strict):
+    request_types: dict[Name, RequestTypeSpec] = Field(min_length=1, max_length=100)
+    routes: dict[Name, RouteSpec] = Field(min_length=1, max_length=100)
+    effects: dict[Name, EffectSpec] = Field(min_length=1, max_length=100)
+    customer_attributes: dict[Name, CustomerAttribute] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _templates_name_what_exists(self) -> Catalogue:
+        known = {
+            "fields": {name for t in self.request_types.values() for name in t.fields},
+            "run": set(RUN_KEYS),
+            "customer": set(CUSTOMER_KEYS) | set(self.customer_attributes),
+        }
+        for effect_name, effect in self.effects.items():
+            params = set(effect.parameters)
+            where = f"effects.{effect_name}"
+            for name, parameter in effect.parameters.items():
+                own = {**known, "params": params - {name}}
+                _check_template(
+                    parameter.value, f"{where}.parameters.{name}.value", SOURCE_ROOTS, own
+                )
+            for place, text in effect.templates():
+                _check_template(
+                    text, f"{where}.{place}", TEMPLATE_ROOTS, {**known, "params": params}
+                )
+        return self
+
+    def tier_values(self) -> list[str]:
+        tier = self.customer_attributes.get("tier")
+        return list(tier.values) if tier is not None else []
+
+
+# The catalogue of a policy version that has none of its own (PolicyDocument.business).
+REFERENCE_FILE = Path(__file__).resolve().parent / "defaults" / "catalogues" / "reference-1.yaml"
+
+
+@functools.cache
+def reference_catalogue() -> Catalogue:
+    return Catalogue.model_validate(yaml.safe_load(REFERENCE_FILE.read_text(encoding="utf-8")))
+
+
+class TemplateProblem(ValueError):
+    """A template that cannot be parsed or names something that does not exist."""
+
+
+def _strings(value: Any, where: str) -> list[tuple[str, str]]:
+    """Every string in a JSON-like structure, with its path."""
+    if isinstance(value, str):
+        return [(where, value)]
+    if isinstance(value, dict):
+        return [s for key, item in value.items() for s in _strings(item, f"{where}.{key}")]
+    if isinstance(value, list):
+        return [s for index, item in enumerate(value) for s in _strings(item, f"{where}.{index}")]
+    return []
+
+
+def template_names(text: str) -> list[tuple[str, str | None]]:
+    """(root, key) for each name a template reads: `params.amount` is ("params", "amount"),
+    a bare `run` is ("run", None). Raises TemplateSyntaxError."""
+    tree = TEMPLATES.parse(text)
+    found: list[tuple[str, str | None]] = []
+    attributes: set[int] = set()
+    for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
+        owner = node.node  # type: ignore[attr-defined]  # both node types have it
+        if isinstance(owner, nodes.Name):
+            if isinstance(node, nodes.Getattr):
+                key: str | None = node.attr
+            else:
+                key = _constant(node.arg)  # type: ignore[attr-defined]
+            found.append((owner.name, key))
+            attributes.add(id(owner))
+    # Names the template binds itself (a loop's variable, a `set`) are its own, not inputs.
+    own = {n.name for n in tree.find_all(nodes.Name) if n.ctx in ("store", "param")} | {"loop"}
+    for node in tree.find_all(nodes.Name):
+        if node.ctx == "load" and id(node) not in attributes and node.name not in own:
+            found.append((node.name, None))
+    return [(root, key) for root, key in found if root not in own]
+
+
+def _constant(node: nodes.Node) -> str | None:
+    return str(node.value) if isinstance(node, nodes.Const) else None
+
+
+def _check_template(
+    text: str, where: str, roots: frozenset[str], known: dict[str, set[str]]
+) -> None:
+    try:
+        names = template_names(text)
+    except TemplateSyntaxError as exc:
+        raise TemplateProblem(f"{where}: the template cannot be read: {exc.message}") from exc
+    for root, key in names:
+        if root not in roots:
+            allowed = ", ".join(sorted(roots))
+            raise TemplateProblem(f"{where}: the template names {root!r}; it may use {allowed}")
+        if key is not None and root in known and key not in known[root]:
+            what = {"fields": "field", "params": "parameter"}.get(root, f"{root} value")
+            raise TemplateProblem(f"{where}: the template names an unknown {what} {key!r}")
