@@ -26,6 +26,7 @@ from automation.models import ApiToken, Outcome, Run
 from automation.openapi import openapi_document
 from core.inputs import parse_number
 from policy.models import PolicyVersion
+from policy.services import policy_business
 
 View = Callable[..., JsonResponse]
 
@@ -268,4 +269,5 @@ def openapi(request: HttpRequest) -> JsonResponse:
     It names its page for people (the same document, rendered) by an absolute address."""
     reference = request.build_absolute_uri(reverse("integrators:api_reference"))
     external = {"description": "The same reference as a page for people", "url": reference}
-    return JsonResponse({**openapi_document(), "externalDocs": external})
+    document = openapi_document(policy_business(name=None))
+    return JsonResponse({**document, "externalDocs": external})

@@ -10,7 +10,6 @@ response examples, against these schemas.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -23,7 +22,8 @@ from automation.api_schemas import (
     RunDetail,
     SubmitAnswer,
 )
-from automation.schemas import EffectName, IntakeEvent
+from automation.schemas import intake_contract
+from policy.catalogue import Catalogue, reference_catalogue
 
 REF = "#/components/schemas/{model}"
 
@@ -303,12 +303,12 @@ def _json(
     return {"description": description, "content": {"application/json": media}}
 
 
-def _components() -> dict[str, Any]:
+def _components(business: Catalogue) -> dict[str, Any]:
     """Every schema, each generated from its pydantic contract; nested ones under their own
-    names."""
+    names. The event's request types and account tiers are the catalogue's."""
     schemas: dict[str, Any] = {}
     for name, contract in {
-        "IntakeEvent": IntakeEvent,
+        "IntakeEvent": intake_contract(business),
         "Submitted": SubmitAnswer,
         "RunDetail": RunDetail,
         "Error": ErrorAnswer,
@@ -323,7 +323,7 @@ def _components() -> dict[str, Any]:
         event[field]["pattern"] = STORED_TEXT
     # Open in the contract (an action outside the allowlist is kept, with an
     # `unsupported_request` run), but only these are ever performed.
-    event["requested_action"]["enum"] = [e.value for e in EffectName]
+    event["requested_action"]["enum"] = list(business.effects)
     problem = schemas["FieldProblem"]
     problem["description"] = "One thing wrong with the request."
     problem["properties"]["field"]["description"] = (
@@ -334,8 +334,23 @@ def _components() -> dict[str, Any]:
     return schemas
 
 
-@lru_cache(maxsize=1)
-def openapi_document() -> dict[str, Any]:
+def openapi_document(business: Catalogue | None = None) -> dict[str, Any]:
+    """The API's OpenAPI document, its closed sets those of `business` (the catalogue of the
+    version active now; the reference catalogue when none is given)."""
+    business = business if business is not None else reference_catalogue()
+    key = (tuple(business.request_types), tuple(business.tier_values()), tuple(business.effects))
+    if key not in _DOCUMENTS:
+        if len(_DOCUMENTS) >= 8:
+            _DOCUMENTS.clear()
+        _DOCUMENTS[key] = _document(business)
+    return _DOCUMENTS[key]
+
+
+# Documents by the closed sets they were made for: a catalogue's names decide the document.
+_DOCUMENTS: dict[tuple[tuple[str, ...], ...], dict[str, Any]] = {}
+
+
+def _document(business: Catalogue) -> dict[str, Any]:
     submitted = {"$ref": REF.format(model="Submitted")}
     error = {"$ref": REF.format(model="Error")}
     answers = SUBMITTED_EXAMPLES
@@ -504,6 +519,6 @@ def openapi_document() -> dict[str, Any]:
                     "Only its SHA-256 is stored; a revoked token is refused (401).",
                 }
             },
-            "schemas": _components(),
+            "schemas": _components(business),
         },
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -10,9 +11,10 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from core.errors import field_messages
+from policy.catalogue import Catalogue
 from policy.schemas import canonical_json
 
 
@@ -72,17 +74,24 @@ Subject = Annotated[str, Field(min_length=1, max_length=SUBJECT_LIMIT)]
 Token = Annotated[str, Field(min_length=1, max_length=200)]
 
 
+# A name of the business catalogue (a request type, a route, an effect, a tier): which ones
+# exist is the run's catalogue version's to say (intake_contract, decision_contract).
+CatalogueName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,59}$")]
+
+
 class IntakeEvent(BaseModel):
-    """The intake contract: exactly these seven keys, exact types, closed sets."""
+    """The intake contract: exactly these seven keys, exact types. The request type and the
+    account tier are closed by the catalogue of the version that decides for the channel:
+    `intake_contract(business)` is the contract an event is held to."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     event_id: Token
     source: Source
-    request_type: RequestType
+    request_type: CatalogueName
     subject: Subject
     body: Text
-    account_tier: AccountTier
+    account_tier: CatalogueName
     # Open on purpose: an action outside the allowlist is `unsupported_request`, not invalid.
     requested_action: Token
 
@@ -194,17 +203,62 @@ class ExtractedField(BaseModel):
 
 
 class ClassifierDecision(BaseModel):
-    """What a classifier may propose. Untrusted: exact keys, closed enums, nothing else."""
+    """What a classifier may propose. Untrusted: exact keys, nothing else. The category, route
+    and effect are closed by the run's catalogue version: `decision_contract(business)` is
+    the contract a reading is held to (this one only shapes a stored reading)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    category: RequestType
-    recommended_route: Route
-    requested_effect: EffectName
+    category: CatalogueName
+    recommended_route: CatalogueName
+    requested_effect: CatalogueName
     reason_code: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[a-z0-9_.-]+$")]
     confidence: Confidence | None = None
     fields: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,49}$")], ExtractedField] = Field(
         default_factory=dict, max_length=50
+    )
+
+
+def _one_of(names: tuple[str, ...]) -> Any:
+    """The type of a value that must be one of `names` (a Literal: "must be one of …")."""
+    return Literal.__getitem__(names) if names else CatalogueName
+
+
+@functools.lru_cache(maxsize=64)
+def _intake_contract(types: tuple[str, ...], tiers: tuple[str, ...]) -> type[IntakeEvent]:
+    return create_model(
+        "IntakeEvent",
+        __base__=IntakeEvent,
+        __doc__=IntakeEvent.__doc__,
+        request_type=(_one_of(types), ...),
+        account_tier=(_one_of(tiers), ...),
+    )
+
+
+def intake_contract(business: Catalogue) -> type[IntakeEvent]:
+    """The intake contract under a catalogue: its request types and account tiers only."""
+    return _intake_contract(tuple(business.request_types), tuple(business.tier_values()))
+
+
+@functools.lru_cache(maxsize=64)
+def _decision_contract(
+    types: tuple[str, ...], routes: tuple[str, ...], effects: tuple[str, ...]
+) -> type[ClassifierDecision]:
+    return create_model(
+        "ClassifierDecision",
+        __base__=ClassifierDecision,
+        __doc__=ClassifierDecision.__doc__,
+        category=(_one_of(types), ...),
+        recommended_route=(_one_of(routes), ...),
+        requested_effect=(_one_of(effects), ...),
+    )
+
+
+def decision_contract(business: Catalogue) -> type[ClassifierDecision]:
+    """What a classifier may propose under a catalogue: its types, routes and effects only.
+    A reading naming anything else is invalid output."""
+    return _decision_contract(
+        tuple(business.request_types), tuple(business.routes), tuple(business.effects)
     )
 
 

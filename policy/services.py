@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from core.codes import Refusal
 from core.errors import ServiceError, field_messages
+from policy.catalogue import Catalogue, reference_catalogue
 from policy.models import PolicyVersion
 from policy.schemas import NEW_VERSION, PolicyDocument, version_name_problem
 from policy.signals import version_activated
@@ -258,3 +259,12 @@ def policy_get(*, name: str | None, document: bool = True) -> PolicyVersion:
     if name:
         return versions.get(name=name)
     return versions.get(is_active=True)
+
+
+def policy_business(*, name: str | None) -> Catalogue:
+    """The business the named version (the active one when None) decides for; the reference
+    catalogue while there is no version to decide."""
+    try:
+        return policy_get(name=name, document=False).parsed.business
+    except PolicyVersion.DoesNotExist:
+        return reference_catalogue()

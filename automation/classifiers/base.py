@@ -8,8 +8,10 @@ never the package that loads them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from policy.catalogue import Catalogue, reference_catalogue
 
 
 class ClassifierTimeout(Exception):
@@ -30,6 +32,8 @@ class ClassifierInput:
     channel: str
     event_id: str
     normalized: dict[str, Any]
+    # The business the run's version decides for: what a reading may name.
+    business: Catalogue = field(default_factory=reference_catalogue)
 
 
 class Classifier(Protocol):

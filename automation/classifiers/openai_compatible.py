@@ -32,7 +32,8 @@ from automation.classifiers.base import (
     ClassifierUnavailable,
 )
 from automation.conf import setting
-from automation.schemas import ClassifierDecision
+from automation.schemas import decision_contract
+from policy.catalogue import Catalogue, reference_catalogue
 from policy.schemas import canonical_json
 
 # Enough for a long e-mail with attachment text; a bigger event is cut, never refused.
@@ -77,8 +78,12 @@ def output_dialect() -> str:
     return dialect
 
 
-def response_format(dialect: str = DEFAULT_OUTPUT) -> dict[str, Any] | None:
-    schema = ClassifierDecision.model_json_schema()
+def response_format(
+    dialect: str = DEFAULT_OUTPUT, business: Catalogue | None = None
+) -> dict[str, Any] | None:
+    """The answer's shape, closed to what the run's catalogue lists (the reference one when
+    none is given)."""
+    schema = _decision_schema(business)
     if dialect == "json_object":
         return {"type": "json_object", "schema": schema}
     if dialect == "text":
@@ -91,12 +96,16 @@ def response_format(dialect: str = DEFAULT_OUTPUT) -> dict[str, Any] | None:
     return dict(json_schema)
 
 
-def system_prompt(dialect: str = DEFAULT_OUTPUT) -> str:
+def _decision_schema(business: Catalogue | None) -> dict[str, Any]:
+    return decision_contract(business or reference_catalogue()).model_json_schema()
+
+
+def system_prompt(dialect: str = DEFAULT_OUTPUT, business: Catalogue | None = None) -> str:
     """The prompt file's text; without json_schema, the schema the answer must follow too."""
     text = load_prompt().text
     if dialect == "json_schema":
         return text
-    schema = json.dumps(ClassifierDecision.model_json_schema(), sort_keys=True)
+    schema = json.dumps(_decision_schema(business), sort_keys=True)
     return f"{text}\n\nAnswer with one JSON object that follows this JSON Schema:\n{schema}"
 
 
@@ -167,7 +176,7 @@ class OpenAICompatibleClassifier:
     def classify(self, event: ClassifierInput, attempt: int, *, deadline: float) -> Any:
         api_key = setting("OPENAI_API_KEY") or PLACEHOLDER_API_KEY
         dialect = output_dialect()
-        shape = response_format(dialect)
+        shape = response_format(dialect, event.business)
         # max_retries=0: one HTTP request per attempt; the workflow's backoff does the rest.
         with openai.OpenAI(
             base_url=self.base_url, api_key=api_key, timeout=deadline, max_retries=0
@@ -176,7 +185,7 @@ class OpenAICompatibleClassifier:
                 completion = client.chat.completions.create(
                     model=self.model,
                     messages=[
-                        {"role": "system", "content": system_prompt(dialect)},
+                        {"role": "system", "content": system_prompt(dialect, event.business)},
                         {"role": "user", "content": event_message(event)},
                     ],
                     temperature=0,

@@ -39,6 +39,7 @@ from automation.schemas import (
     IntakeEvent,
     MailEvent,
     fingerprint,
+    intake_contract,
     is_mail,
     read_json,
     storable,
@@ -47,8 +48,10 @@ from automation.schemas import (
 )
 from core.codes import Outcome
 from core.dispatch import Priority, enqueue_after_commit, message_row
+from policy.catalogue import Catalogue
 from policy.evaluation import check_request_allowed
 from policy.models import PolicyVersion, parsed_version
+from policy.services import policy_business
 
 logger = logging.getLogger(__name__)
 
@@ -337,7 +340,12 @@ def intake_submit(
         )
     record = {"channel": channel, "raw": raw, "content_type": content_type, "source": source}
     try:
-        parsed = _parse_event(raw, content_type)
+        business = (
+            parsed_version(*ids.policy).business
+            if ids is not None and ids.policy is not None
+            else channel_business(channel)
+        )
+        parsed = _parse_event(raw, content_type, business)
         received = _receive_at_once(record, parsed, ids) if ids is not None else None
         if received is not None:
             return received
@@ -462,7 +470,14 @@ MAIL_TYPE = "message/rfc822"
 Parsed = tuple[IntakeEvent | MailEvent | None, Any, list[FieldProblem]]
 
 
-def _parse_event(raw: bytes, content_type: str = "application/json") -> Parsed:
+def channel_business(channel: IntakeChannel) -> Catalogue:
+    """The catalogue of the version that decides for the channel now: what its requests are
+    held to. With no version to decide (none active yet), the reference catalogue: the run
+    is then refused for want of a policy, whatever it says."""
+    return policy_business(name=channel.policy_version or None)
+
+
+def _parse_event(raw: bytes, content_type: str, business: Catalogue) -> Parsed:
     if content_type == MAIL_TYPE:
         return _parse_mail(raw)
     data, unreadable = read_json(raw)
@@ -470,7 +485,7 @@ def _parse_event(raw: bytes, content_type: str = "application/json") -> Parsed:
         return None, None, [unreadable]
     if not isinstance(data, dict):
         return None, data, [FieldProblem(field="body", message="must be a JSON object")]
-    return _validated(IntakeEvent, data)
+    return _validated(intake_contract(business), data)
 
 
 Event = TypeVar("Event", bound=BaseModel)
@@ -510,7 +525,9 @@ def _parse_mail(raw: bytes) -> tuple[MailEvent | None, Any, list[FieldProblem]]:
 def intake_admit(*, intake: IntakeRecord, parsed: Parsed | None = None) -> IntakeResult:
     """Validate, normalize, fingerprint and claim the event identity for one intake record, in
     the caller's transaction (`parsed`: its raw request read already)."""
-    event, data, problems = parsed or _parse_event(bytes(intake.raw), intake.content_type)
+    event, data, problems = parsed or _parse_event(
+        bytes(intake.raw), intake.content_type, channel_business(intake.channel)
+    )
     if event is None:
         event_id = data.get("event_id") if isinstance(data, dict) else None
         run = _create_invalid_run(intake, storable(str(event_id or ""))[:200], problems)
@@ -708,7 +725,11 @@ def _thread_adopt(run: Run) -> None:
 
 def intake_replay(*, original: Run) -> Run:
     """A new run from the original's stored raw input (caller records who and why)."""
-    event, _, problems = _parse_event(bytes(original.intake.raw), original.intake.content_type)
+    event, _, problems = _parse_event(
+        bytes(original.intake.raw),
+        original.intake.content_type,
+        channel_business(original.intake.channel),
+    )
     if event is None:
         raise ValueError(f"run {original.pk} has no valid input to replay: {problems[0].message}")
     return _create_run(original.intake, event.normalized(), replay_of=original)

@@ -76,6 +76,7 @@ from automation.schemas import (
     AccountTier,
     ClassifierDecision,
     FieldProblem,
+    decision_contract,
     event_text,
     is_mail,
     validation_problems,
@@ -83,6 +84,7 @@ from automation.schemas import (
 from automation.signals import classifier_call_starting
 from core.codes import Outcome
 from core.rows import insert_new
+from policy.catalogue import Catalogue
 from policy.evaluation import Verdict, approval_for, qa_sample
 
 # --- carrying a run -----------------------------------------------------------------------
@@ -285,7 +287,12 @@ def _call_classifier(
     """(raw output, None), or (None, the retryable error)."""
     try:
         raw = classifier.classify(
-            ClassifierInput(run.channel.name, run.event_id, run.normalized or {}),
+            ClassifierInput(
+                run.channel.name,
+                run.event_id,
+                run.normalized or {},
+                business=policy_for(run).parsed.business,
+            ),
             attempt,
             deadline=float(setting("CLASSIFIER_DEADLINE_SECONDS")),
         )
@@ -333,7 +340,7 @@ def _relock(run: Run) -> Run | None:
 def _record_classification(
     run: Run, attempt: int, stage: Stage, raw: Any, error: Exception | None, now: datetime
 ) -> None:
-    outcome, decision, problems = _judge_output(raw, error)
+    outcome, decision, problems = _judge_output(raw, error, policy_for(run).parsed.business)
     row = ClassificationAttempt(
         run=run,
         attempt=attempt,
@@ -355,8 +362,9 @@ def _record_classification(
 
 
 def _judge_output(
-    raw: Any, error: Exception | None
+    raw: Any, error: Exception | None, business: Catalogue
 ) -> tuple[ClassifierResult, ClassifierDecision | None, list[FieldProblem]]:
+    """The classifier's answer held to what the run's catalogue version lists."""
     if isinstance(error, ClassifierTimeout):
         return ClassifierResult.TIMEOUT, None, []
     if error is not None:
@@ -366,7 +374,7 @@ def _judge_output(
         problem = FieldProblem(field="output", message=f"is not a JSON object: {shown!r:.200}")
         return ClassifierResult.INVALID, None, [problem]
     try:
-        return ClassifierResult.VALID, ClassifierDecision.model_validate(raw), []
+        return ClassifierResult.VALID, decision_contract(business).model_validate(raw), []
     except ValidationError as exc:
         return ClassifierResult.INVALID, None, validation_problems(exc)
 

@@ -39,8 +39,14 @@ from automation.conf import setting
 from automation.intake.models import IntakeChannel
 from automation.runs.journal import record_audit
 from automation.runs.models import Run
-from automation.runs.payloads import decision_of, facts_of, interpretation_of, sender_text
-from automation.schemas import ClassifierDecision
+from automation.runs.payloads import (
+    decision_of,
+    facts_of,
+    interpretation_of,
+    policy_for,
+    sender_text,
+)
+from automation.schemas import decision_contract
 from core.codes import Refusal
 from core.dispatch import Priority, enqueue_after_commit
 from core.errors import ServiceError
@@ -96,19 +102,20 @@ def shadow_read(*, run_id: int, classifier: str) -> str:
     run = Run.objects.select_related("channel").get(pk=run_id)
     started = time.monotonic()
     outcome: str
+    business = policy_for(run).parsed.business
     try:
         version, _ = classifier_versions(classifier)
         reader = get_classifier(classifier)
     except Exception as exc:  # not installed, or its configuration is broken
         outcome, raw, error, version = ShadowOutcome.FAILED, None, str(exc)[:2000], classifier
     else:
-        event = ClassifierInput(run.channel.name, run.event_id, run.normalized or {})
+        event = ClassifierInput(run.channel.name, run.event_id, run.normalized or {}, business)
         deadline = float(setting("CLASSIFIER_DEADLINE_SECONDS"))
         outcome, raw, error = _call(reader, event, deadline)
     reading: dict[str, Any] = {}
     if outcome == ShadowOutcome.READ:
         try:
-            reading = ClassifierDecision.model_validate(raw).model_dump(mode="json")
+            reading = decision_contract(business).model_validate(raw).model_dump(mode="json")
         except ValidationError as exc:
             outcome, error = ShadowOutcome.INVALID, str(exc)[:2000]
     try:

@@ -45,8 +45,13 @@ from automation.runs.models import (
     StageOutcome,
     State,
 )
+from automation.runs.payloads import policy_for
 from automation.runs.sending import run_send
-from automation.schemas import ClassifierDecision, FieldProblem, validation_problems
+from automation.schemas import (
+    FieldProblem,
+    decision_contract,
+    validation_problems,
+)
 from core import dispatch, limits
 from core.codes import Outcome, Refusal
 from core.dispatch import Priority, enqueue_after_commit
@@ -203,14 +208,14 @@ def run_correct(
     """
     _require(user, "correct_run")
     reason = _reason(reason)
-    problems = correction_problems(corrected)
-    if problems:
-        raise CorrectionInvalid(problems)
-    decision = ClassifierDecision.model_validate(corrected)
     with transaction.atomic(durable=True):
         run = _locked(run_id)
         if run.state != State.NEEDS_REVIEW or run.outcome not in CORRECTABLE:
             raise ServiceError(Refusal.STATE_CONFLICT, f"a {run.state} run cannot be corrected")
+        problems = correction_problems(corrected, run)
+        if problems:
+            raise CorrectionInvalid(problems)
+        decision = decision_contract(policy_for(run).parsed.business).model_validate(corrected)
         before = current_reading(run)  # what the person saw and corrected
         after = decision.model_dump(mode="json")
         changed = _diff(before, after)
@@ -236,12 +241,13 @@ def run_correct(
         return CorrectionResult(run, changed)
 
 
-def correction_problems(corrected: dict[str, Any]) -> list[FieldProblem]:
-    """Everything wrong with a person's reading at once: the classifier schema's problems and
-    the extracted fields' checks (a wrong reason code does not hide a wrong amount). Empty:
-    it can be saved. Reads only (the customer references), so a form shows them all."""
+def correction_problems(corrected: dict[str, Any], run: Run) -> list[FieldProblem]:
+    """Everything wrong with a person's reading of this run at once: the problems under the
+    run's catalogue version and the extracted fields' checks (a wrong reason code does not
+    hide a wrong amount). Empty: it can be saved. Reads only (the customer references), so a
+    form shows them all."""
     try:
-        ClassifierDecision.model_validate(corrected)
+        decision_contract(policy_for(run).parsed.business).model_validate(corrected)
         problems = []
     except ValidationError as exc:
         problems = validation_problems(exc)

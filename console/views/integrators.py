@@ -23,6 +23,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 
 from automation.openapi import openapi_document
+from policy.services import policy_business
 
 Schema = dict[str, Any]
 # The shell reads the token from its environment: the page never holds one.
@@ -278,7 +279,7 @@ class Reader:
 def api_reference(request: HttpRequest) -> HttpResponse:
     """Public, like /api/v1/openapi.json: it shows nothing that document does not say, and the
     developers who integrate hold a token, not a console account."""
-    document = openapi_document()
+    document = openapi_document(policy_business(name=None))
     reader = Reader(document, server=request.build_absolute_uri("/").rstrip("/"))
     operations = [
         reader.operation(path, method, spec)

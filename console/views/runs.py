@@ -150,7 +150,7 @@ def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
     form = CorrectionForm(posted, initial=initial, field_names=sorted(fields), sources=sources)
     if request.method == "POST" and not form.is_valid():
         # Every input's problem at once: the schema's checks as well as the form's own.
-        form.add_problems(correction_problems(form.decision()))
+        form.add_problems(correction_problems(form.decision(), run))
     elif request.method == "POST":
         try:
             result = run_correct(

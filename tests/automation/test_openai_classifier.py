@@ -34,7 +34,8 @@ from automation.models import (
     StageRecord,
     State,
 )
-from automation.schemas import ClassifierDecision
+from automation.schemas import decision_contract
+from policy.catalogue import reference_catalogue
 from tests.chatserver import ChatServer, content, running_chat_server, slow, status
 from tests.conftest import Pipeline, assert_retry_scheduled, decision_for, make_event
 
@@ -154,7 +155,7 @@ def test_the_request_carries_the_schema_the_prompt_and_the_event(
         "type": "json_schema",
         "json_schema": {
             "name": "classifier_decision",
-            "schema": ClassifierDecision.model_json_schema(),
+            "schema": decision_contract(reference_catalogue()).model_json_schema(),
             "strict": False,
         },
     }
