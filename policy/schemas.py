@@ -252,6 +252,13 @@ class PolicyDocument(Strict):
         _all_known(sampled, routes, "qa_sampling names", "which is no route of the catalogue")
         return self
 
+    def stored(self) -> dict[str, Any]:
+        """The document as a version stores it: without a catalogue section when it has none
+        (it reads the reference catalogue), as versions were stored before catalogues."""
+        return self.model_dump(
+            mode="json", exclude={"catalogue"} if self.catalogue is None else None
+        )
+
     def canonical_json(self) -> str:
         data = self.model_dump(mode="json")
         # A version without signals or sampling keeps the checksum it always had.

@@ -193,7 +193,7 @@ def _version_create(document: PolicyDocument, author: User | None) -> tuple[Poli
     _groups_exist(document)
     version = PolicyVersion.objects.create(
         name=document.version,
-        document=document.model_dump(mode="json"),
+        document=document.stored(),
         checksum=document.checksum(),
         note=document.note,
         author=author,

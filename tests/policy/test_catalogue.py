@@ -17,6 +17,7 @@ from automation.roles import roles_ensure
 from automation.schemas import AccountTier, EffectName, RequestType, Route
 from console.vocabulary import Kind, label
 from policy.catalogue import TEMPLATES, reference_catalogue, template_names
+from policy.models import PolicyVersion
 from policy.schemas import PolicyDocument
 from policy.services import (
     DEFAULTS_DIR,
@@ -292,3 +293,11 @@ def test_a_version_with_a_catalogue_is_shown_on_its_page(policy: None) -> None:
     text = html.unescape(page.content.decode())
     assert "catalogue:" in text and "warranty_claim" in text
     assert "HELPDESK_TOKEN" in text  # the variable's name, the only trace of the secret
+
+
+@pytest.mark.django_db
+def test_a_version_without_a_catalogue_is_stored_as_versions_were_before(policy: None) -> None:
+    """A release that knows no catalogue still reads it (a rollback keeps working)."""
+    for version in PolicyVersion.objects.all():
+        assert "catalogue" not in version.document
+        assert version.parsed.business == reference_catalogue()
