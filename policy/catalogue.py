@@ -93,7 +93,8 @@ class FieldType(StrEnum):
     TEXT = "text"
 
 
-def _usable_pattern(pattern: str | None) -> str | None:
+def usable_pattern(pattern: str | None) -> str | None:
+    """A regular expression a policy may match messages with: flat and well formed."""
     if pattern is None:
         return None
     if NESTED_QUANTIFIER.search(pattern):
@@ -103,6 +104,23 @@ def _usable_pattern(pattern: str | None) -> str | None:
     except re.error as exc:
         raise ValueError(f"pattern {pattern!r} is not a regular expression: {exc}") from exc
     return pattern
+
+
+def language_checked(language: str) -> str:
+    if not LANGUAGE.fullmatch(language):
+        raise ValueError(f"{language!r} is not a two-letter language code (en, de, ...)")
+    return language
+
+
+def words_by_language(
+    by_language: dict[str, list[str]], *, limit: int, what: str, words: str
+) -> dict[str, list[str]]:
+    """Words per two-letter language, at most `limit` of them in all."""
+    for language in by_language:
+        language_checked(language)
+    if sum(len(listed) for listed in by_language.values()) > limit:
+        raise ValueError(f"{what} at most {limit} {words}")
+    return by_language
 
 
 class FieldSpec(Strict):
@@ -118,7 +136,7 @@ class FieldSpec(Strict):
     @field_validator("pattern")
     @classmethod
     def _usable(cls, pattern: str | None) -> str | None:
-        return _usable_pattern(pattern)
+        return usable_pattern(pattern)
 
     @model_validator(mode="after")
     def _pattern_for_references(self) -> FieldSpec:
@@ -139,12 +157,7 @@ class RequestTypeSpec(Strict):
     @field_validator("cues")
     @classmethod
     def _languages(cls, cues: dict[str, list[str]]) -> dict[str, list[str]]:
-        for language in cues:
-            if not LANGUAGE.fullmatch(language):
-                raise ValueError(f"{language!r} is not a two-letter language code (en, de, ...)")
-        if sum(len(words) for words in cues.values()) > MAX_CUES:
-            raise ValueError(f"a request type has at most {MAX_CUES} cue words")
-        return cues
+        return words_by_language(cues, limit=MAX_CUES, what="a request type has", words="cue words")
 
 
 class RouteSpec(Strict):
@@ -233,8 +246,7 @@ class EmailReplyConfig(Strict):
     @model_validator(mode="after")
     def _default_template(self) -> EmailReplyConfig:
         for language in self.templates:
-            if not LANGUAGE.fullmatch(language):
-                raise ValueError(f"{language!r} is not a two-letter language code (en, de, ...)")
+            language_checked(language)
         if self.default_language not in self.templates:
             raise ValueError(f"no template for the default language {self.default_language!r}")
         return self
@@ -252,7 +264,7 @@ class ParameterSpec(Strict):
     @field_validator("pattern")
     @classmethod
     def _usable(cls, pattern: str | None) -> str | None:
-        return _usable_pattern(pattern)
+        return usable_pattern(pattern)
 
 
 class EffectSpec(Strict):

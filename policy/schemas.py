@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic_core import PydanticCustomError
 
 from core.limits import NOTE
-from policy.catalogue import Catalogue, reference_catalogue
+from policy.catalogue import Catalogue, reference_catalogue, usable_pattern, words_by_language
 
 NonEmpty = Annotated[str, Field(min_length=1, max_length=100)]
 SignalName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,59}$")]
@@ -111,8 +111,6 @@ MAX_PHRASE_CHARS = 200
 PHRASE = Annotated[str, Field(min_length=2, max_length=MAX_PHRASE_CHARS)]
 PATTERN = Annotated[str, Field(min_length=2, max_length=200)]
 MAX_PHRASES = 400
-LANGUAGE = re.compile(r"[a-z]{2}")
-NESTED_QUANTIFIER = re.compile(r"\([^()]*[+*}][^()]*\)\s*[+*{]")
 
 
 class SignalRule(Strict):
@@ -131,12 +129,7 @@ class SignalRule(Strict):
     @field_validator("phrases")
     @classmethod
     def _languages(cls, phrases: dict[str, list[str]]) -> dict[str, list[str]]:
-        for language in phrases:
-            if not LANGUAGE.fullmatch(language):
-                raise ValueError(f"{language!r} is not a two-letter language code (en, de, ...)")
-        if sum(len(listed) for listed in phrases.values()) > MAX_PHRASES:
-            raise ValueError(f"a signal has at most {MAX_PHRASES} phrases")
-        return phrases
+        return words_by_language(phrases, limit=MAX_PHRASES, what="a signal has", words="phrases")
 
     @field_validator("patterns")
     @classmethod
@@ -144,12 +137,7 @@ class SignalRule(Strict):
         if len(patterns) > MAX_PHRASES:
             raise ValueError(f"a signal has at most {MAX_PHRASES} patterns")
         for pattern in patterns:
-            if NESTED_QUANTIFIER.search(pattern):
-                raise ValueError(f"pattern {pattern!r} repeats a repeated group: write it flat")
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"pattern {pattern!r} is not a regular expression: {exc}") from exc
+            usable_pattern(pattern)
         return patterns
 
     @model_validator(mode="after")
