@@ -64,6 +64,7 @@ from automation.runs.journal import (
 )
 from automation.runs.locking import lock_run
 from automation.runs.models import TERMINAL_STATE_LIST, Run, StageName, StageOutcome, State
+from automation.runs.parameters import effect_parameters
 from automation.runs.payloads import (
     binding_of,
     decided_policy_of,
@@ -340,7 +341,8 @@ def _relock(run: Run) -> Run | None:
 def _record_classification(
     run: Run, attempt: int, stage: Stage, raw: Any, error: Exception | None, now: datetime
 ) -> None:
-    outcome, decision, problems = _judge_output(raw, error, policy_for(run).parsed.business)
+    business = policy_for(run).parsed.business
+    outcome, decision, problems = _judge_output(raw, error, business)
     row = ClassificationAttempt(
         run=run,
         attempt=attempt,
@@ -358,7 +360,7 @@ def _record_classification(
     elif decision is None:
         _hold_with_problems(run, stage, Outcome.CLASSIFICATION_INVALID, problems)
     else:
-        _accept_classification(run, stage, decision)
+        _accept_classification(run, stage, decision, business)
 
 
 def _judge_output(
@@ -418,9 +420,19 @@ def _hold_with_problems(
     )
 
 
-def _accept_classification(run: Run, stage: Stage, decision: ClassifierDecision) -> None:
+def _accept_classification(
+    run: Run, stage: Stage, decision: ClassifierDecision, business: Catalogue
+) -> None:
     payload = decision.model_dump(mode="json")
     problems = extraction_problems(payload["fields"], known_customers=customers_known)
+    # The effect's parameters are made from this reading: a missing or malformed one is a
+    # problem of the reading, for a person to correct before anything is decided.
+    named = {problem.field for problem in problems}
+    problems += [
+        problem
+        for problem in effect_parameters(business, decision.requested_effect, run, payload).problems
+        if problem.field not in named
+    ]
     if problems:
         _hold_with_problems(run, stage, Outcome.EXTRACTION_INVALID, problems)
         return
@@ -451,12 +463,17 @@ def _step_decide(run: Run, now: datetime) -> bool:
         group = qa_sample(policy.parsed, decision.route or "", run.fingerprint)
         if group is not None:
             decided["qa_sample"] = group
-    _apply_decision(run, stage, decision.verdict, decided, now)
+    _apply_decision(run, stage, decision.verdict, decided, now, policy.parsed.business)
     return True
 
 
 def _apply_decision(
-    run: Run, stage: Stage, verdict: Verdict, decided: dict[str, Any], now: datetime
+    run: Run,
+    stage: Stage,
+    verdict: Verdict,
+    decided: dict[str, Any],
+    now: datetime,
+    business: Catalogue,
 ) -> None:
     if verdict == Verdict.BLOCK:
         record_transition(
@@ -513,7 +530,8 @@ def _apply_decision(
         )
         if "qa_sample" in decided:
             qa_review_open(run, group=decided["qa_sample"], decided=decided)
-        effect = _write_effect(run, authorization={"policy_version": run.policy_version}, now=now)
+        authorization = {"policy_version": run.policy_version}
+        effect = _write_effect(run, authorization=authorization, now=now, business=business)
         _deliver_written(run, effect, now)
 
 
@@ -569,14 +587,16 @@ def _open_approval(run: Run, now: datetime) -> ApprovalRequest:
     return approvals.approval_request_open(
         run_id=run.pk,
         binding=binding_of(run),
-        effect_payload=effect_payload_of(run),
+        effect_payload=effect_payload_of(run, document.business),
         evidence=evidence,
         rule=rule,
         now=now,
     )
 
 
-def _write_effect(run: Run, *, authorization: dict[str, Any], now: datetime) -> Effect:
+def _write_effect(
+    run: Run, *, authorization: dict[str, Any], now: datetime, business: Catalogue
+) -> Effect:
     """Write the outbox row in the transaction that moved the run to executing."""
     attempts, deadline = effect_budget(run.effect_name, now)
     key = effect_key(scope=run.identity_scope, fingerprint=run.fingerprint, effect=run.effect_name)
@@ -584,7 +604,7 @@ def _write_effect(run: Run, *, authorization: dict[str, Any], now: datetime) -> 
         idempotency_key=key,
         run=run,
         name=run.effect_name,
-        payload=effect_payload_of(run),
+        payload=effect_payload_of(run, business),
         authorization=authorization,
         attempt_limit=attempts,
         deadline_at=deadline,
@@ -732,6 +752,7 @@ def _step_execute_approved(run: Run, now: datetime) -> bool:
         run,
         authorization={"policy_version": run.policy_version, "approval_request": request.pk},
         now=now,
+        business=decided_policy_of(run).parsed.business,
     )
     _deliver_written(run, effect, now)
     return True

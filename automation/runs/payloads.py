@@ -11,7 +11,9 @@ from approvals.binding import Binding
 from automation.extraction import parse_amount
 from automation.mailtext import FORWARDED, OWN, QUOTED, split_text
 from automation.runs.models import Run
+from automation.runs.parameters import effect_parameters
 from automation.schemas import AccountTier, is_mail
+from policy.catalogue import Catalogue
 from policy.evaluation import Decision, EventFacts, Interpretation, evaluate
 from policy.models import PolicyVersion
 from policy.schemas import PolicyDocument
@@ -127,8 +129,9 @@ def binding_of(run: Run) -> Binding:
     )
 
 
-def effect_payload_of(run: Run) -> dict[str, Any]:
-    """The full, canonical parameters of the effect: what the approver sees and approves."""
+def effect_payload_of(run: Run, business: Catalogue) -> dict[str, Any]:
+    """The full, canonical parameters of the effect: what the approver sees and approves.
+    An effect whose catalogue entry names parameters carries them too (`params`)."""
     event = run.normalized or {}
     payload = {
         "effect": run.effect_name,
@@ -145,6 +148,9 @@ def effect_payload_of(run: Run) -> dict[str, Any]:
     fields = (run.classification or {}).get("fields") or {}
     for name, extracted in sorted(fields.items()):
         payload.setdefault(name, extracted["value"])
+    params = effect_parameters(business, run.effect_name, run, run.classification or {}).values
+    if params:
+        payload["params"] = params
     return payload
 
 

@@ -46,7 +46,9 @@ def warranty(pipeline: Pipeline) -> Pipeline:
 
 
 def test_a_request_of_the_versions_business_is_taken_in_and_decided(warranty: Pipeline) -> None:
-    result = warranty.submit(CLAIM, [{"type": "decision", "value": READING}])
+    read = {**READING, "fields": fields(serial_number="SN-123456", purchase_date="2026-09-01")}
+
+    result = warranty.submit(CLAIM, [{"type": "decision", "value": read}])
 
     assert result.code == "accepted"
     run = Run.objects.get(pk=result.run.pk)
@@ -118,3 +120,55 @@ def test_a_model_server_is_asked_for_the_versions_names_only() -> None:
     assert schema["recommended_route"]["const"] == "warranty_desk"  # one route: a constant
     assert set(schema["requested_effect"]["enum"]) == {"open_ticket", "reply_to_customer"}
     assert "warranty_claim" in system_prompt("text", business)
+
+
+def fields(**values: str) -> dict[str, dict[str, object]]:
+    return {name: {"value": value, "confidence": 0.9} for name, value in values.items()}
+
+
+def test_the_effects_parameters_are_made_from_the_reading_and_approved_with_it(
+    warranty: Pipeline,
+) -> None:
+    read = {**READING, "fields": fields(serial_number="SN-123456", purchase_date="2026-09-01")}
+
+    result = warranty.submit(CLAIM, [{"type": "decision", "value": read}])
+
+    request = Run.objects.get(pk=result.run.pk).approvals.get()
+    assert request.effect_payload["params"] == {"serial": "SN-123456", "bought": "2026-09-01"}
+
+
+@pytest.mark.parametrize(
+    "found, field, words",
+    [
+        pytest.param(
+            {"purchase_date": "2026-09-01"}, "fields.serial_number", "is needed for", id="missing"
+        ),
+        pytest.param(
+            {"serial_number": "123456", "purchase_date": "2026-09-01"},
+            "fields.serial_number",
+            "does not look like a reference",
+            id="malformed-reference",
+        ),
+        pytest.param(
+            {"serial_number": "SN-123456", "purchase_date": "the ninth of Sept"},
+            "fields.purchase_date",
+            "purchase_date",
+            id="malformed-date",
+        ),
+    ],
+)
+def test_a_missing_or_malformed_parameter_holds_the_run_for_correction(
+    warranty: Pipeline, found: dict[str, str], field: str, words: str
+) -> None:
+    read = {**READING, "fields": fields(**found)}
+
+    result = warranty.submit(CLAIM, [{"type": "decision", "value": read}])
+
+    run = Run.objects.get(pk=result.run.pk)
+    assert (run.state, run.outcome, run.failure_field) == (
+        State.NEEDS_REVIEW,
+        Outcome.EXTRACTION_INVALID,
+        field,
+    )
+    assert words in run.failure_detail
+    assert not run.effects.exists() and not run.approvals.exists()
