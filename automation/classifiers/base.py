@@ -9,6 +9,7 @@ never the package that loads them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from policy.catalogue import Catalogue, reference_catalogue
@@ -34,6 +35,9 @@ class ClassifierInput:
     normalized: dict[str, Any]
     # The business the run's version decides for: what a reading may name.
     business: Catalogue = field(default_factory=reference_catalogue)
+    # The version's route for each request type: what a reader recommends for a type it
+    # reads (policy checks the recommendation against the same table).
+    routes: Mapping[str, str] = field(default_factory=dict)
 
 
 class Classifier(Protocol):

@@ -287,12 +287,14 @@ def _call_classifier(
 ) -> tuple[Any, Exception | None]:
     """(raw output, None), or (None, the retryable error)."""
     try:
+        document = policy_for(run).parsed
         raw = classifier.classify(
             ClassifierInput(
                 run.channel.name,
                 run.event_id,
                 run.normalized or {},
-                business=policy_for(run).parsed.business,
+                business=document.business,
+                routes=document.routes,
             ),
             attempt,
             deadline=float(setting("CLASSIFIER_DEADLINE_SECONDS")),

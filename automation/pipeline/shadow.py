@@ -102,14 +102,17 @@ def shadow_read(*, run_id: int, classifier: str) -> str:
     run = Run.objects.select_related("channel").get(pk=run_id)
     started = time.monotonic()
     outcome: str
-    business = policy_for(run).parsed.business
+    document = policy_for(run).parsed
+    business = document.business
     try:
         version, _ = classifier_versions(classifier)
         reader = get_classifier(classifier)
     except Exception as exc:  # not installed, or its configuration is broken
         outcome, raw, error, version = ShadowOutcome.FAILED, None, str(exc)[:2000], classifier
     else:
-        event = ClassifierInput(run.channel.name, run.event_id, run.normalized or {}, business)
+        event = ClassifierInput(
+            run.channel.name, run.event_id, run.normalized or {}, business, document.routes
+        )
         deadline = float(setting("CLASSIFIER_DEADLINE_SECONDS"))
         outcome, raw, error = _call(reader, event, deadline)
     reading: dict[str, Any] = {}
