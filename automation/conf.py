@@ -8,7 +8,7 @@ counts at once.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, cast, overload
+from typing import Literal, cast, overload
 
 from django.conf import settings
 
@@ -47,8 +47,6 @@ def setting(name: Literal["Q_STOP_GRACE"]) -> float: ...
 def setting(name: Literal["Q_SERVES"]) -> list[str]: ...
 @overload
 def setting(name: Literal["CHANNEL_CLASSIFIERS"]) -> dict[str, str]: ...
-@overload
-def setting(name: Literal["HTTP_EFFECTS"]) -> dict[str, dict[str, Any]]: ...
 def setting(name: str) -> object:
     block = cast(Mapping[str, object], settings.GATEHOUSE)
     return block[name]

@@ -19,15 +19,12 @@ from automation.classifiers.models import (  # noqa: F401
     ShadowReading,
 )
 from automation.effects.models import (  # noqa: F401
-    AccountReview,
     DeliveryResult,
     Effect,
     EffectAttempt,
     EffectControl,
     EffectStatus,
-    FollowUp,
-    InternalNotification,
-    LocalEffectRecord,
+    Task,
 )
 from automation.intake.models import (  # noqa: F401
     MAIL_SCOPE,

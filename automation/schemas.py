@@ -64,9 +64,9 @@ def _non_blank(value: str) -> str:
     return value
 
 
-# A subject is copied whole into the records local effects write (FollowUp.subject and
-# AccountReview.subject hold this many characters): the contract refuses what they could not
-# hold, instead of a delivery failing after the run was accepted. The mail reader clips to it.
+# A subject is copied whole into the task rows `record` effects write (Task.subject holds
+# this many characters): the contract refuses what it could not hold, instead of a delivery
+# failing after the run was accepted. The mail reader clips to it.
 SUBJECT_LIMIT = 500
 
 Text = Annotated[str, Field(min_length=1, max_length=20_000)]

@@ -310,19 +310,14 @@ FROM bench_request AS r JOIN automation_effect AS e ON e.run_id = r.rid
 JOIN generate_series(1, 5) AS a (attempt) ON a.attempt <= e.attempts
 """
 
-# The local adapters' records of the delivered effects.
+# The task rows of the delivered record effects (every effect of the reference business).
 LOCAL_RECORDS = """
-INSERT INTO automation_followup (idempotency_key, run_id, payload, created_at, route, subject)
-SELECT e.idempotency_key, e.run_id, e.payload, e.delivered_at, e.payload ->> 'route',
-       e.payload ->> 'subject'
+INSERT INTO automation_task
+    (idempotency_key, run_id, effect, "group", route, subject, payload, created_at)
+SELECT e.idempotency_key, e.run_id, e.name, '', coalesce(e.payload ->> 'route', ''),
+       coalesce(e.payload ->> 'subject', ''), e.payload, e.delivered_at
 FROM bench_request AS r JOIN automation_effect AS e ON e.run_id = r.rid
-WHERE e.status = 'delivered' AND e.name = 'create_follow_up';
-INSERT INTO automation_accountreview
-    (idempotency_key, run_id, payload, created_at, account_tier, subject)
-SELECT e.idempotency_key, e.run_id, e.payload, e.delivered_at, e.payload ->> 'account_tier',
-       e.payload ->> 'subject'
-FROM bench_request AS r JOIN automation_effect AS e ON e.run_id = r.rid
-WHERE e.status = 'delivered' AND e.name = 'queue_account_review'
+WHERE e.status = 'delivered'
 """
 
 # Security runs asked for an approval: pending, approved (then completed) or rejected.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -304,13 +303,21 @@ GATEHOUSE: dict[str, Any] = {
     # A batch recovery starts only from a preview younger than this (and still true: same
     # active policy, no run changed since).
     "PREVIEW_FRESH_SECONDS": env_int("GATEHOUSE_PREVIEW_FRESH", 900),
-    # Effects delivered over HTTP, by effect name: {"url", "secret", "connect_timeout",
-    # "read_timeout", "max_attempts", "deadline_seconds", "honours_idempotency_keys"}.
-    "HTTP_EFFECTS": json.loads(os.environ.get("GATEHOUSE_HTTP_EFFECTS") or "{}"),
     # Bearer token a Prometheus server sends to /metrics; empty: only signed-in people with
     # the reports permission may read it.
     "METRICS_TOKEN": os.environ.get("GATEHOUSE_METRICS_TOKEN", ""),
 }
+
+# The SMTP server `email_reply` effects send through (automation/effects/smtp.py): STARTTLS
+# with EMAIL_USE_TLS, credentials only from the environment.
+EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+EMAIL_HOST = os.environ.get("GATEHOUSE_SMTP_HOST", "127.0.0.1")
+EMAIL_PORT = env_int("GATEHOUSE_SMTP_PORT", 25)
+EMAIL_USE_TLS = env_bool("GATEHOUSE_SMTP_STARTTLS", False)
+EMAIL_HOST_USER = os.environ.get("GATEHOUSE_SMTP_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("GATEHOUSE_SMTP_PASSWORD", "")
+EMAIL_TIMEOUT = env_int("GATEHOUSE_SMTP_TIMEOUT", 10)
+DEFAULT_FROM_EMAIL = os.environ.get("GATEHOUSE_MAIL_FROM", "Gatehouse <gatehouse@localhost>")
 
 # One JSON object per line (the default) for a log collector, or `plain` text for a terminal.
 # Lines about a run (logger gatehouse.runs) carry its run_id and event_id as fields.

@@ -21,17 +21,16 @@ from approvals.models import ApprovalDecision, ApprovalRequest
 from audit.models import AuditEvent
 from automation.intake.services import api_token_create
 from automation.models import (
-    AccountReview,
     Checkpoint,
     ClassificationAttempt,
     Effect,
     EffectAttempt,
-    FollowUp,
     IntakeChannel,
     IntakeRecord,
     Run,
     StageRecord,
     State,
+    Task,
 )
 from automation.roles import roles_ensure
 from automation.schemas import ClassifierDecision, IntakeEvent
@@ -55,8 +54,7 @@ RECORDS = (
     ClassificationAttempt,
     Effect,
     EffectAttempt,
-    FollowUp,
-    AccountReview,
+    Task,
     ApprovalRequest,
     ApprovalDecision,
     AuditEvent,

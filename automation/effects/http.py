@@ -1,26 +1,27 @@
-"""Effects delivered over HTTP: signed, keyed by the request, never by the attempt.
+"""Effects delivered over HTTP: keyed by the request, never by the attempt, signed if asked.
 
-Each POST carries the effect's canonical JSON payload, an `Idempotency-Key` header equal to
-the effect's key, and `X-Gatehouse-Signature: t=<unix time>,v1=<hex>` where the hex is
-HMAC-SHA256(secret, "<t>." + body): a receiver verifies it, refuses old timestamps, and
-deduplicates by key. Configured per effect in GATEHOUSE["HTTP_EFFECTS"] (environment
-variable GATEHOUSE_HTTP_EFFECTS, JSON); effects not named there stay local.
+An `http` effect of the catalogue (policy.catalogue.HttpConfig) says the method, the address,
+the headers (a credential by the name of its environment variable) and the body: a structure
+whose strings were rendered from the run when the effect was written (the payload's
+`request.body`), sent as JSON. An effect with no body sends Gatehouse's own canonical payload.
+Each request carries the effect's key in the idempotency header; with `signing`, also
+`X-Gatehouse-Signature: t=<unix time>,v1=<hex>` where the hex is HMAC-SHA256(secret,
+"<t>." + body): a receiver verifies it, refuses old timestamps, and deduplicates by key.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import time
 from email.utils import parsedate_to_datetime
-from typing import Annotated
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, HttpUrl
 
-from automation.conf import setting
 from automation.effects.base import Delivery
 from automation.effects.models import DeliveryResult, Effect
+from policy.catalogue import HttpConfig, Secret
 from policy.schemas import canonical_json
 
 SIGNATURE_HEADER = "X-Gatehouse-Signature"
@@ -31,20 +32,15 @@ BODY_KEPT = 2000
 MAX_RETRY_AFTER = 8 * 24 * 3600.0
 
 
-class HttpEffectConfig(BaseModel):
-    """One effect's endpoint and delivery budget."""
+class MissingSecret(Exception):
+    """The environment variable a header or the signing names is not set."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    url: HttpUrl
-    secret: Annotated[str, Field(min_length=16)]
-    connect_timeout: Annotated[float, Field(gt=0, le=60)] = 3.0
-    read_timeout: Annotated[float, Field(gt=0, le=300)] = 10.0
-    max_attempts: Annotated[int, Field(ge=1, le=50)] = 6
-    deadline_seconds: Annotated[float, Field(gt=0, le=7 * 24 * 3600)] = 3600.0
-    # Only a receiver that deduplicates by Idempotency-Key may get a request again after an
-    # attempt whose outcome is unknown; otherwise a person reconciles it.
-    honours_idempotency_keys: bool = True
+def secret_value(secret: Secret) -> str:
+    value = os.environ.get(secret.secret, "")
+    if not value:
+        raise MissingSecret(f"the environment variable {secret.secret} is not set")
+    return value
 
 
 def sign(secret: str, timestamp: int, body: bytes) -> str:
@@ -82,24 +78,38 @@ def _retry_after(response: httpx.Response) -> float | None:
 class HttpAdapter:
     local = False
 
-    def __init__(self, config: HttpEffectConfig) -> None:
+    def __init__(self, config: HttpConfig) -> None:
         self.config = config
         self.honours_idempotency_keys = config.honours_idempotency_keys
         self.max_attempts = config.max_attempts
         self.deadline_seconds = config.deadline_seconds
 
+    def request(self, effect: Effect) -> tuple[bytes, dict[str, str]]:
+        """The body and headers one attempt sends. Raises MissingSecret."""
+        rendered = (effect.payload.get("request") or {}).get("body")
+        body = canonical_json(effect.payload if rendered is None else rendered).encode()
+        headers = {"Content-Type": "application/json"}
+        for name, value in self.config.headers.items():
+            headers[name] = secret_value(value) if isinstance(value, Secret) else value
+        headers[self.config.idempotency_header] = effect.idempotency_key
+        if self.config.signing is not None:
+            secret = secret_value(self.config.signing)
+            headers[SIGNATURE_HEADER] = sign(secret, int(time.time()), body)
+        return body, headers
+
     def deliver(self, effect: Effect) -> Delivery:
-        body = canonical_json(effect.payload).encode()
-        headers = {
-            "Content-Type": "application/json",
-            "Idempotency-Key": effect.idempotency_key,
-            SIGNATURE_HEADER: sign(self.config.secret, int(time.time()), body),
-        }
+        try:
+            body, headers = self.request(effect)
+        except MissingSecret as exc:
+            # Nothing was sent; once the variable is set, a retry sends it.
+            return Delivery(DeliveryResult.RETRY, error_class="MissingSecret", detail=str(exc))
         timeout = httpx.Timeout(self.config.read_timeout, connect=self.config.connect_timeout)
         try:
             # No client-side retries: the outbox owns every retry and counts each attempt.
             with httpx.Client(timeout=timeout, follow_redirects=False) as client:
-                response = client.post(str(self.config.url), content=body, headers=headers)
+                response = client.request(
+                    self.config.method, self.config.url, content=body, headers=headers
+                )
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             return Delivery(DeliveryResult.RETRY, error_class=type(exc).__name__, detail=str(exc))
         except httpx.TransportError as exc:
@@ -125,10 +135,3 @@ class HttpAdapter:
                 body=body,
             )
         return Delivery(DeliveryResult.REJECTED, status_code=status, body=body)
-
-
-def http_adapter_for(name: str) -> HttpAdapter | None:
-    config = (setting("HTTP_EFFECTS") or {}).get(name)
-    if config is None:
-        return None
-    return HttpAdapter(HttpEffectConfig.model_validate(config))

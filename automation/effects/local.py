@@ -1,65 +1,45 @@
-"""Effects recorded inside the console. get_or_create on the key: a repeat changes nothing."""
+"""Effects recorded inside the console: a task row for the group that owns the work.
+
+insert on the effect's key: a repeat delivery changes nothing and answers with the row the
+first one wrote.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from automation.effects.base import Delivery
-from automation.effects.models import (
-    AccountReview,
-    DeliveryResult,
-    Effect,
-    FollowUp,
-    InternalNotification,
-    LocalEffectRecord,
-)
+from automation.effects.models import DeliveryResult, Effect, Task
 from core.rows import insert_new
 
 
-class LocalAdapter:
-    """Records the effect in the console's database, in the delivering transaction."""
+class RecordAdapter:
+    """Records the effect as a Task, in the delivering transaction."""
 
     local = True
     honours_idempotency_keys = True
     max_attempts = 5
     deadline_seconds = 3600.0
 
-    def __init__(self, model: type[LocalEffectRecord], prefix: str, *fields: str) -> None:
-        self.model = model
-        self.prefix = prefix
-        self.fields = fields
+    def __init__(self, group: str = "", route_groups: Mapping[str, str] | None = None) -> None:
+        # The owner of the work: the effect's own group, else the group of the run's route.
+        self.group = group
+        self.route_groups = route_groups or {}
 
     def deliver(self, effect: Effect) -> Delivery:
         # The caller holds the effect's row lock, and every delivery of this key goes through
-        # that row; the unique key settles it all the same: a repeat inserts nothing and
-        # answers with the record the first delivery wrote.
-        record = self.model(
+        # that row; the unique key settles it all the same.
+        payload = effect.payload
+        route = str(payload.get("route") or "")
+        task = Task(
             idempotency_key=effect.idempotency_key,
             run_id=effect.run_id,
-            payload=effect.payload,
-            **self.columns(effect),
+            effect=effect.name,
+            group=self.group or self.route_groups.get(route, ""),
+            route=route,
+            subject=str(payload.get("subject") or ""),
+            payload=payload,
         )
-        if not insert_new(record, unique="idempotency_key"):
-            record = self.model._default_manager.get(idempotency_key=effect.idempotency_key)
-        return Delivery(DeliveryResult.DELIVERED, reference=f"{self.prefix}:{record.pk}")
-
-    def columns(self, effect: Effect) -> dict[str, Any]:
-        return {name: effect.payload[name] for name in self.fields}
-
-
-class NotificationAdapter(LocalAdapter):
-    def columns(self, effect: Effect) -> dict[str, Any]:
-        payload = effect.payload
-        return {
-            "route": payload["route"],
-            "message": f"{payload['subject']} ({payload['event_id']})",
-        }
-
-
-LOCAL_ADAPTERS: dict[str, LocalAdapter] = {
-    "create_follow_up": LocalAdapter(FollowUp, "follow-up", "route", "subject"),
-    "queue_account_review": LocalAdapter(
-        AccountReview, "account-review", "account_tier", "subject"
-    ),
-    "send_internal_notification": NotificationAdapter(InternalNotification, "notification"),
-}
+        if not insert_new(task, unique="idempotency_key"):
+            task = Task.objects.get(idempotency_key=effect.idempotency_key)
+        return Delivery(DeliveryResult.DELIVERED, reference=f"task:{task.pk}")

@@ -114,43 +114,24 @@ class EffectControl(models.Model):
         return f"{self.name} ({'paused' if self.paused else 'running'})"
 
 
-class LocalEffectRecord(models.Model):
-    """What a local adapter writes. Keyed by the effect's key, so a repeat changes nothing."""
+class Task(models.Model):
+    """A task row a `record` effect keeps in Gatehouse, for the group that owns the work.
+
+    Keyed by the effect's key, so a repeat delivery changes nothing. `effect` is the
+    catalogue's name for it; `payload` is the effect's whole payload, its parameters included.
+    """
 
     idempotency_key = models.CharField(max_length=64, unique=True)
     run = models.ForeignKey(Run, on_delete=models.PROTECT)
+    effect = models.CharField(max_length=50)
+    group = models.CharField(max_length=150, blank=True)
+    route = models.CharField(max_length=50, blank=True)
+    subject = models.CharField(max_length=SUBJECT_LIMIT, blank=True)  # held whole
     payload = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        abstract = True
-
-
-class FollowUp(LocalEffectRecord):
-    """A follow-up task for the route's team."""
-
-    route = models.CharField(max_length=50)
-    subject = models.CharField(max_length=SUBJECT_LIMIT)  # the contract's limit: held whole
+        indexes = [models.Index(fields=["effect", "created_at"], name="task_effect_created_idx")]
 
     def __str__(self) -> str:
-        return f"follow-up for {self.route}: {self.subject}"
-
-
-class AccountReview(LocalEffectRecord):
-    """An item in the account review queue."""
-
-    account_tier = models.CharField(max_length=20)
-    subject = models.CharField(max_length=SUBJECT_LIMIT)  # the contract's limit: held whole
-
-    def __str__(self) -> str:
-        return f"account review: {self.subject}"
-
-
-class InternalNotification(LocalEffectRecord):
-    """A notification to the route's internal channel."""
-
-    route = models.CharField(max_length=50)
-    message = models.TextField()
-
-    def __str__(self) -> str:
-        return f"notification to {self.route}"
+        return f"{self.effect} for {self.group or self.route or 'nobody'}: {self.subject}"

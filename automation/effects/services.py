@@ -30,7 +30,7 @@ from django_fsm import can_proceed, has_transition_perm
 from approvals.models import ApprovalRequest, ApprovalStatus
 from audit.models import AuditAction
 from automation.conf import setting
-from automation.effects.adapters import get_adapter
+from automation.effects.adapters import effect_adapter
 from automation.effects.base import Delivery, EffectAdapter
 from automation.effects.models import (
     DeliveryResult,
@@ -65,19 +65,27 @@ QUIET_RESULTS = (DeliveryResult.DELIVERED, DeliveryResult.RETRY)
 PAUSE_RECHECK = timedelta(seconds=30)
 
 
-def effect_budget(name: str, now: datetime) -> tuple[int, datetime]:
+def effect_budget(adapter: EffectAdapter, now: datetime) -> tuple[int, datetime]:
     """The attempts and the deadline a delivery gets, from the effect's configuration."""
-    adapter = get_adapter(name)
     return adapter.max_attempts, now + timedelta(seconds=adapter.deadline_seconds)
+
+
+def adapter_of(effect: Effect) -> EffectAdapter:
+    """The adapter of the catalogue that authorised the effect."""
+    return effect_adapter(effect.name, effect.authorization["policy_version"])
 
 
 def effect_deliver(*, effect_id: int, now: datetime | None = None) -> str | None:
     """Deliver one outbox row if it is due. Returns the effect's status, or None if idle."""
     now = now or timezone.now()
-    name = Effect.objects.filter(pk=effect_id).values_list("name", flat=True).first()
-    if name is None:
+    found = (
+        Effect.objects.filter(pk=effect_id)
+        .values_list("name", "authorization__policy_version")
+        .first()
+    )
+    if found is None:
         return None
-    adapter = get_adapter(name)
+    adapter = effect_adapter(*found)
     if adapter.local:
         return _deliver_local(effect_id, adapter, now)
     claim = _claim(effect_id, adapter, now)
@@ -531,7 +539,7 @@ def effect_retry_in_transaction(
     if not has_transition_perm(run.retry_effect, user):
         raise PermissionDenied("you may not retry effects")
     effect = Effect.objects.select_for_update().get(run=run, name=run.effect_name)
-    attempts, effect.deadline_at = effect_budget(effect.name, now)
+    attempts, effect.deadline_at = effect_budget(adapter_of(effect), now)
     effect.status = EffectStatus.RETRY_WAIT
     effect.attempt_limit = effect.attempts + attempts
     effect.next_attempt_at = now

@@ -40,10 +40,12 @@ from automation.classifiers.base import (
 from automation.classifiers.models import ClassificationAttempt, ClassifierResult, LabelSource
 from automation.classifiers.quality import label_record, qa_review_open, reading_of
 from automation.conf import setting
-from automation.effects.adapters import get_adapter
+from automation.effects.adapters import adapter_for
+from automation.effects.base import EffectAdapter
 from automation.effects.models import Effect, EffectStatus
 from automation.effects.services import (
     DELIVERABLE,
+    adapter_of,
     effect_budget,
     effect_deliver_locked,
     effect_priority,
@@ -534,7 +536,7 @@ def _apply_decision(
             qa_review_open(run, group=decided["qa_sample"], decided=decided)
         authorization = {"policy_version": run.policy_version}
         effect = _write_effect(run, authorization=authorization, now=now, business=business)
-        _deliver_written(run, effect, now)
+        _deliver_written(run, effect, now, business)
 
 
 def _hold_decided(
@@ -600,7 +602,8 @@ def _write_effect(
     run: Run, *, authorization: dict[str, Any], now: datetime, business: Catalogue
 ) -> Effect:
     """Write the outbox row in the transaction that moved the run to executing."""
-    attempts, deadline = effect_budget(run.effect_name, now)
+    adapter = adapter_for(business, run.effect_name)
+    attempts, deadline = effect_budget(adapter, now)
     key = effect_key(scope=run.identity_scope, fingerprint=run.fingerprint, effect=run.effect_name)
     effect = Effect(
         idempotency_key=key,
@@ -615,12 +618,12 @@ def _write_effect(
         return effect  # delivered by the run's next step (see _step_executing)
     effect = Effect.objects.select_for_update().get(idempotency_key=key)
     if effect.run_id != run.pk:
-        return _reach_existing_effect(run, effect, authorization, now)
+        return _reach_existing_effect(run, effect, authorization, now, adapter)
     return effect
 
 
 def _reach_existing_effect(
-    run: Run, effect: Effect, authorization: dict[str, Any], now: datetime
+    run: Run, effect: Effect, authorization: dict[str, Any], now: datetime, adapter: EffectAdapter
 ) -> Effect:
     """A replay reached an effect key that already has a row: never a second effect.
 
@@ -639,7 +642,7 @@ def _reach_existing_effect(
         )
         return effect
     previous = effect.run_id
-    attempts, effect.deadline_at = effect_budget(effect.name, now)
+    attempts, effect.deadline_at = effect_budget(adapter, now)
     effect.run = run
     effect.authorization = authorization
     effect.status = EffectStatus.RETRY_WAIT
@@ -750,13 +753,14 @@ def _step_execute_approved(run: Run, now: datetime) -> bool:
             category=reading["category"],
             effect=reading["effect"],
         )
+    business = decided_policy_of(run).parsed.business
     effect = _write_effect(
         run,
         authorization={"policy_version": run.policy_version, "approval_request": request.pk},
         now=now,
-        business=decided_policy_of(run).parsed.business,
+        business=business,
     )
-    _deliver_written(run, effect, now)
+    _deliver_written(run, effect, now, business)
     return True
 
 
@@ -769,15 +773,17 @@ def _step_executing(run: Run, now: datetime) -> bool:
     return _deliver(run, effect, now)
 
 
-def _deliver_written(run: Run, effect: Effect, now: datetime) -> None:
+def _deliver_written(run: Run, effect: Effect, now: datetime, business: Catalogue) -> None:
     """Deliver the outbox row just written (locked by its writer), unless the run is done:
     a replay that reached an effect already delivered completes without one."""
     if run.state == State.EXECUTING and effect.status in DELIVERABLE:
-        _deliver(run, effect, now)
+        _deliver(run, effect, now, business)
 
 
-def _deliver(run: Run, effect: Effect, now: datetime) -> bool:
-    adapter = get_adapter(effect.name)
+def _deliver(run: Run, effect: Effect, now: datetime, business: Catalogue | None = None) -> bool:
+    """Deliver a local effect here; send a remote one to the workers. `business`: the
+    catalogue that authorised it, when the caller has it at hand."""
+    adapter = adapter_of(effect) if business is None else adapter_for(business, effect.name)
     if adapter.local:
         return effect_deliver_locked(effect=effect, run=run, adapter=adapter, now=now)
     effect_send(effect=effect, now=now, priority=effect_priority(effect))

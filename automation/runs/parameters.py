@@ -32,34 +32,50 @@ class Parameters:
     problems: list[FieldProblem]
 
 
-def template_context(run: Run, reading: dict[str, Any]) -> dict[str, Any]:
+def template_context(run: Run, reading: dict[str, Any], business: Catalogue) -> dict[str, Any]:
     """What a parameter's template may read: the reading's field values, the run, and the
     customer enrichment found."""
-    event = run.normalized or {}
-    customer = (run.enrichment or {}).get("customer") or {}
     fields = {
         name: value.get("value") if isinstance(value, dict) else value
         for name, value in (reading.get("fields") or {}).items()
     }
     return {
         "fields": fields,
-        "run": {
-            "id": run.pk,
-            "event_id": run.event_id,
-            "subject": event.get("subject", ""),
-            "body": event.get("body", ""),
-            "category": reading.get("category", ""),
-            "route": reading.get("recommended_route", ""),
-            "effect": reading.get("requested_effect", ""),
-            "sender": event.get("sender", ""),
-            "language": (run.enrichment or {}).get("language", ""),
-        },
-        "customer": {
-            "reference": customer.get("reference", ""),
-            "name": customer.get("name", ""),
-            "tier": event.get("account_tier") or (run.enrichment or {}).get("account_tier", ""),
-        },
+        "run": run_context(run, reading),
+        "customer": customer_context(run, business),
     }
+
+
+def run_context(run: Run, reading: dict[str, Any]) -> dict[str, Any]:
+    """What a template knows of the run (policy.catalogue.RUN_KEYS)."""
+    event = run.normalized or {}
+    return {
+        "id": run.pk,
+        "event_id": run.event_id,
+        "subject": event.get("subject", ""),
+        "body": event.get("body", ""),
+        "category": reading.get("category", ""),
+        "route": reading.get("recommended_route", ""),
+        "effect": reading.get("requested_effect", ""),
+        "sender": event.get("sender", ""),
+        "language": (run.enrichment or {}).get("language", ""),
+    }
+
+
+def customer_context(run: Run, business: Catalogue) -> dict[str, Any]:
+    """What a template knows of the customer: the match's reference and name, and each
+    customer attribute of the catalogue (empty when unknown)."""
+    enrichment = run.enrichment or {}
+    customer = enrichment.get("customer") or {}
+    event = run.normalized or {}
+    known = {
+        "reference": customer.get("reference", ""),
+        "name": customer.get("name", ""),
+        "email_domains": customer.get("email_domains", []),
+    }
+    for name in business.customer_attributes:
+        known[name] = event.get(f"account_{name}") or enrichment.get(f"account_{name}") or ""
+    return known
 
 
 def effect_parameters(
@@ -67,9 +83,9 @@ def effect_parameters(
 ) -> Parameters:
     """The parameters of `effect` for this run's reading, and every problem with them."""
     spec = business.effects.get(effect)
-    if spec is None or not spec.parameters:
+    if spec is None or (not spec.parameters and spec.adapter == "record"):
         return Parameters({}, [])
-    context = template_context(run, reading)
+    context = template_context(run, reading, business)
     values: dict[str, str] = {}
     problems: list[FieldProblem] = []
     params: dict[str, str] = {}
@@ -86,7 +102,79 @@ def effect_parameters(
             problems.append(FieldProblem(field=where, message=problem))
         elif value:
             values[name] = params[name] = value
-    return Parameters(values, problems)
+    return Parameters(values, problems + _request_problems(business, effect, run, reading, values))
+
+
+def _request_problems(
+    business: Catalogue, effect: str, run: Run, reading: dict[str, Any], values: dict[str, str]
+) -> list[FieldProblem]:
+    """A request the effect's templates cannot be rendered for (a value they cannot use)."""
+    try:
+        effect_request(business, effect, run, reading, values)
+    except TemplateError as exc:
+        return [FieldProblem(field=f"effects.{effect}", message=f"could not be written: {exc}")]
+    return []
+
+
+def effect_request(
+    business: Catalogue,
+    effect: str,
+    run: Run,
+    reading: dict[str, Any],
+    params: dict[str, str],
+) -> dict[str, Any] | None:
+    """What an `http` or `email_reply` effect sends, rendered from the run when the effect is
+    written, so every attempt sends the same and the run shows what went out. Secrets are not
+    in it: a header that names one is filled in when the request is made. Raises
+    TemplateError."""
+    spec = business.effects.get(effect)
+    if spec is None or (spec.http is None and spec.email_reply is None):
+        return None
+    context = {
+        "params": {name: params.get(name, "") for name in spec.parameters},
+        "run": run_context(run, reading),
+        "customer": customer_context(run, business),
+    }
+    if spec.http is not None:
+        request: dict[str, Any] = {"method": spec.http.method, "url": spec.http.url}
+        if spec.http.body is not None:
+            request["body"] = _structure(spec.http.body, context)
+        return request
+    config = spec.email_reply
+    if config is None:
+        return None
+    language = context["run"]["language"]
+    if language not in config.templates:
+        language = config.default_language
+    message = config.templates[language]
+    event = run.normalized or {}
+    thread = [str(item) for item in event.get("thread") or []]
+    # The message answered: its Message-ID, which a mail's event id is unless it had none.
+    mail = bool(event.get("sender"))
+    answered = run.event_id if mail and not run.event_id.startswith("sha256:") else ""
+    return {
+        "to": str(event.get("sender") or ""),
+        "language": language,
+        "subject": _text(message.subject, context).replace("\n", " ").strip(),
+        "body": _text(message.body, context),
+        "in_reply_to": answered,
+        "references": [*thread, *([answered] if answered else [])],
+    }
+
+
+def _text(template: str, context: dict[str, Any]) -> str:
+    return TEMPLATES.from_string(template).render(**context)
+
+
+def _structure(value: Any, context: dict[str, Any]) -> Any:
+    """A body structure with each string rendered: values never change its shape."""
+    if isinstance(value, str):
+        return _text(value, context)
+    if isinstance(value, dict):
+        return {key: _structure(item, context) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_structure(item, context) for item in value]
+    return value
 
 
 def _rendered(parameter: ParameterSpec, context: dict[str, Any]) -> str:

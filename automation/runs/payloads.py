@@ -11,7 +11,7 @@ from approvals.binding import Binding
 from automation.extraction import parse_amount
 from automation.mailtext import FORWARDED, OWN, QUOTED, split_text
 from automation.runs.models import Run
-from automation.runs.parameters import effect_parameters
+from automation.runs.parameters import effect_parameters, effect_request
 from automation.schemas import AccountTier, is_mail
 from policy.catalogue import Catalogue
 from policy.evaluation import Decision, EventFacts, Interpretation, evaluate
@@ -131,7 +131,8 @@ def binding_of(run: Run) -> Binding:
 
 def effect_payload_of(run: Run, business: Catalogue) -> dict[str, Any]:
     """The full, canonical parameters of the effect: what the approver sees and approves.
-    An effect whose catalogue entry names parameters carries them too (`params`)."""
+    An effect whose catalogue entry names parameters carries them too (`params`), and an
+    effect that leaves the building what it will send (`request`: a body, a message)."""
     event = run.normalized or {}
     payload = {
         "effect": run.effect_name,
@@ -148,9 +149,14 @@ def effect_payload_of(run: Run, business: Catalogue) -> dict[str, Any]:
     fields = (run.classification or {}).get("fields") or {}
     for name, extracted in sorted(fields.items()):
         payload.setdefault(name, extracted["value"])
-    params = effect_parameters(business, run.effect_name, run, run.classification or {}).values
+    reading = run.classification or {}
+    params = effect_parameters(business, run.effect_name, run, reading).values
     if params:
         payload["params"] = params
+    # What an http or email_reply effect sends; its parameters were checked to render.
+    request = effect_request(business, run.effect_name, run, reading, params)
+    if request is not None:
+        payload["request"] = request
     return payload
 
 

@@ -19,7 +19,6 @@ from automation.classifiers.base import CLASSIFIERS
 from automation.effects.services import DELIVERABLE, effect_pause, effect_resume
 from automation.intake.services import api_tokens_revoke
 from automation.models import (
-    AccountReview,
     ApiToken,
     AuditEvent,
     Checkpoint,
@@ -28,15 +27,14 @@ from automation.models import (
     Effect,
     EffectAttempt,
     EffectControl,
-    FollowUp,
     IntakeChannel,
     IntakeRecord,
-    InternalNotification,
     Outcome,
     RecoveryKind,
     Run,
     StageRecord,
     State,
+    Task,
 )
 from automation.recovery.selectors import identifier_match
 from automation.recovery.services import OPERATIONS, run_operations_for, run_replay, run_retry
@@ -465,19 +463,15 @@ class EffectAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
         return Q(idempotency_key=term) | Q(run_id__in=_run_ids(term))
 
 
-class LocalEffectAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
-    list_display = ["id", "__str__", "run", "created_at"]
+@admin.register(Task)
+class TaskAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
+    list_display = ["id", "effect", "group", "subject", "run", "created_at"]
     search_fields = ["idempotency_key"]  # shows the search box; get_search_results searches
     search_help_text = "Exact match on an idempotency key or on anything that names its run."
     list_select_related = ["run"]
 
     def search_condition(self, term: str) -> Q:
         return Q(idempotency_key=term) | Q(run_id__in=_run_ids(term))
-
-
-admin.site.register(FollowUp, LocalEffectAdmin)
-admin.site.register(AccountReview, LocalEffectAdmin)
-admin.site.register(InternalNotification, LocalEffectAdmin)
 
 
 class IntakeChannelForm(forms.ModelForm):  # type: ignore[type-arg]

@@ -17,7 +17,7 @@ import pytest
 from django.utils import timezone
 from django_q.models import OrmQ
 
-from automation.models import FollowUp, Run, StageRecord, State
+from automation.models import Run, StageRecord, State, Task
 from core.dispatch import enqueue_after_commit
 from tests.automation.test_throughput import STAGES, submit
 from tests.conftest import Pipeline, decision_for, make_event
@@ -85,7 +85,7 @@ def test_sigterm_to_the_group_stops_in_order_and_loses_nothing(pipeline: Pipelin
         stop_group(cluster)
     stages = Counter(StageRecord.objects.values_list("stage", flat=True))
     assert stages == Counter({stage: len(runs) for stage in STAGES})
-    assert FollowUp.objects.count() == len(runs)
+    assert Task.objects.count() == len(runs)
 
 
 def test_a_task_stuck_past_the_grace_period_is_killed(db: None) -> None:

@@ -25,13 +25,13 @@ from automation.models import (
     ClassificationAttempt,
     Effect,
     EffectStatus,
-    FollowUp,
     IntakeChannel,
     IntakeRecord,
     Outcome,
     Run,
     StageRecord,
     State,
+    Task,
 )
 from automation.runs.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK
 from core.dispatch import Message, inline
@@ -99,7 +99,7 @@ def assert_done_once(run: Run) -> None:
     assert Effect.objects.filter(run=run).count() == 1
     effect = Effect.objects.get(run=run)
     assert (effect.status, effect.attempts) == (EffectStatus.DELIVERED, 1)
-    assert FollowUp.objects.filter(idempotency_key=effect.idempotency_key).count() == 1
+    assert Task.objects.filter(idempotency_key=effect.idempotency_key).count() == 1
     actions = Counter(AuditEvent.objects.filter(run=run).values_list("action", flat=True))
     assert max(actions.values()) == 1
 
@@ -131,7 +131,7 @@ def test_same_event_submitted_twice_at_once_makes_exactly_one_run(pipeline: Pipe
 
         assert_done_once(runs.get())
     assert IntakeRecord.objects.count() == 10
-    assert Effect.objects.count() == FollowUp.objects.count() == 5
+    assert Effect.objects.count() == Task.objects.count() == 5
 
 
 def lease_lost_in_enriched(pipeline: Pipeline, run: Run) -> None:
@@ -385,7 +385,7 @@ def test_late_message_for_a_completed_run_does_nothing(pipeline: Pipeline) -> No
     assert run.state == State.COMPLETED
     effect = Effect.objects.get(run=run)
     before = Run.objects.values().get(pk=run.pk)
-    counts = (StageRecord.objects.count(), AuditEvent.objects.count(), FollowUp.objects.count())
+    counts = (StageRecord.objects.count(), AuditEvent.objects.count(), Task.objects.count())
 
     with inline() as queue:
         assert tasks.advance_run(run.pk) is None
@@ -393,6 +393,6 @@ def test_late_message_for_a_completed_run_does_nothing(pipeline: Pipeline) -> No
 
     assert not queue
     assert Run.objects.values().get(pk=run.pk) == before
-    assert (StageRecord.objects.count(), AuditEvent.objects.count(), FollowUp.objects.count()) == (
+    assert (StageRecord.objects.count(), AuditEvent.objects.count(), Task.objects.count()) == (
         counts
     )

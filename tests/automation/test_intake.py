@@ -12,13 +12,13 @@ from automation.models import (
     AuditEvent,
     Checkpoint,
     Effect,
-    FollowUp,
     IntakeChannel,
     IntakeRecord,
     Outcome,
     Run,
     StageRecord,
     State,
+    Task,
 )
 from automation.runs.sending import ADVANCE_RUN_TASK
 from automation.schemas import fingerprint
@@ -221,7 +221,7 @@ def test_the_same_event_id_on_two_channels_is_two_requests(
     assert sorted(runs.values_list("identity_scope", flat=True)) == ["partner", "test"]
     keys = set(Effect.objects.values_list("idempotency_key", flat=True))
     assert len(keys) == 2
-    assert FollowUp.objects.count() == 2
+    assert Task.objects.count() == 2
 
 
 def test_whitespace_only_differences_are_a_replay_not_a_conflict(pipeline: Pipeline) -> None:

@@ -26,12 +26,12 @@ from automation.models import (
     MAIL_SCOPE,
     Effect,
     EffectStatus,
-    FollowUp,
     IntakeChannel,
     IntakeRecord,
     Outcome,
     Run,
     State,
+    Task,
 )
 from automation.recovery.services import CorrectionInvalid, run_correct, run_replay
 from automation.roles import roles_ensure
@@ -635,7 +635,7 @@ def delivered_once() -> Effect:
     """The request's one effect, delivered, and the one follow-up it made."""
     effect = Effect.objects.get()
     assert effect.status == EffectStatus.DELIVERED
-    assert FollowUp.objects.get().idempotency_key == effect.idempotency_key
+    assert Task.objects.get().idempotency_key == effect.idempotency_key
     return effect
 
 

@@ -16,17 +16,16 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import DecisionResult, approval_decide
 from automation.effects.services import effect_is_authorized
 from automation.models import (
-    AccountReview,
     AuditEvent,
     Checkpoint,
     ClassificationAttempt,
     Effect,
     EffectStatus,
-    FollowUp,
     Outcome,
     Run,
     StageRecord,
     State,
+    Task,
 )
 from automation.pipeline.operations import sweep_due
 from automation.pipeline.services import run_advance
@@ -153,10 +152,10 @@ def test_completed_run_leaves_checkpoints_stages_one_effect_and_its_audit_trail(
     assert effect.idempotency_key == effect_key(
         scope=pipeline.channel.name, fingerprint=run.fingerprint, effect="create_follow_up"
     )
-    follow_up = FollowUp.objects.get()
+    follow_up = Task.objects.get()
     assert follow_up.idempotency_key == effect.idempotency_key
     assert follow_up.run == run
-    assert effect.response_ref == f"follow-up:{follow_up.pk}"
+    assert effect.response_ref == f"task:{follow_up.pk}"
     trail = list(AuditEvent.objects.filter(run=run).values_list("action", "from_state", "to_state"))
     assert trail == [
         ("run.received", "", State.RECEIVED),
@@ -382,7 +381,7 @@ def test_approved_run_completes_and_the_effect_names_the_consumed_approval(
     assert request.consumed_at is not None
     effect = Effect.objects.get(run=run)
     assert effect.authorization == {"policy_version": "policy-1", "approval_request": request.pk}
-    assert AccountReview.objects.get().idempotency_key == effect.idempotency_key
+    assert Task.objects.get().idempotency_key == effect.idempotency_key
     assert effect_is_authorized(effect)
     assert AuditEvent.objects.filter(run=run, action="run.resumed").exists()
 
@@ -466,7 +465,7 @@ def test_approval_made_stale_before_the_run_resumes_is_not_used(
     fresh = ApprovalRequest.objects.get(run=run, status=ApprovalStatus.PENDING)
     assert fresh.workflow_version == "workflow-2"
     assert not Effect.objects.exists()
-    assert not AccountReview.objects.exists()
+    assert not Task.objects.exists()
 
 
 # --- state_conflict -------------------------------------------------------------------
@@ -507,7 +506,7 @@ def test_a_subject_as_long_as_the_records_column_is_delivered(pipeline: Pipeline
     run = pipeline.run(pipeline.submit(event, [decision_for(event)]))
 
     assert (run.state, run.outcome) == (State.COMPLETED, Outcome.COMPLETED)
-    assert FollowUp.objects.get(run=run).subject == "s" * 500
+    assert Task.objects.get(run=run).subject == "s" * 500
 
 
 def stored_under_a_looser_contract(run: Run, **event: Any) -> None:
@@ -535,7 +534,7 @@ def assert_held_unwritable(run: Run, attempts: int) -> None:
         attempts,
     )
     assert effect.attempt_rows.order_by("attempt").last().error_class == "DataError"  # type: ignore[union-attr]
-    assert not FollowUp.objects.exists()
+    assert not Task.objects.exists()
     later = timezone.now() + timedelta(hours=6)
     with inline() as queue:
         swept = sweep_due(now=later)

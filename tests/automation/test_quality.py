@@ -17,7 +17,7 @@ from django.core.management import call_command
 
 from audit.models import AuditEvent
 from automation.classifiers.quality import qa_confirm, qa_correct, qa_reconcile
-from automation.models import FollowUp, Label, LabelSource, QAReview, QAStatus, Run, State
+from automation.models import Label, LabelSource, QAReview, QAStatus, Run, State, Task
 from automation.recovery.services import run_correct
 from automation.roles import roles_ensure
 from core.errors import ServiceError
@@ -74,7 +74,7 @@ def test_a_version_without_sampling_keeps_its_checksum() -> None:
 def test_a_sampled_run_completes_as_usual_and_waits_for_review(pipeline: Pipeline) -> None:
     run = straight_through(sampling(pipeline, 1.0), "evt-qa-1")
 
-    assert (run.state, FollowUp.objects.filter(run=run).count()) == (State.COMPLETED, 1)
+    assert (run.state, Task.objects.filter(run=run).count()) == (State.COMPLETED, 1)
     review = QAReview.objects.get(run=run)
     assert (review.status, review.group, review.route) == (
         QAStatus.OPEN,
@@ -126,7 +126,7 @@ def test_a_correction_runs_nothing_again_and_waits_to_be_reconciled(
 
     run.refresh_from_db()
     assert run.state == State.COMPLETED
-    assert FollowUp.objects.filter(run=run).count() == 1  # the effect is not run again
+    assert Task.objects.filter(run=run).count() == 1  # the effect is not run again
     assert review.status == QAStatus.CORRECTED
     label = Label.objects.get(run=run)
     assert (label.category, label.reading_was_right) == ("billing", False)

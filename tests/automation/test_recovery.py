@@ -22,12 +22,12 @@ from approvals.services import approval_decide
 from audit.models import AuditEvent
 from automation.models import (
     Effect,
-    FollowUp,
     Outcome,
     RecoveryAction,
     RecoveryBatch,
     Run,
     State,
+    Task,
 )
 from automation.pipeline.operations import run_reconsider
 from automation.recovery.services import (
@@ -205,7 +205,7 @@ def test_correction_resumes_through_policy_and_is_recorded(pipeline: Pipeline) -
     action = RecoveryAction.objects.get(action="correct")
     assert (action.actor, action.reason) == (lead, "effect misread")
     assert AuditEvent.objects.filter(run=run, action="run.correct_reading", actor=lead).exists()
-    assert FollowUp.objects.count() == 1
+    assert Task.objects.count() == 1
 
 
 def test_invalid_correction_names_the_field_and_changes_nothing(pipeline: Pipeline) -> None:
@@ -320,7 +320,7 @@ def test_replaying_a_completed_run_delivers_no_second_effect(pipeline: Pipeline)
     assert replay.state == State.COMPLETED
     assert replay.fingerprint == original.fingerprint
     assert Effect.objects.count() == 1
-    assert FollowUp.objects.count() == 1
+    assert Task.objects.count() == 1
     assert replay.stages.filter(stage="execute", outcome="already_delivered").exists()
     assert set(RecoveryAction.objects.values_list("run", "action")) == {
         (original.pk, "replay"),

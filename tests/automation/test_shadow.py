@@ -17,13 +17,13 @@ from automation.classifiers import base
 from automation.classifiers.base import ClassifierInput
 from automation.models import (
     ClassifierPromotion,
-    FollowUp,
     Label,
     LabelSource,
     Run,
     ShadowOutcome,
     ShadowReading,
     State,
+    Task,
 )
 from automation.pipeline.shadow import (
     SHADOW_READ_TASK,
@@ -94,7 +94,7 @@ def test_a_shadow_that_raises_hangs_or_answers_garbage_changes_nothing(
 ) -> None:
     run = run_with_shadows(pipeline, "evt-shadow", "raises", "hangs", "garbage")
 
-    assert (run.state, FollowUp.objects.filter(run=run).count()) == (State.COMPLETED, 1)
+    assert (run.state, Task.objects.filter(run=run).count()) == (State.COMPLETED, 1)
     assert run.classification is not None and run.classification["category"] == "support"
     outcomes = dict(ShadowReading.objects.filter(run=run).values_list("classifier", "outcome"))
     assert outcomes == {

@@ -39,13 +39,13 @@ from automation.intake.services import (
 from automation.models import (
     ApiToken,
     ClassificationAttempt,
-    FollowUp,
     IntakeChannel,
     IntakeRecord,
     Outcome,
     Run,
     StageRecord,
     State,
+    Task,
 )
 from automation.pipeline.operations import sweep_due
 from automation.pipeline.services import run_advance
@@ -441,7 +441,7 @@ def test_a_worker_killed_mid_run_loses_no_step_and_repeats_no_effect(
     assert ClassificationAttempt.objects.filter(run=run).count() == 1
     stages = Counter(StageRecord.objects.filter(run=run).values_list("stage", flat=True))
     assert stages == Counter(STAGES)  # nothing lost, nothing twice
-    assert FollowUp.objects.filter(run=run).count() == 1
+    assert Task.objects.filter(run=run).count() == 1
 
 
 def test_a_local_classifier_reads_inside_the_run_transaction(policy: None, tmp_path: Path) -> None:
@@ -470,4 +470,4 @@ def test_a_local_classifier_reads_inside_the_run_transaction(policy: None, tmp_p
     assert ClassificationAttempt.objects.filter(run=run).count() == 1
     stages = Counter(StageRecord.objects.filter(run=run).values_list("stage", flat=True))
     assert stages == Counter(STAGES)
-    assert FollowUp.objects.filter(run=run).count() == 1
+    assert Task.objects.filter(run=run).count() == 1

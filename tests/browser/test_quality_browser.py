@@ -11,12 +11,12 @@ import yaml
 
 from automation.models import (
     ClassifierPromotion,
-    FollowUp,
     Label,
     QAReview,
     QAStatus,
     Run,
     State,
+    Task,
 )
 from policy.services import (
     DEFAULTS_DIR,
@@ -85,7 +85,7 @@ def test_a_reviewer_confirms_one_sample_and_corrects_another_and_a_lead_reconcil
     assert QAReview.objects.get(run=right).status == QAStatus.CONFIRMED
     assert QAReview.objects.get(run=wrong).status == QAStatus.CORRECTED
     assert sorted(Label.objects.values_list("reading_was_right", flat=True)) == [False, True]
-    assert FollowUp.objects.filter(run=wrong).count() == 1  # nothing ran again
+    assert Task.objects.filter(run=wrong).count() == 1  # nothing ran again
 
     lead = make_person("leo", "ops-leads")
     lead_page = new_context().new_page()  # type: ignore[attr-defined]

@@ -1,0 +1,98 @@
+"""Replies to the sender, in the request's thread, over the SMTP server of the settings.
+
+The message was rendered when the effect was written (the payload's `request`: recipient,
+subject, body, language, and the thread it answers). Each attempt sends the same message
+with `In-Reply-To` and `References` set and a `Message-ID` made from the effect's key, so a
+resend after an attempt whose outcome is unknown is recognisably the same message. SMTP
+servers do not deduplicate, so such an attempt holds the run for a person (who may send it
+again, as the same message) instead of being sent again on its own.
+
+The server, its port, STARTTLS and the credentials are Django's e-mail settings, from the
+environment (docs/operating.md): EMAIL_HOST, EMAIL_PORT, EMAIL_USE_TLS, EMAIL_HOST_USER,
+EMAIL_HOST_PASSWORD, DEFAULT_FROM_EMAIL.
+"""
+
+from __future__ import annotations
+
+import smtplib
+
+from django.conf import settings
+from django.core.mail import EmailMessage, get_connection
+
+from automation.effects.base import Delivery
+from automation.effects.models import DeliveryResult, Effect
+from policy.catalogue import EmailReplyConfig
+
+SENT_KEPT = 20_000  # characters of the sent message kept on the effect
+
+
+def message_id(effect: Effect) -> str:
+    """The reply's Message-ID: the effect's key at the sender's domain, the same every time."""
+    domain = str(settings.DEFAULT_FROM_EMAIL).rpartition("@")[2].strip(" >") or "localhost"
+    return f"<{effect.idempotency_key}@{domain}>"
+
+
+def reply_message(effect: Effect) -> EmailMessage:
+    request = effect.payload.get("request") or {}
+    headers = {"Message-ID": message_id(effect), "Auto-Submitted": "auto-replied"}
+    if request.get("in_reply_to"):
+        headers["In-Reply-To"] = f"<{request['in_reply_to']}>"
+    if request.get("references"):
+        headers["References"] = " ".join(f"<{ref}>" for ref in request["references"])
+    return EmailMessage(
+        subject=str(request.get("subject") or ""),
+        body=str(request.get("body") or ""),
+        to=[str(request.get("to") or "")],
+        headers=headers,
+    )
+
+
+def _code(exc: smtplib.SMTPException) -> int:
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        return min((code for code, _ in exc.recipients.values()), default=550)
+    return int(getattr(exc, "smtp_code", 0) or 0)
+
+
+class EmailReplyAdapter:
+    local = False
+    # An SMTP server cannot tell a repeat: after an unknown outcome a person decides.
+    honours_idempotency_keys = False
+    max_attempts = 6
+    deadline_seconds = 3600.0
+
+    def __init__(self, config: EmailReplyConfig) -> None:
+        self.config = config
+
+    def deliver(self, effect: Effect) -> Delivery:
+        message = reply_message(effect)
+        if not message.to or not message.to[0]:
+            return Delivery(DeliveryResult.REJECTED, detail="the request has no sender to reply to")
+        connection = get_connection("django.core.mail.backends.smtp.EmailBackend")
+        try:
+            connection.open()  # connect, STARTTLS, log in: nothing is sent yet
+        except (smtplib.SMTPException, OSError) as exc:
+            return Delivery(DeliveryResult.RETRY, error_class=type(exc).__name__, detail=str(exc))
+        try:
+            connection.send_messages([message])
+        except (smtplib.SMTPServerDisconnected, TimeoutError) as exc:
+            # The message may have been taken before the connection went.
+            return Delivery(
+                DeliveryResult.UNCERTAIN, error_class=type(exc).__name__, detail=str(exc)
+            )
+        except smtplib.SMTPException as exc:
+            code = _code(exc)
+            outcome = DeliveryResult.RETRY if 400 <= code < 500 else DeliveryResult.REJECTED
+            return Delivery(outcome, status_code=code or None, error_class=type(exc).__name__)
+        except OSError as exc:
+            return Delivery(
+                DeliveryResult.UNCERTAIN, error_class=type(exc).__name__, detail=str(exc)
+            )
+        finally:
+            connection.close()
+        sent = message.message().as_string()
+        return Delivery(
+            DeliveryResult.DELIVERED,
+            reference=message_id(effect)[:200],
+            body=sent[:SENT_KEPT],
+            detail=f"sent to {message.to[0]} as {message_id(effect)}",
+        )
