@@ -26,10 +26,14 @@ from policy.catalogue import EmailReplyConfig
 SENT_KEPT = 20_000  # characters of the sent message kept on the effect
 
 
+# Characters of the effect's key in a Message-ID (160 bits): the header then fits on one line.
+MESSAGE_ID_KEY = 40
+
+
 def message_id(effect: Effect) -> str:
     """The reply's Message-ID: the effect's key at the sender's domain, the same every time."""
     domain = str(settings.DEFAULT_FROM_EMAIL).rpartition("@")[2].strip(" >") or "localhost"
-    return f"<{effect.idempotency_key}@{domain}>"
+    return f"<{effect.idempotency_key[:MESSAGE_ID_KEY]}@{domain}>"
 
 
 def reply_message(effect: Effect) -> EmailMessage:

@@ -37,6 +37,7 @@ from automation.classifiers.base import (
     ClassifierTimeout,
     ClassifierUnavailable,
 )
+from automation.classifiers.heuristic import intent_text
 from automation.classifiers.models import ClassificationAttempt, ClassifierResult, LabelSource
 from automation.classifiers.quality import label_record, qa_review_open, reading_of
 from automation.conf import setting
@@ -53,6 +54,7 @@ from automation.effects.services import (
 )
 from automation.extraction import extraction_problems
 from automation.intake.customers import customer_find, customers_known
+from automation.language import request_language
 from automation.pipeline.shadow import shadows_send
 from automation.runs.backoff import backoff_delay
 from automation.runs.journal import (
@@ -231,6 +233,8 @@ def _enrichment(run: Run) -> dict[str, Any]:
         tier = match.customer.account_tier if match.customer is not None else AccountTier.STANDARD
         enrichment["sender"] = normalized.get("sender")
         enrichment["thread_parent"] = run.thread_parent_id
+        # What a reply is written in: the language of the sender's own words.
+        enrichment["language"] = request_language(intent_text(normalized))
     else:
         tier = normalized["account_tier"]
         same_type = unfinished.filter(

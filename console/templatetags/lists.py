@@ -196,7 +196,13 @@ PAYLOAD_KINDS = {
 def payload_rows(payload: dict[str, Any]) -> list[tuple[str, str, str]]:
     """The proposed effect's parameters as (label, value in words, value as stored) rows."""
     rows = []
-    for key, value in payload.items():
+    # What will be sent is shown whole beside the rows (runs/_effect_request.html), and each
+    # parameter is a row of its own.
+    flat = {k: v for k, v in payload.items() if k not in ("request", "params")}
+    flat.update(
+        {f"parameter {name}": value for name, value in (payload.get("params") or {}).items()}
+    )
+    for key, value in flat.items():
         kind = PAYLOAD_KINDS.get(key)
         shown = vocabulary.label(kind, value) if kind else str(value)
         rows.append((vocabulary.humanize(key), shown, str(value)))

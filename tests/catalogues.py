@@ -1,0 +1,61 @@
+"""Policy versions whose catalogue configures effects for a test: the active version's document
+with some effects of its catalogue (the reference catalogue when it has none) replaced.
+
+    version = activate_effects({"send_internal_notification": http_effect(url, read_timeout=0.3)})
+
+An effect is delivered by the catalogue of the version that authorised it, so a test that
+changes an effect's configuration stores a new version and writes new effects under it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from policy.catalogue import reference_catalogue
+from policy.models import PolicyVersion
+from policy.schemas import NEW_VERSION, PolicyDocument
+from policy.services import policy_version_activate, policy_version_create
+
+# The variable a test's HTTP effects are signed with (tests set it with monkeypatch).
+SIGNING_VARIABLE = "GATEHOUSE_TEST_SIGNING_SECRET"
+_numbers = itertools.count(1)
+
+
+def http_effect(url: str, *, label: str = "Tell the receiver", **http: Any) -> dict[str, Any]:
+    """An `http` effect entry posting to `url`, signed with SIGNING_VARIABLE's secret."""
+    return {
+        "label": label,
+        "description": "A request to the test's receiver.",
+        "adapter": "http",
+        "http": {"url": url, "signing": {"secret": SIGNING_VARIABLE}, **http},
+    }
+
+
+def email_reply_effect(templates: dict[str, dict[str, str]], **config: Any) -> dict[str, Any]:
+    """An `email_reply` effect entry with these templates per language."""
+    return {
+        "label": "Reply to the sender",
+        "description": "An answer in the request's thread.",
+        "adapter": "email_reply",
+        "email_reply": {"templates": templates, **config},
+    }
+
+
+def with_effects(effects: dict[str, dict[str, Any]], **changes: Any) -> PolicyDocument:
+    """The active document with these catalogue effects (added or replaced) and top-level
+    `changes`, under a new version name."""
+    active = PolicyVersion.objects.get(is_active=True)
+    data = active.parsed.stored()
+    catalogue = data.get("catalogue") or reference_catalogue().model_dump(
+        mode="json", exclude_none=True
+    )
+    catalogue["effects"] = {**catalogue["effects"], **effects}
+    data.update(catalogue=catalogue, version=f"{active.name}-fx{next(_numbers)}", **changes)
+    return PolicyDocument.model_validate(data, context=NEW_VERSION)
+
+
+def activate_effects(effects: dict[str, dict[str, Any]], **changes: Any) -> PolicyVersion:
+    """Store and activate with_effects(...): effects written from now on are delivered by it."""
+    version, _ = policy_version_create(document=with_effects(effects, **changes))
+    return policy_version_activate(name=version.name)
