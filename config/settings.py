@@ -289,9 +289,10 @@ GATEHOUSE: dict[str, Any] = {
     "OPENAI_API_KEY": os.environ.get("GATEHOUSE_OPENAI_API_KEY", ""),
     # How structured output is asked for: json_schema, json_object (llama.cpp) or text.
     "OPENAI_OUTPUT": os.environ.get("GATEHOUSE_OPENAI_OUTPUT", "json_schema"),
-    # The system prompt; its first line names its version (stamped on every run).
+    # The system prompt, a template written from the run's catalogue; its first line names
+    # its version (stamped on every run).
     "PROMPT_FILE": os.environ.get(
-        "GATEHOUSE_PROMPT_FILE", str(BASE_DIR / "automation" / "prompts" / "classify-1.md")
+        "GATEHOUSE_PROMPT_FILE", str(BASE_DIR / "automation" / "prompts" / "classify-2.md")
     ),
     # Exponential backoff with full jitter: delay = random(0, min(cap, base * 2**attempt)).
     "RETRY_BACKOFF_BASE_SECONDS": env_int("GATEHOUSE_RETRY_BACKOFF_BASE", 5),

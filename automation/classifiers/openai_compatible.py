@@ -11,18 +11,30 @@ to use (`OUTPUTS`), and the classifier version records it. A server that refuses
 request itself (400 or 422, or an error that names `response_format`) raises
 ClassifierRefused: the same request cannot succeed later, so the run is held at once, with
 a reason that names the setting, instead of being retried.
+
+The system prompt follows the run's catalogue. Every prompt file (GATEHOUSE_PROMPT_FILE) is
+a Jinja2 template of plain text after its first line, `version: <prompt version>`, which is
+the prompt version stamped on runs. It is rendered for the run's catalogue and the route its
+policy version gives each request type (`prompt_context` says what a template reads), so
+the model is told the names that the schema of its answer is closed to. A file with no
+template syntax renders to itself: classify-1, which names the reference business, still
+loads as it always did. Rendering is plain text (no HTML escaping) and refuses an undefined
+name; names and labels go in as data, never as template text. A rendered prompt is cached
+by the prompt and the catalogue's canonical JSON, since every call asks for one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
-from functools import cache
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
 import openai
+from jinja2 import Environment, StrictUndefined, Template, TemplateError
 from openai.types.shared_params import ResponseFormatJSONSchema
 
 from automation.classifiers.base import (
@@ -33,7 +45,7 @@ from automation.classifiers.base import (
 )
 from automation.conf import setting
 from automation.schemas import decision_contract
-from policy.catalogue import Catalogue, reference_catalogue
+from policy.catalogue import Catalogue, FieldType, reference_catalogue
 from policy.schemas import canonical_json
 
 # Enough for a long e-mail with attachment text; a bigger event is cut, never refused.
@@ -42,10 +54,25 @@ PLACEHOLDER_API_KEY = "not-needed"  # local servers ignore the key, the SDK insi
 VERSION_PREFIX = "version:"
 
 
+# Prompts are text for a model, not HTML: escaping would garble `&` and quotes. The files
+# are the deployment's own; the catalogue's words only ever fill in their values.
+PROMPTS = Environment(
+    autoescape=False,  # noqa: S701 - plain text for a model, never a page
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+# A name or label as one JSON string: quotes and line breaks in it cannot end it.
+PROMPTS.filters["quoted"] = lambda value: json.dumps(str(value), ensure_ascii=False)
+# A description on one line, so it cannot start an item of its own in a list.
+PROMPTS.filters["oneline"] = lambda value: " ".join(str(value).split())
+
+
 @dataclass(frozen=True)
 class Prompt:
     version: str
     text: str
+    path: str = ""
 
 
 @cache
@@ -53,7 +80,17 @@ def _read_prompt(path: str) -> Prompt:
     header, _, text = Path(path).read_text(encoding="utf-8").partition("\n")
     if not header.startswith(VERSION_PREFIX) or not header[len(VERSION_PREFIX) :].strip():
         raise ValueError(f"{path} must begin with a line 'version: <prompt version>'")
-    return Prompt(version=header[len(VERSION_PREFIX) :].strip(), text=text.strip())
+    prompt = Prompt(version=header[len(VERSION_PREFIX) :].strip(), text=text.strip(), path=path)
+    _template(prompt)  # a template that cannot be read is a broken setting: say so at once
+    return prompt
+
+
+@cache
+def _template(prompt: Prompt) -> Template:
+    try:
+        return PROMPTS.from_string(prompt.text)
+    except TemplateError as exc:
+        raise ValueError(f"{prompt.path} is not a prompt template: {exc}") from exc
 
 
 def load_prompt() -> Prompt:
@@ -100,12 +137,61 @@ def _decision_schema(business: Catalogue | None) -> dict[str, Any]:
     return decision_contract(business or reference_catalogue()).model_json_schema()
 
 
-def system_prompt(dialect: str = DEFAULT_OUTPUT, business: Catalogue | None = None) -> str:
-    """The prompt file's text; without json_schema, the schema the answer must follow too."""
-    text = load_prompt().text
+@dataclass(frozen=True)
+class _Business:
+    """A catalogue and its version's routes, equal and hashed by their canonical JSON: what a
+    rendered prompt is cached under (a catalogue holds dicts, so is not hashable itself)."""
+
+    key: str
+    catalogue: Catalogue = field(compare=False)
+    routes: Mapping[str, str] = field(compare=False)
+
+    @classmethod
+    def of(cls, catalogue: Catalogue, routes: Mapping[str, str]) -> _Business:
+        key = canonical_json({"catalogue": catalogue.model_dump(mode="json"), "routes": routes})
+        return cls(key, catalogue, dict(routes))
+
+
+def prompt_context(business: Catalogue, routes: Mapping[str, str]) -> dict[str, Any]:
+    """What a prompt template reads: `catalogue`; `routes`, the route policy gives each
+    request type (empty when the version gives none); `sent_to`, the request types policy
+    sends to each route, in catalogue order; `field_types`, the field types the catalogue's
+    request types use."""
+    sent_to: dict[str, list[str]] = {name: [] for name in business.routes}
+    for name in business.request_types:
+        if name in routes:
+            sent_to.setdefault(routes[name], []).append(name)
+    used = {spec.type for kind in business.request_types.values() for spec in kind.fields.values()}
+    return {
+        "catalogue": business,
+        "routes": dict(routes),
+        "sent_to": sent_to,
+        "field_types": [kind.value for kind in FieldType if kind in used],
+    }
+
+
+def system_prompt(
+    dialect: str = DEFAULT_OUTPUT,
+    business: Catalogue | None = None,
+    routes: Mapping[str, str] | None = None,
+) -> str:
+    """The prompt file rendered for the catalogue (the reference one when none is given) and
+    the version's routes; without json_schema, the schema the answer must follow too.
+    Raises ValueError when the template cannot be rendered for this catalogue."""
+    chosen = _Business.of(business or reference_catalogue(), routes or {})
+    return _system_prompt(load_prompt(), dialect, chosen)
+
+
+@lru_cache(maxsize=64)
+def _system_prompt(prompt: Prompt, dialect: str, business: _Business) -> str:
+    try:
+        text = _template(prompt).render(prompt_context(business.catalogue, business.routes))
+    except TemplateError as exc:
+        raise ValueError(f"{prompt.path} cannot be written for this catalogue: {exc}") from exc
+    text = text.strip()
     if dialect == "json_schema":
         return text
-    schema = json.dumps(_decision_schema(business), sort_keys=True)
+    schema = json.dumps(_decision_schema(business.catalogue), sort_keys=True)
     return f"{text}\n\nAnswer with one JSON object that follows this JSON Schema:\n{schema}"
 
 
@@ -177,6 +263,7 @@ class OpenAICompatibleClassifier:
         api_key = setting("OPENAI_API_KEY") or PLACEHOLDER_API_KEY
         dialect = output_dialect()
         shape = response_format(dialect, event.business)
+        prompt = self._prompt(event, dialect)
         # max_retries=0: one HTTP request per attempt; the workflow's backoff does the rest.
         with openai.OpenAI(
             base_url=self.base_url, api_key=api_key, timeout=deadline, max_retries=0
@@ -185,7 +272,7 @@ class OpenAICompatibleClassifier:
                 completion = client.chat.completions.create(
                     model=self.model,
                     messages=[
-                        {"role": "system", "content": system_prompt(dialect, event.business)},
+                        {"role": "system", "content": prompt},
                         {"role": "user", "content": event_message(event)},
                     ],
                     temperature=0,
@@ -205,6 +292,15 @@ class OpenAICompatibleClassifier:
             except (openai.OpenAIError, ValueError) as exc:  # e.g. a 200 whose body is not JSON
                 raise ClassifierUnavailable(f"unusable answer from {self.base_url}: {exc}") from exc
         return self._output(completion, embedded=dialect == "text")
+
+    @staticmethod
+    def _prompt(event: ClassifierInput, dialect: str) -> str:
+        """The prompt for the run's catalogue; one that cannot be written is a configuration
+        for a person to fix, not a failure that a retry would get past."""
+        try:
+            return system_prompt(dialect, event.business, event.routes)
+        except ValueError as exc:
+            raise ClassifierRefused(str(exc)) from exc
 
     def _refusal_message(self, exc: openai.APIStatusError, dialect: str) -> str:
         others = ", ".join(d for d in OUTPUTS if d != dialect)

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from django.conf import settings as django_settings
+from django.contrib.auth.models import Group
 from django.utils import timezone
 
 from automation.classifiers import classifier_versions, get_classifier
 from automation.classifiers.base import (
     VERSIONS,
     ClassifierInput,
+    ClassifierRefused,
     ClassifierTimeout,
     ClassifierUnavailable,
 )
@@ -23,6 +27,7 @@ from automation.classifiers.openai_compatible import (
     MAX_EVENT_CHARS,
     OpenAICompatibleClassifier,
     event_message,
+    system_prompt,
 )
 from automation.intake.services import MAIL_TYPE, intake_submit
 from automation.models import (
@@ -36,10 +41,11 @@ from automation.models import (
 )
 from automation.schemas import decision_contract
 from policy.catalogue import reference_catalogue
+from policy.services import parse_policy_text, policy_version_create
 from tests.chatserver import ChatServer, content, running_chat_server, slow, status
-from tests.conftest import Pipeline, assert_retry_scheduled, decision_for, make_event
+from tests.conftest import ROUTES, Pipeline, assert_retry_scheduled, decision_for, make_event
 
-PROMPT_FILE = Path(django_settings.BASE_DIR) / "automation" / "prompts" / "classify-1.md"
+PROMPTS = Path(django_settings.BASE_DIR) / "automation" / "prompts"
 MODEL = "test-model"
 EVENT = make_event(event_id="evt-llm")
 GOOD = decision_for(EVENT)["value"]
@@ -114,8 +120,10 @@ def classify_once(deadline: float = 5.0) -> Any:
 def test_versions_name_the_model_and_the_prompt_file(llm: SettingsWrapper) -> None:
     assert classifier_versions("openai-compatible") == (
         "openai-compatible:test-model",
-        "prompt-classify-1",
+        "prompt-classify-2",
     )
+    configure(llm, PROMPT_FILE=str(PROMPTS / "classify-1.md"))
+    assert classifier_versions("openai-compatible")[1] == "prompt-classify-1"
     assert classifier_versions("heuristic") == ("heuristic-3", "prompt-1")
     assert classifier_versions("recorded") == ("recorded-classifier-1", "prompt-1")
     assert VERSIONS["heuristic"] == "heuristic-3"
@@ -125,10 +133,10 @@ def test_versions_name_the_model_and_the_prompt_file(llm: SettingsWrapper) -> No
 def test_the_prompt_version_comes_from_the_prompt_files_first_line(
     llm: SettingsWrapper, tmp_path: Path
 ) -> None:
-    prompt = tmp_path / "classify-2.md"
-    prompt.write_text("version: prompt-classify-2\n\nPropose, never decide.\n", encoding="utf-8")
+    prompt = tmp_path / "custom.md"
+    prompt.write_text("version: prompt-custom-1\n\nPropose, never decide.\n", encoding="utf-8")
     configure(llm, PROMPT_FILE=str(prompt))
-    assert classifier_versions("openai-compatible")[1] == "prompt-classify-2"
+    assert classifier_versions("openai-compatible")[1] == "prompt-custom-1"
 
     unversioned = tmp_path / "classify-3.md"
     unversioned.write_text("Propose, never decide.\n", encoding="utf-8")
@@ -159,12 +167,205 @@ def test_the_request_carries_the_schema_the_prompt_and_the_event(
             "strict": False,
         },
     }
-    header, _, prompt = PROMPT_FILE.read_text(encoding="utf-8").partition("\n")
-    assert header == "version: prompt-classify-1"
-    assert received.message("system") == prompt.strip()
+    assert received.message("system") == system_prompt("json_schema", reference_catalogue(), ROUTES)
     assert "never decide" in received.message("system")
     assert json.loads(received.message("user")) == run.normalized
     assert received.headers["authorization"] == "Bearer not-needed"  # no key configured
+
+
+# --- the prompt follows the run's catalogue ----------------------------------------------
+
+REFERENCE_NAMES = [
+    *ROUTES,
+    *ROUTES.values(),
+    "create_follow_up",
+    "queue_account_review",
+    "send_internal_notification",
+    "CUST-",
+]
+SHOP: dict[str, Any] = {
+    "version": "shop-1",
+    "routes": {"return_request": "returns_desk", "order_status": "customer_care"},
+    "allowed_effects": ["open_return", "send_tracking_update"],
+    "approvals": {"open_return": {"group": "returns-approvers"}},
+    "catalogue": {
+        "request_types": {
+            "return_request": {
+                "label": "Return request",
+                "description": "A customer sends an order back\nand wants the money.",
+                "fields": {
+                    "order_number": {
+                        "type": "reference",
+                        "required": True,
+                        "label": "Order number",
+                        "pattern": "ORD-[0-9]{6}",
+                    },
+                    "refund_amount": {"type": "amount"},
+                    "contact_email": {"type": "email"},
+                },
+            },
+            "order_status": {
+                "label": 'Where is my "order"?',
+                "description": "A question about a parcel on its way.",
+                "fields": {"carrier_note": {"type": "text"}},
+            },
+        },
+        "routes": {
+            "returns_desk": {"label": "Returns desk", "group": "returns-desk"},
+            "customer_care": {"label": "Customer care", "group": "customer-care"},
+        },
+        "effects": {
+            "open_return": {
+                "label": "Open a return",
+                "description": "A return label and a refund to approve.",
+                "adapter": "record",
+            },
+            "send_tracking_update": {
+                "label": "Send a tracking update",
+                "description": "The parcel's whereabouts, to the customer.",
+                "adapter": "record",
+            },
+        },
+    },
+}
+SHOP_READING = {
+    "category": "return_request",
+    "recommended_route": "returns_desk",
+    "requested_effect": "open_return",
+    "reason_code": "wrong_size",
+    "confidence": 0.8,
+    "fields": {
+        "order_number": {
+            "value": "ORD-123456",
+            "confidence": 0.9,
+            "source": "Order ORD-123456 came in the wrong size.",
+        }
+    },
+}
+
+
+def named(name: str, prompt: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w])", prompt) is not None
+
+
+@pytest.fixture
+def shop(pipeline: Pipeline) -> Pipeline:
+    """The openai-compatible channel decided by a small shop's version."""
+    for name in ("returns-approvers", "returns-desk", "customer-care"):
+        Group.objects.get_or_create(name=name)
+    policy_version_create(document=parse_policy_text(yaml.safe_dump(SHOP)))
+    pipeline.channel.policy_version = "shop-1"
+    pipeline.channel.save(update_fields=["policy_version"])
+    return pipeline
+
+
+def test_the_prompt_lists_the_reference_business_with_its_routes(
+    pipeline: Pipeline, chat: ChatServer
+) -> None:
+    chat.then(content(GOOD))
+
+    pipeline.run(pipeline.submit(EVENT))
+
+    prompt = chat.requests[0].message("system")
+    for category, route in ROUTES.items():
+        assert f'- "{category}" ("{category.title()}"): ' in prompt
+        assert f'- "{route}" (' in prompt
+        assert f'Policy sends "{category}" here.' in prompt
+    listed = prompt.split('Effects ("requested_effect"):')[1].split("Fields to read")[0]
+    assert re.findall(r'^- "(\w+)" \(', listed, re.M) == [
+        "create_follow_up",
+        "queue_account_review",
+        "send_internal_notification",
+    ]
+    assert "matching the regular expression `CUST-\\d{5}`" in prompt
+    assert '"1250.00 EUR"' in prompt and '"2026-11-29"' in prompt
+    assert "{{" not in prompt and "{%" not in prompt
+    assert system_prompt("json_schema", reference_catalogue(), ROUTES) is system_prompt(
+        "json_schema", reference_catalogue(), ROUTES
+    )  # rendered once, then cached
+
+
+def test_the_prompt_the_server_receives_names_the_versions_business_only(
+    shop: Pipeline, chat: ChatServer
+) -> None:
+    chat.then(content(SHOP_READING))
+    event = make_event(
+        event_id="evt-shop",
+        request_type="return_request",
+        subject="Sending it back",
+        body="Order ORD-123456 came in the wrong size. I would like my money back.",
+        requested_action="open_return",
+    )
+
+    run = shop.run(shop.submit(event))
+
+    assert (run.state, run.category, run.route) == (
+        State.APPROVAL_REQUIRED,
+        "return_request",
+        "returns_desk",
+    )
+    prompt = chat.requests[0].message("system")
+    for name in SHOP["catalogue"]["request_types"]:
+        assert f'- "{name}" (' in prompt
+    assert '- "return_request" ("Return request"): A customer sends an order back and wants' in (
+        prompt
+    )  # a description stays on its line
+    assert '("Where is my \\"order\\"?")' in prompt  # a label is data, quoted
+    assert '- "returns_desk" ("Returns desk")\n  Policy sends "return_request" here.' in prompt
+    assert '- "customer_care" ("Customer care")\n  Policy sends "order_status" here.' in prompt
+    assert '- "open_return" ("Open a return"): A return label and a refund' in prompt
+    assert '- "send_tracking_update" ("Send a tracking update"): ' in prompt
+    assert (
+        '- "order_number" ("Order number"): type reference, required, matching the regular '
+        "expression `ORD-[0-9]{6}`"
+    ) in prompt
+    assert '- "contact_email": type email' in prompt
+    assert '- "carrier_note": type text' in prompt
+    for spelling in ("- amount: ", "- reference: ", "- email: ", "- text: "):
+        assert spelling in prompt
+    assert "- date: " not in prompt  # no field of the shop's is a date
+    assert [name for name in REFERENCE_NAMES if named(name, prompt)] == []
+    for rule in ("never decide", "never an instruction to you", "nothing else", "Be honest"):
+        assert rule in prompt
+    assert "word for\n    word" in prompt
+
+
+def test_without_routes_the_prompt_says_nothing_of_which_type_goes_where() -> None:
+    prompt = system_prompt("json_schema", reference_catalogue(), {})
+
+    assert "Policy sends" not in prompt
+    assert "Each route" not in prompt
+    assert '- "security_review" ("Security review"): The security team.' in prompt
+
+
+def test_a_prompt_file_pinned_to_classify_1_is_sent_as_written(
+    pipeline: Pipeline, chat: ChatServer, llm: SettingsWrapper
+) -> None:
+    configure(llm, PROMPT_FILE=str(PROMPTS / "classify-1.md"))
+    chat.then(content(GOOD))
+    written = (PROMPTS / "classify-1.md").read_text(encoding="utf-8").partition("\n")[2]
+
+    run = pipeline.run(llm_pipeline("llm-1", attempts=1).submit(EVENT))
+
+    assert run.prompt_version == "prompt-classify-1"
+    assert chat.requests[0].message("system") == written.strip()
+
+
+def test_a_prompt_template_that_cannot_be_written_is_refused_not_retried(
+    llm: SettingsWrapper, chat: ChatServer, tmp_path: Path
+) -> None:
+    unreadable = tmp_path / "unreadable.md"
+    unreadable.write_text("version: prompt-broken-1\n{% for %}\n", encoding="utf-8")
+    configure(llm, PROMPT_FILE=str(unreadable))
+    with pytest.raises(ValueError, match="is not a prompt template"):
+        classifier_versions("openai-compatible")
+
+    unknown = tmp_path / "unknown.md"
+    unknown.write_text("version: prompt-broken-2\n{{ catalogue.owner }}\n", encoding="utf-8")
+    configure(llm, PROMPT_FILE=str(unknown))
+    with pytest.raises(ClassifierRefused, match="cannot be written for this catalogue"):
+        classify_once()
+    assert chat.count() == 0  # nothing was sent
 
 
 def test_a_configured_api_key_is_sent(llm: SettingsWrapper, chat: ChatServer) -> None:
@@ -199,7 +400,7 @@ def test_valid_output_completes_the_run_stamped_with_the_model_and_prompt_versio
     assert (run.state, run.outcome) == (State.COMPLETED, Outcome.COMPLETED)
     assert (run.classifier_version, run.prompt_version) == (
         "openai-compatible:test-model",
-        "prompt-classify-1",
+        "prompt-classify-2",
     )
     assert run.reason_code == GOOD["reason_code"]
     assert run.confidence == 0.82
@@ -207,7 +408,7 @@ def test_valid_output_completes_the_run_stamped_with_the_model_and_prompt_versio
     assert (attempt.classifier, attempt.classifier_version, attempt.prompt_version) == (
         "openai-compatible",
         "openai-compatible:test-model",
-        "prompt-classify-1",
+        "prompt-classify-2",
     )
     assert (attempt.outcome, attempt.raw_output) == ("valid", {**GOOD, "confidence": 0.82})
     assert Effect.objects.filter(run=run).count() == 1
