@@ -38,7 +38,7 @@ class Inbox:
     # The SMTP answer to the next DATA commands, e.g. "451 try later"; empty: accept.
     answers: list[str] = field(default_factory=list)
 
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         if self.answers:
             return self.answers.pop(0)
         message = email.message_from_bytes(envelope.content, policy=email.policy.default)
