@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from automation.roles import roles_ensure
 from policy.catalogue import reference_catalogue
 from policy.models import PolicyVersion
 from policy.schemas import NEW_VERSION, PolicyDocument
@@ -56,6 +57,8 @@ def with_effects(effects: dict[str, dict[str, Any]], **changes: Any) -> PolicyDo
 
 
 def activate_effects(effects: dict[str, dict[str, Any]], **changes: Any) -> PolicyVersion:
-    """Store and activate with_effects(...): effects written from now on are delivered by it."""
+    """Store and activate with_effects(...): effects written from now on are delivered by it.
+    The role groups are made first: a catalogue names the groups that own its work."""
+    roles_ensure()
     version, _ = policy_version_create(document=with_effects(effects, **changes))
     return policy_version_activate(name=version.name)
