@@ -1,8 +1,10 @@
 """The online shop's example policy (policy/examples/shop-1.yaml): a whole document with a
-business of its own, which an ops lead loads with `load_policy`, and the mail labelled for it."""
+business of its own, which an ops lead loads with `load_policy`, and its labelled mail."""
 
 from __future__ import annotations
 
+import csv
+import re
 from decimal import Decimal
 from io import StringIO
 from pathlib import Path
@@ -20,6 +22,7 @@ from policy.services import parse_policy_text, shipped
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOP = ROOT / "policy" / "examples" / "shop-1.yaml"
+MAIL = ROOT / "tests" / "data" / "ecommerce"
 LANGUAGES = {"en", "de", "fr", "es"}
 
 
@@ -152,3 +155,47 @@ def test_an_ops_lead_loads_the_example_with_load_policy() -> None:
 
     assert out.getvalue().startswith("shop-1: stored")
     assert PolicyVersion.objects.get(name="shop-1").parsed.business.routes["refunds"]
+
+
+# --- the labelled mail of the shop ---------------------------------------------------------
+
+
+def labels() -> list[dict[str, str]]:
+    with (MAIL / "labels.csv").open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_the_shops_mail_is_labelled_in_the_sample_sets_columns() -> None:
+    with (ROOT / "tests" / "data" / "mail" / "labels.csv").open(encoding="utf-8") as handle:
+        columns = handle.readline().strip()
+    assert (MAIL / "labels.csv").read_text(encoding="utf-8").splitlines()[0] == columns
+    assert sorted(row["file"] for row in labels()) == sorted(p.name for p in MAIL.glob("*.eml"))
+
+
+def test_the_shops_labels_name_only_what_its_catalogue_has(shop: PolicyDocument) -> None:
+    rows = labels()
+    for row in rows:
+        assert row["category"] in shop.business.request_types, row["file"]
+        assert row["effect"] in shop.allowed_effects, row["file"]
+        parent = row["thread_parent"]
+        assert not parent or (MAIL / parent).exists(), row["file"]
+    per_type = {name: 0 for name in shop.business.request_types}
+    for row in rows:
+        per_type[row["category"]] += 1
+    assert all(count >= 5 for count in per_type.values()), per_type
+
+
+def test_each_mail_gives_an_order_number_of_the_catalogues_shape_unless_labelled_not_to(
+    shop: PolicyDocument,
+) -> None:
+    """The order number is the one reference every request type reads: each mail gives one
+    in the catalogue's shape, except complaints (which may name none) and the mails labelled
+    with an `order_number` extraction problem (which give one of the wrong shape)."""
+    pattern = shop.business.request_types["refund"].fields["order_number"].pattern
+    well_formed = re.compile(rf"(?<![0-9-]){pattern}(?![0-9-])")
+    for row in labels():
+        text = (MAIL / row["file"]).read_text(encoding="utf-8")
+        if row["extraction_problem"] == "order_number":
+            assert not well_formed.search(text), row["file"]
+        elif row["category"] != "complaint":
+            assert well_formed.search(text), row["file"]
