@@ -36,17 +36,18 @@ class Businesses:
     active: Catalogue  # the active version's; the reference catalogue while none is
     active_version: str | None
     by_version: dict[str, Catalogue]
-    # The active one, the others newest first, the reference catalogue last.
-    in_order: tuple[Catalogue, ...]
+    # The active one and the others, newest first (the active one alone while none is).
+    stored: tuple[Catalogue, ...]
     identities: tuple[Identity, ...] = field(repr=False)
 
-    def names(self, section: Section) -> list[str]:
-        """Every name of one section over all these catalogues, the active one's first."""
-        return list(dict.fromkeys(n for c in self.in_order for n in getattr(c, section)))
+    @property
+    def in_order(self) -> tuple[Catalogue, ...]:
+        """Where a word is looked up: the stored ones, then the reference catalogue."""
+        return (*self.stored, reference_catalogue())
 
-    def tiers(self) -> list[str]:
-        """Every tier value over all these catalogues, the active one's first."""
-        return list(dict.fromkeys(t for c in self.in_order for t in c.tier_values()))
+    def names(self, section: Section) -> list[str]:
+        """Every name of one section the stored versions have, the active one's first."""
+        return list(dict.fromkeys(n for c in self.stored for n in getattr(c, section)))
 
     def of_version(self, name: str | None) -> Catalogue:
         """The named version's catalogue (the active one's for None or an unknown name)."""
@@ -101,7 +102,7 @@ def _read(identities: tuple[Identity, ...]) -> Businesses:
         active=active,
         active_version=active_version,
         by_version=by_version,
-        in_order=(active, *others, reference_catalogue()),
+        stored=(active, *others),
         identities=identities,
     )
 
