@@ -77,7 +77,7 @@ def _codes_in_words(text: str) -> str:
     return QUOTED_CODE.sub(_quoted_words, text)
 
 
-# A code a rule's text quotes ('create_follow_up'), said as its label where it is one of ours.
+# A code a rule's text quotes ('open_return'), said as its label where it is one of ours.
 QUOTED_CODE = re.compile(r"'([a-z][a-z0-9_]*)'")
 QUOTED_KINDS = (
     vocabulary.Kind.EFFECT,
