@@ -65,14 +65,19 @@ _CACHE = _Cache()
 
 def stored_businesses() -> Businesses:
     """The businesses of the stored versions: one small query when it is time to check,
-    none when this request (or the last CHECK_SECONDS) already did."""
+    none when this request (or the last CHECK_SECONDS) already did. With nothing cached,
+    that query reads the documents as well; after a change another process made, the
+    documents it does not know yet are read in one more."""
     cached = _CACHE.businesses
     if cached is not None and time.monotonic() - _CACHE.checked_at < CHECK_SECONDS:
         return cached
-    identities = _identities()
-    if cached is None or cached.identities != identities:
-        cached = _read(identities)
-        _CACHE.businesses = cached
+    if cached is None:
+        cached = _read_all()
+    else:
+        identities = _identities()
+        if cached.identities != identities:
+            cached = _read(identities)
+    _CACHE.businesses = cached
     _CACHE.checked_at = time.monotonic()
     return cached
 
@@ -92,8 +97,20 @@ def _identities() -> tuple[Identity, ...]:
     return tuple(rows)
 
 
+def _read_all() -> Businesses:
+    """Every version with its document, in the one query of the check (nothing is cached)."""
+    versions = list(PolicyVersion.objects.order_by("-pk"))
+    identities = tuple((v.pk, v.name, v.checksum, v.is_active) for v in versions)
+    return _businesses(identities, {v.pk: v.parsed for v in versions})
+
+
 def _read(identities: tuple[Identity, ...]) -> Businesses:
-    documents = _documents(identities)
+    return _businesses(identities, _documents(identities))
+
+
+def _businesses(
+    identities: tuple[Identity, ...], documents: dict[int, PolicyDocument]
+) -> Businesses:
     by_version = {name: documents[pk].business for pk, name, _, _ in identities if pk in documents}
     active_version = next((name for _, name, _, active in identities if active), None)
     active = by_version.get(active_version or "") or reference_catalogue()
