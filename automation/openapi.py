@@ -27,34 +27,36 @@ from policy.catalogue import Catalogue, reference_catalogue
 
 REF = "#/components/schemas/{model}"
 
-EXAMPLES: dict[str, dict[str, Any]] = {
-    "support": {
-        "summary": "A support request that asks for a follow-up",
-        "value": {
-            "event_id": "crm-2026-000123",
-            "source": "web_form",
-            "request_type": "support",
-            "subject": "Cannot log in to the portal",
-            "body": "Since this morning the password reset link does not arrive. "
-            "Please create a follow-up.",
-            "account_tier": "standard",
-            "requested_action": "create_follow_up",
-        },
-    },
-    "billing": {
-        "summary": "A billing question for finance",
-        "value": {
-            "event_id": "crm-2026-000124",
-            "source": "web_form",
-            "request_type": "billing",
-            "subject": "Invoice INV-4411 charged twice",
-            "body": "We were charged twice for invoice INV-4411 (1,250.00 EUR). "
-            "Please let finance know.",
-            "account_tier": "priority",
-            "requested_action": "send_internal_notification",
-        },
-    },
-}
+# A catalogue without a `tier` attribute takes any tier name: its examples send this one.
+ANY_TIER = "default"
+
+
+def event_examples(business: Catalogue) -> dict[str, dict[str, Any]]:
+    """Two events of the catalogue's own request types, tiers and effects (its first ones
+    and its last ones), keyed by their request types."""
+    types = list(business.request_types.items())
+    effects = list(business.effects.items())
+    tiers = business.tier_values() or [ANY_TIER]
+    picks = [(types[0], tiers[0], effects[0]), (types[-1], tiers[-1], effects[-1])]
+    examples: dict[str, dict[str, Any]] = {}
+    for number, ((kind, spec), tier, (effect, effect_spec)) in enumerate(picks, start=123):
+        examples.setdefault(
+            kind,
+            {
+                "summary": f"A request of type “{spec.label}” that asks: {effect_spec.label}",
+                "value": {
+                    "event_id": f"crm-2026-000{number}",
+                    "source": "web_form",
+                    "request_type": kind,
+                    "subject": f"{spec.label}: a question from a customer",
+                    "body": f"{spec.description} Please: {effect_spec.label.lower()}.",
+                    "account_tier": tier,
+                    "requested_action": effect,
+                },
+            },
+        )
+    return examples
+
 
 MAIL_EXAMPLE = (
     "From: Ana Ortiz <ana@example.com>\r\n"
@@ -79,10 +81,11 @@ INTAKE_FIELDS: dict[str, str] = {
     "text as well, and policy checks that the two agree.",
     "subject": "The request's subject line.",
     "body": "The request's text, as the customer wrote it.",
-    "account_tier": "The customer's tier: limits and approvals may differ for priority accounts.",
-    "requested_action": "The effect the sender asks for: create_follow_up, "
-    "queue_account_review or send_internal_notification. Any other action is answered "
-    "`unsupported_request` (422), not as invalid.",
+    "account_tier": "The customer's tier, one of the business's tiers (listed in the schema): "
+    "amount limits and approvals may differ by tier.",
+    "requested_action": "The effect the sender asks for, one of the business's effects "
+    "(listed in the schema). Any other action is answered `unsupported_request` (422), not as "
+    "invalid.",
 }
 
 MAIL_BODY = (
@@ -202,53 +205,59 @@ STAGES = [
     ("complete", "ok"),
 ]
 
-RUN_DETAIL_EXAMPLE: dict[str, Any] = {
-    **_run(123, "crm-2026-000123", "completed", "completed"),
-    "failure": None,
-    "fingerprint": "37b75e8ee927072db7fcfd99ac69eac62166bd415b5ae9365f85d4d5321f5360",
-    "versions": {
-        "workflow": "workflow-1",
-        "classifier": "heuristic-1",
-        "prompt": "prompt-1",
-        "policy": "default-1",
-    },
-    "classification": {
-        "category": "support",
-        "recommended_route": "service_desk",
-        "requested_effect": "create_follow_up",
-        "reason_code": "support_request",
-        "confidence": 0.92,
-        "fields": {},
-    },
-    "route": "service_desk",
-    "effect": "create_follow_up",
-    "rules": [
-        {
-            "rule_id": "allowlist.create_follow_up",
-            "passed": True,
-            "text": "requested action 'create_follow_up' is in the allowlist",
+
+def run_detail_example(business: Catalogue) -> dict[str, Any]:
+    """A finished run of the catalogue's first request type, route and effect."""
+    kind, route = next(iter(business.request_types)), next(iter(business.routes))
+    effect = next(iter(business.effects))
+    return {
+        **_run(123, "crm-2026-000123", "completed", "completed"),
+        "failure": None,
+        "fingerprint": "37b75e8ee927072db7fcfd99ac69eac62166bd415b5ae9365f85d4d5321f5360",
+        "versions": {
+            "workflow": "workflow-1",
+            "classifier": "heuristic-1",
+            "prompt": "prompt-1",
+            "policy": "default-1",
         },
-        {
-            "rule_id": "route.support",
-            "passed": True,
-            "text": "route 'service_desk' must be 'service_desk' for 'support'",
+        "classification": {
+            "category": kind,
+            "recommended_route": route,
+            "requested_effect": effect,
+            "reason_code": f"{kind}_request",
+            "confidence": 0.92,
+            "fields": {},
         },
-    ],
-    "created_at": "2026-12-01T09:00:00.120000+00:00",
-    "finished_at": "2026-12-01T09:00:01.480000+00:00",
-    "stages": [
-        {
-            "stage": stage,
-            "attempt": 1,
-            "started_at": f"2026-12-01T09:00:{second:02d}.{100000 + second:06d}+00:00",
-            "duration_ms": 140 if stage == "classify" else 3,
-            "outcome": outcome,
-            "error_class": "",
-        }
-        for second, (stage, outcome) in enumerate(STAGES)
-    ],
-    "checkpoints": 4,
-}
+        "route": route,
+        "effect": effect,
+        "rules": [
+            {
+                "rule_id": f"allowlist.{effect}",
+                "passed": True,
+                "text": f"requested action {effect!r} is in the allowlist",
+            },
+            {
+                "rule_id": f"route.{kind}",
+                "passed": True,
+                "text": f"route {route!r} must be {route!r} for {kind!r}",
+            },
+        ],
+        "created_at": "2026-12-01T09:00:00.120000+00:00",
+        "finished_at": "2026-12-01T09:00:01.480000+00:00",
+        "stages": [
+            {
+                "stage": stage,
+                "attempt": 1,
+                "started_at": f"2026-12-01T09:00:{second:02d}.{100000 + second:06d}+00:00",
+                "duration_ms": 140 if stage == "classify" else 3,
+                "outcome": outcome,
+                "error_class": "",
+            }
+            for second, (stage, outcome) in enumerate(STAGES)
+        ],
+        "checkpoints": 4,
+    }
+
 
 UNAUTHENTICATED = _refusal(
     ApiError.UNAUTHENTICATED, "No token sent", "send 'Authorization: Bearer <token>'"
@@ -338,7 +347,8 @@ def openapi_document(business: Catalogue | None = None) -> dict[str, Any]:
     """The API's OpenAPI document, its closed sets those of `business` (the catalogue of the
     version active now; the reference catalogue when none is given)."""
     business = business if business is not None else reference_catalogue()
-    key = (tuple(business.request_types), tuple(business.tier_values()), tuple(business.effects))
+    # Its examples also say the names' labels and descriptions: the whole catalogue decides.
+    key = business.model_dump_json()
     if key not in _DOCUMENTS:
         if len(_DOCUMENTS) >= 8:
             _DOCUMENTS.clear()
@@ -346,8 +356,8 @@ def openapi_document(business: Catalogue | None = None) -> dict[str, Any]:
     return _DOCUMENTS[key]
 
 
-# Documents by the closed sets they were made for: a catalogue's names decide the document.
-_DOCUMENTS: dict[tuple[tuple[str, ...], ...], dict[str, Any]] = {}
+# Documents by the catalogue they were made for.
+_DOCUMENTS: dict[str, dict[str, Any]] = {}
 
 
 def _document(business: Catalogue) -> dict[str, Any]:
@@ -385,7 +395,7 @@ def _document(business: Catalogue) -> dict[str, Any]:
                         "content": {
                             "application/json": {
                                 "schema": {"$ref": REF.format(model="IntakeEvent")},
-                                "examples": EXAMPLES,
+                                "examples": event_examples(business),
                             },
                             "message/rfc822": {
                                 "schema": {
@@ -480,7 +490,11 @@ def _document(business: Catalogue) -> dict[str, Any]:
                         "200": _json(
                             {"$ref": REF.format(model="RunDetail")},
                             "The run, with its stages, versions and rules.",
-                            {"completed": _example("A run that is done", RUN_DETAIL_EXAMPLE)},
+                            {
+                                "completed": _example(
+                                    "A run that is done", run_detail_example(business)
+                                )
+                            },
                         ),
                         "400": _json(error, "An address that cannot be read.", UNREADABLE),
                         "401": _json(error, "No valid token.", UNAUTHENTICATED),

@@ -334,7 +334,7 @@ READ_WRONG = "Read wrong (QA)"
 
 
 def route_label(route: str) -> str:
-    """A route in words: `service_desk` → "Service desk"."""
+    """A route in words: `returns_desk` → "Returns desk"."""
     return vocabulary.label(Kind.ROUTE, route)
 
 

@@ -29,8 +29,9 @@ from automation.models import (
     StageOutcome,
     State,
 )
-from automation.schemas import AccountTier, EffectName, RequestType, Route
+from policy.catalogue import Catalogue
 from policy.evaluation import Verdict
+from policy.selectors import Businesses, Section, stored_businesses
 
 
 @dataclass(frozen=True)
@@ -293,53 +294,6 @@ BATCH_STATUSES: dict[str, Term] = {
     BatchStatus.FINISHED: Term("Finished", "Every run in it was worked."),
 }
 
-CATEGORIES: dict[str, Term] = {
-    RequestType.SUPPORT: Term("Support", "Help with the product or an account."),
-    RequestType.BILLING: Term("Billing", "Invoices, payments and refunds."),
-    RequestType.SALES: Term("Sales", "Buying, upgrading or pricing."),
-    RequestType.SECURITY: Term("Security", "Possible account compromise or risky changes."),
-}
-
-ROUTES: dict[str, Term] = {
-    Route.SERVICE_DESK: Term("Service desk", "The support team."),
-    Route.FINANCE: Term("Finance", "The finance team."),
-    Route.COMMERCIAL: Term("Commercial", "The sales team."),
-    Route.SECURITY_REVIEW: Term("Security review", "The security team."),
-}
-
-EFFECTS: dict[str, Term] = {
-    EffectName.CREATE_FOLLOW_UP: Term("Create a follow-up", "A ticket for the team to act on."),
-    EffectName.QUEUE_ACCOUNT_REVIEW: Term(
-        "Queue an account review", "Ask the security team to review the account."
-    ),
-    EffectName.SEND_INTERNAL_NOTIFICATION: Term(
-        "Notify the team", "An internal message to the team."
-    ),
-}
-
-# What an effect being done, and done, reads as after an approval: (doing, done).
-EFFECT_PROGRESS: dict[str, tuple[str, str]] = {
-    EffectName.CREATE_FOLLOW_UP: ("the follow-up is being created", "the follow-up was created"),
-    EffectName.QUEUE_ACCOUNT_REVIEW: (
-        "the account review is being queued",
-        "the account review was queued",
-    ),
-    EffectName.SEND_INTERNAL_NOTIFICATION: (
-        "the team is being notified",
-        "the team was notified",
-    ),
-}
-
-
-def effect_progress(code: object) -> tuple[str, str]:
-    """An effect being done and done, in words: an effect nobody named is "delivered"."""
-    found = EFFECT_PROGRESS.get(str(code))
-    if found is not None:
-        return found
-    name = label(Kind.EFFECT, code)
-    return f"“{name}” is being delivered", f"“{name}” was delivered"
-
-
 # The role groups (automation.roles), as a person reads them: what each may do.
 ROLE_NAMES: dict[str, Term] = {
     "security-approvers": Term(
@@ -366,12 +320,6 @@ GROUPS: dict[str, Term] = {
     "ops-leads": Term("Ops leads", "Work the exception queues, recover runs, change policy."),
     "recovery-staff": Term("Recovery staff", "Work the exception queues and recover runs."),
     "auditors": Term("Auditors", "Read runs, approvals, policy and reports; change nothing."),
-}
-
-# A customer's account tier (automation.schemas.AccountTier): amount limits differ by tier.
-TIERS: dict[str, Term] = {
-    AccountTier.STANDARD: Term("Standard account", "The amount limits for most customers."),
-    AccountTier.PRIORITY: Term("Priority account", "A customer with limits of their own."),
 }
 
 # Where a policy version stands: deciding runs now, once, or never yet.
@@ -421,6 +369,8 @@ SHADOW_OUTCOMES: dict[str, Term] = {
     ShadowOutcome.TIMEOUT: Term("No answer in time", "It did not answer within its deadline."),
 }
 
+# The console's own codes. Request types, routes, effects and tiers are the business's: their
+# words are its catalogue's (business_words).
 VOCABULARY: Mapping[Kind, Mapping[str, Term]] = {
     Kind.STATE: STATES,
     Kind.OUTCOME: OUTCOMES,
@@ -434,18 +384,95 @@ VOCABULARY: Mapping[Kind, Mapping[str, Term]] = {
     Kind.APPROVAL_STATUS: APPROVAL_STATUSES,
     Kind.QA_STATUS: QA_STATUSES,
     Kind.BATCH_STATUS: BATCH_STATUSES,
-    Kind.CATEGORY: CATEGORIES,
-    Kind.ROUTE: ROUTES,
-    Kind.EFFECT: EFFECTS,
     Kind.ROLE: ROLE_NAMES,
     Kind.GROUP: GROUPS,
-    Kind.TIER: TIERS,
     Kind.POLICY_STATUS: POLICY_STATUSES,
     Kind.SLA: SLA,
     Kind.PREVIEW: PREVIEW_RESULTS,
     Kind.VERDICT: VERDICTS,
     Kind.SHADOW: SHADOW_OUTCOMES,
 }
+
+
+# The kinds whose codes a business's catalogue names (policy.catalogue), by its section.
+BUSINESS_SECTIONS: dict[Kind, Section] = {
+    Kind.CATEGORY: "request_types",
+    Kind.ROUTE: "routes",
+    Kind.EFFECT: "effects",
+}
+BUSINESS_KINDS = frozenset([*BUSINESS_SECTIONS, Kind.TIER])
+
+
+def words_of(kind: Kind | str) -> Mapping[str, Term]:
+    """Every code of a kind with its words."""
+    kind = Kind(kind)
+    if kind in BUSINESS_KINDS:
+        return business_words()[kind]
+    return VOCABULARY[kind]
+
+
+def knows(kind: Kind | str, code: object) -> bool:
+    """Whether the code is one of the kind's named codes (not only humanized)."""
+    return str(code) in words_of(kind)
+
+
+def business_words() -> Mapping[Kind, Mapping[str, Term]]:
+    """The words of the business's codes: each one's label and description in the active
+    version's catalogue, else in the newest stored version that names it, else in the
+    reference catalogue (policy.selectors). Built once for each set of stored versions."""
+    businesses = stored_businesses()
+    built = _BUSINESS_WORDS.get(businesses.identities)
+    if built is None:
+        built = _business_words(businesses)
+        _BUSINESS_WORDS.clear()  # only the latest set of versions is ever asked for
+        _BUSINESS_WORDS[businesses.identities] = built
+    return built
+
+
+_BUSINESS_WORDS: dict[tuple[object, ...], dict[Kind, dict[str, Term]]] = {}
+
+
+def _business_words(businesses: Businesses) -> dict[Kind, dict[str, Term]]:
+    words: dict[Kind, dict[str, Term]] = {kind: {} for kind in BUSINESS_KINDS}
+    for catalogue in businesses.in_order:
+        for kind, section in BUSINESS_SECTIONS.items():
+            for name, spec in getattr(catalogue, section).items():
+                words[kind].setdefault(name, Term(spec.label, spec.description))
+        for value in catalogue.tier_values():
+            words[Kind.TIER].setdefault(value, tier_term(catalogue, value))
+    return words
+
+
+def label_in(catalogue: Catalogue, kind: Kind | str, code: object) -> str:
+    """A code's label in one catalogue (a version's own words), else as any page says it."""
+    kind = Kind(kind)
+    if kind in BUSINESS_SECTIONS:
+        spec = getattr(catalogue, BUSINESS_SECTIONS[kind]).get(str(code))
+        if spec is not None:
+            return str(spec.label)
+    if kind == Kind.TIER and str(code) in catalogue.tier_values():
+        return tier_term(catalogue, str(code)).label
+    return label(kind, code)
+
+
+def tier_term(catalogue: Catalogue, value: str) -> Term:
+    """A tier in the words of its catalogue: the value with what the attribute is
+    ("Standard account tier", "Basic plan"), explained by the attribute's description."""
+    tier = catalogue.customer_attributes.get(TIER_ATTRIBUTE)
+    if tier is None:
+        return Term(humanize(value), "")
+    return Term(f"{humanize(value)} {tier.label[:1].lower()}{tier.label[1:]}", tier.description)
+
+
+# The customer attribute whose values are the tiers (policy.catalogue.Catalogue.tier_values).
+TIER_ATTRIBUTE = "tier"
+
+
+def effect_progress(code: object) -> tuple[str, str]:
+    """An effect being done and done, in words, from its label: “Create a follow-up” is
+    being done, “Create a follow-up” was done."""
+    name = label(Kind.EFFECT, code)
+    return f"“{name}” is being done", f"“{name}” was done"
 
 
 def humanize(code: str) -> str:
@@ -457,7 +484,7 @@ def humanize(code: str) -> str:
 def term(kind: Kind | str, code: object) -> Term:
     """The label and explanation of a code; a rule id is looked up by its kind."""
     text = "" if code is None else str(code)
-    table = VOCABULARY[Kind(kind)]
+    table = words_of(kind)
     if Kind(kind) == Kind.RULE:
         text = text.split(".", 1)[0]
     found = table.get(text)
@@ -479,6 +506,6 @@ def markdown_table(kind: Kind | str, heading: str) -> str:
     rows = [f"| {heading} | code | what it means |", "|---|---|---|"]
     rows += [
         f"| {entry.label} | `{code}` | {entry.explanation} |"
-        for code, entry in VOCABULARY[Kind(kind)].items()
+        for code, entry in words_of(kind).items()
     ]
     return "\n".join(rows)

@@ -133,14 +133,15 @@ def _demo_policy() -> str:
     whichever version a person has activated since (and writes nothing)."""
     if PolicyVersion.objects.filter(name=DEMO_POLICY).exists():
         return "already stored"
-    document = PolicyVersion.objects.get(name=DEFAULT_VERSION).parsed.model_dump(mode="json")
+    default = PolicyVersion.objects.get(name=DEFAULT_VERSION).parsed
+    document = default.model_dump(mode="json")
     document["version"] = DEMO_POLICY
     document["note"] = (
         f"{DEFAULT_VERSION} for the demo, with an amount limit: a request about more than "
         f"{AMOUNT_LIMIT} waits for two finance approvers."
     )
     limit = {"approval_above": AMOUNT_LIMIT}
-    document["amount_limits"] = {"standard": limit, "priority": limit}
+    document["amount_limits"] = {tier: limit for tier in default.business.tier_values()}
     document["amount_approval"] = AMOUNT_APPROVAL
     policy_version_create(document=PolicyDocument.model_validate(document))
     policy_version_activate(name=DEMO_POLICY)

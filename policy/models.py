@@ -74,3 +74,8 @@ def parsed_version(pk: int, name: str, checksum: str) -> PolicyDocument:
     if document is None:
         document = PolicyVersion.objects.get(pk=pk).parsed
     return document
+
+
+def parsed_if_read(pk: int, name: str, checksum: str) -> PolicyDocument | None:
+    """The validated document of the version, if this process has read it already."""
+    return _PARSED.get((pk, name, checksum))

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from core.codes import Refusal
 from core.errors import ServiceError, field_messages
+from policy import selectors
 from policy.catalogue import Catalogue, reference_catalogue
 from policy.models import PolicyVersion
 from policy.schemas import NEW_VERSION, PolicyDocument, version_name_problem
@@ -199,6 +200,7 @@ def _version_create(document: PolicyDocument, author: User | None) -> tuple[Poli
         author=author,
         parent=PolicyVersion.objects.filter(is_active=True).first(),
     )
+    _forget_businesses()
     return version, True
 
 
@@ -239,7 +241,15 @@ def _version_activate(name: str, user: User | None) -> PolicyVersion:
         target.save(update_fields=["is_active", "activated_at"])
         # The trail every run's decision can be traced back to (audit records it).
         version_activated.send(sender=PolicyVersion, name=name, previous=previous, user=user)
+        _forget_businesses()
     return target
+
+
+def _forget_businesses() -> None:
+    """This process reads the stored versions' catalogues again (policy.selectors): now, for
+    the rest of this transaction, and once it commits, for everything after."""
+    selectors.forget()
+    transaction.on_commit(selectors.forget)
 
 
 def policy_available(*, name: str | None) -> bool:

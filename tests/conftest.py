@@ -28,6 +28,7 @@ from automation.pipeline.services import run_advance
 from automation.roles import roles_ensure
 from core import embedded_db
 from core.dispatch import Message, inline
+from policy import selectors
 from policy.services import policy_ensure_defaults
 
 
@@ -152,6 +153,13 @@ class Pipeline:
     def run(self, result: IntakeResult) -> Run:
         assert result.run is not None
         return Run.objects.get(pk=result.run.pk)
+
+
+@pytest.fixture(autouse=True)
+def stored_versions_read_afresh() -> None:
+    """Each test reads the stored versions' catalogues afresh (policy.selectors): those of
+    the test before were rolled back with it."""
+    selectors.forget()
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from django.db.models import Count, Q
 
 from automation.effects.models import Effect, EffectControl, EffectStatus
-from automation.schemas import EffectName
+from policy.selectors import stored_businesses
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,8 @@ class EffectState:
 
 
 def effect_controls() -> list[EffectState]:
-    """Each effect with deliveries in the outbox or a control: paused or not, and its backlog."""
+    """Each effect of the active catalogue, with deliveries in the outbox or with a control:
+    paused or not, and its backlog."""
     counts = {
         row["name"]: row
         for row in Effect.objects.filter(status__in=[EffectStatus.PENDING, EffectStatus.RETRY_WAIT])
@@ -33,7 +34,8 @@ def effect_controls() -> list[EffectState]:
         )
     }
     controls = {c.name: c for c in EffectControl.objects.all()}
-    names = sorted(set(counts) | set(controls) | {e.value for e in EffectName})
+    # The active catalogue's effects, and any other the outbox or a control still holds.
+    names = sorted(set(counts) | set(controls) | set(stored_businesses().active.effects))
     return [
         EffectState(
             name=name,

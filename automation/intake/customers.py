@@ -18,7 +18,7 @@ from audit.models import AuditAction
 from automation.extraction import reference_pattern, references_in
 from automation.intake.models import Customer
 from automation.runs.journal import record_audit
-from automation.schemas import AccountTier
+from policy.services import policy_business
 
 
 def customers_known(references: list[str]) -> set[str]:
@@ -83,13 +83,19 @@ def customers_load_in_transaction(*, path: Path) -> tuple[int, int]:
     everything it did (the classifier evaluation)."""
     created = updated = 0
     pattern = reference_pattern()
+    # The active business's tiers; a catalogue without a `tier` attribute takes any name.
+    tiers = policy_business(name=None).tier_values()
     for line, row in enumerate(_rows(path), start=2):
         reference = row["reference"].strip().upper()
         if not pattern.fullmatch(reference):
             raise ValueError(f"{path}:{line}: {reference!r} is not a customer reference")
         tier = row["account_tier"].strip()
-        if tier not in set(AccountTier):
-            raise ValueError(f"{path}:{line}: account_tier {tier!r} is not standard/priority")
+        if tiers and tier not in tiers:
+            raise ValueError(
+                f"{path}:{line}: account_tier {tier!r} is not one of {', '.join(tiers)}"
+            )
+        if not tier:
+            raise ValueError(f"{path}:{line}: account_tier is empty")
         domains = [d.strip().lower() for d in row["email_domains"].split(";") if d.strip()]
         _, was_created = Customer.objects.update_or_create(
             reference=reference,

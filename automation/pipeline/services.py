@@ -73,12 +73,12 @@ from automation.runs.payloads import (
     binding_of,
     decided_policy_of,
     decision_of,
+    default_tier,
     effect_key,
     effect_payload_of,
     policy_for,
 )
 from automation.schemas import (
-    AccountTier,
     ClassifierDecision,
     FieldProblem,
     decision_contract,
@@ -229,8 +229,11 @@ def _enrichment(run: Run) -> dict[str, Any]:
     if match.customer is not None:
         same_customer = unfinished.filter(enrichment__customer__reference=match.customer.reference)
         enrichment["open_runs_same_customer"] = same_customer[:OPEN_RUNS_COUNTED].count()
+    # The tier a customer nobody knows is given: the business's first (policy_for: the
+    # version that decides the run).
+    default = default_tier(policy_for(run).parsed.business)
     if is_mail(normalized):
-        tier = match.customer.account_tier if match.customer is not None else AccountTier.STANDARD
+        tier = match.customer.account_tier if match.customer is not None else default
         enrichment["sender"] = normalized.get("sender")
         enrichment["thread_parent"] = run.thread_parent_id
         # What a reply is written in: the language of the sender's own words.
@@ -244,7 +247,8 @@ def _enrichment(run: Run) -> dict[str, Any]:
         # would read the whole backlog for every run taken from it.
         enrichment["open_runs_same_request_type"] = same_type[:OPEN_RUNS_COUNTED].count()
     enrichment["account_tier"] = tier
-    enrichment["priority_account"] = tier == AccountTier.PRIORITY
+    # Whether the customer is in a tier of its own, not the default one (docs/business.md).
+    enrichment["tier_is_default"] = tier == default
     return enrichment
 
 

@@ -41,6 +41,7 @@ from automation.runs.journal import record_audit
 from automation.runs.models import Run
 from automation.runs.payloads import (
     decision_of,
+    default_tier,
     facts_of,
     interpretation_of,
     policy_for,
@@ -221,7 +222,7 @@ def shadow_compare(
         live_verdict = decision_of(run, policy).verdict.value
         shadow_verdict = evaluate(
             policy,
-            facts_of(run),
+            facts_of(run, tier=default_tier(policy.business)),
             interpretation_of(row.reading),
             run.enrichment,
             text=sender_text(run),

@@ -12,7 +12,7 @@ from automation.extraction import parse_amount
 from automation.mailtext import FORWARDED, OWN, QUOTED, split_text
 from automation.runs.models import Run
 from automation.runs.parameters import effect_parameters, effect_request
-from automation.schemas import AccountTier, is_mail
+from automation.schemas import is_mail
 from policy.catalogue import Catalogue
 from policy.evaluation import Decision, EventFacts, Interpretation, evaluate
 from policy.models import PolicyVersion
@@ -72,7 +72,7 @@ def decision_of(run: Run, policy: PolicyDocument) -> Decision:
     """The run's reading judged under `policy`: the pipeline's decision and a simulation's."""
     return evaluate(
         policy,
-        facts_of(run),
+        facts_of(run, tier=default_tier(policy.business)),
         interpretation_of(run.classification or {}),
         run.enrichment,
         text=sender_text(run),
@@ -93,21 +93,31 @@ def _amount(fields: dict[str, Any]) -> Decimal | None:
     return amount
 
 
-def facts_of(run: Run) -> EventFacts:
+def facts_of(run: Run, *, tier: str = "") -> EventFacts:
+    """The run's facts; `tier` is a message's when its enrichment names none."""
     if run.normalized is None:
         raise ValueError(f"run {run.pk} has no normalized event yet")
-    return event_facts(run.normalized, run.enrichment)
+    return event_facts(run.normalized, run.enrichment, tier=tier)
 
 
-def event_facts(normalized: dict[str, Any], enrichment: dict[str, Any] | None) -> EventFacts:
+def default_tier(business: Catalogue) -> str:
+    """The tier of a customer nobody knows: the catalogue's first tier value ("" for a
+    catalogue without tiers)."""
+    values = business.tier_values()
+    return values[0] if values else ""
+
+
+def event_facts(
+    normalized: dict[str, Any], enrichment: dict[str, Any] | None, *, tier: str = ""
+) -> EventFacts:
     """What the policy reads of a normalized event (of a message: its known customer's tier,
-    from the run's enrichment)."""
+    from the run's enrichment; `tier` before the run was enriched, or had none)."""
     if is_mail(normalized):
         # A message states neither type nor action; its tier is the known customer's.
         return EventFacts(
             request_type=None,
             requested_action=None,
-            account_tier=(enrichment or {}).get("account_tier") or AccountTier.STANDARD,
+            account_tier=(enrichment or {}).get("account_tier") or tier,
         )
     return EventFacts(
         request_type=normalized["request_type"],

@@ -38,7 +38,6 @@ from automation.models import (
 )
 from automation.recovery.selectors import identifier_match
 from automation.recovery.services import OPERATIONS, run_operations_for, run_replay, run_retry
-from automation.schemas import EffectName, Route
 from console.admin.audit import without_approval_rows
 from console.vocabulary import Kind, label
 from core.admin_base import (
@@ -51,6 +50,15 @@ from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
 from core.inputs import NumberField, parse_number
 from policy.models import PolicyVersion
+from policy.selectors import stored_businesses
+
+
+def _routes(request: HttpRequest) -> list[str]:
+    return stored_businesses().names("routes")
+
+
+def _effects(request: HttpRequest) -> list[str]:
+    return stored_businesses().names("effects")
 
 
 def _said(kind: Kind, code: str) -> str:
@@ -156,10 +164,9 @@ class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
         known_values_filter(
             "outcome", "outcome", lambda r: [*Outcome], lambda c: label(Kind.OUTCOME, c)
         ),
-        known_values_filter("route", "route", lambda r: [*Route], lambda c: label(Kind.ROUTE, c)),
-        known_values_filter(
-            "effect_name", "effect", lambda r: [*EffectName], lambda c: label(Kind.EFFECT, c)
-        ),
+        # The routes and effects any stored version's catalogue names (policy.selectors).
+        known_values_filter("route", "route", _routes, lambda c: label(Kind.ROUTE, c)),
+        known_values_filter("effect_name", "effect", _effects, lambda c: label(Kind.EFFECT, c)),
         "channel",
         known_values_filter("policy_version", "policy version", _policy_versions),
     ]
@@ -449,7 +456,7 @@ class EffectAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
     list_display = ["id", "name", "status", "attempts", "run", "created_at", "delivered_at"]
     list_filter = [
         "status",
-        known_values_filter("name", "effect", lambda request: [e.value for e in EffectName]),
+        known_values_filter("name", "effect", _effects, lambda c: label(Kind.EFFECT, c)),
     ]
     inlines = [EffectAttemptInline]
     search_fields = ["idempotency_key"]  # shows the search box; get_search_results searches

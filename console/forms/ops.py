@@ -2,44 +2,58 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 from django import forms
 from django.core.exceptions import NON_FIELD_ERRORS
 
-from automation.schemas import EffectName, FieldProblem, RequestType, Route
+from automation.schemas import FieldProblem
 from console.forms.text import FreeTextField
-from console.vocabulary import Kind, label
 from core import limits
 from core.inputs import BoundedDateTimeField, NumberField, check_window
 from core.keyset import NEWEST, OLDEST, BadCursor, Cursor, parse_cursor
+from policy.catalogue import Catalogue
 
 FIELD_PREFIX = "field_"
 
 
-def _choices(enum: Any, kind: Kind) -> list[tuple[str, str]]:
-    """The codes as options a person reads: the label shown, the code sent."""
-    return [(member.value, label(kind, member.value)) for member in enum]
+def business_choices(names: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A catalogue section's names as options a person reads: its label shown, the name sent."""
+    return [(name, spec.label) for name, spec in names.items()]
 
 
 class CorrectionForm(forms.Form):
-    """The interpretation of a held run, as a person corrects it."""
+    """The interpretation of a held run, as a person corrects it: its choices are those of
+    the catalogue the correction is judged under (`business`)."""
 
-    category = forms.ChoiceField(choices=_choices(RequestType, Kind.CATEGORY))
-    recommended_route = forms.ChoiceField(label="Route", choices=_choices(Route, Kind.ROUTE))
-    requested_effect = forms.ChoiceField(label="Effect", choices=_choices(EffectName, Kind.EFFECT))
+    category = forms.ChoiceField()
+    recommended_route = forms.ChoiceField(label="Route")
+    requested_effect = forms.ChoiceField(label="Effect")
     reason_code = forms.CharField(
         max_length=100,
-        help_text="A short code for why, as the classifier gives it (e.g. support_request).",
+        help_text="A short code for why, as the classifier gives it: words joined by underscores.",
     )
     reason = FreeTextField(
         widget=forms.Textarea(attrs={"rows": 2}), help_text="Why: it goes on the run's record."
     )
 
     def __init__(
-        self, *args: Any, field_names: list[str], sources: dict[str, str], **kwargs: Any
+        self,
+        *args: Any,
+        business: Catalogue,
+        field_names: list[str],
+        sources: dict[str, str],
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        choices: dict[str, Mapping[str, Any]] = {
+            "category": business.request_types,
+            "recommended_route": business.routes,
+            "requested_effect": business.effects,
+        }
+        for name, names in choices.items():
+            cast(forms.ChoiceField, self.fields[name]).choices = business_choices(names)
         self.field_names = field_names
         self.sources = sources
         for name in field_names:

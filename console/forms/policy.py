@@ -19,9 +19,8 @@ from django.forms import BoundField
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from automation.schemas import AccountTier, RequestType
 from console.forms.text import FreeTextField
-from console.vocabulary import Kind, humanize, label
+from console.vocabulary import Kind, humanize, label, tier_term
 from core.errors import plain_message
 from core.inputs import AsciiDecimalField, AsciiFloatField, NumberField
 from policy.models import PolicyVersion
@@ -256,9 +255,12 @@ class PolicyForm(forms.Form):
         self.places[("confidence", "default")] = "confidence_default"
         self.places[("confidence",)] = "confidence_default"
         self.fields["confidence_default"].initial = self.base_document.confidence.default
+        # The request types and tiers are those of the version's own catalogue.
+        self.business = self.base_document.business
         self.category_fields = [self[name] for name in self._add_categories()]
         self.tier_rows = [
-            (humanize(tier), [self[n] for n in names]) for tier, names in self._add_tiers()
+            (tier_term(self.business, tier).label, [self[n] for n in names])
+            for tier, names in self._add_tiers()
         ]
         self.approval_rows = [
             self._add_approval(i, key) for i, key in enumerate(self._approval_keys())
@@ -282,12 +284,13 @@ class PolicyForm(forms.Form):
 
     def _add_categories(self) -> list[str]:
         thresholds = self.base_document.confidence.per_category
-        self.categories = list(dict.fromkeys([*(c.value for c in RequestType), *thresholds]))
+        self.categories = list(dict.fromkeys([*self.business.request_types, *thresholds]))
         names = []
         for i, category in enumerate(self.categories):
             name = f"confidence-{i}"
+            known = self.business.request_types.get(category)
             self.fields[name] = AsciiFloatField(
-                label=label(Kind.CATEGORY, category),
+                label=known.label if known is not None else label(Kind.CATEGORY, category),
                 required=False,
                 initial=thresholds.get(category),
                 help_text="Blank: the threshold for every category applies.",
@@ -298,7 +301,7 @@ class PolicyForm(forms.Form):
 
     def _add_tiers(self) -> list[tuple[str, list[str]]]:
         limits = self.base_document.amount_limits
-        self.tiers = list(dict.fromkeys([*(t.value for t in AccountTier), *limits]))
+        self.tiers = list(dict.fromkeys([*self.business.tier_values(), *limits]))
         rows = []
         for i, tier in enumerate(self.tiers):
             limit = limits.get(tier)

@@ -77,7 +77,7 @@ def _codes_in_words(text: str) -> str:
     return QUOTED_CODE.sub(_quoted_words, text)
 
 
-# A code a rule's text quotes ('create_follow_up'), said as its label where it is one of ours.
+# A code a rule's text quotes ('open_return'), said as its label where it is one of ours.
 QUOTED_CODE = re.compile(r"'([a-z][a-z0-9_]*)'")
 QUOTED_KINDS = (
     vocabulary.Kind.EFFECT,
@@ -90,7 +90,7 @@ QUOTED_KINDS = (
 def _quoted_words(match: re.Match[str]) -> str:
     code = match[1]
     for kind in QUOTED_KINDS:
-        if code in vocabulary.VOCABULARY[kind]:
+        if vocabulary.knows(kind, code):
             return f"“{vocabulary.label(kind, code)}”"
     return match[0]
 
@@ -149,7 +149,7 @@ def field_words(field: object) -> str:
     """A stored field path in words: `fields.customer_reference` is "Customer reference", an
     effect's name its label, `output` the classifier's answer."""
     field = str(field or "")
-    if field in vocabulary.EFFECTS:
+    if vocabulary.knows(vocabulary.Kind.EFFECT, field):
         return vocabulary.label(vocabulary.Kind.EFFECT, field)
     if field in ("output", "body"):
         return "The classifier's answer"

@@ -7,6 +7,7 @@ confirmation page that shows what it would change (automation.recovery.activatio
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from automation.recovery.simulation import SIMULATE, simulation_start
 from console.forms.ops import SimulationForm
 from console.forms.policy import PolicyForm, Problem, parse_yaml
 from console.refusals import show_refusal
-from console.vocabulary import Kind, humanize, label, term
+from console.vocabulary import Kind, humanize, label_in, term
 from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
 from core.inputs import parse_number
@@ -200,8 +201,10 @@ def hours(value: int) -> str:
 
 def policy_in_words(document: PolicyDocument) -> list[tuple[str, list[str]]]:
     """The parts of a document an ops lead changes most, as sentences (the YAML has the rest)."""
+    # Its request types, routes, effects and tiers in its own catalogue's words.
+    said = functools.partial(label_in, document.business)
     approvals = [
-        f"{label(Kind.EFFECT, effect)}: {rule.approvers} of {rule.group} approve; expires after "
+        f"{said(Kind.EFFECT, effect)}: {rule.approvers} of {rule.group} approve; expires after "
         f"{hours(rule.expires_after_hours)}"
         + (
             f", goes to {rule.escalate_to} after {hours(rule.escalate_after_hours)}"
@@ -211,11 +214,11 @@ def policy_in_words(document: PolicyDocument) -> list[tuple[str, list[str]]]:
         for effect, rule in document.approvals.items()
     ]
     confidence = [f"Every category: at least {document.confidence.default:g} sure"] + [
-        f"{label(Kind.CATEGORY, category)}: at least {share:g} sure"
+        f"{said(Kind.CATEGORY, category)}: at least {share:g} sure"
         for category, share in document.confidence.per_category.items()
     ]
     limits = [
-        f"{humanize(tier)}: approval above {limit.approval_above or 'no limit'}, "
+        f"{said(Kind.TIER, tier)}: approval above {limit.approval_above or 'no limit'}, "
         f"stopped above {limit.block_above or 'no limit'}"
         for tier, limit in document.amount_limits.items()
     ]
@@ -228,11 +231,11 @@ def policy_in_words(document: PolicyDocument) -> list[tuple[str, list[str]]]:
         (
             "Routes",
             [
-                f"{label(Kind.CATEGORY, c)} goes to {label(Kind.ROUTE, r)}"
+                f"{said(Kind.CATEGORY, c)} goes to {said(Kind.ROUTE, r)}"
                 for c, r in document.routes.items()
             ],
         ),
-        ("Allowed effects", [label(Kind.EFFECT, effect) for effect in document.allowed_effects]),
+        ("Allowed effects", [said(Kind.EFFECT, effect) for effect in document.allowed_effects]),
         ("Approvals", approvals or ["No effect needs an approval"]),
         ("Confidence thresholds", confidence),
         ("Amount limits", limits or ["No amount limits"]),

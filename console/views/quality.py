@@ -31,6 +31,7 @@ from core.codes import Refusal
 from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
 from core.keyset import BadCursor, Page, keyset_page, page_link, parse_cursor
+from policy.selectors import stored_businesses
 
 PAGE_SIZE = 50
 WORK_QUEUE = "automation.work_queue"
@@ -86,6 +87,8 @@ def qa_review(request: AuthenticatedHttpRequest, review_id: int) -> HttpResponse
     form = QACorrectionForm(
         request.POST if request.POST.get("verdict") == "correct" else None,
         initial={"category": review.reading["category"], "effect": review.reading["effect"]},
+        # The request types and effects of the version that read it.
+        business=stored_businesses().of_version(review.policy_version or None),
     )
     if request.method == "POST":
         try:

@@ -50,6 +50,7 @@ from console.views.staff import VIEW_RUNS, assignees
 from console.vocabulary import label
 from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
+from policy.selectors import stored_businesses
 
 
 def _may_read(user: User, run: Run) -> bool:
@@ -131,7 +132,7 @@ def _problems(run: Run) -> list[dict[str, str]]:
 @login_required
 @permission_required("automation.correct_run", raise_exception=True)
 def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(Run, pk=run_id)
+    run = get_object_or_404(Run.objects.select_related("channel"), pk=run_id)
     if run_action(run, request.user, "correct") is None:
         return _not_offered(request, run, "Correcting the reading")
     reading = current_reading(run)
@@ -147,7 +148,11 @@ def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
         name: value.get("source") or "" for name, value in fields.items() if isinstance(value, dict)
     }
     posted = request.POST if request.method == "POST" else None  # an empty POST is bound too
-    form = CorrectionForm(posted, initial=initial, field_names=sorted(fields), sources=sources)
+    # The choices of the catalogue the correction is judged under (correction_problems).
+    business = stored_businesses().of_version(run.channel.policy_version or None)
+    form = CorrectionForm(
+        posted, initial=initial, business=business, field_names=sorted(fields), sources=sources
+    )
     if request.method == "POST" and not form.is_valid():
         # Every input's problem at once: the schema's checks as well as the form's own.
         form.add_problems(correction_problems(form.decision(), run))

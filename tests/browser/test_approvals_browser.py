@@ -273,7 +273,8 @@ def test_after_approving_the_page_says_what_is_being_done_and_updates_when_it_is
     expect(message(page)).to_have_text(RESULT_MESSAGES[ApprovalStatus.APPROVED])
     after = page.get_by_test_id("after-decision")
     expect(after).to_have_text(
-        "Approved: the account review is being queued. This page updates by itself when it is done."
+        "Approved: “Queue an account review” is being done. This page updates by itself when it "
+        "is done."
     )
     expect(page.locator("p.lead")).not_to_contain_text("Waiting for approval")
     expect(page.get_by_test_id("run-state")).to_have_count(0)

@@ -351,5 +351,7 @@ def test_the_inbox_makes_as_many_queries_for_many_rows_as_for_few(
         ),
     ],
 )
-def test_a_rules_text_reads_with_its_codes_in_words(text: str, said: str) -> None:
+def test_a_rules_text_reads_with_its_codes_in_words(db: None, text: str, said: str) -> None:
+    # The business's codes are said in its catalogue's words: with no version stored, the
+    # reference catalogue's.
     assert rule_sentence(text) == said

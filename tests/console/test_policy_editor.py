@@ -139,9 +139,9 @@ def test_confidence_thresholds_default_and_per_category(client: Client) -> None:
 def test_amount_limits_per_tier_and_who_approves_them(client: Client) -> None:
     form, data = starting_values(client, "policy-1")
     data.update(version="limits-2")
-    data[field_of(form, "Approval above", near="Standard")] = "1000"
-    data[field_of(form, "Stop above", near="Standard")] = "5000.50"
-    data[field_of(form, "Stop above", near="Priority")] = "20000"
+    data[field_of(form, "Approval above", near="Standard account tier")] = "1000"
+    data[field_of(form, "Stop above", near="Standard account tier")] = "5000.50"
+    data[field_of(form, "Stop above", near="Priority account tier")] = "20000"
     amount = "An amount over its tier's approval limit"
     data[field_of(form, "Approved by", near=amount)] = "finance-approvers"
     data[field_of(form, "Approvers needed", near=amount)] = "2"
@@ -253,7 +253,7 @@ def test_numbers_in_another_scripts_digits_are_shown_at_their_field(client: Clie
     approval = "An amount over its tier's approval limit"
     fields = {
         "confidence_default": "0.8",
-        field_of(form, "Approval above", near="Standard"): "1000",
+        field_of(form, "Approval above", near="Standard account tier"): "1000",
         field_of(form, "Approvers needed", near=approval): "2",
     }
     data.update({name: value.translate(look_alike) for name, value in fields.items()})
@@ -264,18 +264,18 @@ def test_numbers_in_another_scripts_digits_are_shown_at_their_field(client: Clie
 
 def test_limits_that_contradict_each_other_are_shown_at_the_stop_limit(client: Client) -> None:
     form, data = starting_values(client, "policy-1")
-    data[field_of(form, "Approval above", near="Standard")] = "5000"
-    data[field_of(form, "Stop above", near="Standard")] = "1000"
+    data[field_of(form, "Approval above", near="Standard account tier")] = "5000"
+    data[field_of(form, "Stop above", near="Standard account tier")] = "1000"
     amount = "An amount over its tier's approval limit"
     data[field_of(form, "Approved by", near=amount)] = "finance-approvers"
     page = refused(client, data)
-    stop = field_of(form, "Stop above", near="Standard")
+    stop = field_of(form, "Stop above", near="Standard account tier")
     assert error_next_to(page, stop) == "Must not be below the amount that needs approval."
 
 
 def test_an_approval_limit_without_an_approver_is_shown_at_who_approves(client: Client) -> None:
     form, data = starting_values(client, "policy-1")
-    data[field_of(form, "Approval above", near="Priority")] = "100"
+    data[field_of(form, "Approval above", near="Priority account tier")] = "100"
     page = refused(client, data)
     amount = "An amount over its tier's approval limit"
     assert error_next_to(page, field_of(form, "Approved by", near=amount)) == (

@@ -23,7 +23,6 @@ from automation.models import (
     StageOutcome,
     State,
 )
-from automation.schemas import EffectName, RequestType, Route
 from console import vocabulary
 from console.vocabulary import Kind
 
@@ -41,9 +40,6 @@ NAMED: list[tuple[Kind, type[Enum]]] = [
     (Kind.APPROVAL_STATUS, ApprovalStatus),
     (Kind.QA_STATUS, QAStatus),
     (Kind.BATCH_STATUS, BatchStatus),
-    (Kind.CATEGORY, RequestType),
-    (Kind.ROUTE, Route),
-    (Kind.EFFECT, EffectName),
 ]
 
 

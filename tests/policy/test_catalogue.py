@@ -129,9 +129,9 @@ def test_a_version_without_a_catalogue_reads_the_reference_business_and_keeps_it
         assert '"catalogue"' not in parsed.canonical_json()
 
 
-def test_the_reference_catalogue_is_the_business_the_code_knows_today() -> None:
+def test_the_reference_catalogue_is_the_business_the_code_knows_today(db: None) -> None:
     """Stored runs, labels and reports carry these codes: the reference catalogue names each
-    one, with the words the console shows for it."""
+    one, with the words the console shows for it (while no version is stored, its own)."""
     business = reference_catalogue()
     assert set(business.request_types) == set(RequestType)
     assert set(business.routes) == set(Route)
