@@ -13,9 +13,8 @@ class Customer(models.Model):
 
     reference = models.CharField(max_length=40, unique=True, help_text="e.g. CUST-10042")
     name = models.CharField(max_length=200)
-    account_tier = models.CharField(
-        max_length=20, choices=[("standard", "standard"), ("priority", "priority")]
-    )
+    # A value of the catalogue's `tier` customer attribute (checked when customers are loaded).
+    account_tier = models.CharField(max_length=60)
     email_domains = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
