@@ -26,7 +26,6 @@ from policy.services import policy_ensure_defaults_in_transaction, policy_get
 # The pipeline stops here for an evaluation: the decision is made, nothing is delivered.
 WORKING = {State.RECEIVED, State.VALIDATED, State.NORMALIZED, State.ENRICHED, State.CLASSIFIED}
 LABEL_COLUMNS = {"file", "category", "effect", "expected_intake"}
-SECURITY = "security"
 # Confidence bands of the reliability table; the last includes 1.0.
 BANDS = [(0.0, 0.2), (0.2, 0.4), (0.4, 0.6), (0.6, 0.8), (0.8, 1.0)]
 
@@ -128,20 +127,28 @@ class EvaluationReport:
                 "read": read,
                 "precision": round(both / read, 4) if read else 0.0,
                 "recall": round(both / labelled, 4) if labelled else 0.0,
+                "straight_through": self.straight_through(name)[0],
             }
         return table
 
-    @property
-    def security_recall(self) -> tuple[int, int]:
-        """Security messages read as security: the miss that costs most."""
-        labelled = [r for r in self.readings if r.label_category == SECURITY]
-        return sum(r.category == SECURITY for r in labelled), len(labelled)
+    def labelled(self, category: str) -> list[Reading]:
+        return [r for r in self.readings if r.label_category == category]
+
+    def recall(self, category: str) -> tuple[int, int]:
+        """Messages labelled `category` read as it: where a miss costs most (a compromised
+        account read as a question), the figure to watch."""
+        labelled = self.labelled(category)
+        return sum(r.category == category for r in labelled), len(labelled)
+
+    def straight_through(self, category: str) -> tuple[int, int]:
+        """Messages labelled `category` that ran straight through, with no person: for a
+        type that policy always shows to someone, the promise is that this is 0."""
+        labelled = self.labelled(category)
+        return sum(r.straight_through for r in labelled), len(labelled)
 
     @property
-    def security_straight_through(self) -> tuple[int, int]:
-        """Security messages that ran straight through: policy's promise is that this is 0."""
-        labelled = [r for r in self.readings if r.label_category == SECURITY]
-        return sum(r.straight_through for r in labelled), len(labelled)
+    def labelled_categories(self) -> list[str]:
+        return sorted({r.label_category for r in self.readings} - {""})
 
     @property
     def wrong_straight_through(self) -> tuple[int, int, int]:
@@ -176,7 +183,6 @@ class EvaluationReport:
 
     def as_json(self) -> dict[str, Any]:
         caught, labelled = self.problems_caught
-        security, security_labelled = self.security_recall
         wrong_through, through, wrong = self.wrong_straight_through
         return {
             "classifier": self.classifier,
@@ -190,8 +196,6 @@ class EvaluationReport:
             "destinations": dict(self.destinations),
             "extraction_problems_caught": [caught, labelled],
             "per_category": self.per_category,
-            "security_recall": [security, security_labelled],
-            "security_straight_through": list(self.security_straight_through),
             "wrong_among_straight_through": [wrong_through, through],
             "wrong_readings_straight_through": [wrong_through, wrong],
             "reliability": self.reliability,
@@ -213,11 +217,17 @@ class EvaluationReport:
             "where runs went: "
             + ", ".join(f"{name} {count}" for name, count in self.destinations.most_common()),
         ]
-        security, security_labelled = self.security_recall
         wrong_through, through, wrong = self.wrong_straight_through
         out += [
-            f"security recall: {security}/{security_labelled}",
-            "security messages run straight through: {}/{}".format(*self.security_straight_through),
+            "recall by category: "
+            + ", ".join(
+                "{} {}/{}".format(name, *self.recall(name)) for name in self.labelled_categories
+            ),
+            "run straight through by category: "
+            + ", ".join(
+                "{} {}/{}".format(name, *self.straight_through(name))
+                for name in self.labelled_categories
+            ),
             f"read wrong among those run straight through: {wrong_through}/{through}"
             + (f" = {wrong_through / through:.1%}" if through else ""),
             f"wrong readings that ran straight through: {wrong_through}/{wrong}",

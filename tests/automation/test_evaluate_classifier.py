@@ -85,9 +85,9 @@ def test_accuracy_and_the_share_sent_to_people_are_counted(tmp_path: Path) -> No
     assert "labelled billing, read as support: 1" in text
 
     # The figures that say whether the reading can be trusted.
-    assert report["security_recall"] == [1, 1]
-    assert report["security_straight_through"] == [0, 1]  # it waited for an approver
-    assert "security messages run straight through: 0/1" in text
+    assert report["per_category"]["security"]["recall"] == 1.0
+    assert report["per_category"]["security"]["straight_through"] == 0  # it waited for approval
+    assert "run straight through by category: billing 1/2, sales 1/1, security 0/1" in text
     assert report["wrong_among_straight_through"] == [1, 2]  # 15 ran through, read wrong
     assert report["wrong_readings_straight_through"] == [1, 1]
     assert report["per_category"]["billing"] == {
@@ -95,12 +95,13 @@ def test_accuracy_and_the_share_sent_to_people_are_counted(tmp_path: Path) -> No
         "read": 1,
         "precision": 1.0,
         "recall": 0.5,
+        "straight_through": 1,
     }
     assert report["per_category"]["support"]["precision"] == 0.0  # its one reading was wrong
     bands = report["reliability"]
     assert sum(band["readings"] for band in bands) == 4  # every reading has its confidence
     assert sum(band["right"] for band in bands) == 3  # all but 15: category and effect
-    assert "security recall: 1/1" in text
+    assert "recall by category: billing 1/2, sales 1/1, security 1/1" in text
     assert "read wrong among those run straight through: 1/2 = 50.0%" in text
 
 
@@ -117,6 +118,7 @@ def test_two_classifiers_are_compared_on_the_same_set(tmp_path: Path) -> None:
     figures = json.loads(evaluate(labels, "--compare", "heuristic", "recorded", "--json"))
 
     assert figures["heuristic"]["security recall"] == "1/1 = 100.0%"
+    assert figures["heuristic"]["security run straight through"] == "0/1 = 0.0%"
     assert figures["heuristic"]["category accuracy"] == "2/2 = 100.0%"
     # Nothing recorded for these messages: the recorded classifier reads nothing.
     assert figures["recorded"]["category accuracy"] == "0/2 = 0.0%"

@@ -73,18 +73,19 @@ class Command(BaseCommand):
 def _figures(report: EvaluationReport) -> dict[str, str]:
     """The figures that say whether a classifier may be trusted, as comparable text."""
     n = len(report.readings)
-    security, labelled = report.security_recall
     wrong_through, through, _ = report.wrong_straight_through
 
     def share(part: int, whole: int) -> str:
         return f"{part}/{whole} = {part / whole:.1%}" if whole else f"{part}/{whole}"
 
-    return {
+    figures = {
         "messages": str(n),
         "category accuracy": share(report.category_correct, n),
         "effect accuracy": share(report.effect_correct, n),
-        "security recall": share(security, labelled),
-        "security run straight through": share(*report.security_straight_through),
         "routed to people": share(report.to_people, n),
         "read wrong among straight through": share(wrong_through, through),
     }
+    for category in report.labelled_categories:
+        figures[f"{category} recall"] = share(*report.recall(category))
+        figures[f"{category} run straight through"] = share(*report.straight_through(category))
+    return figures
