@@ -4,10 +4,11 @@ It starts an embedded PostgreSQL on a data folder of its own (`.gatehouse/soak/p
 first; core/embedded_db.py), so restarting it never touches any other server; a receiver
 on 127.0.0.1 that deduplicates by Idempotency-Key and fails a share of requests with 503 and
 answers another share only after the sender's read timeout (having performed the effect);
-the API (gunicorn) and two `qcluster` clusters. It sends the events through the API while it
-SIGKILLs worker processes and whole clusters (restarting the clusters), terminates database
-sessions (pg_terminate_backend) and restarts PostgreSQL once. Then it waits, bounded, for
-every run to settle and checks:
+the API (gunicorn) and two `qcluster` clusters. The effect is sent over HTTP by the catalogue
+of a policy version (`policy-1-soak`) stored and activated before the first event. It sends
+the events through the API while it SIGKILLs worker processes and whole clusters (restarting
+the clusters), terminates database sessions (pg_terminate_backend) and restarts PostgreSQL
+once. Then it waits, bounded, for every run to settle and checks:
 
 - every event became exactly one run;
 - every completed run has exactly one delivered effect, whose key the receiver performed;
@@ -42,6 +43,7 @@ from typing import Any
 
 import psutil
 import psycopg
+import yaml
 
 from core import embedded_db
 
@@ -49,6 +51,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 EFFECT = "create_follow_up"
 SECRET = "soak-secret-not-a-secret-0123456789"  # noqa: S105 - a loopback test receiver
+# The variable the effect's catalogue names for its signing secret, and the version it is in.
+SIGNING_VARIABLE = "GATEHOUSE_SOAK_SIGNING_SECRET"
+SOAK_VERSION = "policy-1-soak"
 READ_TIMEOUT = 1.0  # the effect's; a slow answer comes after it
 SLOW_SECONDS = 2.0
 # Runs in these states wait for nobody: done, or held for a person.
@@ -145,19 +150,33 @@ class Setup:
             "GATEHOUSE_LOG_LEVEL": "WARNING",
             "GATEHOUSE_LOG_FORMAT": "plain",
             "GATEHOUSE_Q_WORKERS": str(self.workers),
-            "GATEHOUSE_HTTP_EFFECTS": json.dumps(
-                {
-                    EFFECT: {
-                        "url": self.effect_url,
-                        "secret": SECRET,
-                        "read_timeout": READ_TIMEOUT,
-                        "connect_timeout": 1.0,
-                    }
-                }
-            ),
+            SIGNING_VARIABLE: SECRET,
         }
         base.pop("GATEHOUSE_REDIS_URL", None)
         return {**base, **extra}
+
+    def soak_policy(self, folder: Path) -> Path:
+        """A policy file: the shipped policy with the reference catalogue, whose EFFECT is
+        sent over HTTP to the receiver. An effect is delivered by the version that authorised
+        it, so this version is made active before the first event."""
+        defaults = self.code / "policy" / "defaults"
+        document = yaml.safe_load((defaults / "policy-1.yaml").read_text(encoding="utf-8"))
+        catalogue = yaml.safe_load(
+            (defaults / "catalogues" / "reference-1.yaml").read_text(encoding="utf-8")
+        )
+        catalogue["effects"][EFFECT] |= {
+            "adapter": "http",
+            "http": {
+                "url": self.effect_url,
+                "signing": {"secret": SIGNING_VARIABLE},
+                "read_timeout": READ_TIMEOUT,
+                "connect_timeout": 1.0,
+            },
+        }
+        document |= {"version": SOAK_VERSION, "catalogue": catalogue}
+        path = folder / f"{SOAK_VERSION}.yaml"
+        path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+        return path
 
     def manage(self, *args: str) -> str:
         done = subprocess.run(  # noqa: S603 - our own interpreter and manage.py
@@ -524,7 +543,9 @@ def soak(args: argparse.Namespace) -> int:
     with database(work / "pg") as url:
         setup = Setup(Path(args.code).resolve(), url, effect_url, free_port(), logs, args.workers)
         setup.manage("migrate", "--no-input", "-v", "0")
+        setup.manage("setup_roles")  # the groups the catalogue names
         setup.manage("load_policy")
+        setup.manage("load_policy", "--activate", str(setup.soak_policy(work)))
         token = setup.manage(
             "shell",
             "-c",

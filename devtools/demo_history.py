@@ -379,42 +379,57 @@ def _qa_history(channel: IntakeChannel, reviewer: User, rng: random.Random, now:
         approvals__isnull=True,
         qa_review__isnull=True,  # a policy that samples has already made it one
     )
+    waiting = 0
     for run in done.order_by("pk"):
         if rng.random() >= QA_SHARE or run.finished_at is None:
             continue
-        reading = reading_of(run)
-        reviewed_at = run.finished_at + timedelta(days=1)
-        review = QAReview.objects.create(
-            run=run,
-            route=run.route or "",
-            group="ops-leads",
-            policy_version=run.policy_version,
-            classifier_version=run.classifier_version,
-            reading=reading,
-            created_at=run.finished_at,
-        )
-        if run.finished_at >= now - QA_WAITING:
-            continue  # the last days' samples wait for their reviewer
-        wrong = rng.random() < QA_WRONG
-        category, effect = (
-            ("billing", "send_internal_notification")
-            if wrong
-            else (reading["category"], reading["effect"])
-        )
-        QAReview.objects.filter(pk=review.pk).update(
-            status=QAStatus.CORRECTED if wrong else QAStatus.CONFIRMED,
-            reviewer=reviewer,
-            reviewed_at=reviewed_at,
-            correction={"category": category, "effect": effect} if wrong else {},
-        )
-        Label.objects.create(
-            run=run,
-            source=LabelSource.QA_CORRECTED if wrong else LabelSource.QA_CONFIRMED,
-            actor=reviewer,
-            created_at=reviewed_at,
-            classifier_version=run.classifier_version,
-            reading={k: reading[k] for k in ("category", "effect", "confidence")},
-            category=category,
-            effect=effect,
-            reading_was_right=not wrong,
-        )
+        waiting += _qa_review(run, run.finished_at, reviewer, rng, now)
+    # The last days hold only a few runs: by chance (and the day the history is seeded) none
+    # of them may be drawn, and the reviewer's queue would be empty. Their latest waits.
+    latest = done.filter(finished_at__gte=now - QA_WAITING).order_by("pk").last()
+    if not waiting and latest is not None and latest.finished_at is not None:
+        _qa_review(latest, latest.finished_at, reviewer, rng, now)
+
+
+def _qa_review(
+    run: Run, finished_at: datetime, reviewer: User, rng: random.Random, now: datetime
+) -> bool:
+    """The run's QA review: reviewed a day after it finished, with its label, or still open
+    (True) if it finished in the last days."""
+    reading = reading_of(run)
+    reviewed_at = finished_at + timedelta(days=1)
+    review = QAReview.objects.create(
+        run=run,
+        route=run.route or "",
+        group="ops-leads",
+        policy_version=run.policy_version,
+        classifier_version=run.classifier_version,
+        reading=reading,
+        created_at=finished_at,
+    )
+    if finished_at >= now - QA_WAITING:
+        return True  # the last days' samples wait for their reviewer
+    wrong = rng.random() < QA_WRONG
+    category, effect = (
+        ("billing", "send_internal_notification")
+        if wrong
+        else (reading["category"], reading["effect"])
+    )
+    QAReview.objects.filter(pk=review.pk).update(
+        status=QAStatus.CORRECTED if wrong else QAStatus.CONFIRMED,
+        reviewer=reviewer,
+        reviewed_at=reviewed_at,
+        correction={"category": category, "effect": effect} if wrong else {},
+    )
+    Label.objects.create(
+        run=run,
+        source=LabelSource.QA_CORRECTED if wrong else LabelSource.QA_CONFIRMED,
+        actor=reviewer,
+        created_at=reviewed_at,
+        classifier_version=run.classifier_version,
+        reading={k: reading[k] for k in ("category", "effect", "confidence")},
+        category=category,
+        effect=effect,
+        reading_was_right=not wrong,
+    )
+    return False

@@ -149,7 +149,7 @@ class Downstream(Scripted[Behaviour]):
 
 
 @contextlib.contextmanager
-def running_downstream(secret: str) -> Iterator[Downstream]:
-    """Serve a Downstream on 127.0.0.1 for the duration of the block."""
-    with serving(Downstream(secret=secret), "downstream") as downstream:
+def running_downstream(secret: str, *, port: int = 0) -> Iterator[Downstream]:
+    """Serve a Downstream on 127.0.0.1 (on `port`, if given) for the duration of the block."""
+    with serving(Downstream(secret=secret), "downstream", port=port) as downstream:
         yield downstream

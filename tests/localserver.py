@@ -44,8 +44,9 @@ class Scripted(Generic[B]):
 
 
 @contextlib.contextmanager
-def serving(peer: P, name: str) -> Iterator[P]:
-    """Serve `peer` (its `handle` answers every POST) for the duration of the block."""
+def serving(peer: P, name: str, *, port: int = 0) -> Iterator[P]:
+    """Serve `peer` (its `handle` answers every POST) for the duration of the block, on
+    `port` (0: one the kernel picks)."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -54,7 +55,7 @@ def serving(peer: P, name: str) -> Iterator[P]:
         def log_message(self, format: str, *args: Any) -> None:
             pass  # quiet: the tests read what the peer recorded
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
     peer.server = server
     thread = threading.Thread(

@@ -347,9 +347,7 @@ EXPECTED: dict[str, Row] = {
     ),
     **admin_model("automation.intakerecord", view=READERS),
     **admin_model("automation.effect", view=READERS),
-    **admin_model("automation.followup", view=READERS),
-    **admin_model("automation.accountreview", view=READERS),
-    **admin_model("automation.internalnotification", view=READERS),
+    **admin_model("automation.task", view=READERS),
     **admin_model("automation.classifiermodel", view=READERS),
     # --- admin: configuration ops leads change -------------------------------------------
     **admin_model("automation.intakechannel", view=READERS, add=SU, change=LEADS),

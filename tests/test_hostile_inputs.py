@@ -68,9 +68,7 @@ ADMIN_SEARCHED = [
     "automation/run",
     "automation/intakerecord",
     "automation/effect",
-    "automation/followup",
-    "automation/accountreview",
-    "automation/internalnotification",
+    "automation/task",
     "audit/auditevent",
 ]
 CSV_PANELS = ["straight-through", "handoffs", "approval-waits", "rule-changes", "stage-durations"]

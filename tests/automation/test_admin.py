@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -24,6 +23,7 @@ from automation.models import (
 from automation.recovery.services import OPERATIONS as RECOVERY_OPERATIONS
 from automation.roles import roles_ensure
 from core.errors import state_conflict
+from tests.catalogues import SIGNING_VARIABLE, activate_effects, http_effect
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
 
@@ -148,25 +148,23 @@ def test_decide_again_is_offered_only_where_allowed_and_runs_the_service(
 # --- operations on a run: permission before anything is read or recorded --------------------
 
 
-def held_for_its_effect(pipeline: Pipeline, settings: Any) -> Run:
-    """A notification to a receiver nobody listens on, one attempt allowed: held."""
+def held_for_its_effect(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> Run:
+    """A notification to a receiver nobody listens on, one attempt allowed: held. The active
+    version says so from now on (notifications written later go there too)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    settings.GATEHOUSE = {
-        **settings.GATEHOUSE,
-        "HTTP_EFFECTS": {
-            "send_internal_notification": {
-                "url": f"http://127.0.0.1:{port}/effects",
-                "secret": "s" * 32,
-                "read_timeout": 0.3,
-                "connect_timeout": 0.3,
-                "max_attempts": 1,
-                "deadline_seconds": 3600,
-                "honours_idempotency_keys": True,
-            }
-        },
-    }
+    monkeypatch.setenv(SIGNING_VARIABLE, "s" * 32)
+    roles_ensure()  # a version is stored only if the groups its catalogue names exist
+    notification = http_effect(
+        f"http://127.0.0.1:{port}/effects",
+        read_timeout=0.3,
+        connect_timeout=0.3,
+        max_attempts=1,
+        deadline_seconds=3600,
+        honours_idempotency_keys=True,
+    )
+    activate_effects({"send_internal_notification": notification})
     event = make_event(
         event_id="evt-held",
         request_type="billing",
@@ -193,9 +191,9 @@ NOT_ALLOWED = {"approver": ("security-approvers",), "no group": (), "auditor": (
 @pytest.mark.parametrize("name", OPERATIONS)
 @pytest.mark.parametrize("who", NOT_ALLOWED.keys())
 def test_an_operation_is_refused_before_the_run_is_read_or_recorded(
-    pipeline: Pipeline, settings: Any, name: str, who: str
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch, name: str, who: str
 ) -> None:
-    runs = [awaiting_approval(pipeline), held_for_its_effect(pipeline, settings)]
+    runs = [awaiting_approval(pipeline), held_for_its_effect(pipeline, monkeypatch)]
     client = _staff_client("someone", *NOT_ALLOWED[who])
     trail = AuditEvent.objects.count()
 
@@ -232,9 +230,9 @@ def test_an_operation_needs_a_staff_login(pipeline: Pipeline) -> None:
 
 
 def test_recovery_staff_retry_a_held_effect_from_the_admin(
-    pipeline: Pipeline, settings: Any
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run = held_for_its_effect(pipeline, settings)
+    run = held_for_its_effect(pipeline, monkeypatch)
     staff = _staff_client("sam", "recovery-staff")
 
     with pipeline.capture():

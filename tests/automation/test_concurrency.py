@@ -33,8 +33,10 @@ from automation.models import (
     State,
     Task,
 )
+from automation.roles import roles_ensure
 from automation.runs.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK
 from core.dispatch import Message, inline
+from tests.catalogues import SIGNING_VARIABLE, activate_effects, http_effect
 from tests.conftest import Pipeline, decision_for, make_event
 from tests.downstream import Downstream, running_downstream
 
@@ -269,21 +271,15 @@ def test_classifier_answer_survives_another_session_holding_the_run(
 
 
 @pytest.fixture
-def remote_follow_up(settings: Any) -> Iterator[Downstream]:
+def remote_follow_up(monkeypatch: pytest.MonkeyPatch, policy: None) -> Iterator[Downstream]:
     """create_follow_up delivered over HTTP: its delivery is a message of its own."""
+    monkeypatch.setenv(SIGNING_VARIABLE, SECRET)
+    roles_ensure()  # a version is stored only if the groups its catalogue names exist
     with running_downstream(SECRET) as downstream:
-        settings.GATEHOUSE = {
-            **settings.GATEHOUSE,
-            "HTTP_EFFECTS": {
-                "create_follow_up": {
-                    "url": downstream.url,
-                    "secret": SECRET,
-                    "read_timeout": 2,
-                    "max_attempts": 3,
-                    "honours_idempotency_keys": True,
-                }
-            },
-        }
+        follow_up = http_effect(
+            downstream.url, read_timeout=2, max_attempts=3, honours_idempotency_keys=True
+        )
+        activate_effects({"create_follow_up": follow_up})
         yield downstream
 
 

@@ -7,7 +7,6 @@ Without it the retry waited for the sweep, which runs once a minute (30 s and mo
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import time
@@ -22,10 +21,13 @@ from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
 from automation.models import Effect, EffectStatus, Run, State
+from automation.roles import roles_ensure
 from core.broker import PriorityOrmBroker, PriorityRedisBroker
 from core.dispatch import Priority, batch, enqueue_after_commit
 from tests.automation.test_cluster_stop import stop_group, wait_for
 from tests.automation.test_throughput import submit
+from tests.catalogues import SIGNING_VARIABLE, activate_effects
+from tests.catalogues import http_effect as http_effect_entry
 from tests.conftest import Pipeline, decision_for, make_event
 from tests.downstream import Downstream, running_downstream
 from tests.servers import qcluster
@@ -43,23 +45,23 @@ def downstream() -> Iterator[Downstream]:
         yield server
 
 
-def start_cluster(downstream: Downstream, poll: float) -> subprocess.Popen[bytes]:
-    """A cluster delivering the effect over HTTP, with a backoff of at most 1 s (so the
-    receiver's Retry-After sets the wait) and a fallback poll of `poll` seconds."""
-    effects = {
-        EFFECT: {"url": downstream.url, "secret": SECRET, "read_timeout": 5, "max_attempts": 4}
-    }
-    return qcluster(
-        Q_WORKERS="2",
-        Q_POLL=str(poll),
-        HTTP_EFFECTS=json.dumps(effects),
-        RETRY_BACKOFF_BASE="1",
-        RETRY_BACKOFF_CAP="1",
-    )
+@pytest.fixture
+def http_effect(monkeypatch: pytest.MonkeyPatch, policy: None, downstream: Downstream) -> None:
+    """The active version delivers the effect over HTTP to the receiver. The cluster reads
+    that version from the database and inherits the environment that holds its secret."""
+    monkeypatch.setenv(SIGNING_VARIABLE, SECRET)
+    roles_ensure()  # a version is stored only if the groups its catalogue names exist
+    activate_effects({EFFECT: http_effect_entry(downstream.url, read_timeout=5, max_attempts=4)})
+
+
+def start_cluster(poll: float) -> subprocess.Popen[bytes]:
+    """A cluster with a backoff of at most 1 s (so the receiver's Retry-After sets the wait)
+    and a fallback poll of `poll` seconds."""
+    return qcluster(Q_WORKERS="2", Q_POLL=str(poll), RETRY_BACKOFF_BASE="1", RETRY_BACKOFF_CAP="1")
 
 
 def test_a_2_s_backoff_is_retried_within_3_s_by_a_real_worker(
-    pipeline: Pipeline, downstream: Downstream
+    pipeline: Pipeline, downstream: Downstream, http_effect: None
 ) -> None:
     downstream.then(("status", 503, {"Retry-After": "2"}))  # then 200
     event = make_event(
@@ -73,7 +75,7 @@ def test_a_2_s_backoff_is_retried_within_3_s_by_a_real_worker(
     run = submit(pipeline, event)
 
     # A fallback poll far longer than the backoff: the pusher must wake when the retry is due.
-    cluster = start_cluster(downstream, poll=20)
+    cluster = start_cluster(poll=20)
     try:
         wait_for("the run to complete", lambda: Run.objects.get(pk=run.pk).state == State.COMPLETED)
     finally:

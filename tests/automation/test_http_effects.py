@@ -8,7 +8,6 @@ asked for, so backoffs, leases and rates are checked without sleeping.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -53,12 +52,15 @@ from automation.roles import roles_ensure
 from automation.runs import backoff as retry_timing
 from automation.runs.sending import DELIVER_EFFECT_TASK
 from core.dispatch import MAX_DELAY, Message, inline
+from policy.models import PolicyVersion
 from policy.services import (
     DEFAULTS_DIR,
     parse_policy_text,
     policy_version_activate,
     policy_version_create,
 )
+from tests.catalogues import SIGNING_VARIABLE, activate_effects
+from tests.catalogues import http_effect as catalogue_http_effect
 from tests.conftest import Pipeline, decision_for, make_event
 from tests.database import database_url
 from tests.downstream import Downstream, running_downstream
@@ -95,13 +97,26 @@ def downstream() -> Iterator[Downstream]:
 
 
 @pytest.fixture
-def http_effect(settings: Any, downstream: Downstream) -> Callable[..., dict[str, Any]]:
-    """Deliver send_internal_notification over HTTP to the receiver; returns `configure`."""
+def http_effect(
+    settings: Any, monkeypatch: pytest.MonkeyPatch, policy: None, downstream: Downstream
+) -> Callable[..., PolicyVersion]:
+    """Deliver send_internal_notification over HTTP to the receiver; returns `configure`.
 
-    def configure(**overrides: Any) -> dict[str, Any]:
-        config = {
+    Each `configure(**overrides)` stores and activates a version whose catalogue says so:
+    only effects written after it (under that version) are delivered with those settings."""
+    monkeypatch.setenv(SIGNING_VARIABLE, SECRET)
+    settings.GATEHOUSE = {
+        **settings.GATEHOUSE,
+        "RETRY_BACKOFF_BASE_SECONDS": 5,
+        "RETRY_BACKOFF_CAP_SECONDS": 300,
+        "EFFECT_LEASE_SECONDS": 60,
+    }
+    settings.FAULT_KILL_AFTER_DOWNSTREAM = False  # only ever in the worker subprocess
+    roles_ensure()  # a version is stored only if the groups its catalogue names exist
+
+    def configure(**overrides: Any) -> PolicyVersion:
+        http = {
             "url": downstream.url,
-            "secret": SECRET,
             "read_timeout": 0.3,
             "connect_timeout": 0.5,
             "max_attempts": 6,
@@ -109,15 +124,7 @@ def http_effect(settings: Any, downstream: Downstream) -> Callable[..., dict[str
             "honours_idempotency_keys": True,
             **overrides,
         }
-        settings.GATEHOUSE = {
-            **settings.GATEHOUSE,
-            "HTTP_EFFECTS": {EFFECT: config},
-            "RETRY_BACKOFF_BASE_SECONDS": 5,
-            "RETRY_BACKOFF_CAP_SECONDS": 300,
-            "EFFECT_LEASE_SECONDS": 60,
-        }
-        settings.FAULT_KILL_AFTER_DOWNSTREAM = False  # only ever in the worker subprocess
-        return config
+        return activate_effects({EFFECT: catalogue_http_effect(**http)})
 
     configure()
     return configure
@@ -741,15 +748,15 @@ def until_the_effect_is_written(pipeline: Pipeline, event: dict[str, Any]) -> Ru
     return run
 
 
-def deliver_in_a_worker_killed_after_the_answer(
-    effect: Effect, config: dict[str, Any]
-) -> subprocess.CompletedProcess[str]:
-    """effect_deliver in a fresh process on the test database, SIGKILLed after the answer."""
+def deliver_in_a_worker_killed_after_the_answer(effect: Effect) -> subprocess.CompletedProcess[str]:
+    """effect_deliver in a fresh process on the test database, SIGKILLed after the answer.
+    The effect's version in that database says how to deliver it; the process is given the
+    secret its catalogue signs with by name."""
     env = {
         **os.environ,
         "DATABASE_URL": database_url(),
         "GATEHOUSE_FAULT_KILL_AFTER_DOWNSTREAM": "1",
-        "GATEHOUSE_HTTP_EFFECTS": json.dumps({EFFECT: config}),
+        SIGNING_VARIABLE: SECRET,
     }
     code = (
         "from automation.effects.services import effect_deliver; "
@@ -770,12 +777,11 @@ def deliver_in_a_worker_killed_after_the_answer(
 def test_a_worker_killed_after_the_answer_is_retried_on_its_key_and_counts_once_downstream(
     pipeline: Pipeline, downstream: Downstream, http_effect: Any
 ) -> None:
-    config = http_effect()
     run = until_the_effect_is_written(pipeline, billing_event())
     effect = Effect.objects.get(run=run)
     assert (effect.status, effect.attempts) == (EffectStatus.PENDING, 0)
 
-    worker = deliver_in_a_worker_killed_after_the_answer(effect, config)
+    worker = deliver_in_a_worker_killed_after_the_answer(effect)
 
     assert worker.returncode == -signal.SIGKILL, worker.stderr
     assert downstream.keys() == [effect.idempotency_key]
@@ -819,10 +825,10 @@ def test_a_worker_killed_after_the_answer_is_retried_on_its_key_and_counts_once_
 def test_a_worker_killed_after_the_answer_holds_the_run_when_the_receiver_does_not_deduplicate(
     pipeline: Pipeline, downstream: Downstream, http_effect: Any
 ) -> None:
-    config = http_effect(honours_idempotency_keys=False)
+    http_effect(honours_idempotency_keys=False)
     run = until_the_effect_is_written(pipeline, billing_event())
     effect = Effect.objects.get(run=run)
-    worker = deliver_in_a_worker_killed_after_the_answer(effect, config)
+    worker = deliver_in_a_worker_killed_after_the_answer(effect)
     assert worker.returncode == -signal.SIGKILL, worker.stderr
     assert downstream.count() == 1
     effect.refresh_from_db()

@@ -70,9 +70,9 @@ def test_a_redecision_shows_who_would_approve(pipeline: Pipeline, lead: User) ->
 
 
 def test_a_held_effect_would_be_sent_again_under_its_key(
-    pipeline: Pipeline, lead: User, settings: object
+    pipeline: Pipeline, lead: User, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run = held_for_its_effect(pipeline, settings)
+    run = held_for_its_effect(pipeline, monkeypatch)
 
     row = one(run, "retry", lead)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
@@ -73,11 +72,11 @@ def test_the_run_page_offers_only_the_actions_each_state_allows(
     page: Page,
     lead: Person,
     pipeline: Pipeline,
-    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
     deliver_notifications_to: Callable[[str], None],
     downstream: Downstream,
 ) -> None:
-    held = held_for_its_effect(pipeline, settings)  # points notifications at a dead port
+    held = held_for_its_effect(pipeline, monkeypatch)  # points notifications at a dead port
     deliver_notifications_to(downstream.url)
     runs = {
         "classifier ran out": (

@@ -9,10 +9,10 @@ see tasks_run_inline in conftest.py.
 from __future__ import annotations
 
 import base64
+import contextlib
 import re
 import socket
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
 
@@ -34,6 +34,7 @@ from policy.services import (
     policy_version_create,
 )
 from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, log_in, screenshot
+from tests.catalogues import SIGNING_VARIABLE, activate_effects, http_effect
 from tests.conftest import Pipeline, decision_for, make_event
 from tests.downstream import Downstream, running_downstream
 
@@ -101,31 +102,39 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def deliver_notifications_to(settings: Any) -> Callable[[str], None]:
-    """Deliver send_internal_notification over HTTP to `url`: one attempt, short timeouts."""
+def deliver_notifications_to(
+    monkeypatch: pytest.MonkeyPatch, pipeline: Pipeline, roles: None
+) -> Callable[[str], None]:
+    """Deliver send_internal_notification over HTTP to `url`: one attempt, short timeouts.
+    Each call activates a version that says so; notifications written after it go there."""
+    monkeypatch.setenv(SIGNING_VARIABLE, SECRET)
 
     def point_at(url: str) -> None:
-        config = {
-            "url": url,
-            "secret": SECRET,
-            "connect_timeout": 0.5,
-            "read_timeout": 1.0,
-            "max_attempts": 1,
-            "deadline_seconds": 600,
-        }
-        settings.GATEHOUSE = {**settings.GATEHOUSE, "HTTP_EFFECTS": {NOTIFY: config}}
+        notification = http_effect(
+            url, connect_timeout=0.5, read_timeout=1.0, max_attempts=1, deadline_seconds=600
+        )
+        activate_effects({NOTIFY: notification})
 
     return point_at
 
 
 @pytest.fixture
+def receiver_port() -> int:
+    """The port of the notifications' receiver while it is down: nothing listens on it."""
+    return free_port()
+
+
+@pytest.fixture
 def hold_unavailable(
-    pipeline: Pipeline, roles: None, deliver_notifications_to: Callable[[str], None]
+    pipeline: Pipeline,
+    roles: None,
+    deliver_notifications_to: Callable[[str], None],
+    receiver_port: int,
 ) -> Callable[[int], list[Run]]:
     """Hold `count` billing notifications as effect_unavailable: their receiver is down."""
 
     def hold(count: int) -> list[Run]:
-        deliver_notifications_to(f"http://127.0.0.1:{free_port()}/effects")
+        deliver_notifications_to(f"http://127.0.0.1:{receiver_port}/effects")
         runs = []
         for n in range(1, count + 1):
             event = make_event(
@@ -151,6 +160,18 @@ def hold_unavailable(
 def downstream() -> Iterator[Downstream]:
     with running_downstream(SECRET) as server:
         yield server
+
+
+@pytest.fixture
+def receiver_back(receiver_port: int) -> Iterator[Callable[[], Downstream]]:
+    """Bring the receiver of held notifications back, at the address they were sent to: a
+    retry is delivered by the version that wrote the effect, so it goes there again."""
+    with contextlib.ExitStack() as serving:
+
+        def back() -> Downstream:
+            return serving.enter_context(running_downstream(SECRET, port=receiver_port))
+
+        yield back
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -344,13 +365,12 @@ def test_recovery_staff_batch_retry_delivers_each_held_effect_once(
     page: Page,
     recovery_staff: Person,
     hold_unavailable: Callable[[int], list[Run]],
-    deliver_notifications_to: Callable[[str], None],
-    downstream: Downstream,
+    receiver_back: Callable[[], Downstream],
 ) -> None:
     held = hold_unavailable(3)
     keys = {Effect.objects.get(run=run).idempotency_key for run in held}
     assert EffectAttempt.objects.filter(error_class="ConnectError").count() == 3
-    deliver_notifications_to(downstream.url)  # the receiver is back
+    downstream = receiver_back()
 
     log_in(page, recovery_staff)
     expect(page).to_have_url(re.compile(r"/ops/queues/$"))

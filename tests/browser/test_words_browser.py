@@ -33,7 +33,8 @@ confidence_threshold = ops.confidence_threshold
 low_confidence_run = ops.low_confidence_run
 deliver_notifications_to = ops.deliver_notifications_to
 hold_unavailable = ops.hold_unavailable
-downstream = ops.downstream
+receiver_port = ops.receiver_port
+receiver_back = ops.receiver_back
 ops_lead = ops.ops_lead
 recovery_staff = ops.recovery_staff
 auditor = ops.auditor
@@ -293,11 +294,10 @@ def test_recovery_staff_retries_a_held_delivery_to_done_in_words(
     page: Page,
     recovery_staff: Person,
     hold_unavailable: Callable[[int], list[Run]],
-    deliver_notifications_to: Callable[[str], None],
-    downstream: Downstream,
+    receiver_back: Callable[[], Downstream],
 ) -> None:
     (run,) = hold_unavailable(1)
-    deliver_notifications_to(downstream.url)  # the receiver is back
+    downstream = receiver_back()
     journey = Journey(page, "recovery staff")
     log_in(page, recovery_staff)
 

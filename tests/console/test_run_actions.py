@@ -73,9 +73,9 @@ def test_each_state_offers_exactly_what_its_transitions_allow(
 
 
 def test_a_held_effect_is_retried_not_resumed_or_reread(
-    pipeline: Pipeline, lead: User, settings: object
+    pipeline: Pipeline, lead: User, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run = held_for_its_effect(pipeline, settings)
+    run = held_for_its_effect(pipeline, monkeypatch)
 
     assert offered(run, lead) == ["retry_effect", "resolve", "abandon"]
 
