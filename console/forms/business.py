@@ -65,6 +65,9 @@ FIELDS_HELP = (
     "“serial_number: reference, required, label Serial number, pattern SN-[0-9]{6}”. "
     "A field's longer description is kept; change it in the YAML."
 )
+# Beside each box: the formats are explained once, above the request types.
+FIELDS_BOX_HELP = "One field a line: name: type, required, label …, pattern … (see above)."
+CUES_BOX_HELP = "One language a line: en: word, other words."
 CUES_HELP = (
     "One language a line: its two-letter code, a colon, then the words separated by commas, "
     "for example “en: warranty, broken, stopped working”."
@@ -375,8 +378,8 @@ class BusinessForm(NewVersionForm):
             self._type_places(code, prefix)
         long = [
             description,
-            self._add(f"{prefix}-fields", self._text("Fields", listed, FIELDS_HELP), title),
-            self._add(f"{prefix}-cues", self._text("Cue words", said, CUES_HELP), title),
+            self._add(f"{prefix}-fields", self._text("Fields", listed, FIELDS_BOX_HELP), title),
+            self._add(f"{prefix}-cues", self._text("Cue words", said, CUES_BOX_HELP), title),
         ]
         return Block(code, title, f"type-{code}" if spec else "add-type", short, long)
 
