@@ -23,6 +23,7 @@ from django.urls import path
 from console.views import (
     about,
     approvals,
+    business,
     home,
     integrators,
     lists,
@@ -65,6 +66,7 @@ policy_urls = (
     [
         path("", policy.policy_list, name="list"),
         path("new", policy.policy_new, name="new"),
+        path("business", business.business_edit, name="business"),
         path("simulations/<int:simulation_id>/", policy.simulation, name="simulation"),
         path("<str:name>/", policy.policy_detail, name="detail"),
         path("<str:name>/simulate", policy.policy_simulate, name="simulate"),

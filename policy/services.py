@@ -100,7 +100,10 @@ def _check_yaml_shape(text: str) -> None:
             raise PolicyError(where + problem)
 
 
-def _load_yaml(text: str) -> object:
+def load_policy_yaml(text: str) -> object:
+    """YAML text written for a policy document (the whole of it, or a part such as an
+    effect's settings) as values, held to the limits above; PolicyError when it cannot be
+    read (the YAML parser's error is its cause)."""
     if len(text) > MAX_POLICY_CHARS:
         raise PolicyError(f"a policy document is at most {MAX_POLICY_CHARS:,} characters")
     try:
@@ -113,7 +116,7 @@ def _load_yaml(text: str) -> object:
 
 
 def parse_policy_text(text: str) -> PolicyDocument:
-    data = _load_yaml(text)
+    data = load_policy_yaml(text)
     if not isinstance(data, dict):
         raise PolicyError("a policy document is a mapping of keys to values")
     try:

@@ -240,6 +240,7 @@ EXPECTED: dict[str, Row] = {
     "policy:list": page(READERS),
     "policy:detail": page(READERS),
     "policy:new": form(LEADS),
+    "policy:business": form(LEADS),  # request types, routes and effects, saved as a draft
     "policy:simulate": action(LEADS),
     "policy:activate": form(LEADS),  # GET: the confirmation with its impact
     "policy:simulation": page(READERS),

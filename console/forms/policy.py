@@ -215,8 +215,52 @@ def lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-class PolicyForm(forms.Form):
-    """The common changes to a policy, applied to `base`'s document (see document())."""
+def deciding_groups() -> set[str]:
+    """The groups whose members may decide approvals: only they can approve or take
+    escalations."""
+    return set(
+        Group.objects.filter(
+            permissions__content_type__app_label="approvals",
+            permissions__codename="decide_approvalrequest",
+        ).values_list("name", flat=True)
+    )
+
+
+def group_choices(groups: set[str], blank: str, keep: set[str]) -> list[tuple[str, str]]:
+    """`groups` in words, and the ones the base document names that are not among them
+    (said so, so that keeping one is a choice)."""
+    named = {name for name in keep if name}
+    choices = [(name, label(Kind.GROUP, name)) for name in sorted(groups)]
+    choices += [
+        (name, f"{label(Kind.GROUP, name)} (cannot decide approvals)")
+        for name in sorted(named - groups)
+    ]
+    return [("", blank), *choices]
+
+
+class ProblemsAtFields(forms.Form):
+    """A form that builds a document: each problem the schema finds is shown at the field
+    that `places` gives for its place in the document."""
+
+    places: dict[Path, str]
+
+    def add_problem(self, path: Path, message: str) -> None:
+        """Show a problem at the field for `path` (the longest part of it that has one)."""
+        for end in range(len(path), -1, -1):
+            field = self.places.get(tuple(path[:end]))
+            if field is not None:
+                self.add_error(field, self.said_at(path[end:], message))
+                return
+        self.add_error(None, f"{place_in_words(path)}: {message}")
+
+    def said_at(self, rest: Path, message: str) -> str:
+        """The message shown at a field; `rest` is the part of the place the field does not
+        name itself."""
+        return sentence(message)
+
+
+class NewVersionForm(ProblemsAtFields):
+    """A form that saves a new version from a base: the base, the new name and the note."""
 
     base = forms.CharField(widget=forms.HiddenInput)
     version = forms.CharField(
@@ -230,6 +274,11 @@ class PolicyForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="One or two sentences for whoever reads the version list later.",
     )
+
+
+class PolicyForm(NewVersionForm):
+    """The common changes to a policy, applied to `base`'s document (see document())."""
+
     confidence_default = AsciiFloatField(
         label="Every category",
         help_text=(
@@ -242,13 +291,7 @@ class PolicyForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.base_version = base
         self.base_document = base.parsed
-        # Only groups whose members may decide approvals can approve or take escalations.
-        self.groups = set(
-            Group.objects.filter(
-                permissions__content_type__app_label="approvals",
-                permissions__codename="decide_approvalrequest",
-            ).values_list("name", flat=True)
-        )
+        self.groups = deciding_groups()
         self.fields["base"].initial = base.name
         # Which field shows the problems of each place in the document (add_problem).
         self.places: dict[Path, str] = {("version",): "version", ("note",): "note"}
@@ -274,13 +317,7 @@ class PolicyForm(forms.Form):
     def group_choices(self, blank: str, keep: set[str]) -> list[tuple[str, str]]:
         """The groups that may decide approvals, in words, and the one the base document
         names if it no longer may (said so, so that keeping it is a choice)."""
-        named = {name for name in keep if name}
-        choices = [(name, label(Kind.GROUP, name)) for name in sorted(self.groups)]
-        choices += [
-            (name, f"{label(Kind.GROUP, name)} (cannot decide approvals)")
-            for name in sorted(named - self.groups)
-        ]
-        return [("", blank), *choices]
+        return group_choices(self.groups, blank, keep)
 
     def _add_categories(self) -> list[str]:
         thresholds = self.base_document.confidence.per_category
@@ -456,15 +493,6 @@ class PolicyForm(forms.Form):
                 self.add_problem(problem_path(error), plain_problem(error))
             return None
 
-    def add_problem(self, path: Path, message: str) -> None:
-        """Show a problem at the field for `path` (the longest part of it that has one)."""
-        for end in range(len(path), -1, -1):
-            field = self.places.get(tuple(path[:end]))
-            if field is not None:
-                self.add_error(field, _sentence(message))
-                return
-        self.add_error(None, f"{place_in_words(path)}: {message}")
-
     def _applied(self) -> dict[str, Any]:
         data = self.base_document.model_dump(mode="json")
         values = self.cleaned_data
@@ -543,7 +571,8 @@ def _amount(value: Decimal | None) -> str | None:
     return None if value is None else str(value)
 
 
-def _sentence(message: str) -> str:
+def sentence(message: str) -> str:
+    """A message as a sentence: a capital first and a full stop last."""
     return message[:1].upper() + message[1:] + ("" if message.endswith(".") else ".")
 
 

@@ -1,0 +1,100 @@
+"""The business form in a real browser, on a phone's screen: an ops lead adds a request type,
+the route it goes to and the effect that opens a ticket for it, and reads the draft's diff."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+
+from policy.models import PolicyVersion
+from policy.services import policy_ensure_defaults
+from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, log_in, screenshot
+from tests.console.test_business_form import (
+    TICKET_PARAMETERS,
+    TICKET_SETTINGS,
+    WARRANTY_CUES,
+    WARRANTY_FIELDS,
+)
+
+pytest.importorskip("playwright.sync_api", reason=PLAYWRIGHT_MISSING, exc_type=ImportError)
+from playwright.sync_api import BrowserContext, Page, expect
+
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture
+def ops_lead(make_person: Callable[..., Person]) -> Person:
+    policy_ensure_defaults()
+    return make_person("olga", "ops-leads")
+
+
+def fits_the_screen(page: Page) -> bool:
+    """No form part is wider than the screen: nothing needs scrolling sideways."""
+    return bool(
+        page.evaluate(
+            "() => [...document.querySelectorAll('form.policy-form fieldset, .field')]"
+            ".every(e => e.getBoundingClientRect().right <= window.innerWidth + 1)"
+        )
+    )
+
+
+def test_an_ops_lead_adds_a_warranty_desk_from_a_phone(
+    new_context: Callable[..., BrowserContext], ops_lead: Person
+) -> None:
+    page = new_context(viewport=PHONE).new_page()
+    log_in(page, ops_lead, "/policy/")
+    page.get_by_test_id("edit-business").click()
+    expect(page).to_have_url(re.compile(r"/policy/business$"))
+    assert fits_the_screen(page)
+
+    page.get_by_label("Version name").fill("warranty-1")
+    route = page.get_by_test_id("add-route")
+    route.get_by_label("Name").fill("warranty_desk")
+    route.get_by_label("Label").fill("Warranty desk")
+    route.get_by_label("Owned by").select_option("ops-leads")
+    kind = page.get_by_test_id("add-type")
+    kind.get_by_label("Name").fill("warranty_claim")
+    kind.get_by_label("Label").fill("Warranty claim")
+    kind.get_by_label("Description").fill("A product that broke within its warranty.")
+    kind.get_by_label("Sent to").select_option(label="The new route, added below")
+    kind.get_by_label("Fields").fill(WARRANTY_FIELDS)
+    kind.get_by_label("Cue words").fill(WARRANTY_CUES)
+    effect = page.get_by_test_id("add-effect")
+    effect.get_by_label("Name").fill("open_warranty_ticket")
+    effect.get_by_label("Label").fill("Open a warranty ticket")
+    effect.get_by_label("How it is done").select_option("http")
+    effect.get_by_label("Adapter settings").fill(TICKET_SETTINGS)
+    effect.get_by_label("Parameters").fill(TICKET_PARAMETERS)
+    effect.get_by_label("Policy allows it").check()
+    effect.get_by_label("Approved by").select_option("finance-approvers")
+    screenshot(page, "business-form-phone")
+    page.get_by_role("button", name="Save the business as a draft").click()
+
+    expect(page).to_have_url(re.compile(r"/policy/warranty-1/$"))
+    diff = page.get_by_test_id("diff")
+    expect(diff.locator("span.add", has_text="warranty_claim: warranty_desk")).to_have_count(1)
+    expect(diff.locator("span.add", has_text="open_warranty_ticket")).not_to_have_count(0)
+    document = PolicyVersion.objects.get(name="warranty-1").document
+    assert document["approvals"]["open_warranty_ticket"]["group"] == "finance-approvers"
+
+
+def test_a_refusal_is_shown_at_its_field_and_the_form_keeps_what_was_typed(
+    new_context: Callable[..., BrowserContext], ops_lead: Person
+) -> None:
+    page = new_context(viewport=PHONE).new_page()
+    log_in(page, ops_lead, "/policy/business")
+    kind = page.get_by_test_id("add-type")
+    kind.get_by_label("Name").fill("warranty_claim")
+    kind.get_by_label("Label").fill("Warranty claim")
+    page.get_by_role("button", name="Save the business as a draft").click()
+
+    expect(page.get_by_test_id("form-problems")).to_contain_text("New request type > Sent to")
+    kind = page.get_by_test_id("add-type")
+    expect(kind.get_by_test_id("field-error")).to_have_text(
+        "Choose where requests of this type go: with no route they would go nowhere."
+    )
+    expect(kind.get_by_label("Name")).to_have_value("warranty_claim")
+    assert fits_the_screen(page)
+    screenshot(page, "business-form-refused-phone")
