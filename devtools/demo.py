@@ -4,6 +4,7 @@ and sample requests, among them work waiting for every group that approves."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -128,24 +129,61 @@ AMOUNT_APPROVAL = {
 }
 
 
+# The demo's internal notifications leave over HTTP for the demo receiver under /demo/,
+# signed with the secret bin/demo makes for each start (by the variable's name).
+RECEIVER_EFFECT = "send_internal_notification"
+RECEIVER_SIGNING_VARIABLE = "GATEHOUSE_DEMO_RECEIVER_SECRET"
+
+
+def _receiver_port() -> str:
+    return os.environ.get("GATEHOUSE_PORT", "8000")
+
+
+def _receiver_url() -> str:
+    return f"http://127.0.0.1:{_receiver_port()}/demo/receiver/{RECEIVER_EFFECT}"
+
+
 def _demo_policy() -> str:
-    """Make default-1 with the amount limit the active version, once: a later start leaves
-    whichever version a person has activated since (and writes nothing)."""
-    if PolicyVersion.objects.filter(name=DEMO_POLICY).exists():
+    """Make default-1 with the amount limit, and the notification sent to the demo receiver,
+    the active version, once: a later start leaves whichever version a person has activated
+    since (and writes nothing), unless the demo now runs on another port (then a version
+    with the receiver's new address is stored and activated)."""
+    url = _receiver_url()
+    stored = PolicyVersion.objects.filter(name__startswith=DEMO_POLICY)
+    if any(_receiver_of(version) == url for version in stored):
         return "already stored"
+    name = DEMO_POLICY if not stored.exists() else f"{DEMO_POLICY}-port-{_receiver_port()}"
     default = PolicyVersion.objects.get(name=DEFAULT_VERSION).parsed
-    document = default.model_dump(mode="json")
-    document["version"] = DEMO_POLICY
+    document = default.model_dump(mode="json", exclude_none=True)
+    document["version"] = name
     document["note"] = (
         f"{DEFAULT_VERSION} for the demo, with an amount limit: a request about more than "
-        f"{AMOUNT_LIMIT} waits for two finance approvers."
+        f"{AMOUNT_LIMIT} waits for two finance approvers. Notifications go to the demo's "
+        "receiver, which fails part of them on purpose."
     )
     limit = {"approval_above": AMOUNT_LIMIT}
     document["amount_limits"] = {tier: limit for tier in default.business.tier_values()}
     document["amount_approval"] = AMOUNT_APPROVAL
+    catalogue = default.business.model_dump(mode="json", exclude_none=True)
+    catalogue["effects"][RECEIVER_EFFECT] = {
+        **catalogue["effects"][RECEIVER_EFFECT],
+        "adapter": "http",
+        "http": {
+            "url": url,
+            "signing": {"secret": RECEIVER_SIGNING_VARIABLE},
+            "max_attempts": 2,
+            "deadline_seconds": 600,
+        },
+    }
+    document["catalogue"] = catalogue
     policy_version_create(document=PolicyDocument.model_validate(document))
-    policy_version_activate(name=DEMO_POLICY)
+    policy_version_activate(name=name)
     return "stored and activated"
+
+
+def _receiver_of(version: PolicyVersion) -> str | None:
+    effect = version.parsed.business.effects.get(RECEIVER_EFFECT)
+    return effect.http.url if effect is not None and effect.http is not None else None
 
 
 def _take_in(channel: IntakeChannel, case: dict[str, Any]) -> str:
