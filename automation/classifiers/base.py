@@ -8,8 +8,8 @@ never the package that loads them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from policy.catalogue import Catalogue, reference_catalogue
