@@ -11,10 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from automation.classifiers.base import ClassifierInput, ClassifierRefused, ClassifierUnavailable
-from automation.classifiers.heuristic import MAIL_EFFECTS, ROUTES, UNCLEAR, intent_text, read
+from automation.classifiers.base import (
+    ClassifierInput,
+    ClassifierRefused,
+    ClassifierUnavailable,
+    recommended_route,
+)
+from automation.classifiers.heuristic import UNCLEAR, intent_text, mail_effect, read
 from automation.classifiers.training import ABSTAIN_BELOW, TrainingError, active_model
-from automation.schemas import RequestType, is_mail
+from automation.schemas import is_mail
 
 
 class LearnedClassifier:
@@ -36,14 +41,15 @@ class LearnedClassifier:
             raise ClassifierRefused(str(exc)) from exc
         if model is None:
             raise ClassifierUnavailable("no learned model is trained: run train_classifier")
-        normalized = event.normalized
-        reading = read(normalized)  # fields, parts and the effect the words ask for
+        normalized, business = event.normalized, event.business
+        # Fields, parts and the effect the words ask for.
+        reading = read(normalized, business=business, routes=event.routes)
         category, probability = model.read(intent_text(normalized))
         if category != reading["category"] and is_mail(normalized):
-            reading["requested_effect"] = str(MAIL_EFFECTS[RequestType(category)])
+            reading["requested_effect"] = mail_effect(business, category)
         reading.update(
             category=category,
-            recommended_route=str(ROUTES[RequestType(category)]),
+            recommended_route=recommended_route(business, event.routes, category),
             confidence=round(probability, 2),
             reason_code=UNCLEAR if probability < ABSTAIN_BELOW else f"{category}_learned",
         )
