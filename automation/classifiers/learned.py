@@ -1,5 +1,6 @@
 """The `learned` classifier: a model trained on labelled requests (`train_classifier`) reads
-the category; the heuristic's extraction supplies the fields and the effect.
+the category; the heuristic's extraction supplies the fields and the effect. A request the
+heuristic reads as a type the model did not learn (too few labels) is left to the heuristic.
 
 Local like the heuristic (no network, milliseconds a message), so the pipeline reads with it
 inside the run's transaction. Below ABSTAIN_BELOW for its best category it says the reading
@@ -44,7 +45,11 @@ class LearnedClassifier:
         normalized, business = event.normalized, event.business
         # Fields, parts and the effect the words ask for.
         reading = read(normalized, business=business, routes=event.routes)
+        if reading["category"] not in model.categories and reading["reason_code"] != UNCLEAR:
+            return reading  # words of a type the model could not learn: the heuristic's reading
         category, probability = model.read(intent_text(normalized))
+        if category not in business.request_types:
+            return reading  # learned from labels of a type the run's catalogue no longer has
         if category != reading["category"] and is_mail(normalized):
             reading["requested_effect"] = mail_effect(business, category)
         reading.update(
