@@ -216,7 +216,7 @@ def read(
     along (quotes, forwards, attachments) is read only when those say nothing, and then at
     half the confidence. Facts are taken from the sender's words first, and each says which
     part of the message it came from."""
-    business = business or reference_catalogue()
+    business = reference_catalogue() if business is None else business
     cues = cues_of(business)
     mail = is_mail(normalized)
     subject = str(normalized.get("subject", ""))
