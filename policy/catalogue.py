@@ -67,6 +67,7 @@ LANGUAGE = re.compile(r"[a-z]{2}")
 # Nested quantifiers (`(a+)+`) can take exponential time on a crafted message.
 NESTED_QUANTIFIER = re.compile(r"\([^()]*[+*}][^()]*\)\s*[+*{]")
 MAX_CUES = 2000
+MAX_CUE_WEIGHT = 10
 
 # The sandbox every template of a catalogue is parsed and rendered in.
 TEMPLATES = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
@@ -112,6 +113,11 @@ def language_checked(language: str) -> str:
     return language
 
 
+def cue_words(by_language: dict[str, list[str]]) -> list[str]:
+    """The words of every language, each once, in lower case as the readers compare them."""
+    return list(dict.fromkeys(word.lower() for words in by_language.values() for word in words))
+
+
 def words_by_language(
     by_language: dict[str, list[str]], *, limit: int, what: str, words: str
 ) -> dict[str, list[str]]:
@@ -152,12 +158,33 @@ class RequestTypeSpec(Strict):
     label: Label
     description: Description
     fields: dict[Name, FieldSpec] = Field(default_factory=dict, max_length=50)
+    # Per language, the words that point to this type: each counts `cue_weight`...
     cues: dict[str, list[Cue]] = Field(default_factory=dict)
+    # ...except these, which only set the scene (a locked-out user mentions MFA too): each
+    # counts one, whatever the weight.
+    scene_cues: dict[str, list[Cue]] = Field(default_factory=dict)
+    # A type whose miss costs more than a person's time (a compromised account) counts more.
+    cue_weight: Annotated[int, Field(ge=1, le=MAX_CUE_WEIGHT)] = 1
+    # What an e-mail of this type wants when its words ask for no effect (a mail states no
+    # action of its own); with `default_effect_always`, whatever else its words ask.
+    default_effect: Name | None = None
+    default_effect_always: bool = False
 
-    @field_validator("cues")
+    @field_validator("cues", "scene_cues")
     @classmethod
     def _languages(cls, cues: dict[str, list[str]]) -> dict[str, list[str]]:
         return words_by_language(cues, limit=MAX_CUES, what="a request type has", words="cue words")
+
+    @model_validator(mode="after")
+    def _cues_counted_one_way(self) -> RequestTypeSpec:
+        both = sorted(set(cue_words(self.cues)) & set(cue_words(self.scene_cues)))
+        if both:
+            raise ValueError(
+                f"{', '.join(both)}: listed as a cue and as a scene cue; keep each word in one"
+            )
+        if self.default_effect_always and self.default_effect is None:
+            raise ValueError("default_effect_always needs a default_effect")
+        return self
 
 
 class RouteSpec(Strict):
@@ -275,6 +302,16 @@ class EffectSpec(Strict):
     http: HttpConfig | None = None
     email_reply: EmailReplyConfig | None = None
     parameters: dict[Name, ParameterSpec] = Field(default_factory=dict, max_length=50)
+    # Per language, the words of a request that ask for this effect (for the local readers).
+    cues: dict[str, list[Cue]] = Field(default_factory=dict)
+    # When a request's words ask for two effects equally often, the higher priority wins
+    # (between equals, the effect listed first).
+    cue_priority: Annotated[int, Field(ge=0, le=100)] = 0
+
+    @field_validator("cues")
+    @classmethod
+    def _languages(cls, cues: dict[str, list[str]]) -> dict[str, list[str]]:
+        return words_by_language(cues, limit=MAX_CUES, what="an effect has", words="cue words")
 
     @model_validator(mode="after")
     def _one_configuration(self) -> EffectSpec:
@@ -332,6 +369,16 @@ class Catalogue(Strict):
             for place, text in effect.templates():
                 _check_template(
                     text, f"{where}.{place}", TEMPLATE_ROOTS, {**known, "params": params}
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _default_effects_exist(self) -> Catalogue:
+        for name, spec in self.request_types.items():
+            if spec.default_effect is not None and spec.default_effect not in self.effects:
+                raise ValueError(
+                    f"request_types.{name}.default_effect: {spec.default_effect!r} is no effect "
+                    f"of the catalogue (it has {', '.join(self.effects)})"
                 )
         return self
 

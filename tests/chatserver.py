@@ -181,14 +181,19 @@ def running_chat_server(**options: Any) -> Iterator[ChatServer]:
 
 
 def _reading(payload: dict[str, Any]) -> str:
-    """The heuristic classifier's reading of the event in the request, as a model writes it."""
+    """The heuristic classifier's reading of the event in the request, as a model writes it:
+    with the reference policy's routes, as a model told the business would recommend them."""
     from automation.classifiers.base import ClassifierInput
     from automation.classifiers.heuristic import HeuristicClassifier
+    from policy.services import DEFAULTS_DIR, parse_policy_text
 
     user = next(m["content"] for m in payload["messages"] if m["role"] == "user")
     event = json.loads(user)
+    routes = parse_policy_text((DEFAULTS_DIR / "policy-1.yaml").read_text(encoding="utf-8")).routes
     reading = HeuristicClassifier().classify(
-        ClassifierInput("chat", str(event.get("event_id", "")), event), 1, deadline=5
+        ClassifierInput("chat", str(event.get("event_id", "")), event, routes=routes),
+        1,
+        deadline=5,
     )
     text = json.dumps(reading, indent=2)
     if payload.get("response_format"):

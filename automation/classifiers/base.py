@@ -40,6 +40,14 @@ class ClassifierInput:
     routes: Mapping[str, str] = field(default_factory=dict)
 
 
+def recommended_route(business: Catalogue, routes: Mapping[str, str], category: str) -> str:
+    """The route a reader recommends for a type it reads: the version's route for it. Given
+    no routes (a reader called on its own, as in a unit test), the catalogue's first route,
+    so the reading still names a route the catalogue lists; policy compares the
+    recommendation with its own table either way."""
+    return routes.get(category) or next(iter(business.routes))
+
+
 class Classifier(Protocol):
     """`local = True` on an implementation says it is pure and in-process (no network, no
     model, answers in milliseconds): the pipeline then calls it inside the run's transaction

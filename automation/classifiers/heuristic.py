@@ -9,692 +9,71 @@ each with the sentence it came from. Confidence falls when signals are weak or c
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from automation.classifiers.base import ClassifierInput
+from automation.classifiers.base import ClassifierInput, recommended_route
 from automation.extraction import CURRENCIES, MONTH_PATTERN, parse_date, references_in
 from automation.mailtext import MessageParts, split_text
-from automation.schemas import EffectName, MessagePart, RequestType, Route, event_text, is_mail
+from automation.schemas import MessagePart, event_text, is_mail
+from policy.catalogue import Catalogue, RequestTypeSpec, cue_words, reference_catalogue
 
 VERSION = "heuristic-3"
 # The reason code of a reading with no clear signal (a classifier's explicit abstention).
 UNCLEAR = "unclear"
-# Security words that only set the scene (MFA, a sign-in, a token): a locked-out user writes
-# them too, so they count once where other security words count twice (see WEIGHTS).
-SECURITY_CONTEXT_WORDS: tuple[str, ...] = (
-    "sign-in",
-    "sign-ins",
-    "sign in attempt",
-    "sign-in attempt",
-    "sign-in attempts",
-    "login attempt",
-    "login attempts",
-    "log-in attempts",
-    "mfa",
-    "2fa",
-    "two-factor",
-    "multi-factor",
-    "authenticator",
-    "verification code",
-    "verification codes",
-    "one-time code",
-    "one-time password",
-    "otp",
-    "push notification",
-    "push notifications",
-    "new device",
-    "sim card",
-    "credentials",
-    "api key",
-    "api token",
-    "access token",
-    "token",
-    "oauth",
-    "consent",
-    "permissions to",
-    "zwei-faktor",
-    "bestätigungscode",
-    "bestätigungscodes",
-    "anmeldeversuch",
-    "anmeldeversuche",
-    "anmeldeanfragen",
-    "push-benachrichtigungen",
-    "neues gerät",
-    "zugangsdaten",
-    "sim-karte",
-    "double authentification",
-    "code de vérification",
-    "codes de vérification",
-    "tentative de connexion",
-    "tentatives de connexion",
-    "nouvel appareil",
-    "identifiants",
-    "carte sim",
-    "doble factor",
-    "dos factores",
-    "código de verificación",
-    "códigos de verificación",
-    "intento de inicio de sesión",
-    "intentos de inicio de sesión",
-    "nuevo dispositivo",
-    "credenciales",
-    "tarjeta sim",
-    "tweestapsverificatie",
-    "verificatiecode",
-    "verificatiecodes",
-    "inlogpoging",
-    "inlogpogingen",
-    "aanmeldpogingen",
-    "nieuw apparaat",
-    "inloggegevens",
-    "simkaart",
-    "autenticazione a due fattori",
-    "codice di verifica",
-    "codici di verifica",
-    "tentativo di accesso",
-    "tentativi di accesso",
-    "credenziali",
-    "scheda sim",
-    "session",
-    "sessions",
-    "ip address",
-    "admin account",
-    "administrator account",
-    "new admin",
-    "admin user",
-    "prompts",
-    "laptop",
-    "phone number",
-    "permissions",
-    "repository",
-    "sitzung",
-    "sitzungen",
-    "ip-adresse",
-    "admin-konto",
-    "administratorkonto",
-    "handynummer",
-    "berechtigungen",
-    "adresse ip",
-    "compte administrateur",
-    "ordinateur portable",
-    "numéro de téléphone",
-    "autorisations",
-    "sesión",
-    "sesiones",
-    "dirección ip",
-    "cuenta de administrador",
-    "portátil",
-    "número de teléfono",
-    "permisos",
-    "sessie",
-    "sessies",
-    "ip-adres",
-    "beheerdersaccount",
-    "telefoonnummer",
-    "machtigingen",
-    "sessione",
-    "sessioni",
-    "indirizzo ip",
-    "account amministratore",
-    "portatile",
-    "numero di telefono",
-    "autorizzazioni",
-)
-KEYWORDS: dict[str, tuple[str, ...]] = {
-    RequestType.SUPPORT: (
-        "access",
-        "log in",
-        "login",
-        "locked out",
-        "locked",
-        "unlock",
-        "can't sign in",
-        "cannot sign in",
-        "can't log in",
-        "cannot log in",
-        "password",
-        "error",
-        "not working",
-        "help",
-        "bug",
-        "cannot",
-        "support",
-        "complaint",
-        "broken",
-        # de, fr, es
-        "passwort",
-        "anmeldung",
-        "fehler",
-        "mot de passe",
-        "connexion",
-        "contraseña",
-        "no funciona",
-        "kennwort",
-        "funktioniert nicht",
-        "störung",
-        "erreur",
-        "ne fonctionne pas",
-        "ne marche pas",
-        "acceso",
-        "iniciar sesión",
-        # nl, it
-        "wachtwoord",
-        "inloggen",
-        "werkt niet",
-        "storing",
-        "foutmelding",
-        "accesso",
-        "accedere",
-        "errore",
-        "non funziona",
-        "assistenza",
-    ),
-    RequestType.BILLING: (
-        "invoice",
-        "refund",
-        "charge",
-        "charged",
-        "payment",
-        "billing",
-        "vat",
-        "card",
-        "credit note",
-        "receipt",
-        "finance",
-        "charged twice",
-        "double charge",
-        "rechnung",
-        "erstattung",
-        "facture",
-        "remboursement",
-        "factura",
-        "reembolso",
-        "zahlung",
-        "gutschrift",
-        "paiement",
-        "pago",
-        "cobro",
-        # nl, it
-        "factuur",
-        "terugbetaling",
-        "betaling",
-        "creditnota",
-        "fattura",
-        "rimborso",
-        "pagamento",
-        "nota di credito",
-    ),
-    RequestType.SALES: (
-        "quote",
-        "pricing",
-        "price",
-        "licence",
-        "license",
-        "seats",
-        "purchase",
-        "upgrade",
-        "trial",
-        "offer",
-        "angebot",
-        "preis",
-        "lizenz",
-        "devis",
-        "tarif",
-        "presupuesto",
-        "precio",
-        "bestellung",
-        "commande",
-        "licencia",
-        "cotización",
-        # nl, it
-        "offerte",
-        "prijs",
-        "prijsopgave",
-        "licentie",
-        "bestelling",
-        "preventivo",
-        "prezzo",
-        "licenza",
-        "offerta",
-        "ordine",
-    ),
-    # Any sign that an account, credential, session, token or device may be in someone
-    # else's hands. Written calmly more often than not: "prompts I did not start", "a sign-in
-    # from abroad", "my phone lost its signal", so the words of the event count, not only
-    # the alarm words.
-    RequestType.SECURITY: (
-        "suspicious",
-        "fraud",
-        "fraudulent",
-        "breach",
-        "data breach",
-        "phishing",
-        "phished",
-        "scam",
-        "spoofed",
-        "spoofing",
-        "impersonating",
-        "impersonation",
-        "malware",
-        "ransomware",
-        "virus",
-        "hacked",
-        "hacker",
-        "unauthorised",
-        "unauthorized",
-        "compromised",
-        "account review",
-        "security incident",
-        "security alert",
-        "did not request",
-        "didn't request",
-        "did not initiate",
-        "didn't initiate",
-        "not me",
-        "wasn't me",
-        "someone else",
-        "somebody else",
-        "unknown device",
-        "unrecognised",
-        "unrecognized",
-        "unfamiliar",
-        "unusual activity",
-        "unusual sign-in",
-        "from abroad",
-        "another country",
-        "stolen",
-        "lost my phone",
-        "lost laptop",
-        "sim swap",
-        "no signal",
-        "ported",
-        "leaked",
-        "leak",
-        "exposed",
-        "public repository",
-        "former employee",
-        "left the company",
-        "still has access",
-        "still have access",
-        "nobody created",
-        "no one created",
-        "did not create",
-        "didn't create",
-        "is this legit",
-        "is this genuine",
-        "is this real",
-        # de
-        "verdächtig",
-        "verdächtige",
-        "verdächtigen",
-        "verdächtiger",
-        "kompromittiert",
-        "gehackt",
-        "unbefugt",
-        "unbefugte",
-        "unbefugten",
-        "betrug",
-        "betrügerisch",
-        "betrügerische",
-        "sicherheitsvorfall",
-        "schadsoftware",
-        "trojaner",
-        "unbekanntes gerät",
-        "unbekannten gerät",
-        "nicht angefordert",
-        "nicht ich",
-        "jemand anderes",
-        "jemand anders",
-        "ausland",
-        "gestohlen",
-        "gestohlenen",
-        "geleakt",
-        "ehemaliger mitarbeiter",
-        "ehemalige mitarbeiterin",
-        "noch zugriff",
-        "ist das echt",
-        # fr
-        "suspect",
-        "suspecte",
-        "suspects",
-        "suspectes",
-        "compromis",
-        "piratage",
-        "piraté",
-        "hameçonnage",
-        "arnaque",
-        "fraude",
-        "frauduleux",
-        "frauduleuse",
-        "logiciel malveillant",
-        "incident de sécurité",
-        "appareil inconnu",
-        "pas moi",
-        "quelqu'un d'autre",
-        "n'ai pas demandé",
-        "à l'étranger",
-        "volé",
-        "volée",
-        "divulgué",
-        "accès non autorisé",
-        "ancien employé",
-        "ancienne employée",
-        "toujours accès",
-        "est-ce légitime",
-        # es
-        "sospechoso",
-        "sospechosa",
-        "sospechosos",
-        "hackeado",
-        "hackeada",
-        "no autorizado",
-        "no autorizada",
-        "estafa",
-        "fraudulento",
-        "suplantación",
-        "incidente de seguridad",
-        "dispositivo desconocido",
-        "no fui yo",
-        "no lo solicité",
-        "otra persona",
-        "alguien más",
-        "desde el extranjero",
-        "robado",
-        "robada",
-        "filtrado",
-        "filtrada",
-        "antiguo empleado",
-        "ex empleado",
-        "sigue teniendo acceso",
-        "es legítimo",
-        # nl
-        "verdacht",
-        "verdachte",
-        "onbevoegd",
-        "onbevoegde",
-        "gehackt",
-        "gecompromitteerd",
-        "oplichting",
-        "fraude",
-        "beveiligingsincident",
-        "onbekend apparaat",
-        "niet aangevraagd",
-        "was ik niet",
-        "iemand anders",
-        "buitenland",
-        "gestolen",
-        "gelekt",
-        "uitgelekt",
-        "oud-medewerker",
-        "voormalig medewerker",
-        "nog toegang",
-        "is dit echt",
-        # it
-        "sospetto",
-        "sospetta",
-        "sospetti",
-        "compromesso",
-        "non autorizzato",
-        "non autorizzata",
-        "violato",
-        "hackerato",
-        "truffa",
-        "frode",
-        "fraudolento",
-        "fraudolenta",
-        "incidente di sicurezza",
-        "dispositivo sconosciuto",
-        "nuovo dispositivo",
-        "non ero io",
-        "non ho richiesto",
-        "qualcun altro",
-        "dall'estero",
-        "rubato",
-        "rubata",
-        "trapelato",
-        "trapelata",
-        "ex dipendente",
-        "ha ancora accesso",
-        "è legittima",
-        # calm words for the same events, in the six languages
-        "clicked a link",
-        "clicked the link",
-        "clicked on a link",
-        "clicked on the link",
-        "gave access",
-        "allowed access",
-        "granted access",
-        "granted permissions",
-        "asked for access to",
-        "asked for permission",
-        "nobody added",
-        "no one added",
-        "none of us added",
-        "didn't add",
-        "did not add",
-        "logged in from",
-        "signed in from",
-        "login from",
-        "sign-in from",
-        "asking me to approve",
-        "asks me to approve",
-        "approve a login",
-        "approve a sign-in",
-        "laptop was lost",
-        "laptop is missing",
-        "phone is missing",
-        "phone was lost",
-        "break-in",
-        "burglary",
-        "emergency calls only",
-        "sim not provisioned",
-        "number was transferred",
-        "number was ported",
-        "public github",
-        "public gitlab",
-        "pushed to github",
-        "committed to",
-        "someone changed",
-        "somebody changed",
-        "auf einen link geklickt",
-        "link angeklickt",
-        "zugriff erteilt",
-        "zugriff gewährt",
-        "berechtigungen erteilt",
-        "niemand hinzugefügt",
-        "nicht hinzugefügt",
-        "angemeldet aus",
-        "anmeldung aus",
-        "einbruch",
-        "nur notrufe",
-        "nummer wurde übertragen",
-        "jemand hat mein",
-        "jemand hat unser",
-        "laptop verloren",
-        "handy verloren",
-        "cliqué sur un lien",
-        "cliqué sur le lien",
-        "accordé l'accès",
-        "donné accès",
-        "autorisé l'accès",
-        "personne n'a ajouté",
-        "pas ajouté",
-        "connecté depuis",
-        "connexion depuis",
-        "cambriolage",
-        "appels d'urgence uniquement",
-        "numéro a été transféré",
-        "quelqu'un a changé",
-        "quelqu'un a modifié",
-        "perdu mon téléphone",
-        "perdu mon ordinateur",
-        "hice clic en un enlace",
-        "hice clic en el enlace",
-        "concedí acceso",
-        "di acceso",
-        "permití el acceso",
-        "nadie añadió",
-        "no añadimos",
-        "conectado desde",
-        "inicio de sesión desde",
-        "robo",
-        "solo llamadas de emergencia",
-        "número fue transferido",
-        "alguien cambió",
-        "perdí mi teléfono",
-        "perdí mi portátil",
-        "op een link geklikt",
-        "op de link geklikt",
-        "toegang gegeven",
-        "toegang verleend",
-        "machtigingen verleend",
-        "niemand heeft toegevoegd",
-        "niet toegevoegd",
-        "ingelogd vanuit",
-        "aanmelding vanuit",
-        "inbraak",
-        "alleen noodoproepen",
-        "nummer is overgezet",
-        "iemand heeft mijn",
-        "iemand heeft ons",
-        "telefoon kwijt",
-        "laptop kwijt",
-        "cliccato su un link",
-        "cliccato sul link",
-        "concesso l'accesso",
-        "dato accesso",
-        "autorizzato l'accesso",
-        "nessuno ha aggiunto",
-        "non abbiamo aggiunto",
-        "accesso da un paese",
-        "collegato da",
-        "furto",
-        "solo chiamate di emergenza",
-        "numero è stato trasferito",
-        "qualcuno ha cambiato",
-        "qualcuno ha modificato",
-        "perso il telefono",
-        "perso il portatile",
-        "fake",
-        "lookalike",
-        "look-alike",
-        "fishy",
-        "abroad",
-        "never been to",
-        "not us",
-        "wasn't us",
-        "none of us",
-        "don't recognise",
-        "don't recognize",
-        "do not recognise",
-        "do not recognize",
-        "didn't recognise",
-        "didn't recognize",
-        "no idea who",
-        "without my knowledge",
-        "without our knowledge",
-        "wasn't logging in",
-        "was not logging in",
-        "didn't log in",
-        "did not log in",
-        "didn't sign in",
-        "did not sign in",
-        "revoke",
-        "revoked",
-        "rotate the",
-        "unknown app",
-        "third-party app",
-        "still logged in",
-        "active sessions",
-        "changed by someone",
-        "no service",
-        "lost signal",
-        "gefälscht",
-        "gefälschte",
-        "gefälschten",
-        "nicht wir",
-        "niemand von uns",
-        "kenne ich nicht",
-        "kennen wir nicht",
-        "ohne mein wissen",
-        "ohne unser wissen",
-        "widerrufen",
-        "noch angemeldet",
-        "aktive sitzungen",
-        "kein netz",
-        "kein empfang",
-        "faux",
-        "fausse",
-        "pas nous",
-        "aucun de nous",
-        "ne reconnais pas",
-        "ne reconnaissons pas",
-        "à mon insu",
-        "à notre insu",
-        "révoquer",
-        "toujours connecté",
-        "sessions actives",
-        "plus de réseau",
-        "falso",
-        "falsa",
-        "no fuimos nosotros",
-        "ninguno de nosotros",
-        "no reconozco",
-        "no reconocemos",
-        "sin mi conocimiento",
-        "revocar",
-        "sigue conectado",
-        "sesiones activas",
-        "sin señal",
-        "sin servicio",
-        "nep",
-        "valse",
-        "waren wij niet",
-        "niemand van ons",
-        "herken ik niet",
-        "herkennen we niet",
-        "zonder mijn medeweten",
-        "intrekken",
-        "nog ingelogd",
-        "actieve sessies",
-        "geen bereik",
-        "geen signaal",
-        "finto",
-        "finta",
-        "non siamo stati noi",
-        "nessuno di noi",
-        "non riconosco",
-        "non riconosciamo",
-        "a mia insaputa",
-        "a nostra insaputa",
-        "revocare",
-        "ancora connesso",
-        "sessioni attive",
-        "nessun segnale",
-        "senza segnale",
-        # and the words that only set the scene (SECURITY_CONTEXT), which count once
-        *SECURITY_CONTEXT_WORDS,
-    ),
-}
-# A word listed under two languages counts once.
-KEYWORDS = {category: tuple(dict.fromkeys(words)) for category, words in KEYWORDS.items()}
-# Security wins over every other category: a missed compromise costs far more than a person
-# reading a message that was harmless, so each of its words counts twice...
-WEIGHTS: dict[str, int] = {RequestType.SECURITY: 2}
-# ...except the words that only set the scene.
-SECURITY_CONTEXT = frozenset(SECURITY_CONTEXT_WORDS)
-ROUTES = {
-    RequestType.SUPPORT: Route.SERVICE_DESK,
-    RequestType.BILLING: Route.FINANCE,
-    RequestType.SALES: Route.COMMERCIAL,
-    RequestType.SECURITY: Route.SECURITY_REVIEW,
-}
-EFFECT_CUES: dict[str, tuple[str, ...]] = {
-    EffectName.QUEUE_ACCOUNT_REVIEW: ("account review", "review the account", "review of"),
-    EffectName.SEND_INTERNAL_NOTIFICATION: ("notify", "notification", "let finance know"),
-    EffectName.CREATE_FOLLOW_UP: ("follow up", "follow-up", "call back", "get back", "reply"),
-}
+# How far confidence falls when nothing in the words says which effect is wanted.
+GUESSED_EFFECT = 0.9
+# How many catalogues' word tables are kept (the versions that read runs at once are few).
+CACHED_CATALOGUES = 32
+
+
+@dataclass(frozen=True)
+class Cues:
+    """A catalogue's words as the heuristic counts them, in lower case and each once: per
+    request type (in the catalogue's order, which breaks ties) each word with what it
+    counts; per effect the words that ask for it, in the order that breaks ties."""
+
+    types: dict[str, dict[str, int]]
+    effects: dict[str, tuple[str, ...]]
+
+    @classmethod
+    def of(cls, business: Catalogue) -> Cues:
+        types = {name: _weighted(spec) for name, spec in business.request_types.items()}
+        listed = list(business.effects.items())
+        # Higher priority first, then the order of the catalogue: max() keeps the first.
+        ranked = sorted(listed, key=lambda item: -item[1].cue_priority)
+        effects = {
+            name: tuple(dict.fromkeys(_plain(word) for word in cue_words(spec.cues)))
+            for name, spec in ranked
+            if spec.cues
+        }
+        return cls(types, effects)
+
+
+def _weighted(spec: RequestTypeSpec) -> dict[str, int]:
+    """Each word of a type once (a word listed under two languages counts once), with what it
+    counts: the type's weight, or one for a word that only sets the scene."""
+    words = {_plain(word): spec.cue_weight for word in cue_words(spec.cues)}
+    words.update({_plain(word): 1 for word in cue_words(spec.scene_cues)})
+    return words
+
+
+_CUES: dict[int, tuple[Catalogue, Cues]] = {}
+
+
+def cues_of(business: Catalogue) -> Cues:
+    """The word tables of a catalogue, made once per catalogue object. The entry holds its
+    catalogue, so the id it is found by cannot pass to another object meanwhile."""
+    cached = _CUES.get(id(business))
+    if cached is None or cached[0] is not business:
+        if len(_CUES) >= CACHED_CATALOGUES:
+            _CUES.clear()
+        cached = _CUES[id(business)] = (business, Cues.of(business))
+    return cached[1]
+
+
 CODES = "|".join(sorted(CURRENCIES))
 AMOUNT = re.compile(
     rf"(?:(?P<symbol>[€$£])\s?(?P<a>\d[\d.,']*\d|\d))"
@@ -808,13 +187,10 @@ def _amount(text: str) -> re.Match[str] | None:
     return matches[0] if matches else None
 
 
-# What an e-mail most likely wants when it names no effect: it states no action of its own.
-MAIL_EFFECTS = {
-    RequestType.SUPPORT: EffectName.CREATE_FOLLOW_UP,
-    RequestType.BILLING: EffectName.SEND_INTERNAL_NOTIFICATION,
-    RequestType.SALES: EffectName.CREATE_FOLLOW_UP,
-    RequestType.SECURITY: EffectName.QUEUE_ACCOUNT_REVIEW,
-}
+def mail_effect(business: Catalogue, category: str) -> str:
+    """What an e-mail of a type most likely wants when its words ask for no effect (it states
+    no action of its own): the type's default effect, else the catalogue's first effect."""
+    return business.request_types[category].default_effect or next(iter(business.effects))
 
 
 def intent_text(normalized: dict[str, Any], parts: MessageParts | None = None) -> str:
@@ -827,36 +203,35 @@ def intent_text(normalized: dict[str, Any], parts: MessageParts | None = None) -
     return f"{subject}. {normalized.get('body', '')}"
 
 
-def read(normalized: dict[str, Any]) -> dict[str, Any]:
-    """The proposal for one event; pure, so tests and replays get the same answer.
+def read(
+    normalized: dict[str, Any],
+    *,
+    business: Catalogue | None = None,
+    routes: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The proposal for one event under a catalogue (the reference one unless given) and the
+    version's routes; pure, so tests and replays get the same answer.
 
     An e-mail's intent is read from its subject and the sender's own words; what it carries
     along (quotes, forwards, attachments) is read only when those say nothing, and then at
     half the confidence. Facts are taken from the sender's words first, and each says which
     part of the message it came from."""
+    business = reference_catalogue() if business is None else business
+    cues = cues_of(business)
     mail = is_mail(normalized)
     subject = str(normalized.get("subject", ""))
     parts = split_text(str(normalized.get("body", ""))) if mail else MessageParts()
     intent = intent_text(normalized, parts if mail else None)
     original = event_text(normalized) if mail else intent
-    category, best, confidence, tied = _intent(_plain(intent), normalized)
+    category, best, confidence, tied = _intent(_plain(intent), normalized, cues)
     carried = mail and best == 0
     if carried:  # nothing in the sender's own words: what they sent along is all there is
-        category, best, confidence, tied = _intent(_plain(original), normalized)
+        category, best, confidence, tied = _intent(_plain(original), normalized, cues)
         confidence /= 2
     text = _plain(original if carried else intent)
-    cues = {effect: _hits(text, words) for effect, words in EFFECT_CUES.items()}
-    effect = max(cues, key=lambda name: cues[name]) if any(cues.values()) else None
-    if mail and category == RequestType.SECURITY:
-        effect = EffectName.QUEUE_ACCOUNT_REVIEW  # whatever else it asks, the account first
-    if effect is None:
-        requested = normalized.get("requested_action", "")
-        known = {member.value for member in EffectName}
-        if mail:
-            effect = MAIL_EFFECTS[RequestType(category)]
-        else:
-            effect = requested if requested in known else EffectName.CREATE_FOLLOW_UP
-        confidence *= 0.9
+    effect, guessed = _effect(text, normalized, business, cues, category)
+    if guessed:
+        confidence *= GUESSED_EFFECT
     fields = {**extract(original), **extract(intent)}  # the sender's own words win
     if mail:
         _mark_parts(fields, subject, parts, normalized)
@@ -866,35 +241,54 @@ def read(normalized: dict[str, Any]) -> dict[str, Any]:
     # them: the category is a fallback, and the reading says so (policy sends it to a person).
     reason = "unclear.tie" if tied else f"{category}_keywords" if best else UNCLEAR
     return {
-        "category": str(category),
-        "recommended_route": str(ROUTES[RequestType(category)]),
-        "requested_effect": str(effect),
+        "category": category,
+        "recommended_route": recommended_route(business, routes or {}, category),
+        "requested_effect": effect,
         "reason_code": f"{reason}.carried" if carried and best else reason,
         "confidence": round(confidence, 2),
         "fields": fields,
     }
 
 
-def _score(text: str, category: str) -> int:
-    weight = WEIGHTS.get(category, 1)
+def _effect(
+    text: str, normalized: dict[str, Any], business: Catalogue, cues: Cues, category: str
+) -> tuple[str, bool]:
+    """(the effect wanted, whether it is a guess). An e-mail of a type whose default effect
+    is always wanted gets that one, whatever else it asks; otherwise the effect whose cues
+    are found most often. With no cue, an e-mail gets its type's usual effect and an event
+    the action it states (the catalogue's first effect when the catalogue lacks it)."""
+    mail = is_mail(normalized)
+    spec = business.request_types[category]
+    if mail and spec.default_effect_always and spec.default_effect is not None:
+        return spec.default_effect, False
+    hits = {effect: _hits(text, words) for effect, words in cues.effects.items()}
+    if any(hits.values()):
+        return max(hits, key=lambda name: hits[name]), False
+    if mail:
+        return mail_effect(business, category), True
+    requested = str(normalized.get("requested_action", ""))
+    return (requested if requested in business.effects else next(iter(business.effects))), True
+
+
+def _score(text: str, words: dict[str, int]) -> int:
     return sum(
-        len(_word(word).findall(text)) * (1 if word in SECURITY_CONTEXT else weight)
-        for word in KEYWORDS[category]
-        if word in text
+        len(_word(word).findall(text)) * weight for word, weight in words.items() if word in text
     )
 
 
-def _intent(text: str, normalized: dict[str, Any]) -> tuple[str, int, float, bool]:
-    """(category, its keyword hits, confidence, whether it is a guess between equals) read
-    from `text`, lower-cased."""
-    scores = {category: _score(text, category) for category in KEYWORDS}
+def _intent(text: str, normalized: dict[str, Any], cues: Cues) -> tuple[str, int, float, bool]:
+    """(category, its weighted cue hits, confidence, whether it is a guess between equals)
+    read from `text`, lower-cased. Between equal scores the stated type wins, then the type
+    listed first in the catalogue."""
+    scores = {category: _score(text, words) for category, words in cues.types.items()}
     stated = normalized.get("request_type")
     ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0] != stated))
-    (category, best), (runner_up, second) = ranked[0], ranked[1]
+    (category, best), (runner_up, second) = ranked[0], [*ranked, ("", 0)][1]
     tied = best > 0 and best == second and stated not in (category, runner_up)
     if best == 0:
-        # No signal in the words: keep the stated type, and say how little this is worth.
-        category, confidence = normalized.get("request_type", RequestType.SUPPORT), 0.3
+        # No signal in the words: the ranking kept the stated type first (the catalogue's
+        # first type when it states none the catalogue lists); say how little this is worth.
+        confidence = 0.3
     else:
         # Keywords are never certain: even a clear, unopposed signal stays below 0.9.
         strength = min(0.9, 0.55 + 0.15 * best)
@@ -929,4 +323,4 @@ class HeuristicClassifier:
     version = VERSION
 
     def classify(self, event: ClassifierInput, attempt: int, *, deadline: float) -> Any:
-        return read(event.normalized)
+        return read(event.normalized, business=event.business, routes=event.routes)

@@ -1,5 +1,6 @@
 """The `learned` classifier: a model trained on labelled requests (`train_classifier`) reads
-the category; the heuristic's extraction supplies the fields and the effect.
+the category; the heuristic's extraction supplies the fields and the effect. A request the
+heuristic reads as a type the model did not learn (too few labels) is left to the heuristic.
 
 Local like the heuristic (no network, milliseconds a message), so the pipeline reads with it
 inside the run's transaction. Below ABSTAIN_BELOW for its best category it says the reading
@@ -11,10 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from automation.classifiers.base import ClassifierInput, ClassifierRefused, ClassifierUnavailable
-from automation.classifiers.heuristic import MAIL_EFFECTS, ROUTES, UNCLEAR, intent_text, read
+from automation.classifiers.base import (
+    ClassifierInput,
+    ClassifierRefused,
+    ClassifierUnavailable,
+    recommended_route,
+)
+from automation.classifiers.heuristic import UNCLEAR, intent_text, mail_effect, read
 from automation.classifiers.training import ABSTAIN_BELOW, TrainingError, active_model
-from automation.schemas import RequestType, is_mail
+from automation.schemas import is_mail
 
 
 class LearnedClassifier:
@@ -36,14 +42,19 @@ class LearnedClassifier:
             raise ClassifierRefused(str(exc)) from exc
         if model is None:
             raise ClassifierUnavailable("no learned model is trained: run train_classifier")
-        normalized = event.normalized
-        reading = read(normalized)  # fields, parts and the effect the words ask for
+        normalized, business = event.normalized, event.business
+        # Fields, parts and the effect the words ask for.
+        reading = read(normalized, business=business, routes=event.routes)
+        if reading["category"] not in model.categories and reading["reason_code"] != UNCLEAR:
+            return reading  # words of a type the model could not learn: the heuristic's reading
         category, probability = model.read(intent_text(normalized))
+        if category not in business.request_types:
+            return reading  # learned from labels of a type the run's catalogue no longer has
         if category != reading["category"] and is_mail(normalized):
-            reading["requested_effect"] = str(MAIL_EFFECTS[RequestType(category)])
+            reading["requested_effect"] = mail_effect(business, category)
         reading.update(
             category=category,
-            recommended_route=str(ROUTES[RequestType(category)]),
+            recommended_route=recommended_route(business, event.routes, category),
             confidence=round(probability, 2),
             reason_code=UNCLEAR if probability < ABSTAIN_BELOW else f"{category}_learned",
         )

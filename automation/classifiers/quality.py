@@ -23,7 +23,7 @@ from audit.models import AuditAction
 from automation.classifiers.models import Label, LabelSource, QAReview, QAStatus
 from automation.runs.journal import record_audit, write_row
 from automation.runs.models import Run
-from automation.schemas import EffectName, RequestType
+from automation.runs.payloads import policy_for
 from core.codes import Refusal
 from core.errors import ServiceError
 from core.limits import within
@@ -112,13 +112,10 @@ def qa_correct(
 ) -> QAReview:
     """The reading was wrong: say what is right. The effect already happened and is not run
     again; the review goes to the reconcile queue for an ops lead."""
-    if category not in {member.value for member in RequestType}:
-        raise ServiceError(Refusal.INVALID_CORRECTION, f"{category!r} is not a category")
-    if effect not in {member.value for member in EffectName}:
-        raise ServiceError(Refusal.INVALID_CORRECTION, f"{effect!r} is not an effect")
     within(note, what="the note")
     with transaction.atomic(durable=True):
         review = _open_review(review_id, user)
+        _named_by_the_catalogue(review.run, category=category, effect=effect)
         reading = review.reading
         if (category, effect) == (reading["category"], reading["effect"]):
             raise ServiceError(
@@ -144,6 +141,17 @@ def qa_correct(
             now={"category": category, "effect": effect},
         )
         return review
+
+
+def _named_by_the_catalogue(run: Run, *, category: str, effect: str) -> None:
+    """A correction names a request type and an effect of the run's catalogue version."""
+    business = policy_for(run).parsed.business
+    if category not in business.request_types:
+        raise ServiceError(
+            Refusal.INVALID_CORRECTION, f"{category!r} is no request type of the catalogue"
+        )
+    if effect not in business.effects:
+        raise ServiceError(Refusal.INVALID_CORRECTION, f"{effect!r} is no effect of the catalogue")
 
 
 def qa_reconcile(*, review_id: int, user: User, note: str) -> QAReview:

@@ -4,7 +4,8 @@ artifact, loaded once per process.
 The model reads what the heuristic reads, a request's subject and the sender's own words
 (`heuristic.intent_text`), as TF-IDF word (1-2) and character (3-5, within words) n-grams;
 a linear support-vector model, its scores calibrated into probabilities (sigmoid, on
-held-out folds), picks the category. It learns the
+held-out folds), picks the category among the types with at least MIN_LABELS labels to
+train on (the report names the others; the heuristic reads them). It learns the
 category only: the fields, amounts, dates and the effect stay the heuristic's extraction,
 and policy decides as for any reading.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import pickle
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,11 @@ from automation.schemas import MailEvent
 HOLD_BACK_ONE_IN = 4
 # Below this probability for its best category the model says it is unclear.
 ABSTAIN_BELOW = 0.5
+# The fewest labelled requests of a type, in the training part, the model learns it from:
+# with three or fewer, each of the three folds its probabilities are calibrated on sees the
+# type once at most. A type with fewer is left out of the model, and the learned reader
+# leaves a request the heuristic reads as that type to the heuristic.
+MIN_LABELS = 4
 
 
 class TrainingError(ValueError):
@@ -60,6 +67,8 @@ class TrainingReport:
     model: ClassifierModel
     trained_on: int
     held_out: dict[str, dict[str, int]] = field(default_factory=dict)
+    # The types with too few labels to learn, and how many they have in the training part.
+    too_few: dict[str, int] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
         model = self.model
@@ -68,6 +77,10 @@ class TrainingReport:
             f"({', '.join(model.categories)}), checksum {model.checksum[:12]}",
             "cross-validated accuracy on the training part: "
             + (f"{model.cv_accuracy:.1%}" if model.cv_accuracy is not None else "n/a"),
+        ]
+        out += [
+            f"{too_few_to_learn(name, count)}; read by the heuristic"
+            for name, count in self.too_few.items()
         ]
         for name, figures in self.held_out.items():
             right, of = figures["right"], figures["of"]
@@ -150,10 +163,16 @@ def classifier_train(
     examples = [example for path in labels for example in examples_from(path)]
     if people:
         examples += examples_from_people()
+    too_few = _too_few_to_learn(examples)
+    # A type the model does not learn is neither trained on nor measured on.
+    examples = [e for e in examples if e.category not in too_few]
     training = [e for e in examples if not e.held_back]
     categories = sorted({e.category for e in training})
     if len(categories) < 2:
-        raise TrainingError("training needs labelled requests of at least two categories")
+        raise TrainingError(
+            f"training needs at least {MIN_LABELS} labelled requests of each of two categories"
+            + "".join(f"; {too_few_to_learn(name, count)}" for name, count in too_few.items())
+        )
     texts, targets = [e.text for e in training], [e.category for e in training]
     smallest = min(targets.count(name) for name in categories)
     pipeline = _pipeline(smallest)
@@ -186,13 +205,30 @@ def classifier_train(
             )
             ClassifierModel.objects.filter(pk=model.pk).update(is_active=True)
             model.is_active = True
-    return TrainingReport(model, len(training), held_out)
+    return TrainingReport(model, len(training), held_out, too_few)
+
+
+def _too_few_to_learn(examples: list[Example]) -> dict[str, int]:
+    """The types labelled fewer than MIN_LABELS times in the training part, with that count."""
+    counts = Counter(e.category for e in examples if not e.held_back)
+    labelled = sorted({e.category for e in examples})
+    return {name: counts[name] for name in labelled if counts[name] < MIN_LABELS}
+
+
+def too_few_to_learn(name: str, count: int) -> str:
+    labels = "label" if count == 1 else "labels"
+    return f"{name}: {count} {labels} to train on, too few to learn (it takes {MIN_LABELS})"
 
 
 @dataclass(frozen=True)
 class LoadedModel:
     version: str
     pipeline: Any
+
+    @property
+    def categories(self) -> frozenset[str]:
+        """The types the model learned: the only ones it ever reads."""
+        return frozenset(str(name) for name in self.pipeline.classes_)
 
     def read(self, text: str) -> tuple[str, float]:
         """(category, its probability)."""

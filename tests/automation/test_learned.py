@@ -3,8 +3,10 @@ checksummed, versioned artifact, read with inside the pipeline like the heuristi
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from automation.classifiers.training import classifier_train
 from automation.intake.services import channel_get_or_create, intake_submit
 from automation.models import ClassificationAttempt, ClassifierModel, IntakeChannel, Run
 from automation.pipeline.services import run_advance
+from policy.catalogue import Catalogue, reference_catalogue
 
 pytestmark = pytest.mark.django_db
 
@@ -109,3 +112,91 @@ def test_without_a_model_it_is_unavailable_and_a_damaged_one_is_refused(policy: 
 def test_a_channel_is_stamped_with_no_model_yet(policy: None) -> None:
     channel = channel_get_or_create(name="learned-new", classifier="learned")
     assert IntakeChannel.objects.get(pk=channel.pk).classifier_version == "learned-untrained"
+
+
+CLAIMS = {
+    "w1-kettle.eml": (
+        "Kettle stopped working",
+        "My kettle stopped working after a month. Warranty?",
+    ),
+    "w2-garantie.eml": ("Garantie", "Der Toaster ist defekt, er ist noch in der Garantie."),
+    "w3-mixer.eml": ("Warranty claim", "The mixer broke within its warranty, what now?"),
+}
+
+
+def with_warranty_claims(folder: Path) -> Path:
+    """The sample set and three labelled warranty claims. The folder's name decides which
+    files are held back: named `mail-warranty`, none of the claims is, and each of the four
+    types keeps at least four labels to train on."""
+    folder.mkdir()
+    for eml in SAMPLES.parent.glob("*.eml"):
+        shutil.copy(eml, folder)
+    rows = list(csv.DictReader(SAMPLES.open(encoding="utf-8")))
+    for number, (name, (subject, body)) in enumerate(CLAIMS.items()):
+        (folder / name).write_text(
+            f"From: Kim Lee <kim@kettles.test>\nTo: requests@gatehouse.test\n"
+            f"Subject: {subject}\nMessage-ID: <claim-{number}@kettles.test>\n"
+            f"Content-Type: text/plain; charset=us-ascii\n\n{body}\n",
+            encoding="utf-8",
+        )
+        rows.append({**rows[0], "file": name, "category": "warranty_claim", "note": ""})
+    labels = folder / "labels.csv"
+    with labels.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return labels
+
+
+def warranty_business() -> Catalogue:
+    data = reference_catalogue().model_dump()
+    data["request_types"]["warranty_claim"] = {
+        "label": "Warranty claim",
+        "description": "A product that broke within its warranty.",
+        "cues": {"en": ["warranty", "stopped working"], "de": ["garantie", "defekt"]},
+        "default_effect": "create_follow_up",
+    }
+    return Catalogue.model_validate(data)
+
+
+def test_a_type_with_too_few_labels_is_not_learned_and_is_left_to_the_heuristic(
+    policy: None, tmp_path: Path
+) -> None:
+    labels = with_warranty_claims(tmp_path / "mail-warranty")
+    claims = [e for e in training.examples_from(labels) if e.category == "warranty_claim"]
+    assert len(claims) == 3 and not any(e.held_back for e in claims)
+    report = classifier_train(labels=[labels])
+
+    assert set(report.model.categories) == {"billing", "sales", "security", "support"}
+    assert (
+        "warranty_claim: 3 labels to train on, too few to learn (it takes 4); read by the heuristic"
+    ) in report.lines()
+    business = warranty_business()
+    claim = {"source": "email", "subject": "Garantie", "body": "Die Waage ist defekt."}
+    reading = LearnedClassifier().classify(
+        ClassifierInput("email", "m-1", claim, business=business), 1, deadline=1.0
+    )
+    assert (reading["category"], reading["reason_code"]) == (
+        "warranty_claim",
+        "warranty_claim_keywords",
+    )
+    invoice = {"source": "email", "subject": "Invoice", "body": "Please refund invoice 4471."}
+    reading = LearnedClassifier().classify(
+        ClassifierInput("email", "m-2", invoice, business=business), 1, deadline=1.0
+    )
+    assert reading["category"] in report.model.categories  # the model's own reading
+    assert reading["reason_code"] in ("unclear", f"{reading['category']}_learned")
+
+
+def test_training_needs_two_types_with_enough_labels(policy: None, tmp_path: Path) -> None:
+    folder = tmp_path / "mail-warranty"
+    labels = with_warranty_claims(folder)
+    rows = [r for r in csv.DictReader(labels.open(encoding="utf-8"))]
+    kept = [r for r in rows if r["category"] in ("sales", "warranty_claim")]
+    with labels.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(kept)
+    with pytest.raises(training.TrainingError) as refused:
+        classifier_train(labels=[labels])
+    assert "warranty_claim: 3 labels to train on, too few to learn" in str(refused.value)

@@ -157,6 +157,21 @@ def test_only_the_routes_group_reviews_and_a_correction_must_change_something(
         )
 
 
+def test_a_correction_names_a_type_and_an_effect_of_the_runs_catalogue(
+    pipeline: Pipeline,
+) -> None:
+    run = straight_through(sampling(pipeline, 1.0), "evt-qa-catalogue")
+    reviewer = _user("quinn", "qa-desk")
+    for category, effect, refused in [
+        ("warranty_claim", "create_follow_up", "'warranty_claim' is no request type"),
+        ("billing", "refund_now", "'refund_now' is no effect of the catalogue"),
+    ]:
+        with pytest.raises(ServiceError) as error:
+            qa_correct(review_id=run.qa_review.pk, user=reviewer, category=category, effect=effect)
+        assert refused in error.value.message
+    assert QAReview.objects.get(pk=run.qa_review.pk).status == QAStatus.OPEN
+
+
 def test_a_correction_in_the_queue_and_an_approval_leave_labels(
     pipeline: Pipeline, approver: User, ops_lead: User
 ) -> None:

@@ -194,6 +194,53 @@ def test_a_template_that_cannot_be_read_is_refused() -> None:
     assert "email_reply.templates.en.subject: the template cannot be read" in refusal(data)
 
 
+def test_a_default_effect_the_catalogue_does_not_have_is_refused_with_its_place() -> None:
+    message = refusal(
+        document(catalogue__request_types__warranty_claim__default_effect="refund_now")
+    )
+    assert "request_types.warranty_claim.default_effect: 'refund_now' is no effect" in message
+    assert "open_ticket, reply_to_customer" in message  # what it could have named
+
+
+def test_cues_are_held_to_two_letter_languages_and_counted_one_way() -> None:
+    claim = "catalogue__request_types__warranty_claim__"
+    assert "'english' is not a two-letter language code" in refusal(
+        document(**{f"{claim}scene_cues": {"english": ["warranty"]}})
+    )
+    assert "'deutsch' is not a two-letter language code" in refusal(
+        document(catalogue__effects__open_ticket__cues={"deutsch": ["ticket"]})
+    )
+    assert "broken: listed as a cue and as a scene cue" in refusal(
+        document(**{f"{claim}scene_cues": {"en": ["Broken"]}})
+    )
+    assert "default_effect_always needs a default_effect" in refusal(
+        document(**{f"{claim}default_effect_always": True})
+    )
+    assert "cue_weight" in refusal(document(**{f"{claim}cue_weight": 0}))
+
+
+def test_a_business_says_what_its_mail_wants_and_how_much_its_words_count() -> None:
+    claim = "catalogue__request_types__warranty_claim__"
+    parsed = parse_policy_text(
+        yaml.safe_dump(
+            document(
+                **{
+                    f"{claim}default_effect": "open_ticket",
+                    f"{claim}default_effect_always": True,
+                    f"{claim}cue_weight": 2,
+                    f"{claim}scene_cues": {"en": ["serial number"]},
+                    "catalogue__effects__open_ticket__cues": {"en": ["open a ticket"]},
+                    "catalogue__effects__open_ticket__cue_priority": 3,
+                }
+            )
+        )
+    )
+    claim_type = parsed.business.request_types["warranty_claim"]
+    assert (claim_type.default_effect, claim_type.default_effect_always) == ("open_ticket", True)
+    assert (claim_type.cue_weight, claim_type.scene_cues) == (2, {"en": ["serial number"]})
+    assert parsed.business.effects["open_ticket"].cue_priority == 3
+
+
 def test_an_effect_with_no_adapter_is_refused() -> None:
     data = document()
     del data["catalogue"]["effects"]["reply_to_customer"]["adapter"]
