@@ -26,33 +26,6 @@ class Source(StrEnum):
 EMAIL = "email"
 
 
-class AccountTier(StrEnum):
-    STANDARD = "standard"
-    PRIORITY = "priority"
-
-
-class RequestType(StrEnum):
-    SUPPORT = "support"
-    BILLING = "billing"
-    SALES = "sales"
-    SECURITY = "security"
-
-
-class Route(StrEnum):
-    SERVICE_DESK = "service_desk"
-    FINANCE = "finance"
-    COMMERCIAL = "commercial"
-    SECURITY_REVIEW = "security_review"
-
-
-class EffectName(StrEnum):
-    """Effects Gatehouse has an adapter for. A model naming anything else is invalid output."""
-
-    CREATE_FOLLOW_UP = "create_follow_up"
-    QUEUE_ACCOUNT_REVIEW = "queue_account_review"
-    SEND_INTERNAL_NOTIFICATION = "send_internal_notification"
-
-
 def normalize_text(value: str) -> str:
     """Collapse runs of whitespace and trim: the only rewrite normalization makes."""
     return re.sub(r"\s+", " ", value).strip()

@@ -31,7 +31,7 @@ from automation.intake.services import MAIL_TYPE, api_token_create, intake_submi
 from automation.mail import parse_message
 from automation.models import IntakeChannel, IntakeRecord, Run, State
 from automation.roles import roles_ensure
-from automation.schemas import EffectName, RequestType, Route
+from policy.catalogue import reference_catalogue
 from tests.conftest import TIMEOUT, Pipeline, make_event
 
 EXAMPLES = int(os.environ.get("GATEHOUSE_FUZZ_EXAMPLES", "60"))
@@ -257,13 +257,16 @@ def held_run(pipeline: Pipeline) -> Run:
     return run
 
 
+REFERENCE = reference_catalogue()
+
+
 @st.composite
 def corrections(draw: st.DrawFn) -> dict[str, str]:
     """A well-formed correction with some of its values replaced by hostile ones."""
     data = {
-        "category": draw(st.sampled_from([m.value for m in RequestType])),
-        "recommended_route": draw(st.sampled_from([m.value for m in Route])),
-        "requested_effect": draw(st.sampled_from([m.value for m in EffectName])),
+        "category": draw(st.sampled_from(sorted(REFERENCE.request_types))),
+        "recommended_route": draw(st.sampled_from(sorted(REFERENCE.routes))),
+        "requested_effect": draw(st.sampled_from(sorted(REFERENCE.effects))),
         "reason_code": "fuzz",
         "reason": "checked by hand",
         "field_customer_reference": "CUST-12345",
