@@ -18,7 +18,13 @@ from automation.classifiers.base import ClassifierInput, recommended_route
 from automation.extraction import CURRENCIES, MONTH_PATTERN, parse_date, references_in
 from automation.mailtext import MessageParts, split_text
 from automation.schemas import MessagePart, event_text, is_mail
-from policy.catalogue import Catalogue, RequestTypeSpec, cue_words, reference_catalogue
+from policy.catalogue import (
+    Catalogue,
+    FieldType,
+    RequestTypeSpec,
+    cue_words,
+    reference_catalogue,
+)
 
 VERSION = "heuristic-3"
 # The reason code of a reading with no clear signal (a classifier's explicit abstention).
@@ -166,6 +172,49 @@ def extract(text: str) -> dict[str, dict[str, Any]]:
     return fields
 
 
+# A typed field read from a generic find, and how sure of it the reading is: the first
+# amount or date of a message may not be the one the field is about.
+FROM_GENERIC = 0.6
+GENERIC = {FieldType.REFERENCE: "reference", FieldType.AMOUNT: "amount", FieldType.DATE: "date"}
+EMAIL_ADDRESS = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+
+
+@lru_cache(maxsize=512)
+def _reference(pattern: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w-])(?:{pattern})(?![\w-])")
+
+
+def typed_fields(
+    spec: RequestTypeSpec, text: str, found: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """The request type's own fields that `found` lacks, read from `text` by their type: a
+    reference by its pattern (or the generic reference), an amount and a date from the
+    generic finds, an e-mail address; free text is left to a person or a model."""
+    sentences = _sentences(text)
+    typed: dict[str, dict[str, Any]] = {}
+    for name, field in spec.fields.items():
+        if name in found:
+            continue
+        value, confidence = None, FROM_GENERIC
+        if field.type == FieldType.REFERENCE and field.pattern:
+            match = _reference(field.pattern).search(text)
+            value, confidence = (match.group(0), 0.9) if match else (None, 0.0)
+        elif field.type == FieldType.EMAIL:
+            match = EMAIL_ADDRESS.search(text)
+            value = match.group(0) if match else None
+        elif generic := GENERIC.get(field.type):
+            if generic in found:
+                typed[name] = {**found[generic], "confidence": FROM_GENERIC}
+            continue
+        if value:
+            typed[name] = {
+                "value": value,
+                "confidence": confidence,
+                "source": _source(sentences, str(value)),
+            }
+    return typed
+
+
 def _date(text: str) -> str | None:
     """The first date, unless a date-shaped text is no date at all: that one is reported."""
     dates = [match.group(1) for match in DATE.finditer(text)]
@@ -233,6 +282,9 @@ def read(
     if guessed:
         confidence *= GUESSED_EFFECT
     fields = {**extract(original), **extract(intent)}  # the sender's own words win
+    spec = business.request_types[category]
+    for text_read in (intent, original):  # the sender's own words first
+        fields.update(typed_fields(spec, text_read, fields))
     if mail:
         _mark_parts(fields, subject, parts, normalized)
         if normalized.get("sender_name"):
