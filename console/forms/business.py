@@ -47,6 +47,7 @@ from policy.services import PolicyError, load_policy_yaml
 
 # The route select's choice for the route added in the same form (no catalogue name has a +).
 NEW_ROUTE = "+new"
+NEW_EFFECT = "+new"  # the same, in the usual effect's select
 ADAPTERS = [
     ("", "(choose how it is done)"),
     ("record", "Record: a task row kept in Gatehouse, for a group to work"),
@@ -317,6 +318,13 @@ class BusinessForm(NewVersionForm):
             choices.append((current, f"{humanize(current)} (no route of the catalogue)"))
         return [*choices, (NEW_ROUTE, "The new route, added below")]
 
+    def _effect_choices(self, current: str) -> list[tuple[str, str]]:
+        choices = [("", "None: the words decide, else the catalogue's first effect")]
+        choices += [(name, spec.label) for name, spec in self.business.effects.items()]
+        if current and current not in self.business.effects:
+            choices.append((current, f"{humanize(current)} (no effect of the catalogue)"))
+        return [*choices, (NEW_EFFECT, "The new effect, added below")]
+
     def _route_block(self, code: str) -> Block:
         spec = self.business.routes.get(code)
         prefix, title = (f"route-{code}", spec.label) if spec else ("new_route", "New route")
@@ -365,6 +373,15 @@ class BusinessForm(NewVersionForm):
         said = "\n".join(cue_line(language, words) for language, words in cues.items())
         short = [field for field in (name, label) if field is not None]
         short.append(self._add(f"{prefix}-route", route, title))
+        usual = spec.default_effect if spec else None
+        effect = forms.ChoiceField(
+            label="Usual effect",
+            required=False,
+            choices=self._effect_choices(usual or ""),
+            initial=usual or "",
+            help_text="What an e-mail of this type wants when its words ask for no effect.",
+        )
+        short.append(self._add(f"{prefix}-effect", effect, title))
         if spec:
             remove = forms.BooleanField(
                 label="Remove this request type",
@@ -385,7 +402,7 @@ class BusinessForm(NewVersionForm):
 
     def _type_places(self, code: str, prefix: str) -> None:
         parts = {"": "label", "label": "label", "description": "description"}
-        parts |= {"fields": "fields", "cues": "cues", "[key]": "name"}
+        parts |= {"fields": "fields", "cues": "cues", "[key]": "name", "default_effect": "effect"}
         self._places(("catalogue", "request_types", code), prefix, parts)
         self.places[("routes", code)] = f"{prefix}-route"
 
@@ -515,9 +532,37 @@ class BusinessForm(NewVersionForm):
         data["note"] = values["note"].strip()
         data["catalogue"] = self.business.model_dump(mode="json")
         new_route = self._apply_routes(values, data["catalogue"]["routes"])
-        self._apply_types(values, data, new_route)
-        self._apply_effects(values, data)
+        new_type = self._apply_types(values, data, new_route)
+        new_effect = self._apply_effects(values, data)
+        self._apply_usual_effects(values, data, new_type, new_effect)
         return None if self.errors else data
+
+    def _apply_usual_effects(
+        self, values: dict[str, Any], data: dict[str, Any], new_type: str | None, new: str | None
+    ) -> None:
+        """Each type's usual effect, once the effect added in this form has its name."""
+        types = data["catalogue"]["request_types"]
+        chosen = [(block.code, f"type-{block.code}") for block in self.type_blocks]
+        if new_type is not None:
+            chosen.append((new_type, "new_type"))
+        for code, prefix in chosen:
+            if code not in types:
+                continue  # removed
+            effect = values[f"{prefix}-effect"]
+            if effect == NEW_EFFECT:
+                if new is None:
+                    self.add_error(
+                        f"{prefix}-effect",
+                        "Add the new effect below (its name and how it is done), or choose "
+                        "another.",
+                    )
+                    continue
+                effect = new
+            types[code].pop("default_effect", None)
+            if effect:
+                types[code]["default_effect"] = effect
+            else:
+                types[code]["default_effect_always"] = False
 
     def _new_name(self, values: dict[str, Any], prefix: str, what: str, taken: Any) -> str | None:
         """The name of the one being added in block `prefix`, or None when the block is
@@ -564,7 +609,8 @@ class BusinessForm(NewVersionForm):
 
     def _apply_types(
         self, values: dict[str, Any], data: dict[str, Any], new_route: str | None
-    ) -> None:
+    ) -> str | None:
+        """The types edited, removed and added; the added one's name, or None."""
         types = data["catalogue"]["request_types"]
         for block in self.type_blocks:
             prefix = f"type-{block.code}"
@@ -580,6 +626,7 @@ class BusinessForm(NewVersionForm):
             self._type_places(name, "new_type")
             types[name] = self._type(values, "new_type", {})
             self._route_to(values, "new_type", name, data["routes"], new_route)
+        return name
 
     def _type(self, values: dict[str, Any], prefix: str, was: dict[str, Any]) -> dict[str, Any]:
         spec = self._described(values, prefix, was)
@@ -619,7 +666,8 @@ class BusinessForm(NewVersionForm):
         else:
             routes.pop(code, None)  # the schema says the type goes nowhere, at this field
 
-    def _apply_effects(self, values: dict[str, Any], data: dict[str, Any]) -> None:
+    def _apply_effects(self, values: dict[str, Any], data: dict[str, Any]) -> str | None:
+        """The effects edited and added; the added one's name, or None."""
         effects = data["catalogue"]["effects"]
         for block in self.effect_blocks:
             prefix = f"effect-{block.code}"
@@ -630,6 +678,7 @@ class BusinessForm(NewVersionForm):
             self._effect_places(name, "new_effect")
             effects[name] = self._effect(values, "new_effect", {})
             self._allowed(values, "new_effect", name, data)
+        return name
 
     def _effect(self, values: dict[str, Any], prefix: str, was: dict[str, Any]) -> dict[str, Any]:
         adapter = values[f"{prefix}-adapter"]

@@ -31,6 +31,8 @@ def without_the_account_review() -> PolicyVersion:
     data = active.parsed.stored()
     catalogue = reference_catalogue().model_dump(mode="json", exclude_none=True)
     del catalogue["effects"]["queue_account_review"]
+    security = catalogue["request_types"]["security"]
+    security.update(default_effect="create_follow_up", default_effect_always=False)
     data.update(
         version="no-review-1",
         catalogue=catalogue,

@@ -78,6 +78,7 @@ def warranty(data: dict[str, Any]) -> dict[str, Any]:
         "new_type-fields": WARRANTY_FIELDS,
         "new_type-cues": WARRANTY_CUES,
         "new_type-route": NEW_ROUTE,
+        "new_type-effect": NEW_ROUTE,  # the usual effect: the new one
         "new_route-name": "warranty_desk",
         "new_route-label": "Warranty desk",
         "new_route-description": "The people who handle warranty claims.",
@@ -190,6 +191,8 @@ def test_adds_a_request_type_its_route_and_an_http_effect_that_is_approved(
     document = version.document
     catalogue = document["catalogue"]
     claim = catalogue["request_types"]["warranty_claim"]
+    assert claim["default_effect"] == "open_warranty_ticket"
+    assert catalogue["request_types"]["security"]["default_effect"] == "queue_account_review"
     assert (claim["label"], claim["description"]) == (
         "Warranty claim",
         "A product that broke within its warranty.",
@@ -469,3 +472,12 @@ def test_nobody_signed_in_is_asked_to_sign_in(policy: None) -> None:
 
     assert response.status_code == 302
     assert "login" in response["Location"]
+
+
+def test_a_usual_effect_chosen_as_the_new_one_needs_the_new_one(client: Client) -> None:
+    data = warranty(starting_values(client))
+    data = {k: v for k, v in data.items() if not k.startswith("new_effect-")}
+
+    page = refused(client, data)
+
+    assert error_next_to(page, "new_type-effect").startswith("Add the new effect below")
