@@ -48,9 +48,8 @@ def with_effects(effects: dict[str, dict[str, Any]], **changes: Any) -> PolicyDo
     `changes`, under a new version name."""
     active = PolicyVersion.objects.get(is_active=True)
     data = active.parsed.stored()
-    catalogue = data.get("catalogue") or reference_catalogue().model_dump(
-        mode="json", exclude_none=True
-    )
+    catalogue = changes.pop("catalogue", None) or data.get("catalogue")
+    catalogue = catalogue or reference_catalogue().model_dump(mode="json", exclude_none=True)
     catalogue["effects"] = {**catalogue["effects"], **effects}
     data.update(catalogue=catalogue, version=f"{active.name}-fx{next(_numbers)}", **changes)
     return PolicyDocument.model_validate(data, context=NEW_VERSION)

@@ -16,6 +16,7 @@ from typing import Any
 from django.db import transaction
 
 from automation.classifiers import classifier_versions
+from automation.classifiers.training import TrainingError, active_model
 from automation.intake.customers import customers_load_in_transaction
 from automation.intake.models import IntakeChannel
 from automation.intake.services import MAIL_TYPE, intake_submit_in_transaction
@@ -78,6 +79,14 @@ class EvaluationReport:
     policy_version: str
     readings: list[Reading] = field(default_factory=list)
     left_out: Counter[str] = field(default_factory=Counter)
+    # The words of the version's catalogue for its request types (the lines use them).
+    labels: dict[str, str] = field(default_factory=dict)
+    # For the learned classifier: the types of the catalogue its model did not learn (too
+    # few labels), which the heuristic reads instead.
+    not_learned: list[str] = field(default_factory=list)
+
+    def said(self, category: str) -> str:
+        return self.labels.get(category, category)
 
     def _share(self, count: int) -> float:
         return count / len(self.readings) if self.readings else 0.0
@@ -199,6 +208,7 @@ class EvaluationReport:
             "wrong_among_straight_through": [wrong_through, through],
             "wrong_readings_straight_through": [wrong_through, wrong],
             "reliability": self.reliability,
+            "not_learned": self.not_learned,
             "readings": [r.__dict__ for r in self.readings],
         }
 
@@ -221,11 +231,12 @@ class EvaluationReport:
         out += [
             "recall by category: "
             + ", ".join(
-                "{} {}/{}".format(name, *self.recall(name)) for name in self.labelled_categories
+                "{} {}/{}".format(self.said(name), *self.recall(name))
+                for name in self.labelled_categories
             ),
             "run straight through by category: "
             + ", ".join(
-                "{} {}/{}".format(name, *self.straight_through(name))
+                "{} {}/{}".format(self.said(name), *self.straight_through(name))
                 for name in self.labelled_categories
             ),
             f"read wrong among those run straight through: {wrong_through}/{through}"
@@ -233,7 +244,7 @@ class EvaluationReport:
             f"wrong readings that ran straight through: {wrong_through}/{wrong}",
             "per category (precision, recall): "
             + ", ".join(
-                f"{name} {row['precision']:.0%} {row['recall']:.0%}"
+                f"{self.said(name)} {row['precision']:.0%} {row['recall']:.0%}"
                 for name, row in self.per_category.items()
             ),
             "reliability (confidence band: right/readings):",
@@ -244,7 +255,12 @@ class EvaluationReport:
                     f"  {band['band']}: {band['right']}/{band['readings']} = {band['accuracy']:.0%}"
                 )
         for (label, read), count in self.confusions.most_common():
-            out.append(f"  labelled {label}, read as {read}: {count}")
+            out.append(f"  labelled {self.said(label)}, read as {self.said(read)}: {count}")
+        if self.not_learned:
+            out.append(
+                "not learned by the model (too few labels), read by the heuristic: "
+                + ", ".join(self.said(name) for name in self.not_learned)
+            )
         return out
 
 
@@ -289,7 +305,14 @@ def _evaluate(
         # answered as duplicates of (or made to wait for) the production runs.
         shares_mail_identity=False,
     )
-    report = EvaluationReport(classifier, version, chosen.name)
+    business = chosen.parsed.business
+    report = EvaluationReport(
+        classifier,
+        version,
+        chosen.name,
+        labels={name: spec.label for name, spec in business.request_types.items()},
+        not_learned=_not_learned(classifier, set(business.request_types)),
+    )
     for row in rows:
         if row["expected_intake"] != "new":
             report.left_out[row["expected_intake"] or "unlabelled"] += 1
@@ -318,6 +341,17 @@ def _evaluate(
             )
         )
     return report
+
+
+def _not_learned(classifier: str, types: set[str]) -> list[str]:
+    """The catalogue's types the active learned model has no category for."""
+    if classifier != "learned":
+        return []
+    try:
+        model = active_model()
+    except TrainingError:
+        return []
+    return sorted(types - set(model.categories)) if model is not None else []
 
 
 def _confidence(reading: dict[str, Any]) -> float | None:

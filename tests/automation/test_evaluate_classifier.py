@@ -11,10 +11,14 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from audit.models import AuditEvent
+from automation.classifiers.training import classifier_train
 from automation.intake.services import MAIL_TYPE, channel_get_or_create, intake_submit
 from automation.mail import parse_message
 from automation.models import Customer, IntakeChannel, IntakeRecord, Run
+from policy.catalogue import reference_catalogue
+from policy.models import PolicyVersion
 from policy.services import policy_ensure_defaults
+from tests.catalogues import activate_effects
 from tests.conftest import Pipeline
 
 MAIL = Path(__file__).resolve().parent.parent / "data" / "mail"
@@ -82,12 +86,12 @@ def test_accuracy_and_the_share_sent_to_people_are_counted(tmp_path: Path) -> No
     text = evaluate(labels)
     assert "category accuracy: 3/4 = 75.0%" in text
     assert "routed to people: 2/4 = 50.0%" in text
-    assert "labelled billing, read as support: 1" in text
+    assert "labelled Billing, read as Support: 1" in text
 
     # The figures that say whether the reading can be trusted.
     assert report["per_category"]["security"]["recall"] == 1.0
     assert report["per_category"]["security"]["straight_through"] == 0  # it waited for approval
-    assert "run straight through by category: billing 1/2, sales 1/1, security 0/1" in text
+    assert "run straight through by category: Billing 1/2, Sales 1/1, Security 0/1" in text
     assert report["wrong_among_straight_through"] == [1, 2]  # 15 ran through, read wrong
     assert report["wrong_readings_straight_through"] == [1, 1]
     assert report["per_category"]["billing"] == {
@@ -101,7 +105,7 @@ def test_accuracy_and_the_share_sent_to_people_are_counted(tmp_path: Path) -> No
     bands = report["reliability"]
     assert sum(band["readings"] for band in bands) == 4  # every reading has its confidence
     assert sum(band["right"] for band in bands) == 3  # all but 15: category and effect
-    assert "recall by category: billing 1/2, sales 1/1, security 1/1" in text
+    assert "recall by category: Billing 1/2, Sales 1/1, Security 1/1" in text
     assert "read wrong among those run straight through: 1/2 = 50.0%" in text
 
 
@@ -181,3 +185,28 @@ def test_a_labels_file_without_its_columns_is_refused(tmp_path: Path) -> None:
     labels.write_text("name,kind\n", encoding="utf-8")
     with pytest.raises(CommandError, match="missing columns"):
         evaluate(labels)
+
+
+@pytest.mark.django_db
+def test_the_evaluation_of_the_learned_reader_names_the_types_it_did_not_learn(
+    tmp_path: Path,
+) -> None:
+    policy_ensure_defaults()
+    classifier_train(labels=[MAIL / "labels.csv"])
+    catalogue = json.loads(json.dumps(reference_catalogue().model_dump(mode="json")))
+    catalogue["request_types"]["warranty_claim"] = {
+        "label": "Warranty claim",
+        "description": "A product that broke within its warranty.",
+        "cues": {"en": ["warranty"]},
+    }
+    routes = {**PolicyVersion.objects.get(is_active=True).parsed.routes}
+    activate_effects({}, catalogue=catalogue, routes={**routes, "warranty_claim": "service_desk"})
+    labels = labelled_set(tmp_path, [f"{QUOTE},sales,create_follow_up,CUST-10001,,new,,"])
+
+    report = json.loads(evaluate(labels, "--classifier", "learned", "--json"))
+    text = evaluate(labels, "--classifier", "learned")
+
+    assert report["not_learned"] == ["warranty_claim"]
+    assert "not learned by the model (too few labels), read by the heuristic: Warranty claim" in (
+        text
+    )
