@@ -23,11 +23,10 @@ SIGNING_VARIABLE = "GATEHOUSE_TEST_SIGNING_SECRET"
 _numbers = itertools.count(1)
 
 
-def http_effect(url: str, *, label: str = "Tell the receiver", **http: Any) -> dict[str, Any]:
-    """An `http` effect entry posting to `url`, signed with SIGNING_VARIABLE's secret."""
+def http_effect(url: str, **http: Any) -> dict[str, Any]:
+    """An `http` effect entry posting to `url`, signed with SIGNING_VARIABLE's secret. It
+    keeps the label and description of the effect it replaces."""
     return {
-        "label": label,
-        "description": "A request to the test's receiver.",
         "adapter": "http",
         "http": {"url": url, "signing": {"secret": SIGNING_VARIABLE}, **http},
     }
@@ -36,8 +35,6 @@ def http_effect(url: str, *, label: str = "Tell the receiver", **http: Any) -> d
 def email_reply_effect(templates: dict[str, dict[str, str]], **config: Any) -> dict[str, Any]:
     """An `email_reply` effect entry with these templates per language."""
     return {
-        "label": "Reply to the sender",
-        "description": "An answer in the request's thread.",
         "adapter": "email_reply",
         "email_reply": {"templates": templates, **config},
     }
@@ -50,7 +47,14 @@ def with_effects(effects: dict[str, dict[str, Any]], **changes: Any) -> PolicyDo
     data = active.parsed.stored()
     catalogue = changes.pop("catalogue", None) or data.get("catalogue")
     catalogue = catalogue or reference_catalogue().model_dump(mode="json", exclude_none=True)
-    catalogue["effects"] = {**catalogue["effects"], **effects}
+    for name, entry in effects.items():
+        words = {"label": "Tell the receiver", "description": "An effect of the test."}
+        was = catalogue["effects"].get(name) or words
+        catalogue["effects"][name] = {
+            "label": was["label"],
+            "description": was["description"],
+            **entry,
+        }
     data.update(catalogue=catalogue, version=f"{active.name}-fx{next(_numbers)}", **changes)
     return PolicyDocument.model_validate(data, context=NEW_VERSION)
 

@@ -284,7 +284,7 @@ def test_after_approving_the_page_says_what_is_being_done_and_updates_when_it_is
     assert run_the_worker() >= 1
 
     # No reload by hand: the page reloads itself while the work is pending.
-    expect(after).to_have_text("Approved: the account review was queued. The run is done.")
+    expect(after).to_have_text("Approved: “Queue an account review” was done. The run is done.")
     expect(page.get_by_test_id("run-state")).to_have_text("Done")
     assert Run.objects.get(pk=waiting.run_id).state == State.COMPLETED
     assert page.locator("meta[http-equiv=refresh]").count() == 0
