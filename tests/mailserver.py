@@ -13,6 +13,7 @@ from email.message import EmailMessage
 from typing import Any
 
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult, LoginPassword
 
 
 def free_port() -> int:
@@ -48,11 +49,28 @@ class Inbox:
         return "250 OK"
 
 
+def _only(login: tuple[str, str]) -> Any:
+    def authenticate(
+        server: Any, session: Any, envelope: Any, mechanism: str, auth_data: Any
+    ) -> AuthResult:
+        given = (auth_data.login.decode(), auth_data.password.decode())
+        # handled=False: the server answers itself (235, or 535 for a refusal).
+        return AuthResult(
+            success=isinstance(auth_data, LoginPassword) and given == login, handled=False
+        )
+
+    return authenticate
+
+
 @contextlib.contextmanager
-def smtp_server() -> Iterator[Inbox]:
-    """A server on a free loopback port for the duration of the block."""
+def smtp_server(*, login: tuple[str, str] | None = None) -> Iterator[Inbox]:
+    """A server on a free loopback port for the duration of the block. With `login`, it takes
+    mail only from that user and password (in the clear: loopback only)."""
     inbox = Inbox("127.0.0.1", free_port())
-    controller = Controller(inbox, hostname=inbox.host, port=inbox.port)
+    options: dict[str, Any] = {}
+    if login is not None:
+        options.update(authenticator=_only(login), auth_required=True, auth_require_tls=False)
+    controller = Controller(inbox, hostname=inbox.host, port=inbox.port, **options)
     controller.start()
     try:
         yield inbox

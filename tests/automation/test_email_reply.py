@@ -138,3 +138,24 @@ def test_the_run_page_shows_the_reply_that_was_sent(
     assert "What was sent" in page
     assert f"Re: {parse_message((MAIL / ENGLISH).read_bytes()).subject}" in page
     assert sent["Message-ID"].strip("<>") in page
+
+
+# A login in the clear is only ever on 127.0.0.1 here; aiosmtpd warns of it all the same.
+@pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS:UserWarning")
+def test_the_reply_is_sent_with_the_login_of_the_settings(
+    mail_pipeline: Pipeline, settings: Any
+) -> None:
+    with smtp_server(login=("gatehouse", "pw-smtp")) as inbox:
+        settings.EMAIL_HOST, settings.EMAIL_PORT = inbox.host, inbox.port
+        settings.EMAIL_HOST_USER, settings.EMAIL_HOST_PASSWORD = "gatehouse", "wrong"
+        run = take_in(mail_pipeline, ENGLISH)
+        effect = Effect.objects.get(run=run)
+        # A refused login sends nothing and is tried again, like a server that is down.
+        assert (effect.status, inbox.received) == (EffectStatus.RETRY_WAIT, [])
+        assert {a.error_class for a in effect.attempt_rows.all()} == {"SMTPAuthenticationError"}
+
+        settings.EMAIL_HOST_PASSWORD = "pw-smtp"
+        assert effect_deliver(effect_id=effect.pk, now=effect.next_attempt_at) == "delivered"
+
+    (received,) = inbox.received
+    assert received.message["Subject"].startswith("Re: ")
