@@ -318,6 +318,16 @@ class BusinessForm(NewVersionForm):
             choices.append((current, f"{humanize(current)} (no route of the catalogue)"))
         return [*choices, (NEW_ROUTE, "The new route, added below")]
 
+    def _head(
+        self, kind: str, code: str, spec: Any, new_title: str, example: str, words_help: str
+    ) -> tuple[str, str, BoundField | None, BoundField, BoundField]:
+        """A block's prefix, title, name (a new one only), label and description fields."""
+        prefix, title = (f"{kind}-{code}", spec.label) if spec else (f"new_{kind}", new_title)
+        name = self._name(prefix, title, example)
+        shown = (spec.label, spec.description) if spec else ("", "")
+        label, description = self._words(prefix, title, shown, words_help)
+        return prefix, title, name, label, description
+
     def _effect_choices(self, current: str) -> list[tuple[str, str]]:
         choices = [("", "None: the words decide, else the catalogue's first effect")]
         choices += [(name, spec.label) for name, spec in self.business.effects.items()]
@@ -327,10 +337,14 @@ class BusinessForm(NewVersionForm):
 
     def _route_block(self, code: str) -> Block:
         spec = self.business.routes.get(code)
-        prefix, title = (f"route-{code}", spec.label) if spec else ("new_route", "New route")
-        name = self._name(prefix, title, "For example warranty_desk.")
-        shown = (spec.label, spec.description) if spec else ("", "")
-        label, description = self._words(prefix, title, shown, "What people see it called.")
+        prefix, title, name, label, description = self._head(
+            "route",
+            code,
+            spec,
+            "New route",
+            "For example warranty_desk.",
+            "What people see it called.",
+        )
         owner = forms.ChoiceField(
             label="Owned by",
             required=False,
@@ -353,11 +367,13 @@ class BusinessForm(NewVersionForm):
 
     def _type_block(self, code: str) -> Block:
         spec = self.business.request_types.get(code)
-        prefix, title = (f"type-{code}", spec.label) if spec else ("new_type", "New request type")
-        name = self._name(prefix, title, "For example warranty_claim.")
-        shown = (spec.label, spec.description) if spec else ("", "")
-        label, description = self._words(
-            prefix, title, shown, "What the console and the model's prompt call it."
+        prefix, title, name, label, description = self._head(
+            "type",
+            code,
+            spec,
+            "New request type",
+            "For example warranty_claim.",
+            "What the console and the model's prompt call it.",
         )
         sent_to = self.base_document.routes.get(code, "")
         route = forms.ChoiceField(
@@ -408,10 +424,14 @@ class BusinessForm(NewVersionForm):
 
     def _effect_block(self, code: str) -> Block:
         spec = self.business.effects.get(code)
-        prefix, title = (f"effect-{code}", spec.label) if spec else ("new_effect", "New effect")
-        name = self._name(prefix, title, "For example open_warranty_ticket.")
-        shown = (spec.label, spec.description) if spec else ("", "")
-        label, description = self._words(prefix, title, shown, "What people see it called.")
+        prefix, title, name, label, description = self._head(
+            "effect",
+            code,
+            spec,
+            "New effect",
+            "For example open_warranty_ticket.",
+            "What people see it called.",
+        )
         adapter = forms.ChoiceField(
             label="How it is done",
             required=False,

@@ -40,15 +40,11 @@ def fits_the_screen(page: Page) -> bool:
     )
 
 
-def test_an_ops_lead_adds_a_warranty_desk_from_a_phone(
-    new_context: Callable[..., BrowserContext], ops_lead: Person
+def fill_the_warranty_desk(
+    page: Page, fields: str, cues: str, settings: str, parameters: str
 ) -> None:
-    page = new_context(viewport=PHONE).new_page()
-    log_in(page, ops_lead, "/policy/")
-    page.get_by_test_id("edit-business").click()
-    expect(page).to_have_url(re.compile(r"/policy/business$"))
-    assert fits_the_screen(page)
-
+    """Type the warranty desk into the business form's add blocks: the route, the request
+    type (its usual effect the new one) and the http effect, approved by finance."""
     page.get_by_label("Version name").fill("warranty-1")
     route = page.get_by_test_id("add-route")
     route.get_by_label("Name").fill("warranty_desk")
@@ -59,16 +55,30 @@ def test_an_ops_lead_adds_a_warranty_desk_from_a_phone(
     kind.get_by_label("Label").fill("Warranty claim")
     kind.get_by_label("Description").fill("A product that broke within its warranty.")
     kind.get_by_label("Sent to").select_option(label="The new route, added below")
-    kind.get_by_label("Fields").fill(WARRANTY_FIELDS)
-    kind.get_by_label("Cue words").fill(WARRANTY_CUES)
+    kind.get_by_label("Usual effect").select_option(label="The new effect, added below")
+    kind.get_by_label("Fields").fill(fields)
+    kind.get_by_label("Cue words").fill(cues)
     effect = page.get_by_test_id("add-effect")
     effect.get_by_label("Name").fill("open_warranty_ticket")
     effect.get_by_label("Label").fill("Open a warranty ticket")
+    effect.get_by_label("Description").fill("A ticket in the warranty desk's helpdesk.")
     effect.get_by_label("How it is done").select_option("http")
-    effect.get_by_label("Adapter settings").fill(TICKET_SETTINGS)
-    effect.get_by_label("Parameters").fill(TICKET_PARAMETERS)
+    effect.get_by_label("Adapter settings").fill(settings)
+    effect.get_by_label("Parameters").fill(parameters)
     effect.get_by_label("Policy allows it").check()
     effect.get_by_label("Approved by").select_option("finance-approvers")
+
+
+def test_an_ops_lead_adds_a_warranty_desk_from_a_phone(
+    new_context: Callable[..., BrowserContext], ops_lead: Person
+) -> None:
+    page = new_context(viewport=PHONE).new_page()
+    log_in(page, ops_lead, "/policy/")
+    page.get_by_test_id("edit-business").click()
+    expect(page).to_have_url(re.compile(r"/policy/business$"))
+    assert fits_the_screen(page)
+
+    fill_the_warranty_desk(page, WARRANTY_FIELDS, WARRANTY_CUES, TICKET_SETTINGS, TICKET_PARAMETERS)
     screenshot(page, "business-form-phone")
     page.get_by_role("button", name="Save the business as a draft").click()
 

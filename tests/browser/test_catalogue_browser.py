@@ -27,6 +27,7 @@ from automation.models import Effect, EffectStatus, Run, State
 from policy.models import PolicyVersion
 from policy.services import policy_ensure_defaults
 from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, log_in, screenshot
+from tests.browser.test_business_browser import fill_the_warranty_desk
 from tests.catalogues import activate_effects, email_reply_effect
 from tests.conftest import Pipeline
 from tests.downstream import Downstream, running_downstream
@@ -114,28 +115,7 @@ def add_the_warranty_desk(page: Page, desk: Downstream) -> str:
     page.goto("/policy/")
     page.get_by_test_id("edit-business").click()
     expect(page).to_have_url(re.compile(r"/policy/business$"))
-    page.get_by_label("Version name").fill("warranty-1")
-    route = page.get_by_test_id("add-route")
-    route.get_by_label("Name").fill("warranty_desk")
-    route.get_by_label("Label").fill("Warranty desk")
-    route.get_by_label("Owned by").select_option("ops-leads")
-    kind = page.get_by_test_id("add-type")
-    kind.get_by_label("Name").fill("warranty_claim")
-    kind.get_by_label("Label").fill("Warranty claim")
-    kind.get_by_label("Description").fill("A product that broke within its warranty.")
-    kind.get_by_label("Sent to").select_option(label="The new route, added below")
-    kind.get_by_label("Usual effect").select_option(label="The new effect, added below")
-    kind.get_by_label("Fields").fill(FIELDS)
-    kind.get_by_label("Cue words").fill(CUES)
-    effect = page.get_by_test_id("add-effect")
-    effect.get_by_label("Name").fill("open_warranty_ticket")
-    effect.get_by_label("Label").fill("Open a warranty ticket")
-    effect.get_by_label("Description").fill("A ticket in the warranty desk's helpdesk.")
-    effect.get_by_label("How it is done").select_option("http")
-    effect.get_by_label("Adapter settings").fill(ticket_settings(desk.url))
-    effect.get_by_label("Parameters").fill(PARAMETERS)
-    effect.get_by_label("Policy allows it").check()
-    effect.get_by_label("Approved by").select_option("finance-approvers")
+    fill_the_warranty_desk(page, FIELDS, CUES, ticket_settings(desk.url), PARAMETERS)
     page.get_by_role("button", name="Save the business as a draft").click()
     expect(page).to_have_url(re.compile(r"/policy/warranty-1/$"))
     return "warranty-1"
