@@ -22,6 +22,7 @@ IntSetting = Literal[
     "STAGE_LEASE_SECONDS",
     "EFFECT_LEASE_SECONDS",
     "PREVIEW_FRESH_SECONDS",
+    "OPENAI_MAX_TOKENS",
 ]
 StrSetting = Literal[
     "WORKFLOW_VERSION",
@@ -46,7 +47,7 @@ def setting(name: Literal["Q_STOP_GRACE"]) -> float: ...
 @overload
 def setting(name: Literal["Q_SERVES"]) -> list[str]: ...
 @overload
-def setting(name: Literal["CHANNEL_CLASSIFIERS"]) -> dict[str, str]: ...
+def setting(name: Literal["CHANNEL_CLASSIFIERS", "OPENAI_PRICES"]) -> dict[str, str]: ...
 def setting(name: str) -> object:
     block = cast(Mapping[str, object], settings.GATEHOUSE)
     return block[name]

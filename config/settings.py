@@ -289,6 +289,11 @@ GATEHOUSE: dict[str, Any] = {
     "OPENAI_API_KEY": os.environ.get("GATEHOUSE_OPENAI_API_KEY", ""),
     # How structured output is asked for: json_schema, json_object (llama.cpp) or text.
     "OPENAI_OUTPUT": os.environ.get("GATEHOUSE_OPENAI_OUTPUT", "json_schema"),
+    # The most tokens a model may write for one reading (the decision takes a few hundred): a
+    # model that does not stop is cut there, and the reading held as unfinished.
+    "OPENAI_MAX_TOKENS": env_int("GATEHOUSE_OPENAI_MAX_TOKENS", 1024),
+    # Prices per model, per million prompt and completion tokens: 'gpt-4o-mini=0.15/0.60'.
+    "OPENAI_PRICES": env_map("GATEHOUSE_OPENAI_PRICES"),
     # The system prompt, a template written from the run's catalogue; its first line names
     # its version (stamped on every run).
     "PROMPT_FILE": os.environ.get(

@@ -52,6 +52,9 @@ def slow(seconds: float, value: Any) -> Behaviour:
     return ("slow", seconds, content(value)[1])
 
 
+RUNAWAY: Behaviour = ("runaway",)
+
+
 def status(code: int, **headers: str) -> Behaviour:
     return ("status", code, {name.replace("_", "-"): value for name, value in headers.items()})
 
@@ -81,6 +84,8 @@ class ChatServer(Scripted[Behaviour]):
     lock: threading.Lock = field(default_factory=threading.Lock)
     server: ThreadingHTTPServer | None = None
     dialect: str | None = None
+    # The tokens every answer reports having read and written.
+    usage: tuple[int, int] = (1, 1)
 
     @property
     def base_url(self) -> str:
@@ -113,6 +118,11 @@ class ChatServer(Scripted[Behaviour]):
                 self._answer(handler, 200, {}, self._completion(behaviour[2], None))
         elif kind == "content":
             self._answer(handler, 200, {}, self._completion(behaviour[1], None))
+        elif kind == "runaway":
+            # A model that does not stop: it writes until the request's max_tokens.
+            limit = int(json.loads(body).get("max_tokens") or 4096)
+            text = '{"category": "' + "very " * limit
+            self._answer(handler, 200, {}, self._completion(text, None, cut_at=limit))
         elif kind == "refusal":
             self._answer(handler, 200, {}, self._completion(None, behaviour[1]))
         elif kind == "body":
@@ -130,7 +140,10 @@ class ChatServer(Scripted[Behaviour]):
             return 500, "response_format type json_schema is not supported"
         return 400, f"response_format {asked!r} is not supported by this server"
 
-    def _completion(self, text: str | None, refusal: str | None) -> dict[str, Any]:
+    def _completion(
+        self, text: str | None, refusal: str | None, *, cut_at: int | None = None
+    ) -> dict[str, Any]:
+        prompt, written = self.usage if cut_at is None else (self.usage[0], cut_at)
         return {
             "id": f"chatcmpl-{self.count()}",
             "object": "chat.completion",
@@ -140,10 +153,14 @@ class ChatServer(Scripted[Behaviour]):
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": text, "refusal": refusal},
-                    "finish_reason": "stop",
+                    "finish_reason": "stop" if cut_at is None else "length",
                 }
             ],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": written,
+                "total_tokens": prompt + written,
+            },
         }
 
     @staticmethod

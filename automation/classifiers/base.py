@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Protocol
 
 from policy.catalogue import Catalogue, reference_catalogue
@@ -46,6 +47,30 @@ def recommended_route(business: Catalogue, routes: Mapping[str, str], category: 
     so the reading still names a route the catalogue lists; policy compares the
     recommendation with its own table either way."""
     return routes.get(category) or next(iter(business.routes))
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a model server reported a call cost, in tokens (None: it did not say)."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost: Decimal | None = None  # from the price table of the settings, when it has the model
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A remote classifier's answer with what it cost. `cut_at` is the token limit the
+    generation was stopped at, when it was: such an answer is unfinished, an invalid reading."""
+
+    output: Any
+    usage: Usage = field(default_factory=Usage)
+    cut_at: int | None = None
+
+
+def answer_of(result: Any) -> Answer:
+    """Any classifier's result as an Answer (local readers return their output bare)."""
+    return result if isinstance(result, Answer) else Answer(result)
 
 
 class Classifier(Protocol):

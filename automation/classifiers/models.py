@@ -31,6 +31,11 @@ class ClassificationAttempt(models.Model):
     raw_output = models.JSONField(null=True, blank=True)
     errors = models.JSONField(default=list, blank=True)
     latency_ms = models.PositiveIntegerField()
+    # What a model server reported the call cost (null: a local reader, or it did not say),
+    # and that in money by the price table of the settings (GATEHOUSE_OPENAI_PRICES).
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost = models.DecimalField(max_digits=14, decimal_places=8, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
@@ -38,10 +40,12 @@ from jinja2 import Environment, StrictUndefined, Template, TemplateError
 from openai.types.shared_params import ResponseFormatJSONSchema
 
 from automation.classifiers.base import (
+    Answer,
     ClassifierInput,
     ClassifierRefused,
     ClassifierTimeout,
     ClassifierUnavailable,
+    Usage,
 )
 from automation.conf import setting
 from automation.schemas import decision_contract
@@ -260,38 +264,49 @@ class OpenAICompatibleClassifier:
         return load_prompt().version
 
     def classify(self, event: ClassifierInput, attempt: int, *, deadline: float) -> Any:
-        api_key = setting("OPENAI_API_KEY") or PLACEHOLDER_API_KEY
         dialect = output_dialect()
         shape = response_format(dialect, event.business)
         prompt = self._prompt(event, dialect)
-        # max_retries=0: one HTTP request per attempt; the workflow's backoff does the rest.
-        with openai.OpenAI(
-            base_url=self.base_url, api_key=api_key, timeout=deadline, max_retries=0
-        ) as client:
-            try:
-                completion = client.chat.completions.create(
-                    model=self.model,
-                    messages=[
-                        {"role": "system", "content": prompt},
-                        {"role": "user", "content": event_message(event)},
-                    ],
-                    temperature=0,
-                    # As sent, untyped: the SDK's types know no `schema` beside json_object.
-                    extra_body={"response_format": shape} if shape else None,
-                )
-            except openai.APITimeoutError as exc:  # before its parent, APIConnectionError
-                raise ClassifierTimeout(
-                    f"no answer from {self.base_url} within {deadline:g}s"
-                ) from exc
-            except openai.APIStatusError as exc:
-                if _refused_as_malformed(exc):
-                    raise ClassifierRefused(self._refusal_message(exc, dialect)) from exc
-                raise ClassifierUnavailable(self._status_message(exc)) from exc
-            except openai.APIConnectionError as exc:
-                raise ClassifierUnavailable(f"cannot reach {self.base_url}: {exc}") from exc
-            except (openai.OpenAIError, ValueError) as exc:  # e.g. a 200 whose body is not JSON
-                raise ClassifierUnavailable(f"unusable answer from {self.base_url}: {exc}") from exc
-        return self._output(completion, embedded=dialect == "text")
+        limit = int(setting("OPENAI_MAX_TOKENS"))
+        client = _client(self.base_url, setting("OPENAI_API_KEY") or PLACEHOLDER_API_KEY)
+        try:
+            completion = client.chat.completions.create(
+                model=self.model,
+                messages=[
+                    {"role": "system", "content": prompt},
+                    {"role": "user", "content": event_message(event)},
+                ],
+                temperature=0,
+                max_tokens=limit,
+                timeout=deadline,
+                # As sent, untyped: the SDK's types know no `schema` beside json_object.
+                extra_body={"response_format": shape} if shape else None,
+            )
+        except openai.APITimeoutError as exc:  # before its parent, APIConnectionError
+            raise ClassifierTimeout(f"no answer from {self.base_url} within {deadline:g}s") from exc
+        except openai.APIStatusError as exc:
+            if _refused_as_malformed(exc):
+                raise ClassifierRefused(self._refusal_message(exc, dialect)) from exc
+            raise ClassifierUnavailable(self._status_message(exc)) from exc
+        except openai.APIConnectionError as exc:
+            raise ClassifierUnavailable(f"cannot reach {self.base_url}: {exc}") from exc
+        except (openai.OpenAIError, ValueError) as exc:  # e.g. a 200 whose body is not JSON
+            raise ClassifierUnavailable(f"unusable answer from {self.base_url}: {exc}") from exc
+        output = self._output(completion, embedded=dialect == "text")
+        choice = completion.choices[0]
+        cut = limit if getattr(choice, "finish_reason", None) == "length" else None
+        return Answer(output, self._usage(completion), cut_at=cut)
+
+    def _usage(self, completion: Any) -> Usage:
+        """The tokens the server reported, and their price by the settings' table."""
+        reported = getattr(completion, "usage", None)
+        prompt = _count(getattr(reported, "prompt_tokens", None))
+        written = _count(getattr(reported, "completion_tokens", None))
+        price = prices().get(self.model)
+        cost = None
+        if price is not None and prompt is not None and written is not None:
+            cost = (price[0] * prompt + price[1] * written) / MILLION
+        return Usage(prompt, written, cost)
 
     @staticmethod
     def _prompt(event: ClassifierInput, dialect: str) -> str:
@@ -332,6 +347,43 @@ class OpenAICompatibleClassifier:
         if refusal:
             return {"refusal": refusal}
         return content or ""  # not text (a lenient server): kept as it came
+
+
+MILLION = Decimal(1_000_000)
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def prices() -> dict[str, tuple[Decimal, Decimal]]:
+    """GATEHOUSE_OPENAI_PRICES: per model, the price of a million prompt and completion
+    tokens ('gpt-4o-mini=0.15/0.60'). A model written otherwise has no price."""
+    table: dict[str, tuple[Decimal, Decimal]] = {}
+    for model, written in setting("OPENAI_PRICES").items():
+        prompt, _, completion = written.partition("/")
+        try:
+            table[model] = (Decimal(prompt), Decimal(completion))
+        except InvalidOperation:
+            continue
+    return table
+
+
+# One client per server and key in each process, so calls reuse its connections (keep-alive,
+# one TLS handshake). Made lazily: a worker forked from the cluster makes its own.
+_CLIENTS: dict[tuple[str, str], openai.OpenAI] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _client(base_url: str, api_key: str) -> openai.OpenAI:
+    key = (base_url, api_key)
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            # max_retries=0: one HTTP request per attempt; the workflow's backoff does the rest.
+            client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
+            _CLIENTS[key] = client
+        return client
 
 
 def _refused_as_malformed(exc: openai.APIStatusError) -> bool:

@@ -31,11 +31,13 @@ from approvals.selectors import run_conflicted_user_ids
 from audit.models import AuditAction
 from automation.classifiers import get_classifier
 from automation.classifiers.base import (
+    Answer,
     Classifier,
     ClassifierInput,
     ClassifierRefused,
     ClassifierTimeout,
     ClassifierUnavailable,
+    answer_of,
 )
 from automation.classifiers.heuristic import intent_text
 from automation.classifiers.models import ClassificationAttempt, ClassifierResult, LabelSource
@@ -287,15 +289,15 @@ def _classify_locally(run: Run, classifier: Classifier, now: datetime) -> bool:
     attempt = run.classify_attempts
     stage = Stage(StageName.CLASSIFY, attempt=attempt)
     classifier_call_starting.send(sender=Run, run_id=run.pk)
-    raw, error = _call_classifier(classifier, run, attempt)
-    _record_classification(run, attempt, stage, raw, error, now)
+    answer, error = _call_classifier(classifier, run, attempt)
+    _record_classification(run, attempt, stage, answer, error, now)
     return True
 
 
 def _call_classifier(
     classifier: Classifier, run: Run, attempt: int
-) -> tuple[Any, Exception | None]:
-    """(raw output, None), or (None, the retryable error)."""
+) -> tuple[Answer, Exception | None]:
+    """(the answer, None), or (an empty answer, the retryable error)."""
     try:
         document = policy_for(run).parsed
         raw = classifier.classify(
@@ -310,8 +312,8 @@ def _call_classifier(
             deadline=float(setting("CLASSIFIER_DEADLINE_SECONDS")),
         )
     except (ClassifierTimeout, ClassifierUnavailable) as exc:
-        return None, exc
-    return raw, None
+        return Answer(None), exc
+    return answer_of(raw), None
 
 
 def _classify(call: ClassifierCall, now: datetime, *, durable: bool) -> str | None:
@@ -320,7 +322,7 @@ def _classify(call: ClassifierCall, now: datetime, *, durable: bool) -> str | No
     run, attempt = call.run, call.attempt
     classifier_call_starting.send(sender=Run, run_id=run.pk)
     classifier = get_classifier(run.channel.classifier)
-    raw, error = _call_classifier(classifier, run, attempt)
+    answer, error = _call_classifier(classifier, run, attempt)
     with transaction.atomic(durable=durable):
         # Wait for the lock: whoever holds the row now is not taking this attempt (we hold
         # its lease), and an answer in hand is never dropped.
@@ -329,7 +331,7 @@ def _classify(call: ClassifierCall, now: datetime, *, durable: bool) -> str | No
             return None  # our lease ran out and another worker took this attempt over
         same = locked is run  # unchanged since the lease: its checkpoint count holds too
         with journal(locked, last_sequence=call.last_checkpoint if same else None):
-            _record_classification(locked, attempt, call.stage, raw, error, now)
+            _record_classification(locked, attempt, call.stage, answer, error, now)
             if locked.state == State.CLASSIFIED:
                 _carry(locked, now)
             _message_done(locked, True)
@@ -351,11 +353,26 @@ def _relock(run: Run) -> Run | None:
 
 
 def _record_classification(
-    run: Run, attempt: int, stage: Stage, raw: Any, error: Exception | None, now: datetime
+    run: Run, attempt: int, stage: Stage, answer: Answer, error: Exception | None, now: datetime
 ) -> None:
     business = policy_for(run).parsed.business
+    raw = answer.output
     outcome, decision, problems = _judge_output(raw, error, business)
+    if answer.cut_at is not None and error is None:
+        # Stopped at the token limit: whatever it parses as, the model had not finished.
+        outcome, decision = ClassifierResult.INVALID, None
+        problems = [
+            FieldProblem(
+                field="output",
+                message=f"was cut at the limit of {answer.cut_at} tokens: the model did not "
+                "finish its answer",
+            )
+        ]
+    usage = answer.usage
     row = ClassificationAttempt(
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cost=usage.cost,
         run=run,
         attempt=attempt,
         classifier=run.channel.classifier,

@@ -33,7 +33,7 @@ from pydantic import ValidationError
 
 from audit.models import AuditAction
 from automation.classifiers import classifier_versions, get_classifier
-from automation.classifiers.base import ClassifierInput
+from automation.classifiers.base import ClassifierInput, answer_of
 from automation.classifiers.models import ClassifierPromotion, Label, ShadowOutcome, ShadowReading
 from automation.conf import setting
 from automation.intake.models import IntakeChannel
@@ -76,7 +76,7 @@ def _call(classifier: Any, event: ClassifierInput, deadline: float) -> tuple[str
 
     def call() -> None:
         try:
-            answer["raw"] = classifier.classify(event, 1, deadline=deadline)
+            answer["raw"] = answer_of(classifier.classify(event, 1, deadline=deadline)).output
         except Exception as exc:  # a shadow's failure of any kind is a reading of it
             answer["error"] = f"{type(exc).__name__}: {exc}"
 

@@ -6,6 +6,7 @@ import json
 import re
 import socket
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -13,15 +14,18 @@ import pytest
 import yaml
 from django.conf import settings as django_settings
 from django.contrib.auth.models import Group
+from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
-from automation.classifiers import classifier_versions, get_classifier
+from automation.classifiers import classifier_versions, get_classifier, openai_compatible
 from automation.classifiers.base import (
     VERSIONS,
     ClassifierInput,
     ClassifierRefused,
     ClassifierTimeout,
     ClassifierUnavailable,
+    answer_of,
 )
 from automation.classifiers.openai_compatible import (
     MAX_EVENT_CHARS,
@@ -39,10 +43,11 @@ from automation.models import (
     StageRecord,
     State,
 )
+from automation.roles import roles_ensure
 from automation.schemas import decision_contract
 from policy.catalogue import reference_catalogue
 from policy.services import parse_policy_text, policy_version_create
-from tests.chatserver import ChatServer, content, running_chat_server, slow, status
+from tests.chatserver import RUNAWAY, ChatServer, content, running_chat_server, slow, status
 from tests.conftest import ROUTES, Pipeline, assert_retry_scheduled, decision_for, make_event
 
 PROMPTS = Path(django_settings.BASE_DIR) / "automation" / "prompts"
@@ -111,7 +116,7 @@ def classify_stages(run: Run) -> list[tuple[int, str, str]]:
 
 def classify_once(deadline: float = 5.0) -> Any:
     event = ClassifierInput("llm", "evt-direct", make_event(event_id="evt-direct"))
-    return OpenAICompatibleClassifier().classify(event, 1, deadline=deadline)
+    return answer_of(OpenAICompatibleClassifier().classify(event, 1, deadline=deadline)).output
 
 
 # --- versions ---------------------------------------------------------------------------
@@ -722,3 +727,72 @@ def test_a_reading_written_inside_prose_is_found_in_the_text_dialect(
     chat.then(content(f"Sure! {{not json}} Here it is:\n```json\n{json.dumps(GOOD)}\n```"))
 
     assert classify_once() == GOOD
+
+
+# --- tokens, cost and bounded answers ----------------------------------------------------
+
+
+def test_each_attempt_keeps_the_tokens_the_server_reported_and_their_price(
+    pipeline: Pipeline, chat: ChatServer, settings: SettingsWrapper, ops_lead: Any
+) -> None:
+    configure(settings, OPENAI_PRICES={MODEL: "0.15/0.60"}, OPENAI_MAX_TOKENS=300)
+    chat.usage = (812, 57)
+    chat.then(content(GOOD))
+
+    run = pipeline.run(pipeline.submit(EVENT))
+
+    assert chat.requests[0].payload["max_tokens"] == 300
+    row = ClassificationAttempt.objects.get(run=run)
+    assert (row.prompt_tokens, row.completion_tokens) == (812, 57)
+    # 812 * 0.15 + 57 * 0.60 per million tokens.
+    assert row.cost == Decimal("0.0001560")
+    roles_ensure()
+    client = Client()
+    client.force_login(ops_lead)
+    page = client.get(reverse("runs:run", args=[run.pk])).content.decode()
+    assert "812 + 57 tokens" in page and "0.000156" in page
+
+
+def test_a_model_with_no_price_keeps_its_tokens_and_no_cost(
+    pipeline: Pipeline, chat: ChatServer
+) -> None:
+    chat.usage = (40, 9)
+    chat.then(content(GOOD))
+
+    run = pipeline.run(pipeline.submit(EVENT))
+
+    row = ClassificationAttempt.objects.get(run=run)
+    assert (row.prompt_tokens, row.completion_tokens, row.cost) == (40, 9, None)
+
+
+def test_a_model_that_never_stops_is_cut_at_max_tokens_and_held_as_unfinished(
+    pipeline: Pipeline, chat: ChatServer, settings: SettingsWrapper
+) -> None:
+    configure(settings, OPENAI_MAX_TOKENS=64)
+    chat.then(RUNAWAY)
+
+    run = pipeline.run(pipeline.submit(EVENT))
+
+    assert (run.state, run.outcome) == (State.NEEDS_REVIEW, Outcome.CLASSIFICATION_INVALID)
+    row = ClassificationAttempt.objects.get(run=run)
+    assert (row.outcome, row.completion_tokens) == ("invalid", 64)
+    assert row.errors == [
+        {
+            "field": "output",
+            "message": "was cut at the limit of 64 tokens: the model did not finish its answer",
+        }
+    ]
+
+
+def test_calls_to_one_server_share_one_client(llm: SettingsWrapper, chat: ChatServer) -> None:
+    chat.then(content(GOOD), content(GOOD))
+    openai_compatible._CLIENTS.clear()
+
+    classify_once()
+    classify_once()
+
+    # One client per server and key, whose connection pool the calls share (keep-alive).
+    assert len(chat.requests) == 2
+    assert list(openai_compatible._CLIENTS) == [
+        (chat.base_url, openai_compatible.PLACEHOLDER_API_KEY)
+    ]
