@@ -16,12 +16,13 @@ from typing import Any
 from django.db import transaction
 
 from automation.classifiers import classifier_versions
+from automation.classifiers.models import ClassifierResult
 from automation.classifiers.training import TrainingError, active_model
 from automation.intake.customers import customers_load_in_transaction
 from automation.intake.models import IntakeChannel
 from automation.intake.services import MAIL_TYPE, intake_submit_in_transaction
 from automation.pipeline.services import run_advance_in_transaction
-from automation.runs.models import Run, State
+from automation.runs.models import Run, StageName, State
 from policy.services import policy_ensure_defaults_in_transaction, policy_get
 
 # The pipeline stops here for an evaluation: the decision is made, nothing is delivered.
@@ -84,6 +85,10 @@ class EvaluationReport:
     # For the learned classifier: the types of the catalogue its model did not learn (too
     # few labels), which the heuristic reads instead.
     not_learned: list[str] = field(default_factory=list)
+    # Messages that got no reading at all, by why: the classifier timed out, could not be
+    # reached, or refused the request. They say nothing of its quality, so they are counted
+    # apart from the readings.
+    unanswered: Counter[str] = field(default_factory=Counter)
 
     def said(self, category: str) -> str:
         return self.labels.get(category, category)
@@ -199,6 +204,7 @@ class EvaluationReport:
             "policy_version": self.policy_version,
             "messages": len(self.readings),
             "left_out": dict(self.left_out),
+            "unanswered": dict(self.unanswered),
             "category_accuracy": round(self._share(self.category_correct), 4),
             "effect_accuracy": round(self._share(self.effect_correct), 4),
             "routed_to_people": round(self._share(self.to_people), 4),
@@ -216,9 +222,11 @@ class EvaluationReport:
         n = len(self.readings)
         caught, labelled = self.problems_caught
         left = ", ".join(f"{count} {why}" for why, count in sorted(self.left_out.items()))
+        unanswered = ", ".join(f"{count} {why}" for why, count in sorted(self.unanswered.items()))
         out = [
             f"classifier {self.classifier} ({self.classifier_version}) under policy "
             f"{self.policy_version}: {n} messages" + (f" ({left} left out)" if left else ""),
+            *([f"no reading at all: {unanswered}"] if unanswered else []),
             f"category accuracy: {self.category_correct}/{n} = "
             f"{self._share(self.category_correct):.1%}",
             f"effect accuracy: {self.effect_correct}/{n} = {self._share(self.effect_correct):.1%}",
@@ -325,6 +333,10 @@ def _evaluate(
             report.left_out["unreadable"] += 1
             continue
         run = _decided(result.run.pk)
+        why = _unanswered(run)
+        if why is not None:
+            report.unanswered[why] += 1
+            continue
         reading = run.classification or _last_reading(run)
         report.readings.append(
             Reading(
@@ -341,6 +353,24 @@ def _evaluate(
             )
         )
     return report
+
+
+# Why a classifier gave no reading, by the error its last attempt ended with.
+UNANSWERED = {
+    "ClassifierTimeout": "timed out",
+    "ClassifierRefused": "refused by the server",
+    "ClassifierUnavailable": "unreachable or unavailable",
+}
+
+
+def _unanswered(run: Run) -> str | None:
+    """Why the run's classifier gave no answer it could be judged on, or None if it did."""
+    last = run.classifications.order_by("-attempt").first()
+    if last is None or last.outcome not in (ClassifierResult.TIMEOUT, ClassifierResult.UNAVAILABLE):
+        return None
+    stage = run.stages.filter(stage=StageName.CLASSIFY).exclude(error_class="").order_by("-pk")
+    error = stage.values_list("error_class", flat=True).first() or ""
+    return UNANSWERED.get(error, "unreachable or unavailable")
 
 
 def _not_learned(classifier: str, types: set[str]) -> list[str]:

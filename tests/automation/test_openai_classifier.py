@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import socket
@@ -14,6 +15,7 @@ import pytest
 import yaml
 from django.conf import settings as django_settings
 from django.contrib.auth.models import Group
+from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -796,3 +798,41 @@ def test_calls_to_one_server_share_one_client(llm: SettingsWrapper, chat: ChatSe
     assert list(openai_compatible._CLIENTS) == [
         (chat.base_url, openai_compatible.PLACEHOLDER_API_KEY)
     ]
+
+
+# --- the evaluation when the server gives no reading ---------------------------------------
+
+SAMPLE_LABELS = Path(__file__).resolve().parents[1] / "data" / "mail" / "labels.csv"
+
+
+def one_message_set(tmp_path: Path) -> Path:
+    rows = SAMPLE_LABELS.read_text(encoding="utf-8").splitlines()
+    quote = next(row for row in rows if row.startswith("01-"))
+    (tmp_path / "01.eml").write_bytes((SAMPLE_LABELS.parent / quote.split(",")[0]).read_bytes())
+    labels = tmp_path / "labels.csv"
+    labels.write_text(f"{rows[0]}\n01.eml,{quote.split(',', 1)[1]}\n", encoding="utf-8")
+    return labels
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [(status(503), "unreachable or unavailable"), (status(400), "refused by the server")],
+)
+def test_an_evaluation_that_got_no_reading_says_so_and_fails(
+    policy: None, llm: SettingsWrapper, chat: ChatServer, tmp_path: Path, answer: Any, why: str
+) -> None:
+    chat.then(answer)
+    out = io.StringIO()
+
+    with pytest.raises(CommandError) as failed:
+        call_command(
+            "evaluate_classifier",
+            str(one_message_set(tmp_path)),
+            "--classifier",
+            "openai-compatible",
+            stdout=out,
+        )
+
+    assert f"no message got a reading (1 {why})" in str(failed.value)
+    assert f"no reading at all: 1 {why}" in out.getvalue()
+    assert "category accuracy: 0/0" in out.getvalue()  # not a verdict on the model

@@ -37,9 +37,17 @@ class Command(BaseCommand):
         report = self._evaluate(options, options["classifier"])
         if options["json"]:
             self.stdout.write(json.dumps(report.as_json(), indent=2))
+        else:
+            for line in report.lines():
+                self.stdout.write(line)
+        if not report.readings and report.unanswered:
+            unanswered = ", ".join(f"{n} {why}" for why, n in sorted(report.unanswered.items()))
+            raise CommandError(
+                f"no message got a reading ({unanswered}): this measures nothing of the "
+                "classifier; check that its server is up and accepts the request"
+            )
+        if options["json"]:
             return
-        for line in report.lines():
-            self.stdout.write(line)
         if options["verbosity"] >= 2:
             for r in report.readings:
                 mark = (
