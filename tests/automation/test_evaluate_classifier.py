@@ -124,8 +124,11 @@ def test_two_classifiers_are_compared_on_the_same_set(tmp_path: Path) -> None:
     assert figures["heuristic"]["security recall"] == "1/1 = 100.0%"
     assert figures["heuristic"]["security run straight through"] == "0/1 = 0.0%"
     assert figures["heuristic"]["category accuracy"] == "2/2 = 100.0%"
-    # Nothing recorded for these messages: the recorded classifier reads nothing.
-    assert figures["recorded"]["category accuracy"] == "0/2 = 0.0%"
+    # Nothing recorded for these messages: the recorded classifier reads nothing, which is
+    # counted as no reading, not as two wrong ones.
+    assert figures["recorded"]["category accuracy"] == "0/0"
+    assert figures["recorded"]["no reading at all"] == "2"
+    assert figures["heuristic"]["no reading at all"] == "0"
     table = evaluate(labels, "--compare", "heuristic", "recorded")
     assert "heuristic-3" in table and "recorded-classifier-1" in table
     assert Run.objects.count() == 0  # both evaluations left nothing behind

@@ -88,6 +88,7 @@ def _figures(report: EvaluationReport) -> dict[str, str]:
 
     figures = {
         "messages": str(n),
+        "no reading at all": str(sum(report.unanswered.values())),
         "category accuracy": share(report.category_correct, n),
         "effect accuracy": share(report.effect_correct, n),
         "routed to people": share(report.to_people, n),
