@@ -74,8 +74,10 @@ class Command(BaseCommand):
             return
         a, b = reports
         self.stdout.write(f"{'':42} {a.classifier_version:>24} {b.classifier_version:>24}")
-        for name in figures[0]:
-            self.stdout.write(f"{name:42} {figures[0][name]:>24} {figures[1][name]:>24}")
+        # A classifier that read nothing has no figures per category: a dash, not a zero.
+        for name in dict.fromkeys([*figures[0], *figures[1]]):
+            first, second = (f.get(name, "—") for f in figures)
+            self.stdout.write(f"{name:42} {first:>24} {second:>24}")
 
 
 def _figures(report: EvaluationReport) -> dict[str, str]:
