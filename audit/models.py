@@ -56,6 +56,7 @@ class AuditAction(models.TextChoices):
     RUN_REPLAY_STARTED = "run.replay_started"
     RUN_NUDGED = "run.nudged"
     SWEEP_NUDGED = "sweep.nudged"
+    RUN_WAITING = "run.waiting"  # its classifier's server turned it away without a call
     TRANSITION_REFUSED = "transition.refused"
     CHECKPOINT_IMPORTED = "checkpoint.imported"
     # Intake answers that make no run of their own.

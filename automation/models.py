@@ -12,6 +12,7 @@ from automation.classifiers.models import (  # noqa: F401
     ClassifierResult,
     Label,
     LabelSource,
+    ModelServer,
     QAReview,
     QAStatus,
     RecordedOutcome,

@@ -247,6 +247,9 @@ Q_CLUSTER: dict[str, Any] = {
     "poll": env_float("GATEHOUSE_Q_POLL", 1.0),
     "bulk": env_int("GATEHOUSE_Q_BULK", 8),
     "queue_limit": env_int("GATEHOUSE_Q_QUEUE_LIMIT", 16),
+    # Tasks a worker takes before it is replaced. A worker holds model calls in flight beside
+    # its tasks and lets them finish before it goes, so it is not replaced every few seconds.
+    "recycle": env_int("GATEHOUSE_Q_RECYCLE", 5000),
     "label": "Task queue",
     # django-q2's own lines (two per task at INFO) repeat what gatehouse.runs logs per step.
     "log_level": os.environ.get("GATEHOUSE_Q_LOG_LEVEL", "WARNING"),
@@ -294,6 +297,20 @@ GATEHOUSE: dict[str, Any] = {
     "OPENAI_MAX_TOKENS": env_int("GATEHOUSE_OPENAI_MAX_TOKENS", 1024),
     # Prices per model, per million prompt and completion tokens: 'gpt-4o-mini=0.15/0.60'.
     "OPENAI_PRICES": env_map("GATEHOUSE_OPENAI_PRICES"),
+    # The model server's capacity and limits (automation/classifiers/servers.py): calls in
+    # flight from this cluster, shared by its workers; requests and tokens per minute, kept by
+    # every worker and machine together (0: no limit); the circuit breaker (failures in a
+    # row, then seconds of cooling before one probe); a daily budget in the price table's
+    # money (empty: none). While the breaker is open or the budget spent, a run waits
+    # (`wait`) or goes to a person at once (`hold`).
+    "OPENAI_CONCURRENCY": env_int("GATEHOUSE_OPENAI_CONCURRENCY", 64),
+    "OPENAI_RPM": env_int("GATEHOUSE_OPENAI_RPM", 0),
+    "OPENAI_TPM": env_int("GATEHOUSE_OPENAI_TPM", 0),
+    "OPENAI_BREAKER_FAILURES": env_int("GATEHOUSE_OPENAI_BREAKER_FAILURES", 5),
+    "OPENAI_BREAKER_COOLING_SECONDS": env_int("GATEHOUSE_OPENAI_BREAKER_COOLING", 30),
+    "OPENAI_WHEN_UNAVAILABLE": os.environ.get("GATEHOUSE_OPENAI_WHEN_UNAVAILABLE", "wait"),
+    "OPENAI_DAILY_BUDGET": os.environ.get("GATEHOUSE_OPENAI_DAILY_BUDGET", ""),
+    "OPENAI_WHEN_OVER_BUDGET": os.environ.get("GATEHOUSE_OPENAI_WHEN_OVER_BUDGET", "wait"),
     # The system prompt, a template written from the run's catalogue; its first line names
     # its version (stamped on every run).
     "PROMPT_FILE": os.environ.get(

@@ -242,6 +242,10 @@ AUDIT: dict[str, Term] = {
     AuditAction.RUN_REPLAY_STARTED: Term("Started as a replay", "Made from an earlier input."),
     AuditAction.RUN_NUDGED: Term("Nudged", "Its next step was sent again."),
     AuditAction.SWEEP_NUDGED: Term("Nudged by the sweep", "A lost step was sent again."),
+    AuditAction.RUN_WAITING: Term(
+        "Waiting for the model server",
+        "The model server could not take the call yet (its limits, its breaker or its budget).",
+    ),
     AuditAction.TRANSITION_REFUSED: Term("Refused", "An action was asked that its state forbids."),
     AuditAction.CHECKPOINT_IMPORTED: Term("Checkpoint imported", "Brought in from elsewhere."),
     AuditAction.INTAKE_IDEMPOTENT_REPLAY: Term("Sent again", "A repeat of a received request."),

@@ -23,7 +23,9 @@ refuses a request that asks for another before any behaviour is taken:
   gets 500 naming `response_format`, as llama-cpp-python's server answers;
 - "text": no `response_format` at all; any is 400.
 
-Every request is kept with its path, headers (names in lower case) and body.
+Every request is kept with its path, headers (names in lower case), body and arrival time
+(`time.monotonic()`). With `latency`, every answer waits that long first, as a model does;
+`most_in_flight` is the most requests the server held at once.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -65,6 +68,7 @@ class Received:
     headers: dict[str, str]
     body: bytes
     behaviour: Behaviour
+    at: float = 0.0  # time.monotonic() on arrival
 
     @property
     def payload(self) -> Any:
@@ -86,6 +90,10 @@ class ChatServer(Scripted[Behaviour]):
     dialect: str | None = None
     # The tokens every answer reports having read and written.
     usage: tuple[int, int] = (1, 1)
+    # Seconds every answer takes; requests held at once, now and at most.
+    latency: float = 0.0
+    in_flight: int = 0
+    most_in_flight: int = 0
 
     @property
     def base_url(self) -> str:
@@ -95,12 +103,24 @@ class ChatServer(Scripted[Behaviour]):
     # --- the server side ------------------------------------------------------------------
 
     def handle(self, handler: BaseHTTPRequestHandler) -> None:
+        arrived = time.monotonic()
         body = handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
         behaviour = self._next()
         with self.lock:
             self.requests.append(
-                Received(handler.path, _lowered(handler.headers.items()), body, behaviour)
+                Received(handler.path, _lowered(handler.headers.items()), body, behaviour, arrived)
             )
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            if self.latency:
+                self.release.wait(self.latency)
+            self._handle(handler, body, behaviour)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+    def _handle(self, handler: BaseHTTPRequestHandler, body: bytes, behaviour: Behaviour) -> None:
         if handler.path != COMPLETIONS_PATH:
             self._answer(handler, 404, {}, _error(f"no route {handler.path}", "not_found"))
             return

@@ -24,6 +24,16 @@ class ClassifierUnavailable(Exception):
     """The classifier could not be reached or has nothing to say. Retryable."""
 
 
+class ClassifierRateLimited(ClassifierUnavailable):
+    """The server turned the request away for its rate limit (429), asking for a pause of
+    `retry_after` seconds (None: it did not say). Not the reader's failure: the whole pool
+    slows down, and the run waits without spending an attempt."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class ClassifierRefused(ClassifierUnavailable):
     """The classifier's server refused the request itself (malformed for it): the same
     request cannot succeed later, so it is not retried; a person fixes the configuration."""
@@ -76,7 +86,11 @@ def answer_of(result: Any) -> Answer:
 class Classifier(Protocol):
     """`local = True` on an implementation says it is pure and in-process (no network, no
     model, answers in milliseconds): the pipeline then calls it inside the run's transaction
-    instead of leasing the attempt and calling it outside any transaction."""
+    instead of leasing the attempt and calling it outside any transaction.
+
+    A remote one names its model server in `server` (its base URL): the calls a worker keeps
+    in flight, the provider's limits, the circuit breaker and the daily budget are counted
+    per server (automation.classifiers.servers)."""
 
     name: str
 

@@ -17,6 +17,8 @@ class ClassifierResult(models.TextChoices):
     INVALID = "invalid"
     TIMEOUT = "timeout"
     UNAVAILABLE = "unavailable"
+    # Turned away by the server's rate limit (429): not counted against the run's attempts.
+    RATE_LIMITED = "rate_limited"
 
 
 class ClassificationAttempt(models.Model):
@@ -243,3 +245,31 @@ class ClassifierPromotion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.channel_id}: {self.from_classifier} -> {self.to_classifier}"
+
+
+class ModelServer(models.Model):
+    """What every worker shares about one model server (a remote classifier's base URL): its
+    rate, a pause it asked for, its circuit breaker and today's spend. One row per server,
+    locked for a moment by each admission (automation.classifiers.servers)."""
+
+    key = models.CharField(max_length=500, unique=True)
+    # The rate limits as the next free moment of each (a generic cell rate algorithm: a
+    # call takes the moment and moves it on by its share of the rate).
+    requests_free_at = models.DateTimeField(null=True, blank=True)
+    tokens_free_at = models.DateTimeField(null=True, blank=True)
+    # Until when the server asked everybody to wait (a 429's Retry-After).
+    paused_until = models.DateTimeField(null=True, blank=True)
+    # The circuit breaker: failures in a row; open from opened_at until open_until, then one
+    # probe (claimed until probe_until) decides whether it closes.
+    failures = models.PositiveIntegerField(default=0)
+    opened_at = models.DateTimeField(null=True, blank=True)
+    open_until = models.DateTimeField(null=True, blank=True)
+    probe_until = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    # What today's calls cost, by the price table (the deployment's time zone).
+    day = models.DateField(null=True, blank=True)
+    spent = models.DecimalField(max_digits=14, decimal_places=8, default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return self.key

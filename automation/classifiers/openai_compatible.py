@@ -25,11 +25,13 @@ by the prompt and the catalogue's canonical JSON, since every call asks for one.
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from functools import cache, lru_cache
 from pathlib import Path
@@ -42,6 +44,7 @@ from openai.types.shared_params import ResponseFormatJSONSchema
 from automation.classifiers.base import (
     Answer,
     ClassifierInput,
+    ClassifierRateLimited,
     ClassifierRefused,
     ClassifierTimeout,
     ClassifierUnavailable,
@@ -138,7 +141,44 @@ def response_format(
 
 
 def _decision_schema(business: Catalogue | None) -> dict[str, Any]:
-    return decision_contract(business or reference_catalogue()).model_json_schema()
+    return grammar_schema(business or reference_catalogue())
+
+
+def grammar_schema(business: Catalogue) -> dict[str, Any]:
+    """The decision's JSON Schema as a server's grammar can enforce it while the model writes.
+
+    The contract's `fields` is an open map of lowercase names (`patternProperties`), which
+    grammar converters such as llama.cpp's ignore, leaving any object: a small model then
+    writes words of the prompt there. Here `fields` names exactly the fields the catalogue's
+    request types have, each optional, and nothing else. The categories, routes and effects
+    are closed enums and every number keeps its bounds (a grammar that cannot bound a number
+    still leaves it to the pipeline, which validates every answer against the contract).
+    """
+    names = sorted({name for kind in business.request_types.values() for name in kind.fields})
+    key = (tuple(business.request_types), tuple(business.routes), tuple(business.effects), *names)
+    found = _GRAMMAR_SCHEMAS.get(key)
+    if found is None:
+        if len(_GRAMMAR_SCHEMAS) >= 64:
+            _GRAMMAR_SCHEMAS.clear()
+        found = _GRAMMAR_SCHEMAS[key] = _grammar_schema(business, names)
+    return found
+
+
+# Made once per catalogue shape, by its names (a schema takes a millisecond to make, and every
+# call sends one); shared, so never changed.
+_GRAMMAR_SCHEMAS: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+
+def _grammar_schema(business: Catalogue, names: list[str]) -> dict[str, Any]:
+    schema = decision_contract(business).model_json_schema()
+    field = {"$ref": "#/$defs/ExtractedField"}
+    schema["properties"]["fields"] = {
+        "title": "Fields",
+        "type": "object",
+        "properties": {name: field for name in names},
+        "additionalProperties": False,
+    }
+    return schema
 
 
 @dataclass(frozen=True)
@@ -263,6 +303,21 @@ class OpenAICompatibleClassifier:
     def prompt_version(self) -> str:
         return load_prompt().version
 
+    @property
+    def server(self) -> str:
+        """The model server its calls are counted against (automation.classifiers.servers)."""
+        return self.base_url
+
+    def estimated_tokens(self, event: ClassifierInput) -> int:
+        """What a call may take under a tokens-per-minute limit: the prompt and event at
+        about four characters a token, and the most the answer may be."""
+        dialect = output_dialect()
+        try:
+            prompt = system_prompt(dialect, event.business, event.routes)
+        except ValueError:
+            prompt = ""
+        return (len(prompt) + len(event_message(event))) // 4 + int(setting("OPENAI_MAX_TOKENS"))
+
     def classify(self, event: ClassifierInput, attempt: int, *, deadline: float) -> Any:
         dialect = output_dialect()
         shape = response_format(dialect, event.business)
@@ -284,6 +339,8 @@ class OpenAICompatibleClassifier:
             )
         except openai.APITimeoutError as exc:  # before its parent, APIConnectionError
             raise ClassifierTimeout(f"no answer from {self.base_url} within {deadline:g}s") from exc
+        except openai.RateLimitError as exc:
+            raise ClassifierRateLimited(self._status_message(exc), retry_after(exc)) from exc
         except openai.APIStatusError as exc:
             if _refused_as_malformed(exc):
                 raise ClassifierRefused(self._refusal_message(exc, dialect)) from exc
@@ -384,6 +441,25 @@ def _client(base_url: str, api_key: str) -> openai.OpenAI:
             client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
             _CLIENTS[key] = client
         return client
+
+
+def retry_after(exc: openai.APIStatusError) -> float | None:
+    """The pause a 429 asks for, in seconds: `retry-after-ms` (OpenAI's), or `Retry-After` as
+    seconds or an HTTP date; None when it names none."""
+    headers = exc.response.headers
+    try:
+        if "retry-after-ms" in headers:
+            return max(float(headers["retry-after-ms"]) / 1000, 0.0)
+        written = headers.get("retry-after")
+        if written is None:
+            return None
+        try:
+            return max(float(written), 0.0)
+        except ValueError:
+            moment = email.utils.parsedate_to_datetime(written)
+            return max((moment - datetime.now(UTC)).total_seconds(), 0.0)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _refused_as_malformed(exc: openai.APIStatusError) -> bool:

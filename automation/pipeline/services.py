@@ -16,11 +16,13 @@ twice or late finds the run locked by the worker carrying it, or moved on, and d
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
@@ -29,14 +31,16 @@ from approvals import services as approvals
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import run_conflicted_user_ids
 from audit.models import AuditAction
-from automation.classifiers import get_classifier
+from automation.classifiers import get_classifier, servers
 from automation.classifiers.base import (
     Answer,
     Classifier,
     ClassifierInput,
+    ClassifierRateLimited,
     ClassifierRefused,
     ClassifierTimeout,
     ClassifierUnavailable,
+    Usage,
     answer_of,
 )
 from automation.classifiers.heuristic import intent_text
@@ -57,6 +61,7 @@ from automation.effects.services import (
 from automation.extraction import extraction_problems
 from automation.intake.customers import customer_find, customers_known
 from automation.language import request_language
+from automation.pipeline import calls
 from automation.pipeline.shadow import shadows_send
 from automation.runs.backoff import backoff_delay
 from automation.runs.journal import (
@@ -80,6 +85,7 @@ from automation.runs.payloads import (
     effect_payload_of,
     policy_for,
 )
+from automation.runs.sending import ADVANCE_RUN_TASK
 from automation.schemas import (
     ClassifierDecision,
     FieldProblem,
@@ -90,6 +96,7 @@ from automation.schemas import (
 )
 from automation.signals import classifier_call_starting
 from core.codes import Outcome
+from core.dispatch import MAX_DELAY, batch, enqueue_after_commit
 from core.rows import insert_new
 from policy.catalogue import Catalogue
 from policy.evaluation import Verdict, approval_for, qa_sample
@@ -294,20 +301,26 @@ def _classify_locally(run: Run, classifier: Classifier, now: datetime) -> bool:
     return True
 
 
+def _classifier_input(run: Run) -> ClassifierInput:
+    """What the classifier reads of the run (read here, where the run's transaction is: a
+    call made in another thread touches no database)."""
+    document = policy_for(run).parsed
+    return ClassifierInput(
+        run.channel.name,
+        run.event_id,
+        run.normalized or {},
+        business=document.business,
+        routes=document.routes,
+    )
+
+
 def _call_classifier(
-    classifier: Classifier, run: Run, attempt: int
+    classifier: Classifier, run: Run, attempt: int, event: ClassifierInput | None = None
 ) -> tuple[Answer, Exception | None]:
     """(the answer, None), or (an empty answer, the retryable error)."""
     try:
-        document = policy_for(run).parsed
         raw = classifier.classify(
-            ClassifierInput(
-                run.channel.name,
-                run.event_id,
-                run.normalized or {},
-                business=document.business,
-                routes=document.routes,
-            ),
+            event or _classifier_input(run),
             attempt,
             deadline=float(setting("CLASSIFIER_DEADLINE_SECONDS")),
         )
@@ -318,11 +331,127 @@ def _call_classifier(
 
 def _classify(call: ClassifierCall, now: datetime, *, durable: bool) -> str | None:
     """Call the classifier (no transaction, no lock held), then record the answer and carry
-    the run on from it."""
-    run, attempt = call.run, call.attempt
-    classifier_call_starting.send(sender=Run, run_id=run.pk)
+    the run on from it.
+
+    A remote classifier's call is first admitted by its model server's limits
+    (automation.classifiers.servers), which may turn it away: the run then waits, without
+    spending an attempt, or is held for a person. In a worker with calls in flight
+    (automation.pipeline.calls), the call is handed to the server's pool and this returns at
+    once; the pool's writer records the answer."""
+    run = call.run
     classifier = get_classifier(run.channel.classifier)
-    answer, error = _call_classifier(classifier, run, attempt)
+    server = getattr(classifier, "server", None)
+    event = _classifier_input(run)
+    if server is None:
+        answer, error = _made(call, classifier, event)
+        return _record_answer(call, answer, error, now, durable=durable)
+    pool = None
+    if durable and calls.enabled():
+        size = calls.pool_size(setting("OPENAI_CONCURRENCY"), settings.Q_CLUSTER["workers"])
+        pool = calls.pool_for(server, size)
+    slot = pool.take() if pool is not None else None
+    if pool is not None and slot is None:  # every slot stayed taken: back to the queue
+        return _turn_away(call, servers.Admission(False, now + SLOT_RETRY), now, durable=durable)
+    estimate = _estimated_tokens(classifier, event)
+    admission = servers.admit(
+        server,
+        tokens=estimate,
+        now=now,
+        deadline=float(setting("CLASSIFIER_DEADLINE_SECONDS")),
+        longest_wait=_longest_wait(),
+        reserved=run.waiting_for == servers.Waiting.CAPACITY,
+        durable=durable,
+    )
+    if not admission.go:
+        if slot is not None:
+            slot.release()
+        return _turn_away(call, admission, now, durable=durable)
+    # From the clock, not from when the step began: the moment is of the clock.
+    wait = max((admission.at - max(now, timezone.now())).total_seconds(), 0.0)
+
+    def answered(result: tuple[Answer, Exception | None]) -> str | None:
+        answer, error = result
+        at = now if pool is None else timezone.now()  # a worker's answer comes later
+        closed = servers.report(
+            server,
+            error=error,
+            now=at,
+            tokens_estimated=estimate,
+            tokens_used=_tokens(answer),
+            cost=answer.usage.cost,
+            durable=durable,
+        )
+        if closed:
+            _wake_after_breaker(at, durable=durable)
+        if isinstance(error, ClassifierRateLimited):
+            # The server's pause, not the reader's failure: the call is not counted.
+            return _rate_limited(call, error, at, durable=durable)
+        return _record_answer(call, answer, error, at, durable=durable)
+
+    if pool is not None and slot is not None:
+        pool.start(
+            slot,
+            lambda: _made(call, classifier, event),
+            answered,
+            not_before=time.monotonic() + wait,
+        )
+        return run.state
+    if wait:
+        time.sleep(wait)
+    return answered(_made(call, classifier, event))
+
+
+# A run that found no free slot in its worker's pool comes back this much later.
+SLOT_RETRY = timedelta(seconds=1)
+
+
+def _longest_wait() -> float:
+    """How long a call may wait in its worker for its moment under the rate limit: what its
+    lease leaves beyond the call's deadline, with room to write the answer."""
+    lease = float(setting("STAGE_LEASE_SECONDS"))
+    deadline = float(setting("CLASSIFIER_DEADLINE_SECONDS"))
+    return max((lease - deadline) / 2, 1.0)
+
+
+def _estimated_tokens(classifier: Classifier, event: ClassifierInput) -> int:
+    estimate = getattr(classifier, "estimated_tokens", None)
+    if estimate is None or not setting("OPENAI_TPM"):
+        return 0
+    return int(estimate(event))
+
+
+def _tokens(answer: Answer) -> int | None:
+    usage = answer.usage
+    if usage.prompt_tokens is None or usage.completion_tokens is None:
+        return None
+    return usage.prompt_tokens + usage.completion_tokens
+
+
+def add_usage(run: Run, usage: Usage) -> None:
+    """Add a call's tokens and cost to the run's totals (saved with the run)."""
+    run.prompt_tokens += usage.prompt_tokens or 0
+    run.completion_tokens += usage.completion_tokens or 0
+    run.model_cost += usage.cost or 0
+
+
+def _made(
+    call: ClassifierCall, classifier: Classifier, event: ClassifierInput
+) -> tuple[Answer, Exception | None]:
+    """The call itself, timed from its start (a wait for a slot or a moment is not in it)."""
+    call.stage = Stage(StageName.CLASSIFY, attempt=call.attempt)
+    classifier_call_starting.send(sender=Run, run_id=call.run.pk)
+    return _call_classifier(classifier, call.run, call.attempt, event)
+
+
+def _record_answer(
+    call: ClassifierCall,
+    answer: Answer,
+    error: Exception | None,
+    now: datetime,
+    *,
+    durable: bool,
+) -> str | None:
+    run, attempt = call.run, call.attempt
     with transaction.atomic(durable=durable):
         # Wait for the lock: whoever holds the row now is not taking this attempt (we hold
         # its lease), and an answer in hand is never dropped.
@@ -330,12 +459,124 @@ def _classify(call: ClassifierCall, now: datetime, *, durable: bool) -> str | No
         if locked is None or locked.state != State.ENRICHED or locked.classify_attempts != attempt:
             return None  # our lease ran out and another worker took this attempt over
         same = locked is run  # unchanged since the lease: its checkpoint count holds too
+        locked.waiting_for = ""
         with journal(locked, last_sequence=call.last_checkpoint if same else None):
             _record_classification(locked, attempt, call.stage, answer, error, now)
             if locked.state == State.CLASSIFIED:
                 _carry(locked, now)
             _message_done(locked, True)
         return locked.state
+
+
+def _leased(run: Run, attempt: int) -> Run | None:
+    """The run, locked, when it is still ours: at `enriched` with our attempt's lease."""
+    locked = _relock(run)
+    if locked is None or locked.state != State.ENRICHED or locked.classify_attempts != attempt:
+        return None
+    return locked
+
+
+def _turn_away(
+    call: ClassifierCall, admission: servers.Admission, now: datetime, *, durable: bool
+) -> str | None:
+    """The server's limits turned the call away before it was made: the lease is given back
+    and the attempt with it (no call, nothing spent). The run waits in the queue until the
+    admission's moment, or is held for a person, as the admission says; either way it names
+    why."""
+    with transaction.atomic(durable=durable):
+        locked = _leased(call.run, call.attempt)
+        if locked is None:
+            return None
+        locked.classify_attempts -= 1
+        locked.lease_expires_at = None
+        if admission.hold:
+            locked.waiting_for = ""
+            with journal(locked):
+                Stage(StageName.CLASSIFY, attempt=call.attempt).record(
+                    locked, StageOutcome.RETRY_EXHAUSTED, "ModelServerUnavailable"
+                )
+                record_transition(
+                    locked,
+                    locked.hold,
+                    outcome=Outcome.RETRY_EXHAUSTED,
+                    field="classifier",
+                    detail=admission.why,
+                    save=False,
+                )
+                _message_done(locked, True)
+            return locked.state
+        waiting = str(admission.waiting or "")
+        if admission.why and (waiting != locked.waiting_for or not locked.next_attempt_at):
+            record_audit(
+                locked,
+                AuditAction.RUN_WAITING,
+                waiting_for=waiting,
+                until=admission.at.isoformat(),
+                why=admission.why,
+            )
+        _wait_in_queue(locked, admission.at, waiting, now)
+        return locked.state
+
+
+def _rate_limited(
+    call: ClassifierCall, error: ClassifierRateLimited, now: datetime, *, durable: bool
+) -> str | None:
+    """A 429: the call was made but not counted (the server paused everybody, servers.report);
+    the run waits out the pause in the queue and keeps its attempts."""
+    with transaction.atomic(durable=durable):
+        locked = _leased(call.run, call.attempt)
+        if locked is None:
+            return None
+        # The attempt's number stays taken (each call its own row), but not from the budget.
+        locked.classify_attempts_spent += 1
+        locked.lease_expires_at = None
+        with journal(locked):
+            write_row(
+                locked,
+                ClassificationAttempt(
+                    run=locked,
+                    attempt=call.attempt,
+                    classifier=locked.channel.classifier,
+                    classifier_version=locked.classifier_version,
+                    prompt_version=locked.prompt_version,
+                    outcome=ClassifierResult.RATE_LIMITED,
+                    raw_output={"error": str(error)},
+                    latency_ms=int((timezone.now() - call.stage.started_at).total_seconds() * 1000),
+                ),
+            )
+        pause = timedelta(seconds=error.retry_after or servers.DEFAULT_PAUSE)
+        _wait_in_queue(locked, now + pause, "", now)
+        return locked.state
+
+
+# Runs woken at once when a probe closes the breaker; any beyond come back on their own.
+WOKEN_AT_ONCE = 5000
+
+
+def _wake_after_breaker(now: datetime, *, durable: bool) -> None:
+    """The breaker closed: the runs that wait for it go on now, in one statement."""
+    with transaction.atomic(durable=durable), batch():
+        waiting = list(
+            Run.objects.filter(state=State.ENRICHED, waiting_for=servers.Waiting.BREAKER)
+            .order_by("next_attempt_at")
+            .values_list("pk", flat=True)[:WOKEN_AT_ONCE]
+        )
+        Run.objects.filter(pk__in=waiting).update(next_attempt_at=now, dispatched_at=now)
+        for run_id in waiting:
+            enqueue_after_commit(ADVANCE_RUN_TASK, run_id)
+
+
+def _wait_in_queue(run: Run, until: datetime, waiting: str, now: datetime) -> None:
+    """Save the run as waiting until `until` and send it a message due then (or, further off
+    than a message is delayed, leave it to the sweep, which sends it when it is due)."""
+    run.next_attempt_at = until
+    run.waiting_for = waiting
+    if until - now <= MAX_DELAY:
+        run.dispatched_at = now
+        enqueue_after_commit(ADVANCE_RUN_TASK, run.pk, not_before=until)
+    else:
+        run.dispatched_at = None
+    run.save()
 
 
 def _relock(run: Run) -> Run | None:
@@ -369,6 +610,7 @@ def _record_classification(
             )
         ]
     usage = answer.usage
+    add_usage(run, usage)
     row = ClassificationAttempt(
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,

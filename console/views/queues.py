@@ -14,6 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from automation.classifiers.servers import server_views
 from automation.conf import setting
 from automation.effects.selectors import effect_controls
 from automation.effects.services import effect_pause, effect_resume
@@ -49,6 +50,7 @@ def queues(request: AuthenticatedHttpRequest) -> HttpResponse:
     context = {
         "queues": queue_summaries(owners=_queue_owners()),
         "effects": effect_controls(),
+        "servers": server_views(),
         "now": timezone.now(),
     }
     return render(request, "queues/list.html", context)

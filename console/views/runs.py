@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from approvals import selectors as approval_selectors
 from approvals.models import ApprovalStatus
+from automation.classifiers.servers import waiting_of
 from automation.models import Run
 from automation.pipeline.operations import run_reconsider
 from automation.recovery.actions import queue_action as offered_queue_action
@@ -87,6 +88,7 @@ def run_page(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
             run=run, status=ApprovalStatus.PENDING
         ),
         "problems": _problems(run),
+        "waiting": waiting_of(run),
     }
     context["diagram"] = statechart.run_diagram(run, context["history"])
     return render(request, "runs/run.html", context)

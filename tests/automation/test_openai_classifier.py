@@ -11,6 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 from django.conf import settings as django_settings
@@ -19,6 +20,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
+from pydantic import ValidationError
 
 from automation.classifiers import classifier_versions, get_classifier, openai_compatible
 from automation.classifiers.base import (
@@ -39,7 +41,6 @@ from automation.intake.services import MAIL_TYPE, intake_submit
 from automation.models import (
     ClassificationAttempt,
     Effect,
-    IntakeChannel,
     Outcome,
     Run,
     StageRecord,
@@ -47,52 +48,15 @@ from automation.models import (
 )
 from automation.roles import roles_ensure
 from automation.schemas import decision_contract
-from policy.catalogue import reference_catalogue
+from policy.catalogue import Catalogue, reference_catalogue
 from policy.services import parse_policy_text, policy_version_create
-from tests.chatserver import RUNAWAY, ChatServer, content, running_chat_server, slow, status
+from tests.automation.conftest import MODEL, SettingsWrapper, configure, llm_pipeline
+from tests.chatserver import RUNAWAY, ChatServer, content, slow, status
 from tests.conftest import ROUTES, Pipeline, assert_retry_scheduled, decision_for, make_event
 
 PROMPTS = Path(django_settings.BASE_DIR) / "automation" / "prompts"
-MODEL = "test-model"
 EVENT = make_event(event_id="evt-llm")
 GOOD = decision_for(EVENT)["value"]
-SettingsWrapper = Any  # pytest-django's `settings` fixture (its class is private)
-
-
-@pytest.fixture
-def chat() -> Iterator[ChatServer]:
-    with running_chat_server(model=MODEL) as server:
-        yield server
-
-
-def configure(settings: SettingsWrapper, **values: Any) -> None:
-    settings.GATEHOUSE = {**settings.GATEHOUSE, **values}
-
-
-@pytest.fixture
-def llm(settings: SettingsWrapper, chat: ChatServer) -> SettingsWrapper:
-    configure(
-        settings,
-        OPENAI_BASE_URL=chat.base_url,
-        OPENAI_MODEL=MODEL,
-        OPENAI_API_KEY="",
-        CLASSIFIER_DEADLINE_SECONDS=5,
-    )
-    return settings
-
-
-def llm_pipeline(name: str, attempts: int) -> Pipeline:
-    """A channel read by the openai-compatible classifier, as configured now."""
-    classifier_version, prompt_version = classifier_versions("openai-compatible")
-    channel = IntakeChannel.objects.create(
-        name=name,
-        classifier="openai-compatible",
-        classifier_version=classifier_version,
-        workflow_version="workflow-1",
-        prompt_version=prompt_version,
-        max_classifier_attempts=attempts,
-    )
-    return Pipeline(channel)
 
 
 @pytest.fixture
@@ -170,7 +134,7 @@ def test_the_request_carries_the_schema_the_prompt_and_the_event(
         "type": "json_schema",
         "json_schema": {
             "name": "classifier_decision",
-            "schema": decision_contract(reference_catalogue()).model_json_schema(),
+            "schema": openai_compatible.grammar_schema(reference_catalogue()),
             "strict": False,
         },
     }
@@ -178,6 +142,64 @@ def test_the_request_carries_the_schema_the_prompt_and_the_event(
     assert "never decide" in received.message("system")
     assert json.loads(received.message("user")) == run.normalized
     assert received.headers["authorization"] == "Bearer not-needed"  # no key configured
+
+
+# --- the schema a server's grammar can enforce ------------------------------------------
+
+
+def _walk(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value)
+
+
+def shop_catalogue() -> Catalogue:
+    """The online shop that ships as an example (policy/examples/shop-1.yaml)."""
+    text = (Path(django_settings.BASE_DIR) / "policy" / "examples" / "shop-1.yaml").read_text()
+    return parse_policy_text(text).business
+
+
+@pytest.mark.parametrize("catalogue", ["reference", "shop"])
+def test_the_schema_sent_is_one_a_grammar_can_enforce(catalogue: str) -> None:
+    business = reference_catalogue() if catalogue == "reference" else shop_catalogue()
+    schema = openai_compatible.grammar_schema(business)
+
+    nodes = list(_walk(schema))
+    # No open maps a grammar converter would drop: every object names its keys.
+    assert not [n for n in nodes if {"patternProperties", "propertyNames"} & n.keys()]
+    for node in nodes:
+        if node.get("type") == "object":
+            assert node.get("additionalProperties") is False, node
+        if node.get("type") == "number":
+            assert (node.get("minimum"), node.get("maximum")) == (0.0, 1.0), node
+    properties = schema["properties"]
+    assert properties["category"]["enum"] == list(business.request_types)
+    assert properties["recommended_route"]["enum"] == list(business.routes)
+    assert properties["requested_effect"]["enum"] == list(business.effects)
+    names = {name for kind in business.request_types.values() for name in kind.fields}
+    assert set(properties["fields"]["properties"]) == names and names
+
+
+def test_answers_the_grammar_allows_are_the_contracts_and_schema_words_are_not() -> None:
+    business = reference_catalogue()
+    schema = openai_compatible.grammar_schema(business)
+    contract = decision_contract(business)
+    jsonschema.validate(GOOD, schema)
+    contract.model_validate(GOOD)
+
+    # What a small model wrote when `fields` was an open map: the schema's own words.
+    wordy = {**GOOD, "fields": {"category": {"value": "billing", "confidence": 0.9}}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(wordy, schema)
+    sure = {**GOOD, "confidence": 5.9}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(sure, schema)
+    with pytest.raises(ValidationError):
+        contract.model_validate(sure)  # a server that bounds no number: the pipeline does
 
 
 # --- the prompt follows the run's catalogue ----------------------------------------------
@@ -523,12 +545,11 @@ def test_a_slow_answer_times_out_is_retried_after_a_backoff_then_held(
 @pytest.mark.parametrize(
     "failure",
     [
-        pytest.param(status(429, Retry_After="1"), id="429"),
         pytest.param(status(500), id="500"),
         pytest.param(status(503), id="503"),
     ],
 )
-def test_rate_limits_and_server_errors_are_retried_then_held(
+def test_server_errors_are_retried_then_held(
     pipeline: Pipeline, chat: ChatServer, failure: tuple[Any, ...]
 ) -> None:
     chat.then(failure, failure)

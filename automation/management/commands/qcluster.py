@@ -29,6 +29,7 @@ from django_q.cluster import Cluster
 from django_q.management.commands import qcluster
 
 from automation.conf import setting
+from automation.pipeline import calls
 
 LOG = logging.getLogger("gatehouse.broker")
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
@@ -41,6 +42,7 @@ class Command(qcluster.Command):
         if options.get("cluster_name"):
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
         os.register_at_fork(after_in_child=_leave_stop_signals_to_the_main_process)
+        calls.enable()  # the workers keep model calls in flight beside their tasks
         cluster = Cluster()
         grace = setting("Q_STOP_GRACE")
 
