@@ -22,6 +22,7 @@ from reports.selectors import (
     ApprovalWaiting,
     ErrorRate,
     Handoff,
+    ModelSpend,
     Quality,
     RuleChange,
     Share,
@@ -529,4 +530,24 @@ def quality_chart(quality: Quality) -> SafeString:
         labels=[s.strftime("%m-%d") for s in starts],
         series=series,
         top=max(10.0, min(100.0, 10 * math.ceil(top / 10))),
+    )
+
+
+def spend_chart(panel: ModelSpend) -> SafeString:
+    groups = [
+        BarGroup(
+            route_label(route) if route else "No route yet",
+            [float(spent.cost)],
+            [f"{spent.cost:.4f} for {spent.runs} runs, {percent(spent.rate)} straight through"],
+        )
+        for route, spent in panel.routes
+    ]
+    return bar_chart(
+        chart_id="model-spend",
+        title="What reading cost, by route",
+        description="The cost of the classifier calls of the runs received in this period, by "
+        "the route policy gave them, most first.",
+        groups=groups,
+        fmt=lambda value: "0" if not value else f"{value:.4f}",
+        empty="No model call was priced in this period",
     )

@@ -14,7 +14,7 @@ from datetime import datetime
 from console import vocabulary
 from console.vocabulary import Kind
 from reports import selectors
-from reports.selectors import Period, Rates, Share
+from reports.selectors import Period, Rates, Share, Spend
 
 CSV_PENDING_LIMIT = 1000
 # A spreadsheet runs a cell that starts with one of these as a formula.
@@ -234,6 +234,44 @@ def measured_quality(period: Period, now: datetime) -> Table:
     return Table(header, rows)
 
 
+def model_spend(period: Period, now: datetime) -> Table:
+    """One row per day, route and classifier version: the "By" column says which."""
+    spend = selectors.model_spend(period=period)
+    rows: list[list[str | int]] = []
+
+    def row(by: str, name: list[str | int], s: Spend) -> list[str | int]:
+        return [
+            by,
+            *(spreadsheet_safe(cell) for cell in name),
+            s.runs,
+            s.straight_through,
+            _rate(s.rate),
+            s.prompt_tokens,
+            s.completion_tokens,
+            f"{s.cost:f}",
+        ]
+
+    rows.append(row("period", ["All runs", "all"], spend.total))
+    for start, s in spend.days:
+        rows.append(row("day", [start.date().isoformat(), ""], s))
+    for route, s in spend.routes:
+        rows.append(row("route", said(Kind.ROUTE, route) if route else ["No route", ""], s))
+    for version, s in spend.versions:
+        rows.append(row("classifier version", [version, version], s))
+    header = [
+        "By",
+        "Name",
+        "Code",
+        "Runs",
+        "Straight through",
+        "Straight-through rate",
+        "Prompt tokens",
+        "Completion tokens",
+        "Cost",
+    ]
+    return Table(header, rows)
+
+
 EXPORTS: dict[str, Callable[[Period, datetime], Table]] = {
     "straight-through": straight_through,
     "handoffs": handoffs,
@@ -242,4 +280,5 @@ EXPORTS: dict[str, Callable[[Period, datetime], Table]] = {
     "rule-changes": rule_changes,
     "stage-durations": stage_durations,
     "measured-quality": measured_quality,
+    "model-spend": model_spend,
 }

@@ -22,6 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from approvals.models import ApprovalRequest, ApprovalStatus
+from automation.classifiers.servers import Waiting, server_views
 from automation.conf import setting
 from automation.models import (
     DeliveryResult,
@@ -67,6 +68,7 @@ class GatehouseCollector(Collector):
         yield from run_metrics(now, mark)
         yield from approval_metrics(now)
         yield from effect_metrics(mark)
+        yield from model_server_metrics(now)
 
 
 def _age(now: datetime, since: datetime | None) -> float:
@@ -81,11 +83,26 @@ def run_metrics(now: datetime, mark: RollupMark | None) -> Iterator[Metric]:
         labels=["state", "outcome"],
     )
     by_state: dict[tuple[str, str], int] = defaultdict(int)
-    for (state, outcome), count in rollups.totals(mark).items():
-        by_state[(state, outcome or "none")] += count
+    spent = rollups.Total()
+    for (state, outcome), total in rollups.totals(mark).items():
+        by_state[(state, outcome or "none")] += total.runs
+        spent += total
     for (state, outcome), count in sorted(by_state.items()):
         runs.add_metric([state, outcome], count)
     yield runs
+    tokens = CounterMetricFamily(
+        "gatehouse_model_tokens",
+        "Tokens the model server reported for the runs' classifier calls, by kind.",
+        labels=["kind"],
+    )
+    tokens.add_metric(["prompt"], spent.prompt_tokens)
+    tokens.add_metric(["completion"], spent.completion_tokens)
+    yield tokens
+    yield CounterMetricFamily(
+        "gatehouse_model_cost",
+        "What the runs' classifier calls cost, by the price table (GATEHOUSE_OPENAI_PRICES).",
+        value=float(spent.cost),
+    )
     # Only runs in an exception queue, the same filter as the queues page, which a partial
     # index on queue (WHERE queue <> '') serves without reading the finished history. A held
     # run (needs_review) always sits in the queue its outcome names.
@@ -220,6 +237,53 @@ def effect_metrics(mark: RollupMark | None) -> Iterator[Metric]:
     for _, name, _, is_paused in sorted(r for r in rows if r[0] == "paused"):
         paused.add_metric([name], int(is_paused))
     yield paused
+
+
+BREAKER_STATES = ("closed", "open", "probing")
+
+
+def model_server_metrics(now: datetime) -> Iterator[Metric]:
+    """Each model server's breaker, pause and day's spend (one small table: a row per server),
+    and the runs waiting for one, by what they wait for."""
+    views = server_views(now=now)
+    breaker = GaugeMetricFamily(
+        "gatehouse_model_server_breaker",
+        "1 for the state a model server's circuit breaker is in (closed, open, probing).",
+        labels=["server", "state"],
+    )
+    paused = GaugeMetricFamily(
+        "gatehouse_model_server_paused_seconds",
+        "Seconds left of a pause the model server asked for (a 429's Retry-After); 0 if none.",
+        labels=["server"],
+    )
+    spent = GaugeMetricFamily(
+        "gatehouse_model_server_spent_today",
+        "What today's calls to the model server cost, by the price table.",
+        labels=["server"],
+    )
+    budget = GaugeMetricFamily(
+        "gatehouse_model_server_budget_spent",
+        "1 while the model server's daily budget is spent (no call is made), else 0.",
+        labels=["server"],
+    )
+    waiting = GaugeMetricFamily(
+        "gatehouse_runs_waiting_for_model_server",
+        "Runs waiting to call their model server, by what they wait for.",
+        labels=["reason"],
+    )
+    counts: dict[str, int] = dict.fromkeys(Waiting, 0)
+    for row in views:
+        view = row.server
+        for state in BREAKER_STATES:
+            breaker.add_metric([view.key, state], int(view.breaker == state))
+        left = (view.paused_until - now).total_seconds() if view.paused_until else 0.0
+        paused.add_metric([view.key], max(left, 0.0))
+        spent.add_metric([view.key], float(view.spent_today))
+        budget.add_metric([view.key], int(view.over_budget))
+        counts.update(row.waiting)
+    for reason, count in sorted(counts.items()):
+        waiting.add_metric([reason], count)
+    yield from (breaker, paused, spent, budget, waiting)
 
 
 REGISTRY = CollectorRegistry()

@@ -31,12 +31,27 @@ class RunHour(models.Model):
     # An approval request, a touching recovery action or a person's move on the audit trail.
     touched = models.BooleanField()
     asked_approval = models.BooleanField()
+    # The reader stamped on the runs (their channel's classifier version when received).
+    classifier_version = models.CharField(max_length=100, blank=True, default="")
     runs = models.PositiveIntegerField()
+    # What the runs' classifier calls cost: the sums of Run.prompt_tokens, completion_tokens
+    # and model_cost.
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["hour", "route", "state", "outcome", "touched", "asked_approval"],
+                fields=[
+                    "hour",
+                    "route",
+                    "state",
+                    "outcome",
+                    "touched",
+                    "asked_approval",
+                    "classifier_version",
+                ],
                 name="run_hour_unique",
             )
         ]
@@ -92,6 +107,9 @@ class RunTotal(models.Model):
     state = models.CharField(max_length=40)
     outcome = models.CharField(max_length=40, blank=True)
     runs = models.BigIntegerField()
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
 
     class Meta:
         constraints = [

@@ -25,13 +25,15 @@ How they are kept: an incremental job, not a write in the run engine's transacti
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
 from django.db.models import (
+    Aggregate,
     BooleanField,
     CharField,
     Count,
@@ -111,7 +113,8 @@ def asked_for_approval() -> Q:
 
 @dataclass(frozen=True)
 class Cell:
-    """Runs of one kind: the unit both the rollup and the raw count are summed in."""
+    """Runs of one kind: the unit both the rollup and the raw count are summed in, with what
+    their classifier calls cost."""
 
     route: str
     state: str
@@ -119,6 +122,10 @@ class Cell:
     touched: bool
     asked_approval: bool
     runs: int
+    classifier_version: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: Decimal = Decimal(0)
 
 
 # --- counting from the raw rows -------------------------------------------------------------
@@ -131,12 +138,28 @@ def _flagged(runs: QuerySet[Run]) -> QuerySet[Run]:
     )
 
 
-KIND = ("route", "state", "outcome", "touched", "asked_approval")
+KIND = ("route", "state", "outcome", "touched", "asked_approval", "classifier_version")
+# What is summed over the runs of a kind: raw, from the runs' columns.
+RAW_SUMS: dict[str, Aggregate] = {
+    "n": Count("pk"),
+    "p": Sum("prompt_tokens"),
+    "c": Sum("completion_tokens"),
+    "m": Sum("model_cost"),
+}
 
 
 def _cell(row: dict[str, Any]) -> Cell:
     return Cell(
-        row["route"], row["state"], row["outcome"], row["touched"], row["asked_approval"], row["n"]
+        row["route"],
+        row["state"],
+        row["outcome"],
+        row["touched"],
+        row["asked_approval"],
+        row["n"],
+        row["classifier_version"],
+        int(row["p"] or 0),
+        int(row["c"] or 0),
+        Decimal(row["m"] or 0),
     )
 
 
@@ -145,7 +168,7 @@ def raw_hours(runs: QuerySet[Run]) -> Iterator[tuple[datetime, Cell]]:
     rows = (
         _flagged(runs.annotate(hour=TruncHour("created_at", tzinfo=UTC)))
         .values("hour", *KIND)
-        .annotate(n=Count("pk"))
+        .annotate(**RAW_SUMS)
         .order_by()
     )
     for row in rows:
@@ -198,27 +221,44 @@ def counts(spans: list[Span]) -> list[list[Cell]]:
     parts: list[QuerySet[Any]] = []
     if clean:
         rollup = RunHour.objects.filter(within(clean, "hour"))
-        parts.append(_by_segment(rollup, "hour", bounds, Sum("runs")))
+        parts.append(_by_segment(rollup, "hour", bounds, ROLLUP_SUMS))
     if raw:
         runs = _flagged(Run.objects.filter(within(raw, "created_at")))
-        parts.append(_by_segment(runs, "created_at", bounds, Count("pk")))
+        parts.append(_by_segment(runs, "created_at", bounds, RAW_SUMS))
     if not parts:  # only empty spans
         return [[] for _ in spans]
     rows = parts[0].union(*parts[1:], all=True)
     found = [
-        (int(segment), Cell(route, state, outcome, bool(touched), bool(asked), int(n)))
-        for segment, route, state, outcome, touched, asked, n in rows
+        (
+            int(number),
+            Cell(
+                *(route, state, outcome, bool(touched), bool(asked), int(n), version),
+                int(p or 0),
+                int(c or 0),
+                Decimal(m or 0),
+            ),
+        )
+        for number, route, state, outcome, touched, asked, version, n, p, c, m in rows
     ]
     return [_in_span(span, bounds, found) for span in spans]
 
 
+# The same sums over the rollup's rows.
+ROLLUP_SUMS: dict[str, Aggregate] = {
+    "n": Sum("runs"),
+    "p": Sum("prompt_tokens"),
+    "c": Sum("completion_tokens"),
+    "m": Sum("cost"),
+}
+
+
 def _by_segment(
-    rows: QuerySet[Any], field: str, bounds: list[datetime], total: Sum | Count
+    rows: QuerySet[Any], field: str, bounds: list[datetime], sums: Mapping[str, Aggregate]
 ) -> QuerySet[Any]:
     return (
         rows.annotate(segment=segment(field, bounds))
-        .values_list("segment", "route", "state", "outcome", "touched", "asked_approval")
-        .annotate(n=total)
+        .values_list("segment", *KIND)
+        .annotate(**sums)
         .order_by()
     )
 
@@ -228,26 +268,55 @@ def _in_span(span: Span, bounds: list[datetime], found: list[tuple[int, Cell]]) 
     return [cell for number, cell in found if number in inside]
 
 
-def totals(mark: RollupMark | None) -> dict[tuple[str, str], int]:
-    """Runs of all time by state and outcome (/metrics): two queries. The running totals, less
-    the rollup rows of the changed hours, plus those hours counted from the runs. With no
-    mark yet (before the first rebuild), every run is counted."""
+@dataclass(frozen=True)
+class Total:
+    """Runs of one state and outcome, and what their classifier calls cost."""
+
+    runs: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: Decimal = Decimal(0)
+
+    def __add__(self, other: Total) -> Total:
+        return Total(
+            self.runs + other.runs,
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.cost + other.cost,
+        )
+
+
+def _negated(sums: Mapping[str, Aggregate]) -> dict[str, Any]:
+    return {name: -total for name, total in sums.items()}
+
+
+def totals(mark: RollupMark | None) -> dict[tuple[str, str], Total]:
+    """Runs of all time by state and outcome, with their tokens and cost (/metrics): two
+    queries. The running totals, less the rollup rows of the changed hours, plus those hours
+    counted from the runs. With no mark yet (before the first rebuild), every run is
+    counted."""
+    by_kind = ("state", "outcome")
     if mark is None:
-        rows = Run.objects.values_list("state", "outcome").annotate(n=Count("pk")).order_by()
-        return {(state, outcome): n for state, outcome, n in rows}
-    dirty = merge((h, h + HOUR) for h in changed_hours(mark))
-    parts: list[QuerySet[Any]] = [
-        RunTotal.objects.values_list("state", "outcome", "runs").order_by()
-    ]
-    if dirty:
-        stale = RunHour.objects.filter(within(dirty, "hour"))
-        parts.append(stale.values_list("state", "outcome").annotate(n=-Sum("runs")).order_by())
-        raw = Run.objects.filter(within(dirty, "created_at")).values_list("state", "outcome")
-        parts.append(raw.annotate(n=Count("pk")).order_by())
-    found: dict[tuple[str, str], int] = defaultdict(int)
-    for state, outcome, n in parts[0].union(*parts[1:], all=True):
-        found[(state, outcome)] += int(n)
-    return {key: n for key, n in found.items() if n}
+        parts: list[QuerySet[Any]] = [
+            Run.objects.values_list(*by_kind).annotate(**RAW_SUMS).order_by()
+        ]
+    else:
+        parts = [
+            RunTotal.objects.values_list(
+                *by_kind, "runs", "prompt_tokens", "completion_tokens", "cost"
+            ).order_by()
+        ]
+        dirty = merge((h, h + HOUR) for h in changed_hours(mark))
+        if dirty:
+            stale = RunHour.objects.filter(within(dirty, "hour")).values_list(*by_kind)
+            parts.append(stale.annotate(**_negated(ROLLUP_SUMS)).order_by())
+            raw = Run.objects.filter(within(dirty, "created_at")).values_list(*by_kind)
+            parts.append(raw.annotate(**RAW_SUMS).order_by())
+    found: dict[tuple[str, str], Total] = defaultdict(Total)
+    rows = parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
+    for state, outcome, n, p, c, m in rows:
+        found[(state, outcome)] += Total(int(n), int(p or 0), int(c or 0), Decimal(m or 0))
+    return {key: total for key, total in found.items() if total.runs}
 
 
 # --- writing: the job and the rebuild -------------------------------------------------------
@@ -276,12 +345,17 @@ def _recompute(spans: list[Span]) -> None:
 
 def _shift_totals(rows: QuerySet[RunHour], *, sign: int) -> None:
     """Add (sign 1) or take away (sign -1) the rollup rows `rows` from the running totals."""
-    sums = rows.values_list("state", "outcome").annotate(n=Sum("runs")).order_by()
-    for state, outcome, n in sums:
+    sums = rows.values_list("state", "outcome").annotate(**ROLLUP_SUMS).order_by()
+    for state, outcome, n, p, c, m in sums:
         total, _ = RunTotal.objects.get_or_create(
             state=state, outcome=outcome, defaults={"runs": 0}
         )
-        RunTotal.objects.filter(pk=total.pk).update(runs=F("runs") + sign * n)
+        RunTotal.objects.filter(pk=total.pk).update(
+            runs=F("runs") + sign * n,
+            prompt_tokens=F("prompt_tokens") + sign * p,
+            completion_tokens=F("completion_tokens") + sign * c,
+            cost=F("cost") + sign * m,
+        )
 
 
 def _rows(found: Iterable[tuple[datetime, Cell]]) -> Iterator[RunHour]:
@@ -293,7 +367,11 @@ def _rows(found: Iterable[tuple[datetime, Cell]]) -> Iterator[RunHour]:
             outcome=c.outcome,
             touched=c.touched,
             asked_approval=c.asked_approval,
+            classifier_version=c.classifier_version,
             runs=c.runs,
+            prompt_tokens=c.prompt_tokens,
+            completion_tokens=c.completion_tokens,
+            cost=c.cost,
         )
 
 

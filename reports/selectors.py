@@ -10,11 +10,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 from functools import reduce
 from typing import Any
 
 from django.db.models import Count, Q
 from django.db.models.functions import TruncWeek
+from django.utils import timezone
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from audit.models import AuditAction, AuditEvent
@@ -23,6 +25,7 @@ from reports import histograms
 from reports.histograms import Histogram, Key
 from reports.models import RollupMark
 from reports.rollups import Cell, counts, current_mark
+from reports.spans import Span
 
 WEEKS = 12
 IMPACT_WINDOW = timedelta(days=7)
@@ -154,15 +157,25 @@ def _activation(at: datetime, data: dict[str, Any]) -> Activation:
     return Activation(str(data.get("version", "")), at, str(data.get("previous") or ""))
 
 
-def straight_through(*, period: Period, weeks: int = WEEKS) -> StraightThrough:
-    """Runs received each week that completed with no person touching them, overall and by route.
-
-    The weeks are the `weeks` ISO weeks ending with the one that holds the period's end.
-    """
+def week_spans(period: Period, weeks: int = WEEKS) -> list[Span]:
+    """The `weeks` ISO weeks ending with the one that holds the period's end; the last stops
+    at the period's end (runs received after it are not counted yet)."""
     first = week_start(period.until - timedelta(microseconds=1)) - timedelta(weeks=weeks - 1)
     starts = [first + timedelta(weeks=i) for i in range(weeks)]
-    # The last week stops at the period's end: runs received after it are not counted yet.
-    found = counts([(start, min(start + timedelta(weeks=1), period.until)) for start in starts])
+    return [(start, min(start + timedelta(weeks=1), period.until)) for start in starts]
+
+
+def straight_through(
+    *, period: Period, weeks: int = WEEKS, found: list[list[Cell]] | None = None
+) -> StraightThrough:
+    """Runs received each week that completed with no person touching them, overall and by route.
+
+    The weeks are those of `week_spans`; `found`, their cells when already counted.
+    """
+    spans = week_spans(period, weeks)
+    starts = [start for start, _ in spans]
+    first = starts[0]
+    found = found if found is not None else counts(spans)
     cells = {
         (start, route): share
         for start, week in zip(starts, found, strict=True)
@@ -561,6 +574,115 @@ def measured_quality(*, period: Period) -> Quality:
     )
 
 
+# --- 7. what reading costs ------------------------------------------------------------------
+
+# The days shown one by one: the period's last ones (its totals cover all of it).
+SPEND_DAYS = 31
+
+
+@dataclass(frozen=True)
+class Spend:
+    """Runs received and what their classifier calls cost, beside how many went straight
+    through (the tokens the model server reported, priced by GATEHOUSE_OPENAI_PRICES)."""
+
+    runs: int = 0
+    completed: int = 0
+    straight_through: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: Decimal = Decimal(0)
+
+    @property
+    def rate(self) -> float | None:
+        return _share(self.straight_through, self.runs)
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def cost_per_run(self) -> Decimal | None:
+        return self.cost / self.runs if self.runs else None
+
+    @property
+    def cost_per_straight_through(self) -> Decimal | None:
+        """What a run that needed nobody cost, counting the reading of every run."""
+        return self.cost / self.straight_through if self.straight_through else None
+
+    def __add__(self, other: Spend) -> Spend:
+        return Spend(
+            self.runs + other.runs,
+            self.completed + other.completed,
+            self.straight_through + other.straight_through,
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.cost + other.cost,
+        )
+
+
+def _spend(cell: Cell) -> Spend:
+    completed = cell.runs if cell.state == State.COMPLETED else 0
+    return Spend(
+        cell.runs,
+        completed,
+        completed if not cell.touched else 0,
+        cell.prompt_tokens,
+        cell.completion_tokens,
+        cell.cost,
+    )
+
+
+@dataclass(frozen=True)
+class ModelSpend:
+    total: Spend
+    days: list[tuple[datetime, Spend]]  # the period's last days, newest first
+    routes: list[tuple[str, Spend]]  # "" for runs stopped before policy gave them a route
+    versions: list[tuple[str, Spend]]  # by the classifier version stamped on the runs
+
+
+def spend_spans(period: Period, days: int = SPEND_DAYS) -> list[Span]:
+    """The period, then its last `days` days (of the deployment's time zone, cut at the
+    period's bounds), newest first."""
+    spans: list[Span] = [(period.since, period.until)]
+    end = period.until
+    while len(spans) <= days and end > period.since:
+        local = timezone.localtime(end - timedelta(microseconds=1))
+        start = max(
+            timezone.make_aware(datetime.combine(local.date(), datetime.min.time())), period.since
+        )
+        spans.append((start, end))
+        end = start
+    return spans
+
+
+def model_spend(*, period: Period, found: list[list[Cell]] | None = None) -> ModelSpend:
+    """Cost and tokens per day, route and classifier version, with the straight-through rate
+    of the same runs: by the hour each run was received, from the rollups (one count)."""
+    spans = spend_spans(period)
+    found = found if found is not None else counts(spans)
+    whole, *days = found
+    routes: dict[str, Spend] = {}
+    versions: dict[str, Spend] = {}
+    for cell in whole:
+        spent = _spend(cell)
+        routes[cell.route] = routes.get(cell.route, Spend()) + spent
+        versions[cell.classifier_version] = versions.get(cell.classifier_version, Spend()) + spent
+    total = reduce(lambda a, b: a + b, routes.values(), Spend())
+
+    def by_cost(items: dict[str, Spend]) -> list[tuple[str, Spend]]:
+        return sorted(items.items(), key=lambda item: (-item[1].cost, -item[1].runs, item[0]))
+
+    return ModelSpend(
+        total=total,
+        days=[
+            (start, reduce(lambda a, b: a + b, map(_spend, cells), Spend()))
+            for (start, _), cells in zip(spans[1:], days, strict=True)
+        ],
+        routes=by_cost(routes),
+        versions=by_cost(versions),
+    )
+
+
 @dataclass(frozen=True)
 class Dashboard:
     period: Period
@@ -570,13 +692,18 @@ class Dashboard:
     rule_changes: list[RuleChange]
     stages: list[StageDuration]
     quality: Quality
+    spend: ModelSpend
 
 
 def dashboard(*, period: Period, now: datetime) -> Dashboard:
     figures = rolled(period=period)
+    # The weekly straight-through rates and the cost of reading in one count.
+    weeks, spent = week_spans(period), spend_spans(period)
+    found = counts(weeks + spent)
     return Dashboard(
         period=period,
-        straight_through=straight_through(period=period),
+        straight_through=straight_through(period=period, found=found[: len(weeks)]),
+        spend=model_spend(period=period, found=found[len(weeks) :]),
         handoffs=handoffs(period=period, figures=figures),
         approvals=approval_waits(period=period, now=now, figures=figures),
         rule_changes=rule_changes(period=period, now=now),

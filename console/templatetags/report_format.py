@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 
 from django import template
 
@@ -55,3 +56,17 @@ def lookup(mapping: dict[str, object], key: str) -> object:
 @register.filter
 def error_rate(errors: ErrorRate | None) -> str:
     return charts.error_rate_text(errors)
+
+
+@register.filter
+def money(value: Decimal | None) -> str:
+    """An amount of the price table's money: four decimals below one (a call costs fractions
+    of a cent), two above; a dash when there is nothing to divide by."""
+    if value is None:
+        return "—"
+    return f"{value:,.4f}" if abs(value) < 1 else f"{value:,.2f}"
+
+
+@register.filter
+def thousands(value: int) -> str:
+    return f"{value:,}"

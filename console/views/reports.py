@@ -46,6 +46,11 @@ def dashboard(request: AuthenticatedHttpRequest) -> HttpResponse:
         "now": now,
         # Each week's QA error rate over every route, beside its straight-through rate.
         "qa_by_week": {w.start: w.errors for w in data.quality.weeks if not w.route},
+        "spend_tables": [
+            ("Day", "day", data.spend.days),
+            ("Route", "route", data.spend.routes),
+            ("Classifier version", "version", data.spend.versions),
+        ],
         "charts": {
             "straight_through": charts.straight_through_chart(data.straight_through, data.quality),
             "straight_through_legend": charts.legend(
@@ -60,6 +65,7 @@ def dashboard(request: AuthenticatedHttpRequest) -> HttpResponse:
             "rule_changes_legend": charts.legend(["Before", "After"]),
             "stages": charts.stages_chart(data.stages),
             "stages_legend": charts.legend(["Median", "95th percentile"]),
+            "spend": charts.spend_chart(data.spend),
         },
     }
     status = 400 if form.errors else 200

@@ -42,7 +42,7 @@ def test_ops_lead_reads_the_charts_changes_the_period_and_opens_the_oldest_appro
 
     expect(page).to_have_url(re.compile(r"/reports/$"))
     expect(page.get_by_role("heading", level=1)).to_have_text("Reports")
-    expect(page.locator("svg.chart")).to_have_count(5)
+    expect(page.locator("svg.chart")).to_have_count(6)
     for title in CHARTS:
         expect(page.get_by_role("img", name=re.compile(f"^{re.escape(title)}"))).to_be_visible()
     expect(page.get_by_role("link", name="Last 30 days")).to_have_attribute("aria-current", "true")

@@ -476,12 +476,13 @@ def test_stage_durations_median_and_95th_percentile(lead: Client) -> None:
 def test_each_panel_has_a_chart_a_definition_and_a_csv(lead: Client) -> None:
     response = get(lead, f"{reverse('reports:dashboard')}?{PERIOD}")
     html = response.content.decode()  # type: ignore[attr-defined]
-    # Five charts: the measured-quality panel draws none while no QA sample was reviewed.
-    assert html.count('<svg class="chart" role="img"') == 5
-    assert html.count('<p class="definition">') == 6
+    # Six charts: the measured-quality panel draws none while no QA sample was reviewed.
+    assert html.count('<svg class="chart" role="img"') == 6
+    assert html.count('<p class="definition">') == 7
     assert 'data-testid="quality-none"' in html
     for panel in ("straight-through", "handoffs", "approval-waits", "rule-changes",
-                  "stage-durations", "pending-approvals", "measured-quality"):  # fmt: skip
+                  "stage-durations", "pending-approvals", "measured-quality",
+                  "model-spend"):  # fmt: skip
         assert f'href="/reports/{panel}.csv?from=2026-02-18&amp;to=2026-03-03"' in html
     assert "<script" not in html
     assert 'href="/reports/" aria-current="page">Reports</a>' in html

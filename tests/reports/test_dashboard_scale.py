@@ -196,7 +196,7 @@ def test_a_hundred_thousand_runs_render_with_a_bounded_number_of_queries(
         rendered = time.monotonic() - started
         assert response.status_code == 200
         page = response.content.decode()
-        assert page.count('<svg class="chart" role="img"') == 5
+        assert page.count('<svg class="chart" role="img"') == 6
         assert "policy-2" in page and "policy-3" in page
         for panel in ("straight-through", "handoffs", "rule-changes", "stage-durations"):
             with django_assert_max_num_queries(CSV_QUERY_BOUND):

@@ -92,6 +92,6 @@ def test_reviewed_samples_give_the_error_rate_per_week_and_route(
     html = page.content.decode()
     assert "25.0% (" in html  # 1 of 4, with its interval
     assert 'data-testid="chart-measured-quality"' in html
-    assert html.count('<svg class="chart" role="img"') == 6  # the error rate has its chart
+    assert html.count('<svg class="chart" role="img"') == 7  # the error rate has its chart
     assert codes_shown(html, ["service_desk"]) == []
     assert "<title>Service desk: 0.0% (0.0% to 56.1%, 3 reviewed)</title>" in html

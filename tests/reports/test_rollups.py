@@ -4,6 +4,7 @@ job, and keep /reports/ and /metrics at a fixed number of queries as the history
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from io import StringIO
 from typing import Any
 
@@ -51,6 +52,7 @@ def figures(now: datetime) -> Figures:
         "stages": selectors.stage_durations(period=period),
         "waits": selectors.approval_waits(period=period, now=now, limit=0),
         "deliveries": sorted(rollups.delivery_rows(rollups.current_mark())),
+        "spend": selectors.model_spend(period=period),
     }
 
 
@@ -81,9 +83,16 @@ def test_rollups_give_the_raw_numbers_on_months_of_history_and_after_late_change
     # Durations that the histograms' buckets round (1,234 ms counts as 1,230) and that recur,
     # so hour and day rows add up many attempts each.
     StageRecord.objects.update(duration_ms=F("id") % 5 * 1234 + F("id") % 3)
+    # What the runs' model calls cost, different from run to run.
+    Run.objects.update(
+        prompt_tokens=F("id") % 7 * 100,
+        completion_tokens=F("id") % 5 * 10,
+        model_cost=F("id") % 7 * Decimal("0.00012345"),
+    )
     now = timezone.now()
     before = raw_figures(now)
     assert sum(w[1].runs for w in before["weeks"]) > 0 and before["rules"]
+    assert before["spend"].total.cost > 0 and len(before["spend"].days) == 31
 
     call_command("rebuild_rollups", stdout=StringIO())
     assert RunHour.objects.exists() and DeliveryTotal.objects.exists()
@@ -103,6 +112,8 @@ def test_rollups_give_the_raw_numbers_on_months_of_history_and_after_late_change
     RecoveryAction.objects.create(
         run=run, action=RecoveryKind.RETRY, actor=lead, reason="late", result=State.EXECUTING
     )
+    # Read again by a model (a replay of its reading, say): it cost more.
+    Run.objects.filter(pk=run.pk).update(model_cost=F("model_cost") + Decimal("0.5"))
     # And a stage record lands in an hour weeks old: a hand-off that started back then.
     started = run.created_at + timedelta(minutes=1)
     StageRecord.objects.create(
@@ -113,6 +124,7 @@ def test_rollups_give_the_raw_numbers_on_months_of_history_and_after_late_change
     assert late == raw_figures(now)
     assert late["weeks"] != before["weeks"]
     assert late["handoffs"] != before["handoffs"] and late["stages"] != before["stages"]
+    assert late["spend"].total.cost == before["spend"].total.cost + Decimal("0.5")
 
     assert rollups.rollups_refresh() >= 1
     assert figures(now) == late
@@ -177,5 +189,6 @@ def test_reports_and_metrics_cost_the_same_queries_for_n_and_3n_runs(
                     assert "WHERE" in sql.split(table, 1)[1], sql
     assert Run.objects.count() == 1200
     assert counted[0] == counted[1]
-    # The marks, the changed hours, the totals, the queues, the approvals, the effects.
-    assert counted[0][1] <= 6
+    # The marks, the changed hours, the totals, the queues, the approvals, the effects, the
+    # model servers.
+    assert counted[0][1] <= 7
