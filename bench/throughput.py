@@ -12,6 +12,8 @@ It makes a database of its own (`gatehouse_bench` on the local PostgreSQL), then
 6. intake and the bare view again, side by side: N requests to each in pairs of rounds on
    one server, which gives the intake ratio (the machine's speed drifts within a minute:
    step 1's two figures, a minute apart, differ by it);
+7. the model phase (bench/model.py): runs read by a local model server that answers after a
+   fixed latency, with calls in flight, against the DBOS peer calling the same server;
 and, right after the drain of step 2, the DBOS peer (`../shared/bench/peer_dbos.py`) on the
 same PostgreSQL when its environment (`.bench-dbos`) is present, and the ratio.
 
@@ -397,13 +399,16 @@ def latency_phase(token: str, count: int) -> dict[str, float]:
     }
 
 
-def submit_in_process(tag: str, count: int) -> None:
+def submit_in_process(tag: str, count: int, channel: str = "api") -> None:
     """Queue `count` runs through the intake service, from two processes (the backlog)."""
     code = (
         "import json, sys\n"
         "from automation.intake.services import channel_get_or_create, intake_submit\n"
         "from bench.throughput import event\n"
-        "channel = channel_get_or_create(name='api')\n"
+        # The bench's own channels (the model phase's) are made with their classifier.
+        "from automation.models import IntakeChannel\n"
+        f"channel = IntakeChannel.objects.filter(name={channel!r}).first() or "
+        f"channel_get_or_create(name={channel!r})\n"
         "start, stop = int(sys.argv[1]), int(sys.argv[2])\n"
         "for n in range(start, stop):\n"
         f"    intake_submit(channel=channel, raw=event(n, {tag!r}), "
@@ -461,7 +466,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--latency-runs", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=20, help="of the side-by-side intake")
-    parser.add_argument("--skip", action="append", default=[], help="redis, backlog, dbos")
+    parser.add_argument("--skip", action="append", default=[], help="redis, backlog, dbos, model")
+    parser.add_argument("--model-runs", type=int, default=1000, help="of the model phase")
+    parser.add_argument("--model-latency", type=float, default=1.0, help="seconds an answer takes")
+    parser.add_argument("--model-concurrency", type=int, default=64, help="calls in flight")
     args = parser.parse_args()
     report: dict[str, Any] = {}
 
@@ -485,6 +493,13 @@ def main() -> None:
         show("redis", drain_phase("redis", args.runs, args.workers, **redis_env))
     if "backlog" not in args.skip:
         show("backlog", backlog_phase(args.backlog, args.workers))
+    if "model" not in args.skip:
+        from bench.model import model_phase
+
+        show(
+            "model sum",
+            model_phase(args.model_runs, args.workers, args.model_concurrency, args.model_latency),
+        )
     # Last: its runs are left queued (nothing drains them), out of every other phase's way.
     show("side by side", side_by_side_phase(token, args.runs, args.rounds))
 
@@ -502,6 +517,8 @@ def main() -> None:
         "dbos_per_s": peer["per_s"] if peer else None,
         "ratio": round(drain["runs_per_s"] / peer["per_s"], 2) if peer else None,
         "intake_ratio": report["side by side"]["ratio"],
+        "model_runs_per_s": report.get("model sum", {}).get("runs_per_s"),
+        "model_ratio": report.get("model sum", {}).get("ratio"),
         "load": [round(x, 2) for x in load],
     }
     print(json.dumps(summary))
