@@ -44,8 +44,10 @@ def fold(text: str) -> str:
 
 
 @lru_cache(maxsize=4096)
-def _phrase_pattern(phrase: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<!\w){re.escape(fold(phrase))}(?!\w)")
+def _phrase_pattern(phrase: str) -> tuple[str, re.Pattern[str]]:
+    """The folded phrase, and the pattern that finds it as whole words."""
+    folded = fold(phrase)
+    return folded, re.compile(rf"(?<!\w){re.escape(folded)}(?!\w)")
 
 
 @lru_cache(maxsize=1024)
@@ -72,8 +74,10 @@ def _short(sentence: str) -> str:
 def _first_hit(rule: SignalRule, folded: str) -> tuple[str, re.Pattern[str]] | None:
     for language in sorted(rule.phrases):
         for phrase in rule.phrases[language]:
-            pattern = _phrase_pattern(phrase)
-            if pattern.search(folded):
+            words, pattern = _phrase_pattern(phrase)
+            # The substring test first: most phrases are not in a message at all, and the
+            # pattern, which starts with a look-behind, tries every position of the text.
+            if words in folded and pattern.search(folded):
                 return phrase, pattern
     for text in rule.patterns:
         pattern = _pattern(text)

@@ -84,6 +84,7 @@ from automation.runs.payloads import (
     effect_key,
     effect_payload_of,
     policy_for,
+    policy_forget,
 )
 from automation.runs.sending import ADVANCE_RUN_TASK
 from automation.schemas import (
@@ -459,6 +460,7 @@ def _record_answer(
         if locked is None or locked.state != State.ENRICHED or locked.classify_attempts != attempt:
             return None  # our lease ran out and another worker took this attempt over
         same = locked is run  # unchanged since the lease: its checkpoint count holds too
+        policy_forget(locked)  # read in this transaction: the version active now decides
         locked.waiting_for = ""
         with journal(locked, last_sequence=call.last_checkpoint if same else None):
             _record_classification(locked, attempt, call.stage, answer, error, now)

@@ -127,7 +127,21 @@ def event_facts(
 
 
 def policy_for(run: Run) -> PolicyVersion:
-    return policy_get(name=run.channel.policy_version or None, document=False)
+    """The policy version that decides the run: its channel's, or the active one. Read once
+    for the run object in hand; a step that starts a transaction of its own reads it afresh
+    (`policy_forget`), so a version activated meanwhile decides."""
+    found = run.__dict__.get(_POLICY)
+    if found is None:
+        found = policy_get(name=run.channel.policy_version or None, document=False)
+        run.__dict__[_POLICY] = found
+    return found
+
+
+def policy_forget(run: Run) -> None:
+    run.__dict__.pop(_POLICY, None)
+
+
+_POLICY = "_gatehouse_policy_version"
 
 
 def binding_of(run: Run) -> Binding:
