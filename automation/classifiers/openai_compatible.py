@@ -222,8 +222,27 @@ def system_prompt(
     """The prompt file rendered for the catalogue (the reference one when none is given) and
     the version's routes; without json_schema, the schema the answer must follow too.
     Raises ValueError when the template cannot be rendered for this catalogue."""
-    chosen = _Business.of(business or reference_catalogue(), routes or {})
+    chosen = _business_of(business or reference_catalogue(), routes or {})
     return _system_prompt(load_prompt(), dialect, chosen)
+
+
+def _business_of(catalogue: Catalogue, routes: Mapping[str, str]) -> _Business:
+    """_Business.of, remembered for the very objects in hand: a stored version's catalogue
+    and routes are read once per process (PolicyVersion.parsed) and never changed, and
+    every call of every run asks for the same ones, whose canonical JSON takes a
+    millisecond to write. The objects are kept with it, so their identities stay theirs."""
+    key = (id(catalogue), id(routes))
+    found = _BUSINESSES.get(key)
+    if found is not None and found[0] is catalogue and found[1] is routes:
+        return found[2]
+    made = _Business.of(catalogue, routes)
+    if len(_BUSINESSES) >= 64:
+        _BUSINESSES.clear()
+    _BUSINESSES[key] = (catalogue, routes, made)
+    return made
+
+
+_BUSINESSES: dict[tuple[int, int], tuple[Catalogue, Mapping[str, str], _Business]] = {}
 
 
 @lru_cache(maxsize=64)
