@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import queue
 import resource
 import statistics
 import sys
@@ -132,14 +133,34 @@ def decide(event: dict, decision: dict) -> bool:
     )
 
 
+# The effect's table is written through a few shared connections: DBOS runs a workflow's
+# steps on threads of its own, more of them than the queue's concurrency, and a connection
+# per thread runs PostgreSQL out of connections at a fast model's pace.
+_connections: queue.Queue[psycopg.Connection] = queue.Queue()
+_made = 0
+_making = threading.Lock()
+EFFECT_CONNECTIONS = 8
+
+
+def _connection() -> psycopg.Connection:
+    global _made
+    with _making:
+        if _connections.empty() and _made < EFFECT_CONNECTIONS:
+            _made += 1
+            return psycopg.connect(URL, autocommit=True)
+    return _connections.get()
+
+
 @DBOS.step()
 def record_effect(key: str, effect: str) -> None:
-    if not hasattr(_local, "conn"):
-        _local.conn = psycopg.connect(URL, autocommit=True)
-    _local.conn.execute(
-        "INSERT INTO peer_effects (key, effect) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
-        (key, effect),
-    )
+    conn = _connection()
+    try:
+        conn.execute(
+            "INSERT INTO peer_effects (key, effect) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
+            (key, effect),
+        )
+    finally:
+        _connections.put(conn)
 
 
 @DBOS.workflow()
