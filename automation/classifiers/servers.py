@@ -255,7 +255,8 @@ def _breaker_shut(state: ModelServer, limits: Limits, now: datetime, key: str) -
     until = (now if probing else state.open_until) + spread
     hold = limits.when_unavailable == "hold"
     why = (
-        f"{key} is unavailable: its circuit breaker opened after {state.failures} failures in "
+        f"{key} is unavailable: its circuit breaker opened after {state.failures} "
+        f"failure{'' if state.failures == 1 else 's'} in "
         f"a row (last: {state.last_error[:200]}) and "
         + ("a probe call is deciding whether it closes" if probing else "cools down")
         + ("; held for a person (GATEHOUSE_OPENAI_WHEN_UNAVAILABLE)" if hold else "")
