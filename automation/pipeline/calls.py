@@ -28,7 +28,6 @@ thread has ended and nothing is left in flight.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import queue
 import threading
@@ -59,8 +58,9 @@ def enabled() -> bool:
 
 
 def pool_size(concurrency: int, workers: int) -> int:
-    """A worker's share of the cluster's calls in flight (at least one)."""
-    return max(math.ceil(concurrency / max(workers, 1)), 1)
+    """A worker's share of the cluster's calls in flight: rounded down, so that the workers
+    together never pass the cap (64 for three workers: 21 each), and at least one."""
+    return max(concurrency // max(workers, 1), 1)
 
 
 class Slot:
