@@ -27,15 +27,21 @@ def configure(settings: SettingsWrapper, **values: Any) -> None:
     settings.GATEHOUSE = {**settings.GATEHOUSE, **values}
 
 
-@pytest.fixture
-def llm(settings: SettingsWrapper, chat: ChatServer) -> SettingsWrapper:
+def point_at(settings: SettingsWrapper, chat: ChatServer, **values: Any) -> None:
+    """Point the openai-compatible classifier at the chat server, with other settings."""
     configure(
         settings,
         OPENAI_BASE_URL=chat.base_url,
         OPENAI_MODEL=MODEL,
         OPENAI_API_KEY="",
         CLASSIFIER_DEADLINE_SECONDS=5,
+        **values,
     )
+
+
+@pytest.fixture
+def llm(settings: SettingsWrapper, chat: ChatServer) -> SettingsWrapper:
+    point_at(settings, chat)
     return settings
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from policy.services import policy_ensure_defaults
-from tests.automation.conftest import MODEL, configure, llm_pipeline
+from tests.automation.conftest import MODEL, llm_pipeline, point_at
 from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, log_in, screenshot
 from tests.chatserver import ChatServer, content, running_chat_server, status
 from tests.conftest import decision_for, make_event
@@ -36,15 +36,7 @@ def test_an_ops_lead_sees_the_open_breaker_the_waiting_run_and_the_cost(
 ) -> None:
     lead = make_person("olga", "ops-leads")
     policy_ensure_defaults()
-    configure(
-        settings,
-        OPENAI_BASE_URL=chat.base_url,
-        OPENAI_MODEL=MODEL,
-        OPENAI_API_KEY="",
-        CLASSIFIER_DEADLINE_SECONDS=5,
-        OPENAI_PRICES={MODEL: "0.15/0.60"},
-        OPENAI_BREAKER_FAILURES=1,
-    )
+    point_at(settings, chat, OPENAI_PRICES={MODEL: "0.15/0.60"}, OPENAI_BREAKER_FAILURES=1)
     pipeline = llm_pipeline("model", attempts=3)
     read = make_event(event_id="evt-read")
     chat.usage = (812, 57)  # 0.000156 by the price table
