@@ -28,6 +28,7 @@ IntSetting = Literal[
     "OPENAI_TPM",
     "OPENAI_BREAKER_FAILURES",
     "OPENAI_BREAKER_COOLING_SECONDS",
+    "MAILBOX_BACKOFF_MAX_SECONDS",
 ]
 StrSetting = Literal[
     "WORKFLOW_VERSION",
@@ -56,6 +57,8 @@ def setting(name: Literal["Q_STOP_GRACE"]) -> float: ...
 def setting(name: Literal["Q_SERVES"]) -> list[str]: ...
 @overload
 def setting(name: Literal["CHANNEL_CLASSIFIERS", "OPENAI_PRICES"]) -> dict[str, str]: ...
+@overload
+def setting(name: Literal["MAILBOXES"]) -> dict[str, dict[str, object]]: ...
 def setting(name: str) -> object:
     block = cast(Mapping[str, object], settings.GATEHOUSE)
     return block[name]

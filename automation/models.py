@@ -33,6 +33,7 @@ from automation.intake.models import (  # noqa: F401
     Customer,
     IntakeChannel,
     IntakeRecord,
+    Mailbox,
 )
 from automation.recovery.models import (  # noqa: F401
     BatchStatus,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -281,6 +282,13 @@ GATEHOUSE: dict[str, Any] = {
     "CUSTOMER_REFERENCE_PATTERN": os.environ.get(
         "GATEHOUSE_CUSTOMER_REFERENCE_PATTERN", r"\bCUST-\d{5}\b"
     ),
+    # Mailboxes on IMAP servers, one per intake channel, as JSON keyed by the channel's name:
+    # '{"support": {"host": "imap.example.com", "username": "support@example.com",
+    # "secret_variable": "SUPPORT_IMAP_PASSWORD"}}' (the fields of automation.intake.imap's
+    # MailboxSettings). Mailboxes can also be set up in the admin.
+    "MAILBOXES": json.loads(os.environ.get("GATEHOUSE_MAILBOXES") or "{}"),
+    # The longest wait before a watcher connects again to a server that dropped it.
+    "MAILBOX_BACKOFF_MAX_SECONDS": env_int("GATEHOUSE_MAILBOX_BACKOFF_MAX", 60),
     # Largest e-mail message accepted (raw bytes, attachments included).
     "MAX_MESSAGE_BYTES": env_int("GATEHOUSE_MAX_MESSAGE_BYTES", 10 * 1024 * 1024),
     "CLASSIFIER_DEADLINE_SECONDS": env_int("GATEHOUSE_CLASSIFIER_DEADLINE", 20),

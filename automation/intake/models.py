@@ -121,3 +121,78 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class Mailbox(models.Model):
+    """An IMAP folder a channel takes its mail from (`manage.py mailbox_watch <channel>`,
+    automation/intake/imap.py), with what the watcher last saw of it.
+
+    One mailbox per channel. Its secrets are never stored: `secret_variable` names the
+    environment variable that holds the password (or, with OAuth2, the client secret), as a
+    policy document names a secret.
+    """
+
+    class Security(models.TextChoices):
+        TLS = "tls", "TLS (port 993)"
+        STARTTLS = "starttls", "STARTTLS (port 143)"
+        NONE = "none", "none (a server on this machine only)"
+
+    class Auth(models.TextChoices):
+        PASSWORD = "password", "password"
+        XOAUTH2 = "xoauth2", "OAuth2 (XOAUTH2)"
+
+    class AfterTaking(models.TextChoices):
+        MOVE = "move", "move it to the Processed folder"
+        FLAG = "flag", "flag it where it is"
+
+    channel = models.OneToOneField(IntakeChannel, on_delete=models.PROTECT, related_name="mailbox")
+    host = models.CharField(max_length=255)
+    port = models.PositiveIntegerField(default=993)
+    security = models.CharField(max_length=10, choices=Security.choices, default=Security.TLS)
+    # A certificate authority to trust besides the system's (a company's own), as a file path.
+    tls_ca_file = models.CharField(max_length=500, blank=True)
+    username = models.CharField(max_length=255)
+    auth = models.CharField(max_length=10, choices=Auth.choices, default=Auth.PASSWORD)
+    secret_variable = models.CharField(
+        max_length=100, help_text="the environment variable holding the password or secret"
+    )
+    # OAuth2: the token endpoint, the client and the scope. With a refresh token (Google
+    # Workspace) the watcher asks for access with it; without one, as the client itself
+    # (client credentials: Microsoft 365's app-only access).
+    oauth_token_url = models.URLField(max_length=500, blank=True)
+    oauth_client_id = models.CharField(max_length=255, blank=True)
+    oauth_scope = models.CharField(max_length=500, blank=True)
+    refresh_token_variable = models.CharField(max_length=100, blank=True)
+    folder = models.CharField(max_length=255, default="INBOX")
+    after_taking = models.CharField(
+        max_length=10, choices=AfterTaking.choices, default=AfterTaking.MOVE
+    )
+    processed_folder = models.CharField(max_length=255, default="Processed")
+    # Refused mail (too big, unreadable, invalid) goes here; empty: it is flagged in place.
+    rejected_folder = models.CharField(max_length=255, default="Rejected", blank=True)
+    # Where a copy of each reply is kept; empty: none is kept.
+    sent_folder = models.CharField(max_length=255, blank=True)
+    use_idle = models.BooleanField(default=True, help_text="wait with IDLE where the server can")
+    poll_seconds = models.PositiveIntegerField(
+        default=60, help_text="the longest wait between two looks at the folder"
+    )
+    # Defined by GATEHOUSE_MAILBOXES: the watcher writes the settings over these fields.
+    from_settings = models.BooleanField(default=False, editable=False)
+
+    # What the watcher saw: written by it, shown on the queues page and /metrics.
+    status = models.CharField(max_length=20, default="never started", editable=False)
+    watcher = models.CharField(max_length=200, blank=True, editable=False)
+    started_at = models.DateTimeField(null=True, editable=False)
+    last_contact_at = models.DateTimeField(null=True, editable=False)
+    uidvalidity = models.BigIntegerField(null=True, editable=False)
+    last_uid = models.BigIntegerField(default=0, editable=False)
+    renumbered_at = models.DateTimeField(null=True, editable=False)
+    day = models.DateField(null=True, editable=False)
+    taken_today = models.PositiveIntegerField(default=0, editable=False)
+    refused_today = models.PositiveIntegerField(default=0, editable=False)
+    errors_today = models.PositiveIntegerField(default=0, editable=False)
+    last_error = models.TextField(blank=True, editable=False)
+    last_error_at = models.DateTimeField(null=True, editable=False)
+
+    def __str__(self) -> str:
+        return f"{self.username} at {self.host} ({self.folder})"
