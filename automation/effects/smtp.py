@@ -10,6 +10,9 @@ again, as the same message) instead of being sent again on its own.
 The server, its port, STARTTLS and the credentials are Django's e-mail settings, from the
 environment (docs/operating.md): EMAIL_HOST, EMAIL_PORT, EMAIL_USE_TLS, EMAIL_HOST_USER,
 EMAIL_HOST_PASSWORD, DEFAULT_FROM_EMAIL.
+
+A request taken from a mailbox (automation/intake/imap.py) whose `sent_folder` is set gets a
+copy of its reply appended there over IMAP after it was sent.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from django.core.mail import EmailMessage, get_connection
 
 from automation.effects.base import Delivery
 from automation.effects.models import DeliveryResult, Effect
+from automation.intake.imap import sent_copy
 from policy.catalogue import EmailReplyConfig
 
 SENT_KEPT = 20_000  # characters of the sent message kept on the effect
@@ -93,10 +97,14 @@ class EmailReplyAdapter:
             )
         finally:
             connection.close()
-        sent = message.message().as_string()
+        sent = message.message()
+        # A request taken from a mailbox with a Sent folder: a copy is kept there, as a
+        # person's mail client would. A failure to copy is said, never a failed delivery.
+        copied = sent_copy(effect.run.channel_id, sent.as_bytes(linesep="\r\n"))
         return Delivery(
             DeliveryResult.DELIVERED,
             reference=message_id(effect)[:200],
-            body=sent[:SENT_KEPT],
-            detail=f"sent to {message.to[0]} as {message_id(effect)}",
+            body=sent.as_string()[:SENT_KEPT],
+            detail=f"sent to {message.to[0]} as {message_id(effect)}"
+            + (f"; {copied}" if copied else ""),
         )

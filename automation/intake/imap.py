@@ -686,7 +686,13 @@ def sent_copy(channel_id: int, message: bytes, when: datetime | None = None) -> 
     try:
         client = connect(box)
         try:
-            client.append(box.sent_folder, message, flags=[b"\\Seen"], msg_time=when)
+            try:
+                client.append(box.sent_folder, message, flags=[b"\\Seen"], msg_time=when)
+            except IMAPClientError as exc:
+                if "TRYCREATE" not in str(exc):  # the server's word that the folder is missing
+                    raise
+                client.create_folder(box.sent_folder)
+                client.append(box.sent_folder, message, flags=[b"\\Seen"], msg_time=when)
         finally:
             with contextlib.suppress(Exception):
                 client.logout()

@@ -5,28 +5,40 @@ server, bad mail set aside, the server restarting, and a folder renumbered."""
 
 from __future__ import annotations
 
+import email
 import email.policy
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from email.message import EmailMessage
 from email.utils import make_msgid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+from urllib.parse import parse_qs
 
 import pytest
 from django.db import connection
+from imapclient.exceptions import LoginError
 
-from automation.intake.imap import REFUSED, TAKEN
+from automation.intake.imap import REFUSED, TAKEN, MailboxWatcher
 from automation.intake.services import channel_get_or_create
-from automation.models import IntakeRecord, Mailbox, Run
+from automation.mail import parse_message
+from automation.models import Effect, IntakeChannel, IntakeRecord, Mailbox, Run, State
+from automation.roles import roles_ensure
 from core.codes import Outcome
+from core.dispatch import inline
+from tests.catalogues import activate_effects, email_reply_effect
+from tests.conftest import Pipeline
 from tests.database import database_url
-from tests.imapserver import CuttingProxy, Dovecot, dovecot, dovecot_available
+from tests.imapserver import USER, CuttingProxy, Dovecot, dovecot, dovecot_available
+from tests.mailserver import smtp_server
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -36,6 +48,12 @@ pytestmark = [
 REPO = Path(__file__).resolve().parents[2]
 CHANNEL = "support"
 SECRET = "SUPPORT_IMAP_PASSWORD"
+REPLY = {
+    "en": {
+        "subject": "Re: {{ run.subject }}",
+        "body": "Hello,\n\nwe have your request {{ run.event_id }}.\n",
+    }
+}
 
 
 def mail(n: int, *, subject: str = "", body: str = "", size: int = 0) -> bytes:
@@ -317,3 +335,169 @@ def test_one_watcher_per_mailbox(server: Dovecot, start: Callable[..., Watcher])
     assert second.process.wait(timeout=60) != 0
     assert "another watcher has the mailbox" in second.output()
     assert first.alive()
+
+
+# --- in this process: one pass (`--once`), the reply in the thread, TLS and OAuth2 ---------------
+
+
+def mailbox(server: Dovecot, channel: IntakeChannel, **fields: Any) -> Mailbox:
+    values = {
+        "host": "127.0.0.1",
+        "port": server.port,
+        "security": Mailbox.Security.NONE,
+        "username": server.user,
+        "secret_variable": SECRET,
+        **fields,
+    }
+    return Mailbox.objects.create(channel=channel, **values)
+
+
+@pytest.fixture
+def password(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SECRET, Dovecot.password)
+
+
+def test_a_reply_goes_back_in_the_thread_and_a_copy_to_sent(
+    server: Dovecot, policy: None, password: None, settings: Any
+) -> None:
+    roles_ensure()
+    activate_effects({"create_follow_up": email_reply_effect(REPLY)})
+    pipeline = Pipeline(channel_get_or_create(name=CHANNEL))
+    box = mailbox(server, pipeline.channel, sent_folder="Sent")
+    original = mail(7, subject="Quote request for 40 seats")
+    server.append(original)
+
+    with smtp_server() as outbox:
+        settings.EMAIL_HOST, settings.EMAIL_PORT = outbox.host, outbox.port
+        settings.DEFAULT_FROM_EMAIL = "Service <support@shop.example>"
+        with pipeline.capture():
+            done = MailboxWatcher(box).run_once()
+        pipeline.drain()
+
+    assert (done.found, done.taken) == (1, 1)
+    run = Run.objects.get()
+    assert run.state == State.COMPLETED and run.effect_name == "create_follow_up"
+    (received,) = outbox.received
+    sent_id = parse_message(original).message_id
+    assert received.recipients == ["customer7@northwind.example"]
+    assert received.message["In-Reply-To"] == f"<{sent_id}>"
+    assert received.message["References"].split()[-1] == f"<{sent_id}>"
+    assert received.message["Subject"] == "Re: Quote request for 40 seats"
+    # The copy in Sent is the message that was sent, marked read.
+    client = server.client(folder="Sent")
+    try:
+        copies = client.fetch(client.search("ALL"), ["BODY.PEEK[]", "FLAGS"])
+    finally:
+        client.logout()
+    (copy,) = copies.values()
+    kept = email.message_from_bytes(copy[b"BODY[]"], policy=email.policy.default)
+    assert kept["Message-ID"] == received.message["Message-ID"]
+    assert kept["In-Reply-To"] == f"<{sent_id}>"
+    assert b"\\Seen" in copy[b"FLAGS"]
+    assert Effect.objects.get().attempt_rows.get().detail.endswith("; copied to Sent")
+
+
+def test_starttls_with_the_company_certificate_authority(policy: None, password: None) -> None:
+    with dovecot(tls=True) as server:
+        assert server.tls_ca is not None
+        box = mailbox(
+            server,
+            channel_get_or_create(name=CHANNEL),
+            security=Mailbox.Security.STARTTLS,
+            tls_ca_file=str(server.tls_ca),
+        )
+        server.append(mail(1))
+        with inline():
+            done = MailboxWatcher(box).run_once()
+        assert done.taken == 1 and runs_from_mailbox() == 1
+        assert "TLS" in server.log()  # the session was encrypted: "TLS" in its login line
+
+        box.tls_ca_file = ""  # the system's authorities do not know this certificate
+        with pytest.raises(ssl.SSLCertVerificationError):
+            MailboxWatcher(box).run_once()
+
+
+class TokenEndpoint(BaseHTTPRequestHandler):
+    """An OAuth2 provider on loopback: its token endpoint (client credentials or a refresh
+    token) and the introspection Dovecot asks whether a token is good."""
+
+    issued: ClassVar[dict[str, str]] = {}
+    requests: ClassVar[list[dict[str, str]]] = []
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
+        if self.path == "/token":
+            self.requests.append(form)
+            good = form.get("client_secret") == "client-secret" and (
+                form.get("grant_type") == "client_credentials"
+                or form.get("refresh_token") == "refresh-me"
+            )
+            if not good:
+                return self._answer(400, {"error": "invalid_client"})
+            token = f"token-{len(self.issued)}"
+            self.issued[token] = USER
+            return self._answer(200, {"access_token": token, "expires_in": 3600})
+        user = self.issued.get(form.get("token", ""))
+        self._answer(200, {"active": user is not None, "username": user or ""})
+
+    def _answer(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def provider() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), TokenEndpoint)
+    TokenEndpoint.issued.clear()
+    TokenEndpoint.requests.clear()
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.mark.parametrize("grant", ["client_credentials", "refresh_token"])
+def test_xoauth2_with_a_token_from_the_provider(
+    provider: str, policy: None, monkeypatch: pytest.MonkeyPatch, grant: str
+) -> None:
+    monkeypatch.setenv("SUPPORT_OAUTH_SECRET", "client-secret")
+    monkeypatch.setenv("SUPPORT_REFRESH_TOKEN", "refresh-me")
+    with dovecot(oauth_url=f"{provider}/introspect") as server:
+        box = mailbox(
+            server,
+            channel_get_or_create(name=CHANNEL),
+            auth=Mailbox.Auth.XOAUTH2,
+            secret_variable="SUPPORT_OAUTH_SECRET",
+            oauth_token_url=f"{provider}/token",
+            oauth_client_id="gatehouse",
+            oauth_scope="https://outlook.office365.com/.default",
+            refresh_token_variable="SUPPORT_REFRESH_TOKEN" if grant == "refresh_token" else "",
+        )
+        server.append(mail(1))
+        with inline():
+            done = MailboxWatcher(box).run_once()
+        assert done.taken == 1
+        assert "method=XOAUTH2" in server.log()
+    (asked,) = TokenEndpoint.requests
+    assert asked["grant_type"] == grant
+    assert (asked["client_id"], asked["scope"]) == (
+        "gatehouse",
+        "https://outlook.office365.com/.default",
+    )
+
+
+def test_a_password_that_is_not_set_is_named(server: Dovecot, policy: None) -> None:
+    box = mailbox(server, channel_get_or_create(name=CHANNEL), secret_variable="NOT_SET_ANYWHERE")
+    with pytest.raises(LoginError, match="NOT_SET_ANYWHERE"):
+        MailboxWatcher(box).run_once()
