@@ -316,10 +316,10 @@ class MailboxWatcher:
             try:
                 failures = 0
                 self._watch(client)
-            except (ConnectionLost, IMAPClientAbortError, OSError) as exc:
-                failures += 1
-                self._lost(exc, failures)
-            except IMAPClientError as exc:  # the folder or a command refused: try again later
+            # Lost, or the folder or a command refused (IMAPClientError): try again later.
+            # A database error is not caught: the command stops and its supervisor restarts
+            # it, with the mailbox's lock taken anew.
+            except (ConnectionLost, IMAPClientError, OSError) as exc:
                 failures += 1
                 self._lost(exc, failures)
             finally:
@@ -488,7 +488,6 @@ class MailboxWatcher:
         except IMAPClientError as exc:  # taken; it will be known by its bytes next time
             self._error(f"{source}: taken, but the server was not told: {exc}")
             outcome.errors += 1
-        outcome.found = 0
         return outcome
 
     def _source(self, uid: int) -> str:
