@@ -557,7 +557,7 @@ class MailboxWatcher:
         done, self._unflushed = self._unflushed, Pass()
         now = timezone.now()
         today = timezone.localdate(now)
-        with transaction.atomic():
+        with transaction.atomic(durable=True):
             row = Mailbox.objects.select_for_update().get(pk=self.mailbox.pk)
             if row.day != today:
                 row.day, row.taken_today, row.refused_today, row.errors_today = today, 0, 0, 0
