@@ -64,6 +64,7 @@ class Kind(StrEnum):
     PREVIEW = "preview"
     VERDICT = "verdict"
     SHADOW = "shadow"
+    MAILBOX_STATUS = "mailbox_status"
 
 
 STATES: dict[str, Term] = {
@@ -373,6 +374,20 @@ SHADOW_OUTCOMES: dict[str, Term] = {
     ShadowOutcome.TIMEOUT: Term("No answer in time", "It did not answer within its deadline."),
 }
 
+# What a mailbox's watcher is doing (Mailbox.status, automation.intake.selectors). A watcher
+# that stopped writing is "not heard from" whatever its last status: the page says so itself.
+MAILBOX_STATUSES: dict[str, Term] = {
+    "never started": Term("Never started", "No watcher has run for this mailbox yet."),
+    "starting": Term("Starting", "The watcher has started and is signing in."),
+    "connected": Term("Taking mail", "Signed in; taking the mail waiting in the folder."),
+    "idle": Term("Waiting for mail (IDLE)", "The server announces new mail as it arrives."),
+    "polling": Term("Polling", "The watcher looks in the folder at regular intervals."),
+    "reconnecting": Term(
+        "Reconnecting", "The server dropped the watcher or refused it; it tries again shortly."
+    ),
+    "stopped": Term("Stopped", "The watcher was stopped; no mail is taken until it runs again."),
+}
+
 # The console's own codes. Request types, routes, effects and tiers are the business's: their
 # words are its catalogue's (business_words).
 VOCABULARY: Mapping[Kind, Mapping[str, Term]] = {
@@ -395,6 +410,7 @@ VOCABULARY: Mapping[Kind, Mapping[str, Term]] = {
     Kind.PREVIEW: PREVIEW_RESULTS,
     Kind.VERDICT: VERDICTS,
     Kind.SHADOW: SHADOW_OUTCOMES,
+    Kind.MAILBOX_STATUS: MAILBOX_STATUSES,
 }
 
 

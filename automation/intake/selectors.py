@@ -1,16 +1,18 @@
 """What intake lets a sender read back: an integrator's own runs, in the API's words, and
-the first bytes of a stored request.
+the first bytes of a stored request; and what staff see of the mailboxes' watchers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 
 from django.db.models import BinaryField
 from django.db.models.functions import Length, Substr
+from django.utils import timezone
 
 from automation.api_schemas import RunDetail, RunSummary
-from automation.intake.models import IntakeChannel, IntakeRecord
+from automation.intake.models import IntakeChannel, IntakeRecord, Mailbox
 from automation.runs.models import Run
 
 # What an integrator's token may read: the runs taken in through its own channel, and no
@@ -120,3 +122,86 @@ def raw_preview(*, intake_id: int) -> RawPreview:
         .get(pk=intake_id)
     )
     return RawPreview(record, bytes(record.head), record.stored)
+
+
+# --- the mailboxes' watchers ----------------------------------------------------------------
+
+# What a watcher writes in Mailbox.status (automation.intake.imap.MailboxWatcher), in order.
+WATCHER_STATUSES = (
+    "never started",
+    "starting",
+    "connected",
+    "idle",
+    "polling",
+    "reconnecting",
+    "stopped",
+)
+# Statuses in which no watcher is at work, however recent its last write.
+NOT_WATCHING = frozenset({"never started", "stopped"})
+# A watching watcher writes its last contact every few seconds (imap.HEARTBEAT_SECONDS) and
+# looks at the folder at least every poll_seconds; one silent for three of those, or for two
+# minutes if that is longer (a reconnection's backoff, a slow pass), has stopped unannounced:
+# killed, hung, or its machine gone.
+SILENT_POLLS = 3
+SILENT_AT_LEAST = timedelta(seconds=120)
+
+
+@dataclass(frozen=True)
+class MailboxView:
+    """A mailbox as the queues page and /metrics show it. The day's counts are 0 when the
+    watcher last counted on another day (it resets them at its next write)."""
+
+    channel: str
+    mailbox: str  # "username at host / folder"
+    status: str  # one of WATCHER_STATUSES
+    use_idle: bool
+    poll_seconds: int
+    last_contact_at: datetime | None
+    alive: bool
+    taken_today: int
+    refused_today: int
+    errors_today: int
+    last_error: str
+    last_error_at: datetime | None
+    renumbered_at: datetime | None
+    watcher: str
+
+
+def silent_after(poll_seconds: int) -> timedelta:
+    """How long a watcher may go without writing before it counts as not alive."""
+    return max(SILENT_POLLS * timedelta(seconds=poll_seconds), SILENT_AT_LEAST)
+
+
+def mailbox_is_alive(box: Mailbox, *, now: datetime) -> bool:
+    if box.status in NOT_WATCHING or box.last_contact_at is None:
+        return False
+    return now - box.last_contact_at <= silent_after(box.poll_seconds)
+
+
+def mailbox_view(box: Mailbox, *, now: datetime, today: date) -> MailboxView:
+    counted = box.day == today
+    return MailboxView(
+        channel=box.channel.name,
+        mailbox=f"{box.username} at {box.host} / {box.folder}",
+        status=box.status,
+        use_idle=box.use_idle,
+        poll_seconds=box.poll_seconds,
+        last_contact_at=box.last_contact_at,
+        alive=mailbox_is_alive(box, now=now),
+        taken_today=box.taken_today if counted else 0,
+        refused_today=box.refused_today if counted else 0,
+        errors_today=box.errors_today if counted else 0,
+        last_error=box.last_error,
+        last_error_at=box.last_error_at,
+        renumbered_at=box.renumbered_at,
+        watcher=box.watcher,
+    )
+
+
+def mailbox_views(*, now: datetime | None = None) -> list[MailboxView]:
+    """Every mailbox with its watcher's progress, by channel name: one query (a row per
+    mailbox, a mailbox per channel: a handful)."""
+    now = now or timezone.now()
+    today = timezone.localdate(now)
+    boxes = Mailbox.objects.select_related("channel").order_by("channel__name")
+    return [mailbox_view(box, now=now, today=today) for box in boxes]

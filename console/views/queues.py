@@ -18,6 +18,7 @@ from automation.classifiers.servers import server_views
 from automation.conf import setting
 from automation.effects.selectors import effect_controls
 from automation.effects.services import effect_pause, effect_resume
+from automation.intake.selectors import mailbox_views
 from automation.models import QUEUE_NAMES, EffectControl, RecoveryBatch, Run
 from automation.recovery.selectors import (
     QUEUE_PAGE_SIZE,
@@ -47,11 +48,13 @@ def _queue_owners() -> dict[str, str]:
 @login_required
 @permission_required(VIEW_RUNS, raise_exception=True)
 def queues(request: AuthenticatedHttpRequest) -> HttpResponse:
+    now = timezone.now()
     context = {
         "queues": queue_summaries(owners=_queue_owners()),
         "effects": effect_controls(),
-        "servers": server_views(),
-        "now": timezone.now(),
+        "servers": server_views(now=now),
+        "mailboxes": mailbox_views(now=now),
+        "now": now,
     }
     return render(request, "queues/list.html", context)
 
