@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 from approvals.models import ApprovalRequest, ApprovalStatus
 from automation.classifiers.servers import Waiting, server_views
 from automation.conf import setting
+from automation.intake.selectors import mailbox_views
 from automation.models import (
     DeliveryResult,
     Effect,
@@ -69,6 +70,7 @@ class GatehouseCollector(Collector):
         yield from approval_metrics(now)
         yield from effect_metrics(mark)
         yield from model_server_metrics(now)
+        yield from mailbox_metrics(now)
 
 
 def _age(now: datetime, since: datetime | None) -> float:
@@ -284,6 +286,45 @@ def model_server_metrics(now: datetime) -> Iterator[Metric]:
     for reason, count in sorted(counts.items()):
         waiting.add_metric([reason], count)
     yield from (breaker, paused, spent, budget, waiting)
+
+
+def mailbox_metrics(now: datetime) -> Iterator[Metric]:
+    """Each mailbox's watcher: alive or not, how long since it was heard from, and the day's
+    mail (one query: a row per mailbox)."""
+    up = GaugeMetricFamily(
+        "gatehouse_mailbox_up",
+        "1 while the mailbox's watcher is heard from (mailbox_watch), else 0.",
+        labels=["mailbox"],
+    )
+    contact = GaugeMetricFamily(
+        "gatehouse_mailbox_last_contact_seconds",
+        "Seconds since the mailbox's watcher last wrote its progress; -1 if it never did.",
+        labels=["mailbox"],
+    )
+    taken = GaugeMetricFamily(
+        "gatehouse_mailbox_taken_today",
+        "Messages the mailbox's watcher took in today (the local day).",
+        labels=["mailbox"],
+    )
+    refused = GaugeMetricFamily(
+        "gatehouse_mailbox_refused_today",
+        "Messages the mailbox's watcher refused today (too large, unreadable or invalid).",
+        labels=["mailbox"],
+    )
+    errors = GaugeMetricFamily(
+        "gatehouse_mailbox_errors_today",
+        "Errors the mailbox's watcher met today (lost connections, messages not stored).",
+        labels=["mailbox"],
+    )
+    for view in mailbox_views(now=now):
+        name = [view.channel]
+        up.add_metric(name, int(view.alive))
+        seen = view.last_contact_at
+        contact.add_metric(name, max((now - seen).total_seconds(), 0.0) if seen else -1.0)
+        taken.add_metric(name, view.taken_today)
+        refused.add_metric(name, view.refused_today)
+        errors.add_metric(name, view.errors_today)
+    yield from (up, contact, taken, refused, errors)
 
 
 REGISTRY = CollectorRegistry()

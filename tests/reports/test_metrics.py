@@ -30,6 +30,7 @@ from automation.models import (
 from automation.roles import roles_ensure
 from reports.metrics import REGISTRY
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
+from tests.mailboxes import make_mailbox
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 TOKEN = "scrape-token-0123456789abcdef"
@@ -171,6 +172,47 @@ def test_an_empty_database_reports_zero_ages_and_no_runs() -> None:
     assert set(named(samples, "gatehouse_queue_depth").values()) == {0}
 
 
+@pytest.mark.django_db
+def test_each_mailbox_reports_its_watcher_and_the_days_mail() -> None:
+    today = T0.date()
+    make_mailbox(
+        "support",
+        status="idle",
+        last_contact_at=T0 - timedelta(seconds=5),
+        day=today,
+        taken_today=12,
+        refused_today=2,
+        errors_today=1,
+    )
+    make_mailbox(
+        "billing",
+        status="idle",
+        last_contact_at=T0 - timedelta(minutes=20),
+        day=today - timedelta(days=1),
+        taken_today=9,
+        refused_today=4,
+        errors_today=3,
+    )
+    make_mailbox("fresh")  # never started
+
+    with time_machine.travel(T0, tick=False):
+        samples = scrape()
+
+    def by_mailbox(name: str) -> dict[str, float]:
+        return {dict(labels)["mailbox"]: value for labels, value in named(samples, name).items()}
+
+    assert by_mailbox("gatehouse_mailbox_up") == {"support": 1, "billing": 0, "fresh": 0}
+    assert by_mailbox("gatehouse_mailbox_last_contact_seconds") == {
+        "support": 5,
+        "billing": 20 * 60,
+        "fresh": -1,
+    }
+    # The silent one's counts are yesterday's: today it has taken nothing yet.
+    assert by_mailbox("gatehouse_mailbox_taken_today") == {"support": 12, "billing": 0, "fresh": 0}
+    assert by_mailbox("gatehouse_mailbox_refused_today") == {"support": 2, "billing": 0, "fresh": 0}
+    assert by_mailbox("gatehouse_mailbox_errors_today") == {"support": 1, "billing": 0, "fresh": 0}
+
+
 # --- bounded queries ---------------------------------------------------------------------
 
 
@@ -238,10 +280,12 @@ def test_a_scrape_takes_a_fixed_number_of_queries_however_many_runs(
     channel: IntakeChannel, django_assert_max_num_queries: Any, token: str
 ) -> None:
     many_runs(channel, 600)
-    # Runs and queues, approvals, effects, and the model servers (a row each, and the runs
-    # waiting for one when there is one).
+    # Runs and queues, approvals, effects, the model servers (a row each, and the runs
+    # waiting for one when there is one), and the mailboxes (one query for them all).
     ModelServer.objects.create(key="http://127.0.0.1:9/v1")
-    with django_assert_max_num_queries(7):
+    for name in ("support", "billing", "alerts"):
+        make_mailbox(name, status="idle", last_contact_at=T0, day=T0.date(), taken_today=1)
+    with django_assert_max_num_queries(8):
         response = Client().get(reverse("metrics"), headers={"Authorization": f"Bearer {token}"})
 
     assert response.status_code == 200
