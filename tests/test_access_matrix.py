@@ -69,6 +69,7 @@ from devtools.receiver.models import Delivery, Receipt
 from policy.services import DEFAULTS_DIR, parse_policy_text, policy_version_activate
 from policy.services import policy_version_create as policy_create
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event, rolled_back
+from tests.mailboxes import make_mailbox
 
 # --- outcomes -----------------------------------------------------------------------------
 
@@ -352,6 +353,9 @@ EXPECTED: dict[str, Row] = {
     **admin_model("automation.classifiermodel", view=READERS),
     # --- admin: configuration ops leads change -------------------------------------------
     **admin_model("automation.intakechannel", view=READERS, add=SU, change=LEADS),
+    # A mailbox names an environment variable whose value its watcher sends to its host:
+    # only a superuser sets one up or changes it.
+    **admin_model("automation.mailbox", view=READERS, add=SU, change=SU, delete=SU),
     # Tokens are issued by a command and only revoked here: never added or deleted.
     **admin_model("automation.apitoken", view=READERS, change=LEADS, actions={"revoke": LEADS}),
     **admin_model(
@@ -745,6 +749,7 @@ def build_world(pipeline: Pipeline) -> World:
     build_admin_rows(users)
     _qa_samples(runs)
     _shadowed_channel(users)
+    make_mailbox("matrix-mailbox", status="idle", last_contact_at=timezone.now())
     now = timezone.now()
     draft = _policy("matrix-draft")
     _, key = api_token_create(name="partner", channel=pipeline.channel)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, cast
 
 from django import forms
@@ -13,6 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllow
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from automation.classifiers.base import CLASSIFIERS
@@ -29,6 +31,7 @@ from automation.models import (
     EffectControl,
     IntakeChannel,
     IntakeRecord,
+    Mailbox,
     Outcome,
     RecoveryKind,
     Run,
@@ -529,6 +532,164 @@ class IntakeChannelAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+# --- mailboxes ------------------------------------------------------------------------------
+
+MAILBOX_FIELDSETS: list[tuple[str, list[str]]] = [
+    ("Server", ["channel", "host", "port", "security", "tls_ca_file"]),
+    (
+        "Sign-in",
+        [
+            "username",
+            "auth",
+            "secret_variable",
+            "oauth_token_url",
+            "oauth_client_id",
+            "oauth_scope",
+            "refresh_token_variable",
+        ],
+    ),
+    (
+        "Folders",
+        ["folder", "after_taking", "processed_folder", "rejected_folder", "sent_folder"],
+    ),
+    ("Watching", ["use_idle", "poll_seconds"]),
+    (
+        "Progress (written by the watcher)",
+        [
+            "defined_in",
+            "status",
+            "watcher",
+            "started_at",
+            "last_contact_at",
+            "uidvalidity",
+            "last_uid",
+            "renumbered_at",
+            "day",
+            "taken_today",
+            "refused_today",
+            "errors_today",
+            "last_error",
+            "last_error_at",
+        ],
+    ),
+]
+MAILBOX_PROGRESS = MAILBOX_FIELDSETS[-1][1]
+MAILBOX_CONFIG = [name for _, names in MAILBOX_FIELDSETS[:-1] for name in names]
+FROM_SETTINGS_WARNING = (
+    "This mailbox is defined by the GATEHOUSE_MAILBOXES setting: its settings are written "
+    "over at the watcher's next start, so they are changed there, not here."
+)
+# An environment variable's name, as GATEHOUSE_MAILBOXES takes it (imap.MailboxSettings).
+VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+VARIABLE_HELP = (
+    "the NAME of the environment variable (on the machine that runs mailbox_watch) that holds "
+    "{what}; never the secret itself, which is not stored"
+)
+
+
+def _https_by_default(db_field: Any, **kwargs: Any) -> Any:
+    """A URL written without its scheme (the token endpoint) is an https one."""
+    if db_field.name == "oauth_token_url":
+        kwargs["assume_scheme"] = "https"
+    return db_field.formfield(**kwargs)
+
+
+class MailboxForm(forms.ModelForm):  # type: ignore[type-arg]
+    class Meta:
+        model = Mailbox
+        fields = MAILBOX_CONFIG
+        formfield_callback = _https_by_default
+        field_classes = {"port": NumberField, "poll_seconds": NumberField}  # ASCII digits only
+        help_texts = {
+            "secret_variable": VARIABLE_HELP.format(
+                what="the password (with OAuth2: the client secret, or the access token itself "
+                "when no token URL is given)"
+            ),
+            "refresh_token_variable": VARIABLE_HELP.format(what="the OAuth2 refresh token"),
+        }
+
+    def clean_secret_variable(self) -> str:
+        return self._variable_name("secret_variable")
+
+    def clean_refresh_token_variable(self) -> str:
+        return self._variable_name("refresh_token_variable")
+
+    def _variable_name(self, field: str) -> str:
+        value = str(self.cleaned_data[field]).strip()
+        if value and not VARIABLE_NAME.fullmatch(value):
+            raise forms.ValidationError(
+                "give the environment variable's name (letters, digits and _), not its value"
+            )
+        return value
+
+
+@admin.register(Mailbox)
+class MailboxAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """An IMAP folder a channel takes its mail from (`manage.py mailbox_watch <channel>`).
+
+    Its settings are read when the watcher starts: a change here applies at its next start.
+    What the watcher saw is read-only; a mailbox from GATEHOUSE_MAILBOXES is read-only
+    altogether (the watcher writes the settings over it). Only a superuser changes one: a
+    mailbox names an environment variable whose value the watcher sends to its host."""
+
+    form = MailboxForm
+    list_display = [
+        "channel",
+        "username",
+        "host",
+        "folder",
+        "status_said",
+        "last_contact_at",
+        "taken",
+    ]
+    list_select_related = ["channel"]
+    list_filter = ["status", "from_settings"]
+    search_fields = ["channel__name", "username", "host"]
+    ordering = ["channel__name"]
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        fieldsets: list[tuple[str, dict[str, Any]]] = [
+            (title, {"fields": names}) for title, names in MAILBOX_FIELDSETS
+        ]
+        if obj is None:  # nothing was watched yet
+            return fieldsets[:-1]
+        if obj.from_settings:
+            fieldsets[0][1]["description"] = FROM_SETTINGS_WARNING
+        return fieldsets
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        if obj is None:
+            return []
+        # The channel decides where its mail goes: a running watcher keeps the one it has.
+        config = MAILBOX_CONFIG if obj.from_settings else ["channel"]
+        return [*config, *MAILBOX_PROGRESS]
+
+    def save_model(self, request: HttpRequest, obj: Mailbox, form: Any, change: bool) -> None:
+        if not change:
+            obj.save()
+            return
+        # Only the fields of the form: the watcher writes its progress on the same row
+        # meanwhile, and a full save would put back what the form was opened with.
+        obj.save(update_fields=[name for name in form.fields if name in MAILBOX_CONFIG])
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "oauth_token_url":  # as MailboxForm's own callback does
+            kwargs["assume_scheme"] = "https"
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+    @admin.display(description="defined in")
+    def defined_in(self, box: Mailbox) -> str:
+        return "GATEHOUSE_MAILBOXES (settings)" if box.from_settings else "this admin"
+
+    @admin.display(description="status", ordering="status")
+    def status_said(self, box: Mailbox) -> str:
+        return _said(Kind.MAILBOX_STATUS, box.status)
+
+    @admin.display(description="taken today")
+    def taken(self, box: Mailbox) -> int:
+        return box.taken_today if box.day == timezone.localdate() else 0
 
 
 @admin.register(ApiToken)
