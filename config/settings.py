@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "policy",
     "approvals",
     "automation",
+    "notifications",
     "reports",
     "console",  # the pages people use; above the domain apps, nothing imports it
     "django_q",  # after automation, whose `qcluster` command replaces django-q2's
@@ -282,6 +283,11 @@ GATEHOUSE: dict[str, Any] = {
     "CUSTOMER_REFERENCE_PATTERN": os.environ.get(
         "GATEHOUSE_CUSTOMER_REFERENCE_PATTERN", r"\bCUST-\d{5}\b"
     ),
+    # The address people open Gatehouse at: the links in the notifications it sends.
+    "BASE_URL": os.environ.get("GATEHOUSE_BASE_URL", "http://127.0.0.1:8000"),
+    # A request's "time nearly up" and "about to expire" notices go out in the last part of
+    # the time policy gives it (before it escalates, before it expires): a quarter.
+    "NOTIFY_NEAR": env_float("GATEHOUSE_NOTIFY_NEAR", 0.25),
     # Mailboxes on IMAP servers, one per intake channel, as JSON keyed by the channel's name:
     # '{"support": {"host": "imap.example.com", "username": "support@example.com",
     # "secret_variable": "SUPPORT_IMAP_PASSWORD"}}' (the fields of automation.intake.imap's

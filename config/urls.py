@@ -10,6 +10,7 @@ from console.urls import (
     approval_urls,
     home_urls,
     integrator_urls,
+    me_urls,
     policy_urls,
     quality_urls,
     queue_urls,
@@ -37,6 +38,7 @@ urlpatterns = [
     path("policy/", include(policy_urls)),
     path("integrators/", include(integrator_urls)),
     path("about/", include(about_urls)),
+    path("me/", include(me_urls)),
     path("", include(home_urls)),
 ]
 

@@ -14,6 +14,7 @@ its paths do not.
     reports:*             /reports/                      the dashboard and its CSV files
     integrators:*         /integrators/                  the API reference
     about:*               /about/                        the run states explained
+    me:*                  /me/                           the signed-in person's own settings
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from console.views import (
     home,
     integrators,
     lists,
+    me,
     policy,
     quality,
     queues,
@@ -124,4 +126,9 @@ integrator_urls = (
 about_urls = (
     [path("states/", about.run_states, name="run_states")],
     "about",
+)
+
+me_urls = (
+    [path("notifications/", me.notification_settings, name="notifications")],
+    "me",
 )

@@ -231,6 +231,7 @@ EXPECTED: dict[str, Row] = {
     "runs:run[security]": page(READERS | {SECURITY}),
     "runs:run[finance]": page(READERS | {FINANCE}),
     "about:run_states": page(SIGNED_IN),
+    "me:notifications": form(SIGNED_IN),  # a person's own choice of how they hear of work
     "runs:raw": page(READERS),
     "runs:raw_download": page(READERS),
     "runs:correct": form(LEADS),

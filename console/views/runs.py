@@ -51,6 +51,7 @@ from console.views.staff import VIEW_RUNS, assignees
 from console.vocabulary import label
 from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
+from notifications.services import run_notifications
 from policy.selectors import stored_businesses
 
 
@@ -89,6 +90,7 @@ def run_page(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
         ),
         "problems": _problems(run),
         "waiting": waiting_of(run),
+        "told": run_notifications(run.pk),
     }
     context["diagram"] = statechart.run_diagram(run, context["history"])
     return render(request, "runs/run.html", context)

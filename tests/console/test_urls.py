@@ -70,6 +70,8 @@ PATHS: dict[str, tuple[dict[str, Any], str]] = {
     # integrators, about
     "integrators:api_reference": ({}, "/integrators/api/"),
     "about:run_states": ({}, "/about/states/"),
+    # the signed-in person's own
+    "me:notifications": ({}, "/me/notifications/"),
 }
 
 
@@ -118,6 +120,7 @@ def test_no_page_is_left_under_a_domain_app_name() -> None:
         "quality",
         "reports",
         "integrators",
+        "me",
         "about",
     }
     assert console_urls.home_urls[0].name == "home"

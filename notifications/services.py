@@ -1,0 +1,403 @@
+"""Finding what people should hear of, and telling them by e-mail.
+
+`notifications_find` writes a row for each (event, person) that has none yet; the unique key
+makes two finders at the same moment write one row. `notifications_send` sends the rows that
+are due, each under a row lock (SKIP LOCKED: two senders never take the same row), and retries
+a failed one with backoff. `notifications_digest` sends each person who asked for a digest one
+message with what waited for them.
+
+The events, each read from the approvals and runs as they are:
+- a request waits for a group (each member is told);
+- its time to decide is nearly up: the last part (GATEHOUSE_NOTIFY_NEAR, a quarter) of the
+  time policy gives before it escalates;
+- it escalated (the members of the group it escalated to);
+- it is about to expire: the same last part of the time before it expires;
+- a run someone owns (claimed from a queue) is held again.
+
+A message says what is asked, of whom and by when, with a link to the evidence; it never
+carries a decision (no link decides anything).
+"""
+
+from __future__ import annotations
+
+import logging
+import smtplib
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.mail import EmailMessage, get_connection
+from django.db import transaction
+from django.db.models import (
+    DateTimeField,
+    DurationField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    QuerySet,
+    Subquery,
+    Value,
+)
+from django.urls import reverse
+
+from approvals.models import ApprovalRequest, ApprovalStatus
+from audit.models import AuditEvent
+from automation.models import Run, State
+from notifications.models import Kind, Mode, Notification, Preference, Status
+
+logger = logging.getLogger("gatehouse.notifications")
+
+# Events looked at per kind per pass (oldest first): the rest are found by the next pass.
+FIND_LIMIT = 500
+SEND_LIMIT = 200
+MAX_ATTEMPTS = 6
+BACKOFF_SECONDS = (30, 120, 600, 1800, 3600)
+
+
+def near_fraction() -> float:
+    return float(settings.GATEHOUSE.get("NOTIFY_NEAR", 0.25))
+
+
+def base_url() -> str:
+    return str(settings.GATEHOUSE.get("BASE_URL", "http://127.0.0.1:8000")).rstrip("/")
+
+
+# --- finding ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: Kind
+    key: str  # the event, without the person
+    run_id: int
+    approval: ApprovalRequest | None
+    groups: tuple[str, ...] = ()  # told as members of these groups
+    owner_id: int | None = None  # or told as the run's owner
+
+
+def notifications_find(*, now: datetime) -> int:
+    """Write a row for each event and person not told yet; the number of rows offered (a
+    row another finder wrote first is not written twice)."""
+    events = [
+        *_waiting(now),
+        *_sla_near(now),
+        *_escalated(now),
+        *_expiring(now),
+        *_held(),
+    ]
+    if not events:
+        return 0
+    members = _members({g for e in events for g in e.groups})
+    users = {u for e in events for g in e.groups for u in members.get(g, ())}
+    users |= {e.owner_id for e in events if e.owner_id is not None}
+    modes = _modes(users)
+    runs = _runs({e.run_id for e in events})
+    rows = []
+    for event in events:
+        told = [(uid, g) for g in event.groups for uid in members.get(g, ())]
+        if event.owner_id is not None:
+            told.append((event.owner_id, ""))
+        seen: set[int] = set()
+        for user_id, group in told:
+            if user_id in seen:  # in two of the groups: told once
+                continue
+            seen.add(user_id)
+            mode = modes.get((user_id, event.kind), Mode.IMMEDIATE)
+            subject, body = _message(event, group, runs.get(event.run_id))
+            rows.append(
+                Notification(
+                    key=f"{event.key}:{user_id}",
+                    kind=event.kind,
+                    user_id=user_id,
+                    group=group,
+                    run_id=event.run_id,
+                    approval=event.approval,
+                    subject=subject[:300],
+                    body=body,
+                    status={
+                        Mode.OFF: Status.OFF,
+                        Mode.DIGEST: Status.DIGEST,
+                    }.get(Mode(mode), Status.PENDING),
+                    next_attempt_at=now,
+                    created_at=now,
+                )
+            )
+    Notification.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
+    return len(rows)
+
+
+def _untold(requests: QuerySet[ApprovalRequest], kind: Kind) -> QuerySet[ApprovalRequest]:
+    told = Notification.objects.filter(approval=OuterRef("pk"), kind=kind)
+    return requests.filter(status=ApprovalStatus.PENDING).exclude(Exists(told))
+
+
+def _in_last_part(requests: QuerySet[ApprovalRequest], due: str, now: datetime) -> Any:
+    """The requests for which `now` is within the last part (near_fraction) of the time from
+    their creation to their `due` column: due - (due - created) * fraction <= now."""
+    window = ExpressionWrapper(
+        (F(due) - F("created_at")) * Value(near_fraction()), output_field=DurationField()
+    )
+    starts = ExpressionWrapper(F(due) - window, output_field=DateTimeField())
+    return requests.annotate(near_from=starts).filter(near_from__lte=now)
+
+
+def _waiting(now: datetime) -> Iterable[Event]:
+    requests = _untold(ApprovalRequest.objects.all(), Kind.WAITING).order_by("created_at")
+    for request in requests[:FIND_LIMIT]:
+        yield Event(
+            Kind.WAITING, f"waiting:{request.pk}", request.run_id, request, (request.group,)
+        )
+
+
+def _sla_near(now: datetime) -> Iterable[Event]:
+    requests = _untold(ApprovalRequest.objects.all(), Kind.SLA_NEAR).filter(
+        escalated_at__isnull=True, escalate_at__gt=now
+    )
+    for request in _in_last_part(requests, "escalate_at", now).order_by("escalate_at")[:FIND_LIMIT]:
+        yield Event(
+            Kind.SLA_NEAR, f"sla_near:{request.pk}", request.run_id, request, (request.group,)
+        )
+
+
+def _escalated(now: datetime) -> Iterable[Event]:
+    requests = _untold(ApprovalRequest.objects.all(), Kind.ESCALATED).filter(
+        escalated_at__isnull=False
+    )
+    for request in requests.exclude(escalate_to="").order_by("escalated_at")[:FIND_LIMIT]:
+        yield Event(
+            Kind.ESCALATED,
+            f"escalated:{request.pk}",
+            request.run_id,
+            request,
+            (request.escalate_to,),
+        )
+
+
+def _expiring(now: datetime) -> Iterable[Event]:
+    requests = _untold(ApprovalRequest.objects.all(), Kind.EXPIRING).filter(expires_at__gt=now)
+    for request in _in_last_part(requests, "expires_at", now).order_by("expires_at")[:FIND_LIMIT]:
+        yield Event(
+            Kind.EXPIRING,
+            f"expiring:{request.pk}",
+            request.run_id,
+            request,
+            tuple(request.visible_groups()),
+        )
+
+
+def _held() -> Iterable[Event]:
+    """Owned runs that are held, each hold once (its audit row names it)."""
+    last_hold = AuditEvent.objects.filter(run_id=OuterRef("pk"), to_state=State.NEEDS_REVIEW)
+    runs = (
+        Run.objects.filter(state=State.NEEDS_REVIEW, owner__isnull=False)  # run_owner_idx
+        .annotate(hold=Subquery(last_hold.order_by("-pk").values("pk")[:1]))
+        .exclude(hold__isnull=True)
+        .values_list("pk", "owner_id", "hold")[:FIND_LIMIT]
+    )
+    found = {f"held:{hold}:{owner_id}": (run_id, owner_id, hold) for run_id, owner_id, hold in runs}
+    told = set(Notification.objects.filter(key__in=found).values_list("key", flat=True))
+    for key, (run_id, owner_id, hold) in found.items():
+        if key not in told:
+            yield Event(Kind.HELD, f"held:{hold}", run_id, None, owner_id=owner_id)
+
+
+def _members(groups: set[str]) -> dict[str, list[int]]:
+    """The active members of each group, by name (one query)."""
+    found: dict[str, list[int]] = defaultdict(list)
+    through = User.groups.through.objects.filter(
+        group__name__in=groups, user__is_active=True
+    ).values_list("group__name", "user_id")
+    for name, user_id in through.order_by("user_id"):
+        found[name].append(user_id)
+    return found
+
+
+def _modes(users: set[int]) -> dict[tuple[int, str], str]:
+    rows = Preference.objects.filter(user_id__in=users).values_list("user_id", "kind", "mode")
+    return {(user_id, kind): mode for user_id, kind, mode in rows}
+
+
+def _runs(run_ids: set[int]) -> dict[int, dict[str, Any]]:
+    rows = Run.objects.filter(pk__in=run_ids).values("pk", "event_id", "effect_name", "outcome")
+    return {row["pk"]: row for row in rows}
+
+
+# --- the message -----------------------------------------------------------------------------
+
+
+def _when(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M %Z") if moment else "no time set"
+
+
+def _message(event: Event, group: str, run: dict[str, Any] | None) -> tuple[str, str]:
+    """The subject and text: what is asked, of whom, by when, and where to look."""
+    request = event.approval
+    what = f"run {event.run_id}"
+    if run and run.get("event_id"):
+        what += f" ({run['event_id']})"
+    if request is not None:
+        link = base_url() + reverse("approvals:evidence", args=[request.pk])
+        asked = f"approve or reject the effect '{request.effect}' of {what}"
+        who = f"the {group} group (you are a member)" if group else "you"
+        headline = {
+            Kind.WAITING: f"A request waits for {group or 'you'}",
+            Kind.SLA_NEAR: f"A request's time to decide is nearly up ({group})",
+            Kind.ESCALATED: f"A request was escalated to {group}",
+            Kind.EXPIRING: "A request is about to expire",
+        }[event.kind]
+        by = (
+            f"before {_when(request.escalate_at)}, when it escalates"
+            if request.escalated_at is None and request.escalate_to
+            else f"before {_when(request.expires_at)}"
+        )
+        lines = [
+            f"{headline}.",
+            "",
+            f"Asked: {asked}.",
+            f"Of: {who}.",
+            f"By: {by}; it expires at {_when(request.expires_at)}.",
+            "",
+            f"The evidence and the decision: {link}",
+        ]
+        subject = f"{headline}: {request.effect} for run {event.run_id}"
+    else:
+        link = base_url() + reverse("runs:run", args=[event.run_id])
+        outcome = (run or {}).get("outcome") or "held"
+        lines = [
+            f"Run {event.run_id}, which you work on, is held ({outcome}).",
+            "",
+            f"The run: {link}",
+        ]
+        subject = f"A run you work on is held: run {event.run_id}"
+    lines += [
+        "",
+        "You can choose how you hear of this (at once, in a daily digest, or not at all) "
+        f"on {base_url() + reverse('me:notifications')}.",
+    ]
+    return subject, "\n".join(lines) + "\n"
+
+
+# --- sending ---------------------------------------------------------------------------------
+
+
+def notifications_send(*, now: datetime, limit: int = SEND_LIMIT) -> dict[str, int]:
+    """Send the rows that are due, each in a transaction of its own holding its row lock."""
+    done = {"sent": 0, "failed": 0, "retry": 0}
+    for _ in range(limit):
+        result = _send_next(now)
+        if result is None:
+            break
+        done[result] += 1
+    return done
+
+
+@transaction.atomic(durable=True)
+def _send_next(now: datetime) -> str | None:
+    row = (
+        Notification.objects.select_for_update(skip_locked=True)
+        .select_related("user")
+        .filter(status=Status.PENDING, next_attempt_at__lte=now)
+        .order_by("next_attempt_at", "pk")
+        .first()
+    )
+    if row is None:
+        return None
+    row.attempts += 1
+    address = row.user.email
+    if not address:
+        return _give_up(row, "the person has no e-mail address")
+    try:
+        _mail(address, row.subject, row.body)
+    except (smtplib.SMTPException, OSError) as exc:
+        return _failed(row, f"{type(exc).__name__}: {exc}", now)
+    row.status, row.sent_at, row.last_error = Status.SENT, now, ""
+    row.save(update_fields=["status", "sent_at", "last_error", "attempts"])
+    logger.info("told %s of %s (run %s)", row.user, row.kind, row.run_id)
+    return "sent"
+
+
+def _mail(address: str, subject: str, body: str) -> None:
+    connection = get_connection()
+    EmailMessage(
+        subject=subject,
+        body=body,
+        to=[address],
+        headers={"Auto-Submitted": "auto-generated"},
+        connection=connection,
+    ).send()
+
+
+def _failed(row: Notification, error: str, now: datetime) -> str:
+    if row.attempts >= MAX_ATTEMPTS:
+        return _give_up(row, error)
+    wait = BACKOFF_SECONDS[min(row.attempts - 1, len(BACKOFF_SECONDS) - 1)]
+    row.next_attempt_at = now + timedelta(seconds=wait)
+    row.last_error = error[:1000]
+    row.save(update_fields=["next_attempt_at", "last_error", "attempts"])
+    logger.warning("could not tell %s of %s: %s", row.user, row.kind, error)
+    return "retry"
+
+
+def _give_up(row: Notification, error: str) -> str:
+    row.status, row.last_error = Status.FAILED, error[:1000]
+    row.save(update_fields=["status", "last_error", "attempts"])
+    logger.warning("gave up telling %s of %s: %s", row.user, row.kind, error)
+    return "failed"
+
+
+# --- the digest ------------------------------------------------------------------------------
+
+
+def notifications_digest(*, now: datetime) -> int:
+    """Send each person who asked for a digest one message with what waited for them since
+    their last one; the number of messages sent."""
+    people = (
+        Notification.objects.filter(status=Status.DIGEST)
+        .values_list("user_id", flat=True)
+        .distinct()
+    )
+    sent = 0
+    for user_id in list(people):
+        sent += _digest_for(user_id, now)
+    return sent
+
+
+@transaction.atomic(durable=True)
+def _digest_for(user_id: int, now: datetime) -> int:
+    rows = list(
+        Notification.objects.select_for_update(skip_locked=True)
+        .select_related("user")
+        .filter(user_id=user_id, status=Status.DIGEST)
+        .order_by("created_at", "pk")
+    )
+    if not rows or not rows[0].user.email:
+        return 0
+    parts = [f"What waited for you since your last digest ({len(rows)}):", ""]
+    for row in rows:
+        parts += [f"- {row.subject}", *(f"  {line}" for line in row.body.splitlines()[2:5]), ""]
+    try:
+        _mail(rows[0].user.email, f"Your Gatehouse digest: {len(rows)} things", "\n".join(parts))
+    except (smtplib.SMTPException, OSError) as exc:
+        logger.warning("the digest for %s was not sent: %s", rows[0].user, exc)
+        return 0
+    Notification.objects.filter(pk__in=[r.pk for r in rows]).update(
+        status=Status.DIGESTED, sent_at=now
+    )
+    return 1
+
+
+# --- what the run page shows -----------------------------------------------------------------
+
+
+def run_notifications(run_id: int) -> list[Notification]:
+    """Who was told of what about this run, and when (one query)."""
+    return list(
+        Notification.objects.filter(run_id=run_id)
+        .select_related("user")
+        .order_by("created_at", "pk")[:200]
+    )

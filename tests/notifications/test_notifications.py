@@ -1,0 +1,246 @@
+"""Telling people of work: an e-mail per event and person through a real SMTP server on
+127.0.0.1, never twice (two finders and senders racing on PostgreSQL), retried when the
+server refuses, held for a digest or not sent at all as the person chose, and shown on the
+run page."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.db import connection
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from approvals.models import ApprovalRequest
+from approvals.services import approval_escalate
+from automation.models import Run
+from automation.roles import roles_ensure
+from notifications.models import Kind, Mode, Notification, Preference, Status
+from notifications.services import notifications_digest, notifications_find, notifications_send
+from notifications.tasks import notify
+from tests.conftest import Pipeline, decision_for, make_event
+from tests.mailserver import Inbox, smtp_server
+
+
+@pytest.fixture
+def outbox(settings: Any) -> Iterator[Inbox]:
+    with smtp_server() as server:
+        settings.EMAIL_HOST, settings.EMAIL_PORT = server.host, server.port
+        # The settings' backend (the test runner swaps in a memory one): the real server.
+        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        settings.GATEHOUSE = {**settings.GATEHOUSE, "BASE_URL": "https://gatehouse.example.com"}
+        yield server
+
+
+def member(username: str, *groups: str, email: str = "") -> User:
+    user = User.objects.create_user(
+        username=username, email=email or f"{username}@shop.example", password="pw-" + username
+    )
+    user.groups.add(*[Group.objects.get_or_create(name=name)[0] for name in groups])
+    return user
+
+
+def waiting_request(pipeline: Pipeline, event_id: str = "evt-told") -> ApprovalRequest:
+    roles_ensure()
+    event = make_event(
+        event_id=event_id, request_type="security", requested_action="queue_account_review"
+    )
+    pipeline.submit(event, [decision_for(event, reason_code="security_sensitive")])
+    return ApprovalRequest.objects.get(run__event_id=event_id)
+
+
+def sent_to(outbox: Inbox) -> Counter[str]:
+    return Counter(address for r in outbox.received for address in r.recipients)
+
+
+def test_each_member_of_the_group_is_told_once_with_a_link_to_the_evidence(
+    pipeline: Pipeline, outbox: Inbox
+) -> None:
+    request = waiting_request(pipeline)
+    alice = member("alice", request.group)
+    member("bob", request.group)
+    member("carol", "finance-approvers")  # another group: not told
+    member("dave", request.group).groups.add(Group.objects.get_or_create(name="ops-leads")[0])
+    User.objects.filter(username="dave").update(is_active=False)  # left the company
+
+    notify()
+    notify()  # a second pass finds nothing new
+
+    assert sent_to(outbox) == Counter({"alice@shop.example": 1, "bob@shop.example": 1})
+    message = next(r.message for r in outbox.received if r.recipients == [alice.email])
+    text = message.get_content()
+    link = f"https://gatehouse.example.com/approvals/{request.pk}/"
+    assert link in text
+    assert f"Of: the {request.group} group (you are a member)." in text
+    assert "By: before" in text and "expires at" in text
+    assert message["Subject"].startswith(f"A request waits for {request.group}")
+    # It asks; it never decides: no link in it decides anything.
+    assert "/decide" not in text
+    assert message["Auto-Submitted"] == "auto-generated"
+    rows = Notification.objects.filter(approval=request)
+    assert set(rows.values_list("status", flat=True)) == {Status.SENT}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_escalation_and_near_expiry_tell_each_person_once_with_two_workers_racing(
+    pipeline: Pipeline, outbox: Inbox
+) -> None:
+    racing = pipeline
+    request = waiting_request(racing, "evt-race")
+    for name in ("erin", "frank", "grace"):
+        member(name, request.group)
+    escalated_to = request.escalate_to or "ops-leads"
+    member("heidi", escalated_to)
+    for person in ("ivan", "judy"):
+        member(person, escalated_to, request.group)  # in both: told once of each event
+    ApprovalRequest.objects.filter(pk=request.pk).update(escalate_to=escalated_to)
+    assert approval_escalate(request_id=request.pk, now=request.escalate_at)
+    # Inside the last quarter of the time before it expires.
+    request.refresh_from_db()
+    late = request.expires_at - (request.expires_at - request.created_at) * 0.1
+
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            barrier.wait(timeout=10)
+            notifications_find(now=late)
+            notifications_send(now=late)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+
+    rows = Notification.objects.filter(approval=request)
+    per_person = Counter(rows.values_list("kind", "user__username"))
+    assert all(count == 1 for count in per_person.values())
+    escalated = {u for k, u in per_person if k == Kind.ESCALATED}
+    expiring = {u for k, u in per_person if k == Kind.EXPIRING}
+    assert escalated == {"heidi", "ivan", "judy"}
+    assert expiring == {"erin", "frank", "grace", "heidi", "ivan", "judy"}
+    # Each row was sent once: one message per person and kind, whoever sent it.
+    subjects = Counter(
+        (r.recipients[0], r.message["Subject"].split(":")[0]) for r in outbox.received
+    )
+    assert all(count == 1 for count in subjects.values())
+    assert len(outbox.received) == rows.count()
+    assert set(rows.values_list("status", flat=True)) == {Status.SENT}
+
+
+def test_a_refused_message_is_sent_again_later_and_the_run_page_shows_who_was_told(
+    pipeline: Pipeline, outbox: Inbox, ops_lead: User
+) -> None:
+    request = waiting_request(pipeline)
+    member("alice", request.group)
+    outbox.answers.append("451 try again later")
+    now = timezone.now()
+
+    notifications_find(now=now)
+    assert notifications_send(now=now) == {"sent": 0, "failed": 0, "retry": 1}
+    row = Notification.objects.get()
+    assert (row.status, row.attempts) == (Status.PENDING, 1)
+    assert "451" in row.last_error and row.next_attempt_at > now
+    assert notifications_send(now=now) == {"sent": 0, "failed": 0, "retry": 0}  # not yet due
+
+    assert notifications_send(now=row.next_attempt_at)["sent"] == 1
+    assert sent_to(outbox) == Counter({"alice@shop.example": 1})
+
+    roles_ensure()
+    ops_lead.groups.add(Group.objects.get(name="ops-leads"))
+    client = Client()
+    client.force_login(ops_lead)
+    page = client.get(reverse("runs:run", args=[request.run_id])).content.decode()
+    row.refresh_from_db()
+    assert f"told alice ({request.group}) at {timezone.localtime(row.sent_at):%H:%M}" in page
+
+
+def test_off_is_never_sent_and_a_digest_comes_as_one_message(
+    pipeline: Pipeline, outbox: Inbox
+) -> None:
+    first = waiting_request(pipeline, "evt-one")
+    second = waiting_request(pipeline, "evt-two")
+    quiet = member("quiet", first.group)
+    daily = member("daily", first.group)
+    member("eager", first.group)
+    Preference.objects.create(user=quiet, kind=Kind.WAITING, mode=Mode.OFF)
+    Preference.objects.create(user=daily, kind=Kind.WAITING, mode=Mode.DIGEST)
+
+    notify()
+
+    assert sent_to(outbox) == Counter({"eager@shop.example": 2})
+    assert set(Notification.objects.filter(user=quiet).values_list("status", flat=True)) == {
+        Status.OFF
+    }
+    assert notifications_digest(now=timezone.now()) == 1
+    assert notifications_digest(now=timezone.now()) == 0  # nothing new since
+    (digest,) = [r for r in outbox.received if r.recipients == [daily.email]]
+    text = digest.message.get_content()
+    assert digest.message["Subject"] == "Your Gatehouse digest: 2 things"
+    assert f"run {first.run_id}" in text and f"run {second.run_id}" in text
+    assert set(Notification.objects.filter(user=daily).values_list("status", flat=True)) == {
+        Status.DIGESTED
+    }
+
+
+def test_the_owner_of_a_run_is_told_each_time_it_is_held(pipeline: Pipeline, outbox: Inbox) -> None:
+    event = make_event(event_id="evt-held")
+    owner = member("owner", "ops-leads")
+    pipeline.submit(event, [{"type": "timeout"}] * 3)
+    run = Run.objects.get(event_id="evt-held")
+    assert run.state == "needs_review"
+    Run.objects.filter(pk=run.pk).update(owner=owner)
+
+    notify()
+    notify()
+
+    assert sent_to(outbox) == Counter({"owner@shop.example": 1})
+    (told,) = Notification.objects.filter(kind=Kind.HELD)
+    assert told.user == owner and f"Run {run.pk}, which you work on, is held" in told.body
+
+
+def test_a_person_chooses_how_they_hear_of_each_kind(db: None) -> None:
+    person = member("person")
+    client = Client()
+    client.force_login(person)
+    url = reverse("me:notifications")
+    page = client.get(url).content.decode()
+    assert "person@shop.example" in page and page.count('type="radio"') == 3 * len(Kind)
+
+    chosen = {kind: Mode.IMMEDIATE.value for kind in Kind.values} | {"held": "digest"}
+    answer = client.post(url, chosen)
+    assert answer.status_code == 302
+    assert dict(Preference.objects.filter(user=person).values_list("kind", "mode"))["held"] == (
+        "digest"
+    )
+    refused = client.post(url, {**chosen, "held": "sometimes"}, follow=True)
+    assert "Choose at once" in refused.content.decode()
+    assert Preference.objects.get(user=person, kind="held").mode == "digest"  # unchanged
+
+    anonymous = Client().get(url)
+    assert anonymous.status_code == 302 and "login" in anonymous["Location"]
+
+
+def test_someone_without_an_address_is_named_not_retried(pipeline: Pipeline, outbox: Inbox) -> None:
+    request = waiting_request(pipeline)
+    member("noaddress", request.group, email=" ")
+    User.objects.filter(username="noaddress").update(email="")
+    now = timezone.now() + timedelta(seconds=1)
+    notifications_find(now=now)
+    assert notifications_send(now=now) == {"sent": 0, "failed": 1, "retry": 0}
+    assert Notification.objects.get().last_error == "the person has no e-mail address"
+    assert outbox.received == []
