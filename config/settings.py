@@ -288,6 +288,9 @@ GATEHOUSE: dict[str, Any] = {
     # A request's "time nearly up" and "about to expire" notices go out in the last part of
     # the time policy gives it (before it escalates, before it expires): a quarter.
     "NOTIFY_NEAR": env_float("GATEHOUSE_NOTIFY_NEAR", 0.25),
+    # A chat per approving group, told beside its members' e-mail: an incoming webhook's
+    # shape and address, 'finance-approvers=slack:https://hooks.slack.com/services/...'.
+    "NOTIFY_WEBHOOKS": env_map("GATEHOUSE_NOTIFY_WEBHOOKS"),
     # Mailboxes on IMAP servers, one per intake channel, as JSON keyed by the channel's name:
     # '{"support": {"host": "imap.example.com", "username": "support@example.com",
     # "secret_variable": "SUPPORT_IMAP_PASSWORD"}}' (the fields of automation.intake.imap's

@@ -37,12 +37,22 @@ class Status(models.TextChoices):
     FAILED = "failed"  # every attempt failed
 
 
+class Channel(models.TextChoices):
+    EMAIL = "email", "e-mail"
+    SLACK = "slack", "Slack"
+    TEAMS = "teams", "Microsoft Teams"
+
+
 class Notification(models.Model):
-    # "<kind>:<event>:<user id>": at most one row per event and person.
+    # "<kind>:<event>:<user id>", or "<kind>:<event>:group:<name>" for a group's chat: at most
+    # one row per event and person (or group).
     key = models.CharField(max_length=200, unique=True)
     kind = models.CharField(max_length=20, choices=Kind.choices)
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
-    # The group the person was told as a member of ('' when told as the run's owner).
+    channel = models.CharField(max_length=10, choices=Channel.choices, default=Channel.EMAIL)
+    # The person told by e-mail; none for a message to a group's chat.
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.PROTECT)
+    # The group the person was told as a member of ('' when told as the run's owner), or the
+    # group whose chat was told.
     group = models.CharField(max_length=100, blank=True)
     run = models.ForeignKey("automation.Run", on_delete=models.PROTECT, related_name="+")
     approval = models.ForeignKey(

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import httpx
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.mail import EmailMessage, get_connection
@@ -48,7 +49,7 @@ from django.urls import reverse
 from approvals.models import ApprovalRequest, ApprovalStatus
 from audit.models import AuditEvent
 from automation.models import Run, State
-from notifications.models import Kind, Mode, Notification, Preference, Status
+from notifications.models import Channel, Kind, Mode, Notification, Preference, Status
 
 logger = logging.getLogger("gatehouse.notifications")
 
@@ -127,8 +128,44 @@ def notifications_find(*, now: datetime) -> int:
                     created_at=now,
                 )
             )
+        rows += _chat_rows(event, runs.get(event.run_id), now)
     Notification.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
     return len(rows)
+
+
+def webhooks() -> dict[str, tuple[Channel, str]]:
+    """The chat each group is told in, from GATEHOUSE_NOTIFY_WEBHOOKS:
+    'finance-approvers=slack:https://hooks.slack.com/services/...,ops=teams:https://...'."""
+    found = {}
+    for group, value in dict(settings.GATEHOUSE.get("NOTIFY_WEBHOOKS") or {}).items():
+        shape, _, url = str(value).partition(":")
+        if shape in (Channel.SLACK, Channel.TEAMS) and url.startswith(("https://", "http://")):
+            found[group] = (Channel(shape), url)
+    return found
+
+
+def _chat_rows(event: Event, run: dict[str, Any] | None, now: datetime) -> list[Notification]:
+    chats = webhooks()
+    rows = []
+    for group in event.groups:
+        if group not in chats:
+            continue
+        subject, body = _message(event, group, run, personal=False)
+        rows.append(
+            Notification(
+                key=f"{event.key}:group:{group}",
+                kind=event.kind,
+                channel=chats[group][0],
+                group=group,
+                run_id=event.run_id,
+                approval=event.approval,
+                subject=subject[:300],
+                body=body,
+                next_attempt_at=now,
+                created_at=now,
+            )
+        )
+    return rows
 
 
 def _untold(requests: QuerySet[ApprovalRequest], kind: Kind) -> QuerySet[ApprovalRequest]:
@@ -234,7 +271,9 @@ def _when(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M %Z") if moment else "no time set"
 
 
-def _message(event: Event, group: str, run: dict[str, Any] | None) -> tuple[str, str]:
+def _message(
+    event: Event, group: str, run: dict[str, Any] | None, *, personal: bool = True
+) -> tuple[str, str]:
     """The subject and text: what is asked, of whom, by when, and where to look."""
     request = event.approval
     what = f"run {event.run_id}"
@@ -243,7 +282,9 @@ def _message(event: Event, group: str, run: dict[str, Any] | None) -> tuple[str,
     if request is not None:
         link = base_url() + reverse("approvals:evidence", args=[request.pk])
         asked = f"approve or reject the effect '{request.effect}' of {what}"
-        who = f"the {group} group (you are a member)" if group else "you"
+        who = "you"
+        if group:
+            who = f"the {group} group" + (" (you are a member)" if personal else "")
         headline = {
             Kind.WAITING: f"A request waits for {group or 'you'}",
             Kind.SLA_NEAR: f"A request's time to decide is nearly up ({group})",
@@ -274,11 +315,12 @@ def _message(event: Event, group: str, run: dict[str, Any] | None) -> tuple[str,
             f"The run: {link}",
         ]
         subject = f"A run you work on is held: run {event.run_id}"
-    lines += [
-        "",
-        "You can choose how you hear of this (at once, in a daily digest, or not at all) "
-        f"on {base_url() + reverse('me:notifications')}.",
-    ]
+    if personal:
+        lines += [
+            "",
+            "You can choose how you hear of this (at once, in a daily digest, or not at all) "
+            f"on {base_url() + reverse('me:notifications')}.",
+        ]
     return subject, "\n".join(lines) + "\n"
 
 
@@ -299,7 +341,7 @@ def notifications_send(*, now: datetime, limit: int = SEND_LIMIT) -> dict[str, i
 @transaction.atomic(durable=True)
 def _send_next(now: datetime) -> str | None:
     row = (
-        Notification.objects.select_for_update(skip_locked=True)
+        Notification.objects.select_for_update(skip_locked=True, of=("self",))
         .select_related("user")
         .filter(status=Status.PENDING, next_attempt_at__lte=now)
         .order_by("next_attempt_at", "pk")
@@ -308,17 +350,47 @@ def _send_next(now: datetime) -> str | None:
     if row is None:
         return None
     row.attempts += 1
-    address = row.user.email
-    if not address:
-        return _give_up(row, "the person has no e-mail address")
-    try:
-        _mail(address, row.subject, row.body)
-    except (smtplib.SMTPException, OSError) as exc:
-        return _failed(row, f"{type(exc).__name__}: {exc}", now)
+    if row.channel == Channel.EMAIL:
+        address = row.user.email if row.user is not None else ""
+        if not address:
+            return _give_up(row, "the person has no e-mail address")
+        try:
+            _mail(address, row.subject, row.body)
+        except (smtplib.SMTPException, OSError) as exc:
+            return _failed(row, f"{type(exc).__name__}: {exc}", now)
+    else:
+        chat = webhooks().get(row.group)
+        if chat is None:
+            return _give_up(row, f"no chat is set up for {row.group} any more")
+        problem = _post(chat, row)
+        if problem:
+            return _failed(row, problem, now)
     row.status, row.sent_at, row.last_error = Status.SENT, now, ""
     row.save(update_fields=["status", "sent_at", "last_error", "attempts"])
-    logger.info("told %s of %s (run %s)", row.user, row.kind, row.run_id)
+    logger.info("told %s of %s (run %s)", row.user or row.group, row.kind, row.run_id)
     return "sent"
+
+
+def _post(chat: tuple[Channel, str], row: Notification) -> str:
+    """Post to a chat's incoming webhook in its own shape; what went wrong, or ''."""
+    shape, url = chat
+    if shape == Channel.SLACK:
+        payload: dict[str, Any] = {"text": f"*{row.subject}*\n{row.body}"}
+    else:  # a Teams connector's MessageCard
+        payload = {
+            "@type": "MessageCard",
+            "@context": "https://schema.org/extensions",
+            "summary": row.subject,
+            "title": row.subject,
+            "text": row.body.replace("\n", "  \n"),
+        }
+    try:
+        answer = httpx.post(url, json=payload, timeout=10)
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if answer.is_success:
+        return ""
+    return f"HTTP {answer.status_code} {answer.text[:200]}"
 
 
 def _mail(address: str, subject: str, body: str) -> None:
@@ -370,20 +442,21 @@ def notifications_digest(*, now: datetime) -> int:
 @transaction.atomic(durable=True)
 def _digest_for(user_id: int, now: datetime) -> int:
     rows = list(
-        Notification.objects.select_for_update(skip_locked=True)
+        Notification.objects.select_for_update(skip_locked=True, of=("self",))
         .select_related("user")
         .filter(user_id=user_id, status=Status.DIGEST)
         .order_by("created_at", "pk")
     )
-    if not rows or not rows[0].user.email:
+    person = rows[0].user if rows else None
+    if person is None or not person.email:
         return 0
     parts = [f"What waited for you since your last digest ({len(rows)}):", ""]
     for row in rows:
         parts += [f"- {row.subject}", *(f"  {line}" for line in row.body.splitlines()[2:5]), ""]
     try:
-        _mail(rows[0].user.email, f"Your Gatehouse digest: {len(rows)} things", "\n".join(parts))
+        _mail(person.email, f"Your Gatehouse digest: {len(rows)} things", "\n".join(parts))
     except (smtplib.SMTPException, OSError) as exc:
-        logger.warning("the digest for %s was not sent: %s", rows[0].user, exc)
+        logger.warning("the digest for %s was not sent: %s", person, exc)
         return 0
     Notification.objects.filter(pk__in=[r.pk for r in rows]).update(
         status=Status.DIGESTED, sent_at=now

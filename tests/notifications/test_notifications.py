@@ -5,11 +5,13 @@ run page."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -244,3 +246,83 @@ def test_someone_without_an_address_is_named_not_retried(pipeline: Pipeline, out
     assert notifications_send(now=now) == {"sent": 0, "failed": 1, "retry": 0}
     assert Notification.objects.get().last_error == "the person has no e-mail address"
     assert outbox.received == []
+
+
+class ChatReceiver(BaseHTTPRequestHandler):
+    """An incoming webhook on 127.0.0.1: keeps what is posted; answers 500 while `failing`."""
+
+    posted: ClassVar[list[tuple[str, dict[str, Any]]]] = []
+    failing: ClassVar[list[int]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        if self.failing:
+            self.failing.pop()
+            self.send_response(500)
+        else:
+            self.posted.append((self.path, body))
+            self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def chat() -> Iterator[str]:
+    ChatReceiver.posted.clear()
+    ChatReceiver.failing.clear()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ChatReceiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_group_chat_is_told_in_slack_and_teams_shapes_and_retried(
+    pipeline: Pipeline, outbox: Inbox, chat: str, settings: Any, ops_lead: User
+) -> None:
+    request = waiting_request(pipeline)
+    settings.GATEHOUSE = {
+        **settings.GATEHOUSE,
+        "NOTIFY_WEBHOOKS": {request.group: f"slack:{chat}/slack", "unused": "teams:{chat}/x"},
+    }
+    ChatReceiver.failing.append(1)  # the first post fails
+    now = timezone.now()
+
+    notifications_find(now=now)
+    notifications_find(now=now)
+    assert notifications_send(now=now)["retry"] == 1
+    row = Notification.objects.get(channel="slack")
+    assert (row.status, row.user, row.group) == (Status.PENDING, None, request.group)
+    assert notifications_send(now=row.next_attempt_at)["sent"] == 1
+
+    ((path, body),) = ChatReceiver.posted
+    assert path == "/slack" and body["text"].startswith(f"*A request waits for {request.group}")
+    assert f"/approvals/{request.pk}/" in body["text"]
+    assert "you are a member" not in body["text"] and "choose how you hear" not in body["text"]
+
+    settings.GATEHOUSE = {
+        **settings.GATEHOUSE,
+        "NOTIFY_WEBHOOKS": {request.group: f"teams:{chat}/teams"},
+    }
+    escalate_to = "ops-leads"
+    ApprovalRequest.objects.filter(pk=request.pk).update(escalate_to=escalate_to)
+    settings.GATEHOUSE["NOTIFY_WEBHOOKS"][escalate_to] = f"teams:{chat}/teams"
+    assert approval_escalate(request_id=request.pk, now=request.escalate_at)
+    notifications_find(now=request.escalate_at)
+    notifications_send(now=request.escalate_at)
+    (path, card) = ChatReceiver.posted[-1]
+    assert path == "/teams" and card["@type"] == "MessageCard"
+    assert card["title"].startswith("A request was escalated to ops-leads")
+
+    roles_ensure()
+    ops_lead.groups.add(Group.objects.get(name="ops-leads"))
+    client = Client()
+    client.force_login(ops_lead)
+    page = client.get(reverse("runs:run", args=[request.run_id])).content.decode()
+    assert f"told the {request.group} chat (Slack) at" in page
+    assert "told the ops-leads chat (Microsoft Teams) at" in page
