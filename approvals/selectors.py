@@ -17,7 +17,7 @@ from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.utils.timesince import timesince, timeuntil
 
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
-from audit.models import APPROVAL_ACTIONS, AuditEvent
+from audit.models import APPROVAL_ACTIONS, NOT_A_HAND, AuditEvent
 from core.keyset import Cursor, keyset_page
 
 # Rows on one inbox page (keyset pages follow): enough to work through, quick to draw.
@@ -68,6 +68,7 @@ def sla_when(due_at: datetime, now: datetime) -> str:
 # only what was known when the request opened. Claiming or assigning a queue item only says who
 # looks at a run (as in the reports) and leaves no audit row. Deciding an approval
 # (APPROVAL_ACTIONS) is not acting on the run: an approver of an earlier request may decide.
+# Nor is a comment on the run's thread (NOT_A_HAND): an approver may ask a question first.
 
 
 def run_lineages(run_ids: Iterable[int]) -> dict[int, set[int]]:
@@ -100,9 +101,12 @@ def run_lineages(run_ids: Iterable[int]) -> dict[int, set[int]]:
 
 
 def _hand_actions(run_ids: Collection[int]) -> QuerySet[AuditEvent]:
-    """Audit rows of people acting on these runs, decisions on their approvals aside."""
-    return AuditEvent.objects.filter(run_id__in=run_ids, actor__isnull=False).exclude(
-        action__startswith=APPROVAL_ACTIONS
+    """Audit rows of people acting on these runs, decisions on their approvals and
+    comments aside."""
+    return (
+        AuditEvent.objects.filter(run_id__in=run_ids, actor__isnull=False)
+        .exclude(action__startswith=APPROVAL_ACTIONS)
+        .exclude(action=NOT_A_HAND)
     )
 
 
@@ -136,17 +140,18 @@ def acted_runs_sql(user: User) -> RawSQL:
     from the other end, so it can sit in a WHERE clause).
 
     Reads the user's own hand actions from audit_hand_action_idx, whose condition the WHERE
-    clause repeats (actor and run set, not a decision), and walks up from the replays only
-    (replay_of_id IS NOT NULL: a few runs, through its index) to find those descended from an
-    acted run. Walking down from the acted runs instead would make PostgreSQL join every run
-    to find their replays. UNION drops repeated rows, so even a corrupt cycle ends."""
+    clause repeats (actor and run set, neither a decision nor a comment), and walks up from
+    the replays only (replay_of_id IS NOT NULL: a few runs, through its index) to find those
+    descended from an acted run. Walking down from the acted runs instead would make
+    PostgreSQL join every run to find their replays. UNION drops repeated rows, so even a
+    corrupt cycle ends."""
     run = apps.get_model("automation", "Run")
     quote = connection.ops.quote_name
     runs, audit = quote(run._meta.db_table), quote(AuditEvent._meta.db_table)
     sql = (
         f"WITH RECURSIVE acted (id) AS ("  # noqa: S608 - names only, values are parameters
         f" SELECT run_id FROM {audit} WHERE actor_id = %s"
-        f" AND run_id IS NOT NULL AND NOT (action LIKE %s)"
+        f" AND run_id IS NOT NULL AND NOT (action LIKE %s) AND action <> %s"
         f"), chain (id, ancestor) AS ("
         f" SELECT id, replay_of_id FROM {runs} WHERE replay_of_id IS NOT NULL"
         f" UNION SELECT chain.id, r.replay_of_id FROM chain"
@@ -154,7 +159,7 @@ def acted_runs_sql(user: User) -> RawSQL:
         f") SELECT id FROM acted"
         f" UNION SELECT id FROM chain WHERE ancestor IN (SELECT id FROM acted)"
     )
-    return RawSQL(sql, (user.pk, APPROVAL_ACTIONS + "%"))  # noqa: S611 - values are parameters
+    return RawSQL(sql, (user.pk, APPROVAL_ACTIONS + "%", NOT_A_HAND))  # noqa: S611 - values are parameters
 
 
 def decidable_by(user: User, requests: QuerySet[ApprovalRequest]) -> QuerySet[ApprovalRequest]:

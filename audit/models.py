@@ -57,6 +57,7 @@ class AuditAction(models.TextChoices):
     RUN_NUDGED = "run.nudged"
     SWEEP_NUDGED = "sweep.nudged"
     RUN_WAITING = "run.waiting"  # its classifier's server turned it away without a call
+    RUN_COMMENTED = "run.commented"  # a person wrote on the run's thread (NOT_A_HAND)
     TRANSITION_REFUSED = "transition.refused"
     CHECKPOINT_IMPORTED = "checkpoint.imported"
     # Intake answers that make no run of their own.
@@ -87,6 +88,10 @@ class AuditAction(models.TextChoices):
 # The prefix of every approval action: rows about approvals are shown only to those who see
 # every group's requests, and are left out of the hand-action index below.
 APPROVAL_ACTIONS = "approval."
+# A person's row about a run that is not acting on it: a comment says something and changes
+# nothing, so it never keeps its author from approving the run (separation of duties), and
+# is left out of the hand-action index below like a decision.
+NOT_A_HAND = AuditAction.RUN_COMMENTED.value
 
 
 class AuditEvent(models.Model):
@@ -141,12 +146,13 @@ class AuditEvent(models.Model):
             # Reports and the run page: WHERE action = ... / WHERE run_id = ... ORDER BY created_at
             models.Index(fields=["action", "created_at"], name="audit_action_idx"),
             # Separation of duties: the runs a person acted on by hand (every action but a
-            # decision on an approval, APPROVAL_ACTIONS). An approver's
-            # own decisions can be most of their rows; this index holds only the rest.
+            # decision on an approval, APPROVAL_ACTIONS, and a comment, NOT_A_HAND). An
+            # approver's own decisions can be most of their rows; this index holds the rest.
             models.Index(
                 fields=["actor", "run"],
                 condition=models.Q(actor__isnull=False, run__isnull=False)
-                & ~models.Q(action__startswith=APPROVAL_ACTIONS),
+                & ~models.Q(action__startswith=APPROVAL_ACTIONS)
+                & ~models.Q(action=NOT_A_HAND),
                 name="audit_hand_action_idx",
             ),
         ]

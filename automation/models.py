@@ -55,6 +55,7 @@ from automation.runs.models import (  # noqa: F401
     WORKING_STATES,
     Checkpoint,
     Run,
+    RunComment,
     StageName,
     StageOutcome,
     StageRecord,

@@ -247,6 +247,9 @@ AUDIT: dict[str, Term] = {
         "Waiting for the model server",
         "The model server could not take the call yet (its limits, its breaker or its budget).",
     ),
+    AuditAction.RUN_COMMENTED: Term(
+        "Commented", "A person wrote on the run's thread; a comment changes nothing."
+    ),
     AuditAction.TRANSITION_REFUSED: Term("Refused", "An action was asked that its state forbids."),
     AuditAction.CHECKPOINT_IMPORTED: Term("Checkpoint imported", "Brought in from elsewhere."),
     AuditAction.INTAKE_IDEMPOTENT_REPLAY: Term("Sent again", "A repeat of a received request."),

@@ -1,9 +1,10 @@
 """How much free text a person may type into one input, and the check the services make.
 
-A comment, a reason or a note is a paragraph or two for whoever reads the record later;
-the evidence of work done by hand may be longer. The console states each limit at its
-field and refuses more; the services refuse more as well, so no way in (a page, a command,
-the demo) stores a longer text, and no page shows one.
+An approval's comment, a reason or a note is a paragraph or two for whoever reads the
+record later; the evidence of work done by hand, or a comment on a run's thread, may be
+longer. The console states each limit at its field and refuses more; the services refuse
+more as well, so no way in (a page, a command, the demo) stores a longer text, and no page
+shows one.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from core.errors import ServiceError
 
 NOTE = 2000  # an approval comment, a reason, a QA or policy note
 EVIDENCE = 4000  # what a person did by hand, or why a run is dropped
+COMMENT = 4000  # a comment on a run's thread: a question, an answer, what was found
 
 
 def stated(limit: int) -> str:

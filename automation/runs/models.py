@@ -741,3 +741,33 @@ class StageRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stage} #{self.attempt} of run {self.run_id}: {self.outcome}"
+
+
+class RunComment(models.Model):
+    """What a person wrote on a run's thread, as written: part of the run's record, never
+    edited. A comment changes no state, approval or decision; `mentions` names who it asks
+    to read it ({"users": [ids], "groups": [names]}), for a notification to find later."""
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="comments")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    body = models.TextField()
+    mentions = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        indexes = [
+            # The run's thread, oldest first: WHERE run_id = ... ORDER BY created_at
+            models.Index(fields=["run", "created_at"], name="run_comment_thread_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"comment by {self.author} on run {self.run_id}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise ValueError("a comment is never edited")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise ValueError("a comment is never deleted")
