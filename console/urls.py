@@ -54,6 +54,7 @@ queue_urls = (
 run_urls = (
     [
         path("<int:run_id>/", runs.run_page, name="run"),
+        path("<int:run_id>/comments", runs.comment, name="comment"),
         path("<int:run_id>/raw", runs.raw_input, name="raw"),
         path("<int:run_id>/raw/download", runs.raw_download, name="raw_download"),
         path("<int:run_id>/correct", runs.correct, name="correct"),

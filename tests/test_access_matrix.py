@@ -230,6 +230,10 @@ EXPECTED: dict[str, Row] = {
     "runs:run[held]": page(READERS),
     "runs:run[security]": page(READERS | {SECURITY}),
     "runs:run[finance]": page(READERS | {FINANCE}),
+    # Commenting: whoever reads the run, an approver too (from the request's evidence page).
+    "runs:comment[held]": action(READERS),
+    "runs:comment[security]": action(READERS | {SECURITY}),
+    "runs:comment[finance]": action(READERS | {FINANCE}),
     "about:run_states": page(SIGNED_IN),
     "me:notifications": form(SIGNED_IN),  # a person's own choice of how they hear of work
     "runs:raw": page(READERS),
@@ -450,6 +454,7 @@ VARIANTS: dict[str, dict[str, Kwargs]] = {
     "queues:claim_many": {"": lambda w: {"name": w.runs["held"].queue}},
     "queues:effect_control": {"": lambda w: {"name": "create_follow_up", "action": "pause"}},
     "runs:run": {name: _run(name) for name in ("held", "security", "finance")},
+    "runs:comment": {name: _run(name) for name in ("held", "security", "finance")},
     "runs:raw": {"": _run("held")},
     "runs:raw_download": {"": _run("held")},
     "runs:correct": {"": _run("held")},

@@ -11,14 +11,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Min, Q, QuerySet
+from django.db.models import BigIntegerField, Count, F, Func, Min, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.functions import Cast
 
 from approvals.models import ApprovalDecision
 from approvals.selectors import RUN_DOCUMENTS, run_list_columns
 from automation.effects.models import EffectAttempt
 from automation.recovery.models import RecoveryAction
-from automation.runs.models import Run, State
+from automation.runs.models import Run, RunComment, State
+from automation.runs.selectors import shown
 from automation.schemas import is_mail
 from core.keyset import NEWEST, OLDEST, Cursor, Page, keyset_page
 from core.round_trip import read_lists
@@ -148,6 +150,7 @@ def run_page(run: Run) -> dict[str, Any]:
             "attempts": EffectAttempt.objects.filter(effect__run=run),
             "recovery": run.recovery_actions.all(),
             "history": run.audit_events.all(),
+            "comments": run.comments.all(),
             "related": Run.objects.filter(Q(replay_of=run) | Q(thread_parent=run)).order_by(
                 "created_at", "pk"
             ),
@@ -159,6 +162,8 @@ def run_page(run: Run) -> dict[str, Any]:
         decision.user = people[decision.user_id]
     for action in lists["recovery"]:
         action.actor = people[action.actor_id]
+    for comment in lists["comments"]:
+        comment.author = people[comment.author_id]
     for approval in lists["approvals"]:
         approval.decision_rows = [d for d in lists["decisions"] if d.request_id == approval.pk]
     for effect in lists["effects"]:
@@ -173,6 +178,7 @@ def run_page(run: Run) -> dict[str, Any]:
         "effects": lists["effects"],
         "recovery": lists["recovery"],
         "history": lists["history"],
+        "comments": shown(lists["comments"], {pk: p.get_username() for pk, p in people.items()}),
         "replays": [r for r in lists["related"] if r.replay_of_id == run.pk],
         "thread_replies": [r for r in lists["related"] if r.thread_parent_id == run.pk],
         "mail": run.normalized if is_mail(run.normalized) else None,
@@ -181,10 +187,23 @@ def run_page(run: Run) -> dict[str, Any]:
 
 
 def _people_of(run: Run) -> QuerySet[Any]:
-    """Who decided on the run's approvals or recovered it: the names its page shows."""
+    """Who decided on the run's approvals, recovered it, commented on it or was mentioned in
+    a comment: the names its page shows."""
     deciders = ApprovalDecision.objects.filter(request__run=run).values("user_id")
     recoverers = RecoveryAction.objects.filter(run=run).values("actor_id")
-    return get_user_model().objects.filter(Q(pk__in=deciders) | Q(pk__in=recoverers))
+    comments = RunComment.objects.filter(run=run)
+    # Each id of a comment's mentions.users, one row per id (a set-returning function).
+    mentioned = comments.annotate(
+        person=Cast(
+            Func(F("mentions__users"), function="jsonb_array_elements_text"), BigIntegerField()
+        )
+    ).values("person")
+    return get_user_model().objects.filter(
+        Q(pk__in=deciders)
+        | Q(pk__in=recoverers)
+        | Q(pk__in=comments.values("author_id"))
+        | Q(pk__in=mentioned)
+    )
 
 
 def current_reading(run: Run) -> dict[str, Any]:

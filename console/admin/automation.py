@@ -35,6 +35,7 @@ from automation.models import (
     Outcome,
     RecoveryKind,
     Run,
+    RunComment,
     StageRecord,
     State,
     Task,
@@ -107,6 +108,15 @@ class EffectAttemptInline(ReadOnlyInline):
         "error_class",
         "detail",
     ]
+
+
+class CommentInline(ReadOnlyInline):
+    model = RunComment
+    fields = ["created_at", "author", "body", "mentions"]
+    verbose_name_plural = "Comments"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[RunComment]:
+        return super().get_queryset(request).select_related("author")  # its name on each row
 
 
 class AuditInline(ReadOnlyInline):
@@ -243,7 +253,14 @@ class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
         ),
         ("Times", {"fields": ["created_at", "updated_at", "finished_at"]}),
     ]
-    inlines = [StageInline, CheckpointInline, ClassificationInline, EffectInline, AuditInline]
+    inlines = [
+        StageInline,
+        CheckpointInline,
+        ClassificationInline,
+        EffectInline,
+        CommentInline,
+        AuditInline,
+    ]
     actions = ["retry_selected", "replay_selected"]
 
     @admin.action(description="Retry the failed stage of the selected held runs")

@@ -1,7 +1,8 @@
 """The free-text limits for inputs a template writes by hand: `{% load limits %}`.
 
 `<input name="reason" maxlength="{% text_limit %}">` and, beside it,
-`{% text_limit_said %}` ("At most 2,000 characters."); `"evidence"` for the longer limit.
+`{% text_limit_said %}` ("At most 2,000 characters."); `"evidence"` and `"comment"` for the
+longer limits.
 The forms that read these inputs (console/forms) enforce the same numbers (core.limits).
 """
 
@@ -13,7 +14,7 @@ from core import limits
 
 register = template.Library()
 
-LIMITS = {"note": limits.NOTE, "evidence": limits.EVIDENCE}
+LIMITS = {"note": limits.NOTE, "evidence": limits.EVIDENCE, "comment": limits.COMMENT}
 
 
 @register.simple_tag

@@ -17,6 +17,7 @@ from approvals import selectors
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import RECORDED, approval_decide
 from automation.models import Run, State
+from automation.runs.selectors import comment_thread
 from console import vocabulary
 from console.forms.approvals import DecisionForm
 from console.raw_input import raw_download as download_raw
@@ -171,6 +172,7 @@ def _render_evidence(
         "can_decide": can_decide,
         "after": after_decision(approval, approval.run),
         "not_yours": "" if can_decide else _not_yours(request, approval),
+        "comments": comment_thread(approval.run_id),
         **selectors.evidence(approval),
     }
     return render(request, "approvals/evidence.html", context, status=status)

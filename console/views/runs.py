@@ -1,7 +1,7 @@
 """The runs section (`runs:*`, under /runs/): a run's page and its input as received, and
-what people do to a run from there: correct its reading; claim, release or assign it in its
-queue; recover it (retry, resume, reconsider, replay, resolve, abandon), with a preview first
-where the action has one."""
+what people do to a run from there: comment on its thread; correct its reading; claim,
+release or assign it in its queue; recover it (retry, resume, reconsider, replay, resolve,
+abandon), with a preview first where the action has one."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -41,6 +42,7 @@ from automation.recovery.services import (
     run_retry,
     run_retry_effect,
 )
+from automation.runs.comments import may_comment, run_comment_add
 from console import statechart
 from console.forms.ops import FIELD_PREFIX, CorrectionForm, RecoveryForm, form_problems
 from console.previews import preview_sentence
@@ -49,6 +51,7 @@ from console.raw_input import raw_page
 from console.refusals import show_refusal
 from console.views.staff import VIEW_RUNS, assignees
 from console.vocabulary import label
+from core.codes import Refusal
 from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
 from notifications.services import run_notifications
@@ -94,6 +97,41 @@ def run_page(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
     }
     context["diagram"] = statechart.run_diagram(run, context["history"])
     return render(request, "runs/run.html", context)
+
+
+@require_POST
+@login_required
+def comment(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
+    """Add a comment to the run's thread, from the run page or a request's evidence page,
+    and go back there. Whoever may not read the run gets the forbidden page, before the text
+    is looked at."""
+    run = get_object_or_404(Run.objects.only("pk"), pk=run_id)
+    if not may_comment(request.user, run.pk):
+        raise PermissionDenied("you may not comment on this run")
+    try:
+        run_comment_add(
+            run_id=run.pk,
+            author=request.user,
+            body=request.POST.get("body", ""),
+            now=timezone.now(),
+        )
+    except ServiceError as exc:
+        if exc.code == Refusal.FORBIDDEN:
+            raise PermissionDenied(exc.message) from exc
+        show_refusal(request, exc, prefix="Comment not added: ")
+    else:
+        messages.success(request, "Comment added to the run's thread.")
+    return redirect(_page_of(request, run.pk) + "#comments")
+
+
+def _page_of(request: HttpRequest, run_id: int) -> str:
+    """The page the comment form was on (the run's, or a request's evidence), else the run's."""
+    target = request.POST.get("next", "")
+    if target.startswith("/") and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}
+    ):
+        return target.split("#")[0]
+    return reverse("runs:run", args=[run_id])
 
 
 @require_GET

@@ -30,6 +30,7 @@ from automation.recovery.selectors import (
 )
 from automation.recovery.services import run_retry
 from automation.roles import roles_ensure
+from automation.runs.comments import run_comment_add
 from console import context_processors
 from core import admin_base
 from core.keyset import Cursor, parse_cursor
@@ -462,3 +463,32 @@ def test_the_inbox_reads_an_approvers_hand_actions_not_their_decisions(
 
     assert found == [others.pk]
     assert "audit_hand_action_idx" in plan(captured.captured_queries[0]["sql"])
+
+
+def test_a_runs_comment_thread_costs_the_same_queries_for_ten_comments_as_for_one(
+    pipeline: Pipeline, people: dict[str, User]
+) -> None:
+    """On the run page the thread is read with the run's other lists (one round trip); on the
+    evidence page it is one query with the authors, and one for the people mentioned."""
+    run = waiting(pipeline, 1)
+    request = ApprovalRequest.objects.get(run=run)
+    lead, approver = people["lead"], people["approver"]
+    pages = {
+        "run page": (client_for(lead), reverse("runs:run", args=[run.pk])),
+        "evidence": (client_for(approver), reverse("approvals:evidence", args=[request.pk])),
+    }
+
+    def write(count: int) -> None:
+        for number in range(count):
+            author = (lead, approver)[number % 2]
+            body = f"Note {number} for @{author.get_username()} and @ops-leads"
+            run_comment_add(run_id=run.pk, author=author, body=body, now=timezone.now())
+
+    write(1)
+    with_one = {name: queries(client, url)[0] for name, (client, url) in pages.items()}
+    write(9)
+    with_ten = {name: queries(client, url)[0] for name, (client, url) in pages.items()}
+
+    assert with_ten == with_one
+    assert with_ten["run page"] <= PAGE_QUERY_LIMIT
+    assert client_for(lead).get(pages["run page"][1]).content.decode().count("Note ") >= 10
