@@ -29,6 +29,7 @@ PATHS: dict[str, tuple[dict[str, Any], str]] = {
     ),
     # runs
     "runs:run": ({"run_id": 7}, "/runs/7/"),
+    "runs:comment": ({"run_id": 7}, "/runs/7/comments"),
     "runs:raw": ({"run_id": 7}, "/runs/7/raw"),
     "runs:raw_download": ({"run_id": 7}, "/runs/7/raw/download"),
     "runs:correct": ({"run_id": 7}, "/runs/7/correct"),
