@@ -20,6 +20,7 @@ class Kind(models.TextChoices):
     ESCALATED = "escalated", "a request was escalated to your group"
     EXPIRING = "expiring", "a request is about to expire"
     HELD = "held", "a run you work on is held"
+    MENTIONED = "mentioned", "someone mentions you or your group in a comment"
 
 
 class Mode(models.TextChoices):

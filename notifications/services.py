@@ -48,7 +48,7 @@ from django.urls import reverse
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from audit.models import AuditEvent
-from automation.models import Run, State
+from automation.models import Run, RunComment, State
 from notifications.models import Channel, Kind, Mode, Notification, Preference, Status
 
 logger = logging.getLogger("gatehouse.notifications")
@@ -79,6 +79,8 @@ class Event:
     approval: ApprovalRequest | None
     groups: tuple[str, ...] = ()  # told as members of these groups
     owner_id: int | None = None  # or told as the run's owner
+    people: tuple[int, ...] = ()  # or told by name (a comment's mentions)
+    comment: RunComment | None = None
 
 
 def notifications_find(*, now: datetime) -> int:
@@ -90,12 +92,14 @@ def notifications_find(*, now: datetime) -> int:
         *_escalated(now),
         *_expiring(now),
         *_held(),
+        *_mentioned(now),
     ]
     if not events:
         return 0
     members = _members({g for e in events for g in e.groups})
     users = {u for e in events for g in e.groups for u in members.get(g, ())}
     users |= {e.owner_id for e in events if e.owner_id is not None}
+    users |= {uid for e in events for uid in e.people}
     modes = _modes(users)
     runs = _runs({e.run_id for e in events})
     rows = []
@@ -103,6 +107,9 @@ def notifications_find(*, now: datetime) -> int:
         told = [(uid, g) for g in event.groups for uid in members.get(g, ())]
         if event.owner_id is not None:
             told.append((event.owner_id, ""))
+        told = [(uid, "") for uid in event.people] + told  # named first: told by name
+        if event.comment is not None:  # the writer is not told of their own words
+            told = [(uid, g) for uid, g in told if uid != event.comment.author_id]
         seen: set[int] = set()
         for user_id, group in told:
             if user_id in seen:  # in two of the groups: told once
@@ -243,6 +250,32 @@ def _held() -> Iterable[Event]:
             yield Event(Kind.HELD, f"held:{hold}", run_id, None, owner_id=owner_id)
 
 
+# Comments looked at for mentions: those of the last two days (a pass every minute).
+MENTION_WINDOW = timedelta(days=2)
+NO_MENTIONS = {"users": [], "groups": []}
+
+
+def _mentioned(now: datetime) -> Iterable[Event]:
+    """Comments that mention people or groups, each told once (run_comment_mentions_idx)."""
+    comments = list(
+        RunComment.objects.filter(created_at__gte=now - MENTION_WINDOW)
+        .exclude(mentions=NO_MENTIONS)
+        .select_related("author")
+        .order_by("created_at")[:FIND_LIMIT]
+    )
+    for comment in comments:
+        mentions = comment.mentions or {}
+        yield Event(
+            Kind.MENTIONED,
+            f"mentioned:{comment.pk}",
+            comment.run_id,
+            None,
+            groups=tuple(str(g) for g in mentions.get("groups", [])),
+            people=tuple(int(u) for u in mentions.get("users", [])),
+            comment=comment,
+        )
+
+
 def _members(groups: set[str]) -> dict[str, list[int]]:
     """The active members of each group, by name (one query)."""
     found: dict[str, list[int]] = defaultdict(list)
@@ -279,7 +312,19 @@ def _message(
     what = f"run {event.run_id}"
     if run and run.get("event_id"):
         what += f" ({run['event_id']})"
-    if request is not None:
+    if event.comment is not None:
+        comment = event.comment
+        link = base_url() + reverse("runs:run", args=[event.run_id]) + f"#comment-{comment.pk}"
+        whom = f"the {group} group" if group else "you"
+        lines = [
+            f"{comment.author.get_username()} mentions {whom} in a comment on {what}:",
+            "",
+            *(f"> {line}" for line in comment.body.splitlines()[:20]),
+            "",
+            f"The comment and the run: {link}",
+        ]
+        subject = f"{comment.author.get_username()} mentions {whom} on run {event.run_id}"
+    elif request is not None:
         link = base_url() + reverse("approvals:evidence", args=[request.pk])
         asked = f"approve or reject the effect '{request.effect}' of {what}"
         who = "you"

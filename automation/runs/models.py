@@ -759,6 +759,12 @@ class RunComment(models.Model):
         indexes = [
             # The run's thread, oldest first: WHERE run_id = ... ORDER BY created_at
             models.Index(fields=["run", "created_at"], name="run_comment_thread_idx"),
+            # Who to tell: WHERE created_at >= ... among the comments that mention someone.
+            models.Index(
+                fields=["created_at"],
+                condition=~models.Q(mentions={"users": [], "groups": []}),
+                name="run_comment_mentions_idx",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -1,22 +1,36 @@
 """A comment on a run's thread, in a real browser: an approver asks the ops lead a question
-from the evidence page on a phone, and the ops lead reads it on the run page."""
+from the evidence page on a phone; the ops lead is told by e-mail (a real SMTP server on
+127.0.0.1), follows the link and reads it on the run page."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from automation.models import RunComment
+from notifications.tasks import notify
 from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, log_in, screenshot
+from tests.mailserver import Inbox, smtp_server
 
 pytest.importorskip("playwright.sync_api", reason=PLAYWRIGHT_MISSING, exc_type=ImportError)
 from playwright.sync_api import BrowserContext, Page, expect
 
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}
 QUESTION = "@olga is AC-20931 a customer we know?\nThe sign-ins look odd to me."
+
+
+@pytest.fixture
+def outbox(settings: Any, live_server: Any) -> Iterator[Inbox]:
+    with smtp_server() as server:
+        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        settings.EMAIL_HOST, settings.EMAIL_PORT = server.host, server.port
+        settings.GATEHOUSE = {**settings.GATEHOUSE, "BASE_URL": live_server.url}
+        yield server
 
 
 def no_wider_than_the_screen(page: Page) -> None:
@@ -32,8 +46,11 @@ def test_an_approver_asks_the_ops_lead_on_a_phone_and_the_lead_reads_it_on_the_r
     approver: Person,
     make_person: Callable[..., Person],
     waiting: ApprovalRequest,
+    outbox: Inbox,
 ) -> None:
     lead = make_person("olga", "ops-leads")
+    lead.user.email = "olga@shop.example"
+    lead.user.save(update_fields=["email"])
     phone = new_context(**PHONE).new_page()
     log_in(phone, approver, f"/approvals/{waiting.pk}/")
 
@@ -49,7 +66,16 @@ def test_an_approver_asks_the_ops_lead_on_a_phone_and_the_lead_reads_it_on_the_r
     no_wider_than_the_screen(phone)
     screenshot(phone, "evidence-comment-phone")
 
-    log_in(page, lead, f"/runs/{waiting.run_id}/")
+    # The comment, a mention: the lead is told (the job the workers run every minute),
+    # with a link to the comment itself.
+    notify()
+    (told,) = [r for r in outbox.received if r.recipients == ["olga@shop.example"]]
+    assert told.message["Subject"] == f"ana mentions you on run {waiting.run_id}"
+    link = re.search(r"https?://\S+#comment-\d+", told.message.get_content())
+    assert link is not None
+
+    assert urlsplit(link.group(0)).path == f"/runs/{waiting.run_id}/"
+    log_in(page, lead, urlsplit(link.group(0)).path)
     shown = page.get_by_test_id("comment")
     expect(shown).to_contain_text("is AC-20931 a customer we know?")
     expect(shown.locator("mark.mention")).to_have_text("@olga")

@@ -24,6 +24,7 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_escalate
 from automation.models import Run
 from automation.roles import roles_ensure
+from automation.runs.comments import run_comment_add
 from notifications.models import Kind, Mode, Notification, Preference, Status
 from notifications.services import notifications_digest, notifications_find, notifications_send
 from notifications.tasks import notify
@@ -326,3 +327,39 @@ def test_a_group_chat_is_told_in_slack_and_teams_shapes_and_retried(
     page = client.get(reverse("runs:run", args=[request.run_id])).content.decode()
     assert f"told the {request.group} chat (Slack) at" in page
     assert "told the ops-leads chat (Microsoft Teams) at" in page
+
+
+def test_a_mention_tells_the_person_and_the_group_once_but_not_the_writer(
+    pipeline: Pipeline, outbox: Inbox
+) -> None:
+    request = waiting_request(pipeline)
+    roles_ensure()
+    writer = member("writer", request.group, "ops-leads")
+    lead = member("lead", "ops-leads")
+    named = member("named", "ops-leads")  # named and in the group: told once
+    Notification.objects.all().delete()
+    comment = run_comment_add(
+        run_id=request.run_id,
+        author=writer,
+        body="@named could you check the account?\n@ops-leads FYI, and @nobody here.",
+        now=timezone.now(),
+    )
+    outbox.received.clear()
+    now = timezone.now()
+    notifications_find(now=now)
+    notifications_send(now=now)
+    notifications_find(now=now)
+    notifications_send(now=now)
+
+    mentioned = Notification.objects.filter(kind=Kind.MENTIONED)
+    assert sorted(mentioned.values_list("user__username", "group")) == [
+        ("lead", "ops-leads"),
+        ("named", ""),
+    ]
+    assert Counter(
+        r.recipients[0] for r in outbox.received if "mentions" in r.message["Subject"]
+    ) == Counter({named.email: 1, lead.email: 1})
+    text = next(r for r in outbox.received if r.recipients == [named.email]).message.get_content()
+    assert "writer mentions you in a comment on run" in text
+    assert "> @named could you check the account?" in text
+    assert f"/runs/{request.run_id}/#comment-{comment.pk}" in text
