@@ -252,7 +252,7 @@ def _held() -> Iterable[Event]:
 
 # Comments looked at for mentions: those of the last two days (a pass every minute).
 MENTION_WINDOW = timedelta(days=2)
-NO_MENTIONS = {"users": [], "groups": []}
+NO_MENTIONS: dict[str, list[object]] = {"users": [], "groups": []}
 
 
 def _mentioned(now: datetime) -> Iterable[Event]:
