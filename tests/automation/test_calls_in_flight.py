@@ -228,22 +228,25 @@ def test_a_server_down_under_1000_queued_runs_gets_probes_not_attempts(
 def test_a_worker_killed_with_calls_in_flight_loses_no_run_and_repeats_no_effect(
     chat: ChatServer, channel: IntakeChannel, settings: SettingsWrapper
 ) -> None:
-    chat.latency = 3.0
+    # The server holds every call until the workers are killed, however long a busy machine
+    # takes to have all 50 in flight (no sweep runs meanwhile: the test's schedule is empty).
+    chat.latency = 60.0
     ids = submit(channel, 50)
-    lease = dict(OPENAI_CONCURRENCY="64", STAGE_LEASE="12", CLASSIFIER_DEADLINE="5")
+    lease = dict(OPENAI_CONCURRENCY="64", STAGE_LEASE="12", CLASSIFIER_DEADLINE="90")
     configure(settings, STAGE_LEASE_SECONDS=12)  # the sweep here knows the cluster's lease
     workers = cluster(chat, **lease)
     try:
-        wait_for(lambda: chat.in_flight >= 50, 30, "50 calls in flight")
+        wait_for(lambda: chat.in_flight >= 50, 60, "50 calls in flight")
     finally:
         stop(workers)  # SIGKILL, with every call in flight
+        chat.latency = 0.0
+        chat.release.set()  # the held calls answer a dead client
     assert not Run.objects.filter(pk__in=ids, state=State.COMPLETED).exists()
 
     # Each lease runs out; the sweep sends each run again, and a new cluster reads them.
-    chat.latency = 0.0
     time.sleep(13)
     assert sweep_due(limit=500)["runs"] == 50
-    workers = cluster(chat, **lease)
+    workers = cluster(chat, **{**lease, "CLASSIFIER_DEADLINE": "5"})
     try:
         wait_for(completed(ids), 60, "the 50 runs read again")
     finally:
