@@ -38,6 +38,12 @@ class ApprovalRequest(models.Model):
     escalate_at = models.DateTimeField()
     escalate_to = models.CharField(max_length=100, blank=True)
     escalated_at = models.DateTimeField(null=True, blank=True)
+    # Who works on it: claimed by an approver, or given to one by a lead. Anyone eligible may
+    # still decide; the page says who has it, so two people do not both take it up.
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    assigned_at = models.DateTimeField(null=True, blank=True)
     # Set once the run has executed on this approval: an approval is used at most once.
     consumed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -48,6 +54,7 @@ class ApprovalRequest(models.Model):
         permissions = [
             ("decide_approvalrequest", "Can decide approval requests routed to their groups"),
             ("view_all_approvalrequests", "Can see approval requests of every group"),
+            ("assign_approvalrequest", "Can give a request to a member of its group"),
         ]
         constraints = [
             # One open request per run and effect: a fresh one replaces a stale one, never joins it.

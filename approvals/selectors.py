@@ -424,7 +424,7 @@ def inbox_count(user: User, now: datetime, *, limit: int | None = None) -> int:
 def request_for(user: User, request_id: int) -> ApprovalRequest | None:
     return (
         visible_requests(user)
-        .select_related("run", "run__intake", "run__channel")
+        .select_related("run", "run__intake", "run__channel", "assignee")
         .prefetch_related("decisions__user")
         .filter(pk=request_id)
         .first()
@@ -486,3 +486,16 @@ def evidence(request: ApprovalRequest) -> dict[str, Any]:
             run.approvals.exclude(pk=request.pk).prefetch_related("decisions__user")
         ),
     }
+
+
+def assignable_people(request: ApprovalRequest) -> list[User]:
+    """Who a lead may give the request to: the active members of its groups who did not act
+    on its run (two queries)."""
+    conflicted = conflicted_user_ids(request)
+    people = (
+        User.objects.filter(is_active=True, groups__name__in=request.visible_groups())
+        .exclude(pk__in=conflicted)
+        .distinct()
+        .order_by("username")
+    )
+    return list(people[:200])

@@ -164,6 +164,89 @@ def approval_decide(
     return DecisionResult(code, request, decision)
 
 
+# --- who works on a request: claimed, assigned, released ------------------------------------
+
+
+def _eligible(user: User, request: ApprovalRequest) -> None:
+    """Refuse a person who could not decide the request: not in its groups, or someone who
+    acted on the run (separation of duties holds through every hand-off)."""
+    if not user.is_active or not _may_decide(user, request):
+        raise ServiceError(
+            Refusal.FORBIDDEN, f"{user.get_username()} is not in the {request.group} group"
+        )
+    if user.pk in conflicted_user_ids(request):
+        raise ServiceError(
+            Refusal.SEPARATION_OF_DUTIES,
+            f"{user.get_username()} acted on this run, so someone else must decide it",
+        )
+
+
+def _pending(request_id: int) -> ApprovalRequest:
+    request = ApprovalRequest.objects.select_for_update().get(pk=request_id)
+    if request.status != ApprovalStatus.PENDING:
+        raise ServiceError(Refusal.ALREADY_DECIDED, f"this request is already {request.status}")
+    return request
+
+
+@transaction.atomic(durable=True)
+def approval_claim(*, request_id: int, user: User, now: datetime) -> ApprovalRequest:
+    """Take a pending request up: the page and the inbox show it is yours."""
+    request = _pending(request_id)
+    _eligible(user, request)
+    if request.assignee_id not in (None, user.pk):
+        raise ServiceError(
+            Refusal.ALREADY_DECIDED,
+            "someone else has this request; a lead can give it to you",
+        )
+    return _hand_to(request, user, actor=user, action=AuditAction.APPROVAL_CLAIMED, now=now)
+
+
+@transaction.atomic(durable=True)
+def approval_assign(*, request_id: int, assignee: User, by: User, now: datetime) -> ApprovalRequest:
+    """A lead gives a pending request to a member of its group (who is then told)."""
+    if not by.has_perm("approvals.assign_approvalrequest"):
+        raise ServiceError(Refusal.FORBIDDEN, "you may not give requests to people")
+    request = _pending(request_id)
+    _eligible(assignee, request)
+    return _hand_to(request, assignee, actor=by, action=AuditAction.APPROVAL_ASSIGNED, now=now)
+
+
+@transaction.atomic(durable=True)
+def approval_release(*, request_id: int, user: User, now: datetime) -> ApprovalRequest:
+    """Give a request back to its group: its holder, or a lead."""
+    request = _pending(request_id)
+    if request.assignee_id != user.pk and not user.has_perm("approvals.assign_approvalrequest"):
+        raise ServiceError(Refusal.FORBIDDEN, "only its holder or a lead can give it back")
+    if request.assignee_id is None:
+        return request
+    audit_record(
+        action=AuditAction.APPROVAL_RELEASED,
+        actor=user,
+        run_id=request.run_id,
+        approval_id=request.pk,
+        previous=request.assignee_id,
+    )
+    request.assignee, request.assigned_at = None, None
+    request.save(update_fields=["assignee", "assigned_at"])
+    return request
+
+
+def _hand_to(
+    request: ApprovalRequest, user: User, *, actor: User, action: AuditAction, now: datetime
+) -> ApprovalRequest:
+    audit_record(
+        action=action,
+        actor=actor,
+        run_id=request.run_id,
+        approval_id=request.pk,
+        assignee=user.pk,
+        previous=request.assignee_id,
+    )
+    request.assignee, request.assigned_at = user, now
+    request.save(update_fields=["assignee", "assigned_at"])
+    return request
+
+
 def _tally(request: ApprovalRequest, approve: bool, now: datetime, conflicted: set[int]) -> str:
     # An approval given before its approver acted on the run no longer counts towards it.
     approvals = request.decisions.filter(counted=True, approve=True).exclude(user_id__in=conflicted)

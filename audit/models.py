@@ -76,6 +76,9 @@ class AuditAction(models.TextChoices):
     APPROVAL_REJECT = "approval.reject"
     APPROVAL_EXPIRED = "approval.expired"
     APPROVAL_ESCALATED = "approval.escalated"
+    APPROVAL_CLAIMED = "approval.claimed"
+    APPROVAL_ASSIGNED = "approval.assigned"
+    APPROVAL_RELEASED = "approval.released"
     # Policy and configuration.
     POLICY_ACTIVATED = "policy.activated"
     API_TOKEN_REVOKED = "api_token.revoked"  # noqa: S105 - an action name, not a secret

@@ -30,6 +30,7 @@ ROLES: dict[str, Q] = {
             "add_policyversion",
             "activate_policyversion",
             "decide_approvalrequest",  # for requests escalated to them
+            "assign_approvalrequest",  # to a member of the request's group
             "view_reports",
         ]
     ),

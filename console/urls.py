@@ -85,6 +85,8 @@ approval_urls = (
         path("<int:request_id>/decide", approvals.decide, name="decide"),
         path("<int:request_id>/raw", approvals.raw_input, name="raw"),
         path("<int:request_id>/raw/download", approvals.raw_download, name="raw_download"),
+        # claim, assign, release: after the fixed names above, which it would otherwise take
+        path("<int:request_id>/<slug:action>", approvals.hand, name="hand"),
     ],
     "approvals",
 )

@@ -16,6 +16,7 @@ from django.db import models
 
 class Kind(models.TextChoices):
     WAITING = "waiting", "a request waits for your group"
+    ASSIGNED = "assigned", "a lead gives a request to you"
     SLA_NEAR = "sla_near", "a request's time to decide is nearly up"
     ESCALATED = "escalated", "a request was escalated to your group"
     EXPIRING = "expiring", "a request is about to expire"

@@ -47,7 +47,7 @@ from django.db.models import (
 from django.urls import reverse
 
 from approvals.models import ApprovalRequest, ApprovalStatus
-from audit.models import AuditEvent
+from audit.models import AuditAction, AuditEvent
 from automation.models import Run, RunComment, State
 from notifications.models import Channel, Kind, Mode, Notification, Preference, Status
 
@@ -88,6 +88,7 @@ def notifications_find(*, now: datetime) -> int:
     row another finder wrote first is not written twice)."""
     events = [
         *_waiting(now),
+        *_assigned(now),
         *_sla_near(now),
         *_escalated(now),
         *_expiring(now),
@@ -195,6 +196,38 @@ def _waiting(now: datetime) -> Iterable[Event]:
     for request in requests[:FIND_LIMIT]:
         yield Event(
             Kind.WAITING, f"waiting:{request.pk}", request.run_id, request, (request.group,)
+        )
+
+
+# Hand-offs looked at: those of the last two days (a pass every minute).
+HANDOFF_WINDOW = timedelta(days=2)
+
+
+def _assigned(now: datetime) -> Iterable[Event]:
+    """Requests a lead gave to someone (each hand-off once, to the person it was given to),
+    while they are still pending and still theirs."""
+    handoffs = list(
+        AuditEvent.objects.filter(
+            action=AuditAction.APPROVAL_ASSIGNED, created_at__gte=now - HANDOFF_WINDOW
+        )
+        .order_by("created_at")
+        .values_list("pk", "approval_id", "data")[:FIND_LIMIT]
+    )
+    found = {
+        f"assigned:{pk}:{data.get('assignee')}": (pk, approval_id, data.get("assignee"))
+        for pk, approval_id, data in handoffs
+    }
+    told = set(Notification.objects.filter(key__in=found).values_list("key", flat=True))
+    wanted = {a for key, (_, a, _) in found.items() if key not in told}
+    requests = ApprovalRequest.objects.in_bulk(wanted)
+    for key, (pk, approval_id, assignee) in found.items():
+        request = requests.get(approval_id)
+        if key in told or request is None or request.status != ApprovalStatus.PENDING:
+            continue
+        if request.assignee_id != assignee:  # given to someone else since
+            continue
+        yield Event(
+            Kind.ASSIGNED, f"assigned:{pk}", request.run_id, request, owner_id=int(assignee)
         )
 
 
@@ -332,6 +365,7 @@ def _message(
             who = f"the {group} group" + (" (you are a member)" if personal else "")
         headline = {
             Kind.WAITING: f"A request waits for {group or 'you'}",
+            Kind.ASSIGNED: "A request is given to you",
             Kind.SLA_NEAR: f"A request's time to decide is nearly up ({group})",
             Kind.ESCALATED: f"A request was escalated to {group}",
             Kind.EXPIRING: "A request is about to expire",

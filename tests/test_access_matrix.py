@@ -276,6 +276,10 @@ EXPECTED: dict[str, Row] = {
     "approvals:decide[security]": action(frozenset({SECURITY, SUPERUSER})),
     "approvals:decide[finance]": action(frozenset({FINANCE, SUPERUSER})),
     "approvals:decide[escalated]": action(frozenset({SECURITY, OPS, SUPERUSER})),
+    # Who works on a request: a member of its group takes it; a lead gives it or takes it back.
+    "approvals:hand[claim]": action(frozenset({SECURITY, SUPERUSER})),
+    "approvals:hand[assign]": action(frozenset({OPS, SUPERUSER})),
+    "approvals:hand[release]": action(frozenset({OPS, SUPERUSER})),
     # --- reports and metrics -----------------------------------------------------------------
     "reports:dashboard": page(REPORTERS),
     "reports:csv": page(REPORTERS),
@@ -469,6 +473,11 @@ VARIANTS: dict[str, dict[str, Kwargs]] = {
     "approvals:raw": PER_REQUEST,
     "approvals:raw_download": PER_REQUEST,
     "approvals:decide": PER_REQUEST,
+    "approvals:hand": {
+        "claim": lambda w: {**_request("security")(w), "action": "claim"},
+        "assign": lambda w: {**_request("security")(w), "action": "assign"},
+        "release": lambda w: {**_request("finance")(w), "action": "release"},
+    },
     "reports:csv": {"": lambda w: {"panel": next(iter(EXPORTS))}},
     "quality:review": {"": lambda w: {"review_id": _qa_review(w, "completed")}},
     "quality:reconcile": {"": lambda w: {"review_id": _qa_review(w, "other-channel")}},

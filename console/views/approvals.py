@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -15,7 +16,13 @@ from django.views.decorators.http import require_GET, require_POST
 
 from approvals import selectors
 from approvals.models import ApprovalRequest, ApprovalStatus
-from approvals.services import RECORDED, approval_decide
+from approvals.services import (
+    RECORDED,
+    approval_assign,
+    approval_claim,
+    approval_decide,
+    approval_release,
+)
 from automation.models import Run, State
 from automation.runs.selectors import comment_thread
 from console import vocabulary
@@ -173,6 +180,12 @@ def _render_evidence(
         "after": after_decision(approval, approval.run),
         "not_yours": "" if can_decide else _not_yours(request, approval),
         "comments": comment_thread(approval.run_id),
+        "assignable": (
+            selectors.assignable_people(approval)
+            if approval.is_pending and user.has_perm("approvals.assign_approvalrequest")
+            else []
+        ),
+        "may_claim": can_decide and approval.assignee_id != user.pk,
         **selectors.evidence(approval),
     }
     return render(request, "approvals/evidence.html", context, status=status)
@@ -211,6 +224,52 @@ def decide(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse:
     )
     messages.add_message(request, level, RESULT_MESSAGES[result.code])
     return redirect("approvals:evidence", request_id=approval.pk)
+
+
+HANDED = {
+    "claim": "It is yours now: the others see you have it.",
+    "assign": "Given to {name}, who is told.",
+    "release": "Given back to its group.",
+}
+
+
+@require_POST
+@login_required
+@permission_required("approvals.view_approvalrequest", raise_exception=True)
+def hand(request: AuthenticatedHttpRequest, request_id: int, action: str) -> HttpResponse:
+    """Claim a request, give it to someone (a lead), or give it back."""
+    approval = _user_request(request, request_id)
+    now = timezone.now()
+    try:
+        if action == "claim":
+            approval_claim(request_id=approval.pk, user=request.user, now=now)
+            name = request.user.get_username()
+        elif action == "assign":
+            if not request.user.has_perm("approvals.assign_approvalrequest"):
+                raise PermissionDenied("you may not give requests to people")
+            chosen = _int(request.POST.get("person"))
+            person = User.objects.filter(pk=chosen).first() if chosen is not None else None
+            if person is None:
+                messages.error(request, "Choose the person to give it to.")
+                return redirect("approvals:evidence", request_id=approval.pk)
+            approval_assign(request_id=approval.pk, assignee=person, by=request.user, now=now)
+            name = person.get_username()
+        elif action == "release":
+            approval_release(request_id=approval.pk, user=request.user, now=now)
+            name = ""
+        else:
+            raise Http404("no such action")
+    except ServiceError as exc:
+        if exc.code == "forbidden" and action != "assign":
+            raise PermissionDenied(exc.message) from exc
+        show_refusal(request, exc)
+        return redirect("approvals:evidence", request_id=approval.pk)
+    messages.success(request, HANDED[action].format(name=name))
+    return redirect("approvals:evidence", request_id=approval.pk)
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() and len(value) < 12 else None
 
 
 @require_GET
