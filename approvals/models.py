@@ -76,6 +76,12 @@ class ApprovalRequest(models.Model):
             ),
             # Approval waits on the reports: WHERE decided_at >= ... AND decided_at < ...
             models.Index(fields=["decided_at"], name="approval_decided_idx"),
+            # My work: WHERE status = pending AND assignee_id = ... ORDER BY created_at, id.
+            models.Index(
+                fields=["assignee", "created_at", "id"],
+                condition=models.Q(status=ApprovalStatus.PENDING, assignee__isnull=False),
+                name="approval_assignee_idx",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -116,6 +122,10 @@ class ApprovalDecision(models.Model):
 
     class Meta:
         ordering = ["created_at", "pk"]
+        indexes = [
+            # Decided by me: WHERE user_id = ... ORDER BY created_at DESC, id DESC.
+            models.Index(fields=["user", "created_at", "id"], name="approval_decision_user_idx"),
+        ]
         constraints = [
             # One person counts once on one request, even if they click twice at once.
             models.UniqueConstraint(

@@ -499,3 +499,19 @@ def assignable_people(request: ApprovalRequest) -> list[User]:
         .order_by("username")
     )
     return list(people[:200])
+
+
+# --- a person's own work --------------------------------------------------------------------
+
+
+def my_approvals(user: User) -> QuerySet[ApprovalRequest]:
+    """The pending requests given to this person, and those waiting for their groups that
+    nobody holds (one held by a colleague is theirs to decide)."""
+    return ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING).filter(
+        Q(assignee=user) | (Q(assignee__isnull=True) & _routed_to(_group_names(user)))
+    )
+
+
+def my_decisions(user: User) -> QuerySet[ApprovalDecision]:
+    """What this person decided, with the binding they saw (approval_decision_user_idx)."""
+    return ApprovalDecision.objects.filter(user=user).select_related("request", "request__run")

@@ -132,6 +132,10 @@ about_urls = (
 )
 
 me_urls = (
-    [path("notifications/", me.notification_settings, name="notifications")],
+    [
+        path("work/", me.my_work, name="work"),
+        path("decided/", me.decided_by_me, name="decided"),
+        path("notifications/", me.notification_settings, name="notifications"),
+    ],
     "me",
 )

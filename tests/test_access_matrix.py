@@ -236,6 +236,8 @@ EXPECTED: dict[str, Row] = {
     "runs:comment[finance]": action(READERS | {FINANCE}),
     "about:run_states": page(SIGNED_IN),
     "me:notifications": form(SIGNED_IN),  # a person's own choice of how they hear of work
+    "me:work": page(SIGNED_IN),  # a person's own work: everyone has a list, if empty
+    "me:decided": page(SIGNED_IN),
     "runs:raw": page(READERS),
     "runs:raw_download": page(READERS),
     "runs:correct": form(LEADS),

@@ -17,6 +17,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from audit.models import AuditAction
@@ -176,3 +177,11 @@ def qa_reconcile(*, review_id: int, user: User, note: str) -> QAReview:
             review.run, AuditAction.QA_RECONCILED, actor=user, review=review.pk, note=note.strip()
         )
         return review
+
+
+def samples_for(user: User) -> QuerySet[QAReview]:
+    """The QA samples waiting for this person's groups (every one, for a superuser)."""
+    rows = QAReview.objects.filter(status=QAStatus.OPEN).select_related("run")
+    if user.is_superuser:
+        return rows
+    return rows.filter(group__in=user.groups.values_list("name", flat=True))

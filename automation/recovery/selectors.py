@@ -214,3 +214,8 @@ def current_reading(run: Run) -> dict[str, Any]:
     attempt = run.classifications.order_by("-attempt").first()
     raw = attempt.raw_output if attempt else None
     return raw if isinstance(raw, dict) else {}
+
+
+def claimed_runs(user: Any) -> QuerySet[Run]:
+    """The held runs this person claimed from a queue (run_owner_idx), for their own list."""
+    return Run.objects.filter(owner=user).exclude(queue="").select_related("channel")

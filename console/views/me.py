@@ -1,4 +1,5 @@
-"""The signed-in person's own settings (`me:*`, under /me/): how they hear of work."""
+"""The signed-in person's own pages (`me:*`, under /me/): their work, what they decided, and
+how they hear of work."""
 
 from __future__ import annotations
 
@@ -6,9 +7,14 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods
 
+from approvals import selectors as approval_selectors
+from automation.classifiers.quality import samples_for
+from automation.recovery.selectors import claimed_runs
 from core.http import AuthenticatedHttpRequest
+from core.keyset import BadCursor, Cursor, keyset_page, page_link, parse_cursor
 from notifications.models import Kind, Mode
 from notifications.preferences import preferences_of, preferences_set
 
@@ -31,3 +37,74 @@ def notification_settings(request: AuthenticatedHttpRequest) -> HttpResponse:
         "email": request.user.email,
     }
     return render(request, "me/notifications.html", context)
+
+
+WORK_PAGE = 25
+
+
+@require_GET
+@login_required
+def my_work(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Everything waiting for this person, oldest first in each list: the approvals given to
+    them or waiting for their groups, the held runs they claimed, the QA samples for them."""
+    user, now, query = request.user, timezone.now(), request.GET
+    approvals = keyset_page(
+        approval_selectors.my_approvals(user).select_related("run", "assignee"),
+        time_field="created_at",
+        size=WORK_PAGE,
+        after=_cursor(query.get("approvals")),
+    )
+    runs = keyset_page(
+        claimed_runs(user),
+        time_field="queued_at",
+        size=WORK_PAGE,
+        after=_cursor(query.get("runs")),
+    )
+    samples = keyset_page(
+        samples_for(user),
+        time_field="created_at",
+        size=WORK_PAGE,
+        after=_cursor(query.get("samples")),
+    )
+    context = {
+        "approvals": [
+            (
+                a,
+                now - a.created_at,
+                approval_selectors.sla_of(a.escalate_at, now, escalated=a.escalated_at is not None),
+                approval_selectors.sla_when(a.escalate_at, now),
+            )
+            for a in approvals.items
+        ],
+        "approvals_next": page_link(query, "approvals", approvals.next),
+        "runs": [(r, now - (r.queued_at or now)) for r in runs.items],
+        "runs_next": page_link(query, "runs", runs.next),
+        "samples": [(s, now - s.created_at) for s in samples.items],
+        "samples_next": page_link(query, "samples", samples.next),
+    }
+    return render(request, "me/work.html", context)
+
+
+@require_GET
+@login_required
+def decided_by_me(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """This person's decisions, newest first: what they saw (the binding) and what came of it."""
+    page = keyset_page(
+        approval_selectors.my_decisions(request.user),
+        time_field="created_at",
+        size=WORK_PAGE,
+        after=_cursor(request.GET.get("after")),
+        descending=True,
+    )
+    context = {"decisions": page.items, "next": page_link(request.GET, "after", page.next)}
+    return render(request, "me/decided.html", context)
+
+
+def _cursor(text: str | None) -> Cursor | None:
+    """A page position from the address; a bad one shows the first page."""
+    if not text:
+        return None
+    try:
+        return parse_cursor(text)
+    except BadCursor:
+        return None

@@ -55,7 +55,7 @@ def test_an_approver_asks_the_ops_lead_on_a_phone_and_the_lead_reads_it_on_the_r
     log_in(phone, approver, f"/approvals/{waiting.pk}/")
 
     thread = phone.get_by_test_id("comments")
-    thread.get_by_label("Your comment").fill(QUESTION)
+    thread.get_by_label("Write on the thread").fill(QUESTION)
     thread.get_by_role("button", name="Add comment").click()
 
     expect(phone).to_have_url(re.compile(rf"/approvals/{waiting.pk}/#comments$"))

@@ -74,6 +74,8 @@ PATHS: dict[str, tuple[dict[str, Any], str]] = {
     "about:run_states": ({}, "/about/states/"),
     # the signed-in person's own
     "me:notifications": ({}, "/me/notifications/"),
+    "me:work": ({}, "/me/work/"),
+    "me:decided": ({}, "/me/decided/"),
 }
 
 
