@@ -86,6 +86,8 @@ class AuditAction(models.TextChoices):
     CLASSIFIER_PROMOTED = "classifier.promoted"
     CLASSIFIER_ROLLED_BACK = "classifier.rolled_back"
     CUSTOMERS_LOADED = "customers.loaded"
+    # Accounts: a company sign-in set a person's groups from the identity provider's claim.
+    ACCOUNT_ROLES_FOLLOWED_PROVIDER = "account.roles_followed_provider"
 
 
 # The prefix of every approval action: rows about approvals are shown only to those who see

@@ -102,6 +102,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "console.context_processors.navigation",
+                "console.context_processors.sign_in",
             ],
         },
     },
@@ -175,6 +176,49 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
+# Company sign-in with OpenID Connect (mozilla-django-oidc: the authorization code flow and
+# one authentication backend, nothing else). Off unless the issuer, the client and the
+# provider's endpoints are all set: the endpoints are in the provider's discovery document
+# (ISSUER/.well-known/openid-configuration). The client secret comes only from the
+# environment. The backend is always listed: while OIDC is off it authenticates nobody and the
+# /oidc/ pages answer 404 (console.oidc). Local passwords (ModelBackend) stay for the demo and
+# for a break-glass administrator.
+OIDC_ISSUER = os.environ.get("GATEHOUSE_OIDC_ISSUER", "").strip()
+OIDC_RP_CLIENT_ID = os.environ.get("GATEHOUSE_OIDC_CLIENT_ID", "").strip()
+OIDC_RP_CLIENT_SECRET = os.environ.get("GATEHOUSE_OIDC_CLIENT_SECRET", "")
+OIDC_OP_AUTHORIZATION_ENDPOINT = os.environ.get("GATEHOUSE_OIDC_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = os.environ.get("GATEHOUSE_OIDC_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = os.environ.get("GATEHOUSE_OIDC_USERINFO_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = os.environ.get("GATEHOUSE_OIDC_JWKS_ENDPOINT", "")
+OIDC_ENABLED = all(
+    [
+        OIDC_ISSUER,
+        OIDC_RP_CLIENT_ID,
+        OIDC_RP_CLIENT_SECRET,
+        OIDC_OP_AUTHORIZATION_ENDPOINT,
+        OIDC_OP_TOKEN_ENDPOINT,
+        OIDC_OP_USER_ENDPOINT,
+        OIDC_OP_JWKS_ENDPOINT,
+    ]
+)
+# id_tokens are signed with the provider's keys (its JWKS), never with the shared secret.
+OIDC_RP_SIGN_ALGO = "RS256"
+OIDC_RP_SCOPES = os.environ.get("GATEHOUSE_OIDC_SCOPES", "openid email profile")
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = env_int("GATEHOUSE_OIDC_TIMEOUT_SECONDS", 10)
+# The claim holding the person's groups, the claim their username comes from (e-mail when the
+# token has none), and which provider group makes a member of which Gatehouse group: only the
+# Gatehouse groups named here are set at each sign-in; any other group is left alone.
+OIDC_GROUPS_CLAIM = os.environ.get("GATEHOUSE_OIDC_GROUPS_CLAIM", "groups").strip() or "groups"
+OIDC_USERNAME_CLAIM = (
+    os.environ.get("GATEHOUSE_OIDC_USERNAME_CLAIM", "preferred_username").strip()
+    or "preferred_username"
+)
+OIDC_ROLE_MAP = env_map("GATEHOUSE_OIDC_ROLE_MAP")
+# A refused sign-in comes back to the login page, which says so (console.oidc).
+LOGIN_REDIRECT_URL_FAILURE = "login"
+AUTHENTICATION_BACKENDS = [*AUTHENTICATION_BACKENDS, "console.oidc.CompanySignInBackend"]
+
 # Failed logins within a cool-off: LOGIN_ACCOUNT_FAILURE_LIMIT for one account from one address,
 # LOGIN_ADDRESS_FAILURE_LIMIT for any accounts from one address (someone trying many names).
 # django-axes counts both (AXES_LOCKOUT_PARAMETERS) and asks core.login_throttle which

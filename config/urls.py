@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 
 from automation import api
+from console.oidc import CallbackView, SignInView
 from console.urls import (
     about_urls,
     approval_urls,
@@ -26,6 +27,10 @@ admin.site.index_title = "Runs, approvals and policy"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
+    # Company sign-in (OpenID Connect): 404 unless configured. The names are the ones
+    # mozilla-django-oidc reverses.
+    path("oidc/authenticate/", SignInView.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", CallbackView.as_view(), name="oidc_authentication_callback"),
     path("approvals/", include(approval_urls)),
     path("api/v1/", include("automation.api_urls")),
     # The API's own 404 (JSON) for any other address under /api/, never a console page.

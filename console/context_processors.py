@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.http import HttpRequest
 from django.utils import timezone
@@ -24,3 +25,8 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
     if count >= NAV_COUNT_LIMIT:
         return {"nav_inbox_count": f"{NAV_COUNT_LIMIT - 1}+"}
     return {"nav_inbox_count": count}
+
+
+def sign_in(request: HttpRequest) -> dict[str, Any]:
+    """Whether the login page offers "Sign in with your company account" (OpenID Connect)."""
+    return {"oidc_enabled": settings.OIDC_ENABLED}

@@ -217,6 +217,10 @@ EXPECTED: dict[str, Row] = {
     "password_reset_done": page(EVERYONE),
     "password_reset_confirm": form(EVERYONE),
     "password_reset_complete": page(EVERYONE),
+    # Company sign-in (OpenID Connect): off unless configured, as here (tests/console/test_oidc.py
+    # drives it against a real provider).
+    "oidc_authentication_init": {"GET": same(DENY), "POST": same(DENY)},
+    "oidc_authentication_callback": {"GET": same(DENY), "POST": same(DENY)},
     # --- console: home, queues, runs, recovery ---------------------------------------------
     "home": form(HAS_ROLE),  # a redirect to the role's start page
     "queues:list": page(READERS),

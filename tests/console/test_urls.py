@@ -16,6 +16,9 @@ from console import urls as console_urls
 
 PATHS: dict[str, tuple[dict[str, Any], str]] = {
     "home": ({}, "/"),
+    # company sign-in (OpenID Connect): the callback is registered at the identity provider
+    "oidc_authentication_init": ({}, "/oidc/authenticate/"),
+    "oidc_authentication_callback": ({}, "/oidc/callback/"),
     # queues
     "queues:list": ({}, "/ops/queues/"),
     "queues:queue": ({"name": "retry_exhausted"}, "/ops/queues/retry_exhausted/"),
