@@ -276,6 +276,7 @@ class InboxRow:
     subject: str
     sender: str  # the customer's name when known, else who sent it
     routed_to: str  # the group that decides it now
+    bulk: bool = False  # this person may decide it with others, from the inbox
 
 
 def _reason_rule(request: ApprovalRequest) -> dict[str, Any] | None:
@@ -378,12 +379,14 @@ def _row(
     user: User, request: ApprovalRequest, now: datetime, conflicted: bool, groups: set[str]
 ) -> InboxRow:
     rule = _reason_rule(request)
+    decidable = can_decide(user, request, conflicted=conflicted, groups=groups)
     return InboxRow(
         request=request,
         age=now - request.created_at,
         sla=sla_state(request, now),
         sla_when=sla_when(request.escalate_at, now),
-        can_decide=can_decide(user, request, conflicted=conflicted, groups=groups),
+        can_decide=decidable,
+        bulk=decidable and bulk_allowed(request),
         reason=str(rule.get("text") or "") if rule else "",
         reason_rule=str(rule.get("rule_id") or "") if rule else "",
         reason_code=str(request.evidence.get("reason_code") or ""),
@@ -392,6 +395,19 @@ def _row(
         subject=_listed(request, "list_subject") or str(request.effect_payload.get("subject", "")),
         sender=list_sender(request),
         routed_to=request.escalate_to if request.escalated_at else request.group,
+    )
+
+
+def bulk_allowed(request: ApprovalRequest) -> bool:
+    """Whether the request may be decided with others from the inbox: policy allows it for
+    its effect, it needs one approver, and no risk signal sent it to a person."""
+    return (
+        bool(request.evidence.get("bulk"))
+        and request.required_approvals == 1
+        and not any(
+            isinstance(r, dict) and str(r.get("rule_id", "")).startswith("signal.")
+            for r in request.evidence.get("rules") or []
+        )
     )
 
 

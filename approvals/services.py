@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from approvals.binding import Binding
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
-from approvals.selectors import conflicted_user_ids
+from approvals.selectors import bulk_allowed, conflicted_user_ids
 from audit.models import AuditAction
 from audit.services import audit_record
 from core.codes import Outcome, Refusal
@@ -44,6 +44,7 @@ def approval_request_open(
     now: datetime,
 ) -> ApprovalRequest:
     """Open a request for one proposed effect. The caller owns the transaction (the run's)."""
+    evidence = {**evidence, "bulk": rule.bulk}  # what policy allowed, with what it asked
     return ApprovalRequest.objects.create(
         run_id=run_id,
         effect=binding.effect,
@@ -162,6 +163,77 @@ def approval_decide(
         seen=seen.as_dict(),
     )
     return DecisionResult(code, request, decision)
+
+
+# --- several at once --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BulkResult:
+    request_id: int
+    code: str  # approved, rejected, recorded, or why it was skipped (a refusal's code)
+    message: str
+
+
+def bulk_refusal(request: ApprovalRequest) -> str:
+    """Why this request may not be decided with others ('' when it may)."""
+    if not request.evidence.get("bulk"):
+        return "policy asks for this effect's requests to be decided one at a time"
+    if request.required_approvals > 1:
+        return "it needs more than one approver"
+    if not bulk_allowed(request):
+        return "a risk signal sent it to a person"
+    return ""
+
+
+def approvals_decide_bulk(
+    *,
+    seen: dict[int, Binding],
+    user: User,
+    approve: bool,
+    comment: str = "",
+    now: datetime | None = None,
+) -> list[BulkResult]:
+    """Decide each request on what the person saw of it, each on its own (its own row lock and
+    transaction): one that is no longer as it was shown (stale, expired, decided meanwhile) or
+    that may not be decided with others is skipped and said, never decided."""
+    results = []
+    for request_id, binding in seen.items():
+        now_ = now or timezone.now()
+        request = ApprovalRequest.objects.filter(pk=request_id).first()
+        if request is None:
+            results.append(BulkResult(request_id, "missing", "no such request"))
+            continue
+        why = bulk_refusal(request) if approve else ""
+        stale = binding_refusal(request=request, binding=binding, now=now_)
+        if why or stale:
+            code = stale or Refusal.FORBIDDEN
+            message = why or (
+                "it changed since you saw it: decide it on its own page"
+                if stale == Outcome.APPROVAL_STALE
+                else "it expired"
+            )
+            results.append(BulkResult(request_id, str(code), f"skipped: {message}"))
+            continue
+        try:
+            decided = approval_decide(
+                request_id=request_id,
+                user=user,
+                approve=approve,
+                comment=comment,
+                seen=binding,
+                now=now_,
+            )
+        except ServiceError as exc:
+            results.append(BulkResult(request_id, str(exc.code), f"skipped: {exc.message}"))
+            continue
+        if decided.code in (Outcome.APPROVAL_STALE, Outcome.APPROVAL_EXPIRED):  # changed since
+            results.append(
+                BulkResult(request_id, decided.code, "skipped: it changed as it was decided")
+            )
+            continue
+        results.append(BulkResult(request_id, decided.code, decided.code))
+    return results
 
 
 # --- who works on a request: claimed, assigned, released ------------------------------------

@@ -82,6 +82,7 @@ approval_urls = (
     [
         path("", approvals.inbox, name="inbox"),
         path("<int:request_id>/", approvals.evidence, name="evidence"),
+        path("decide", approvals.bulk, name="bulk"),
         path("<int:request_id>/decide", approvals.decide, name="decide"),
         path("<int:request_id>/raw", approvals.raw_input, name="raw"),
         path("<int:request_id>/raw/download", approvals.raw_download, name="raw_download"),

@@ -55,6 +55,10 @@ class ApprovalRule(Strict):
     expires_after_hours: Annotated[int, Field(ge=1, le=24 * 30)] = 72
     escalate_after_hours: Annotated[int, Field(ge=1, le=24 * 30)] = 24
     escalate_to: NonEmpty | None = None
+    # Whether an approver may decide this effect's requests several at once from the inbox
+    # (each still checked against its own binding). Never for a request that needs more than
+    # one approver or that a risk signal sent to a person.
+    bulk: bool = False
 
 
 class ConfidencePolicy(Strict):

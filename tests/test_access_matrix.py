@@ -282,6 +282,8 @@ EXPECTED: dict[str, Row] = {
     "approvals:decide[security]": action(frozenset({SECURITY, SUPERUSER})),
     "approvals:decide[finance]": action(frozenset({FINANCE, SUPERUSER})),
     "approvals:decide[escalated]": action(frozenset({SECURITY, OPS, SUPERUSER})),
+    # Several at once: whoever decides requests (each is then checked as one by one).
+    "approvals:bulk": action(frozenset({SECURITY, FINANCE, OPS, SUPERUSER})),
     # Who works on a request: a member of its group takes it; a lead gives it or takes it back.
     "approvals:hand[claim]": action(frozenset({SECURITY, SUPERUSER})),
     "approvals:hand[assign]": action(frozenset({OPS, SUPERUSER})),

@@ -15,13 +15,16 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals import selectors
+from approvals.binding import Binding
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import (
     RECORDED,
+    BulkResult,
     approval_assign,
     approval_claim,
     approval_decide,
     approval_release,
+    approvals_decide_bulk,
 )
 from automation.models import Run, State
 from automation.runs.selectors import comment_thread
@@ -82,6 +85,7 @@ def inbox(request: AuthenticatedHttpRequest) -> HttpResponse:
     )
     context = {
         "rows": page.rows,
+        "bulk_rows": any(row.bulk for row in page.rows),
         "scope": scope,
         "overdue": overdue,
         "order": order,
@@ -224,6 +228,68 @@ def decide(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse:
     )
     messages.add_message(request, level, RESULT_MESSAGES[result.code])
     return redirect("approvals:evidence", request_id=approval.pk)
+
+
+# Requests decided at once from the inbox: no more than a page of it.
+BULK_LIMIT = 50
+
+
+@require_POST
+@login_required
+@permission_required("approvals.decide_approvalrequest", raise_exception=True)
+def bulk(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Approve or reject the selected requests, each on the binding its row showed; then a
+    page that says what happened to each."""
+    decision = request.POST.get("decision")
+    comment = request.POST.get("comment", "").strip()
+    chosen = [i for i in (_int(v) for v in request.POST.getlist("request")) if i is not None]
+    seen = {i: b for i in dict.fromkeys(chosen) if (b := _seen(request.POST.get(f"seen-{i}")))}
+    if decision not in ("approve", "reject") or not seen:
+        messages.error(request, "Select the requests to decide, then approve or reject them.")
+        return redirect("approvals:inbox")
+    if len(seen) > BULK_LIMIT:
+        messages.error(request, f"Decide at most {BULK_LIMIT} requests at once.")
+        return redirect("approvals:inbox")
+    if decision == "reject" and not comment:
+        messages.error(request, "A rejection needs a comment: it goes with each request.")
+        return redirect("approvals:inbox")
+    visible = set(
+        selectors.visible_requests(request.user).filter(pk__in=seen).values_list("pk", flat=True)
+    )
+    results = approvals_decide_bulk(
+        seen={i: b for i, b in seen.items() if i in visible},
+        user=request.user,
+        approve=decision == "approve",
+        comment=comment,
+    )
+    shown = {
+        r.pk: r
+        for r in ApprovalRequest.objects.filter(
+            pk__in=[x.request_id for x in results]
+        ).select_related("run")
+    }
+    rows: list[tuple[BulkResult | None, ApprovalRequest | int | None]] = [
+        (r, shown.get(r.request_id)) for r in results
+    ]
+    rows += [(None, i) for i in seen if i not in visible]
+    decided = sum(1 for r in results if not r.message.startswith("skipped"))
+    context = {
+        "rows": rows,
+        "decided": decided,
+        "skipped": len(seen) - decided,
+        "decision": decision,
+    }
+    return render(request, "approvals/bulk_result.html", context)
+
+
+def _seen(value: str | None) -> Binding | None:
+    """The binding a row showed: fingerprint|workflow|policy|effect."""
+    parts = (value or "").split("|")
+    if len(parts) != 4 or not all(parts) or len(value or "") > 500:
+        return None
+    return Binding(
+        fingerprint=parts[0], workflow_version=parts[1], policy_version=parts[2], effect=parts[3]
+    )
 
 
 HANDED = {

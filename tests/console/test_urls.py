@@ -52,6 +52,7 @@ PATHS: dict[str, tuple[dict[str, Any], str]] = {
     "approvals:evidence": ({"request_id": 9}, "/approvals/9/"),
     "approvals:decide": ({"request_id": 9}, "/approvals/9/decide"),
     "approvals:hand": ({"request_id": 9, "action": "claim"}, "/approvals/9/claim"),
+    "approvals:bulk": ({}, "/approvals/decide"),
     "approvals:raw": ({"request_id": 9}, "/approvals/9/raw"),
     "approvals:raw_download": ({"request_id": 9}, "/approvals/9/raw/download"),
     # quality
