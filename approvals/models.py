@@ -115,6 +115,11 @@ class ApprovalDecision(models.Model):
     seen_workflow_version = models.CharField(max_length=100)
     seen_policy_version = models.CharField(max_length=100)
     seen_effect = models.CharField(max_length=50)
+    # The person whose approvals `user` decided while they were away (a delegation); empty
+    # when `user` decided in their own right. Either way one person counts once.
+    on_behalf_of = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     # False when the decision was refused (stale or expired binding): kept, but authorises nothing.
     counted = models.BooleanField(default=True)
     refusal = models.CharField(max_length=40, blank=True)
@@ -143,3 +148,43 @@ class ApprovalDecision(models.Model):
         if self.pk is not None:
             raise ValueError("an approval decision is never edited")
         super().save(*args, **kwargs)
+
+
+class Delegation(models.Model):
+    """While `delegator` is away (from `starts_at` to `ends_at`), `delegate` decides the
+    requests routed to the delegator's groups, on their behalf. It ends by itself; ending it
+    early keeps the row. Never edited otherwise: a new window is a new row."""
+
+    delegator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="delegations_given"
+    )
+    delegate = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="delegations_received"
+    )
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    reason = models.CharField(max_length=200, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    ended_early_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-starts_at", "pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(ends_at__gt=models.F("starts_at")), name="delegation_window"
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(delegate=models.F("delegator")), name="delegation_to_another"
+            ),
+        ]
+        indexes = [
+            # Whose approvals may this person decide now: WHERE delegate_id = ... AND window.
+            models.Index(fields=["delegate", "ends_at"], name="delegation_delegate_idx"),
+            models.Index(fields=["delegator", "ends_at"], name="delegation_delegator_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.delegate} for {self.delegator} until {self.ends_at:%Y-%m-%d %H:%M}"

@@ -9,14 +9,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.apps import apps
-from django.contrib.auth.models import AnonymousUser, User
+from django.contrib.auth.models import AnonymousUser, Group, User
 from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.utils import timezone
 from django.utils.timesince import timesince, timeuntil
 
-from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
+from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, Delegation
 from audit.models import APPROVAL_ACTIONS, NOT_A_HAND, AuditEvent
 from core.keyset import Cursor, keyset_page
 
@@ -26,7 +27,21 @@ SCOPES = ("mine", "groups", "all")
 
 
 def user_groups(user: User) -> set[str]:
-    return set(user.groups.values_list("name", flat=True))
+    """The groups whose requests this person may see and decide: their own, and those of
+    whoever delegated their approvals to them for now (one query)."""
+    return set(_group_names(user).values_list("name", flat=True))
+
+
+def delegations_now(*, now: datetime | None = None) -> QuerySet[Delegation]:
+    now = now or timezone.now()
+    return Delegation.objects.filter(
+        starts_at__lte=now, ends_at__gt=now, ended_early_at__isnull=True, delegator__is_active=True
+    )
+
+
+def delegators_of(user: User) -> QuerySet[Any]:
+    """Who this person decides for now, as a subquery of user ids (delegation_delegate_idx)."""
+    return delegations_now().filter(delegate=user).values("delegator")
 
 
 def sees_everything(user: User | AnonymousUser) -> bool:
@@ -180,8 +195,13 @@ def decidable_by(user: User, requests: QuerySet[ApprovalRequest]) -> QuerySet[Ap
 
 
 def _group_names(user: User) -> QuerySet[Any]:
-    """The user's group names as a subquery: filters on it cost no query of their own."""
-    return user.groups.values("name")
+    """The user's group names, with those of whoever they decide for now (a delegation), as a
+    subquery: filters on it cost no query of their own."""
+    return (
+        Group.objects.filter(Q(user=user) | Q(user__in=delegators_of(user)))
+        .values("name")
+        .distinct()
+    )
 
 
 def _routed_to(groups: Collection[str] | QuerySet[Any]) -> Q:
@@ -441,7 +461,7 @@ def request_for(user: User, request_id: int) -> ApprovalRequest | None:
     return (
         visible_requests(user)
         .select_related("run", "run__intake", "run__channel", "assignee")
-        .prefetch_related("decisions__user")
+        .prefetch_related("decisions__user", "decisions__on_behalf_of")
         .filter(pk=request_id)
         .first()
     )
@@ -531,3 +551,25 @@ def my_approvals(user: User) -> QuerySet[ApprovalRequest]:
 def my_decisions(user: User) -> QuerySet[ApprovalDecision]:
     """What this person decided, with the binding they saw (approval_decision_user_idx)."""
     return ApprovalDecision.objects.filter(user=user).select_related("request", "request__run")
+
+
+def delegates_for(user: User) -> list[User]:
+    """Who this person may let decide their approvals: anyone else active who decides
+    approvals (by a role group's permission)."""
+    deciders = Group.objects.filter(permissions__codename="decide_approvalrequest")
+    return list(
+        User.objects.filter(is_active=True, groups__in=deciders)
+        .exclude(pk=user.pk)
+        .distinct()
+        .order_by("username")[:500]
+    )
+
+
+def delegations_touching(request: ApprovalRequest) -> list[Delegation]:
+    """The delegations in force now from members of the request's groups: shown on it."""
+    return list(
+        delegations_now()
+        .filter(delegator__groups__name__in=request.visible_groups())
+        .select_related("delegator", "delegate")
+        .distinct()
+    )

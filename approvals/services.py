@@ -8,11 +8,12 @@ from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from approvals.binding import Binding
-from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
-from approvals.selectors import bulk_allowed, conflicted_user_ids
+from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, Delegation
+from approvals.selectors import bulk_allowed, conflicted_user_ids, delegators_of, user_groups
 from audit.models import AuditAction
 from audit.services import audit_record
 from core.codes import Outcome, Refusal
@@ -77,7 +78,20 @@ def _may_decide(user: User | AnonymousUser, request: ApprovalRequest) -> bool:
         return False
     if user.is_superuser:
         return True
-    return bool(user.groups.filter(name__in=request.visible_groups()).exists())
+    return bool(user_groups(user) & set(request.visible_groups()))  # with delegated groups
+
+
+def _on_behalf_of(user: User, request: ApprovalRequest) -> User | None:
+    """Whom the person decides for: None in their own right (in the request's groups), else
+    the one away whose approvals were delegated to them and whose group it is."""
+    groups = set(request.visible_groups())
+    if user.is_superuser or user.groups.filter(name__in=groups).exists():
+        return None
+    return (
+        User.objects.filter(pk__in=delegators_of(user), groups__name__in=groups)
+        .order_by("pk")
+        .first()
+    )
 
 
 SEPARATION_OF_DUTIES = (
@@ -87,7 +101,13 @@ SEPARATION_OF_DUTIES = (
 
 
 def _check_decidable(
-    *, request: ApprovalRequest, user: User, approve: bool, comment: str, conflicted: set[int]
+    *,
+    request: ApprovalRequest,
+    user: User,
+    approve: bool,
+    comment: str,
+    conflicted: set[int],
+    on_behalf_of: User | None = None,
 ) -> None:
     if not _may_decide(user, request):
         raise ServiceError(Refusal.FORBIDDEN, f"you are not in the {request.group} group")
@@ -101,8 +121,20 @@ def _check_decidable(
         )
     if request.status != ApprovalStatus.PENDING:
         raise ServiceError(Refusal.ALREADY_DECIDED, f"this request is already {request.status}")
-    if request.decisions.filter(user=user, counted=True).exists():
-        raise ServiceError(Refusal.ALREADY_DECIDED, "you have already decided this request")
+    principal = on_behalf_of or user
+    counted = request.decisions.filter(counted=True)
+    if counted.filter(Q(user=principal) | Q(on_behalf_of=principal) | Q(user=user)).exists():
+        raise ServiceError(
+            Refusal.ALREADY_DECIDED,
+            "you have already decided this request"
+            if principal == user
+            else f"{principal.get_username()}'s decision on this request is already given",
+        )
+    if on_behalf_of is not None and on_behalf_of.pk in conflicted:
+        raise ServiceError(
+            Refusal.SEPARATION_OF_DUTIES,
+            f"{on_behalf_of.get_username()} acted on this run, so nobody decides it for them",
+        )
     if not approve and not comment.strip():
         raise ServiceError(Refusal.COMMENT_REQUIRED, "a rejection needs a comment")
     within(comment, what="the comment")
@@ -130,13 +162,20 @@ def approval_decide(
     # Read from the audit trail now, not when the request opened: an action taken since (on
     # this run or on one it replays) disqualifies its actor all the same.
     conflicted = conflicted_user_ids(request)
+    on_behalf_of = _on_behalf_of(user, request) if _may_decide(user, request) else None
     _check_decidable(
-        request=request, user=user, approve=approve, comment=comment, conflicted=conflicted
+        request=request,
+        user=user,
+        approve=approve,
+        comment=comment,
+        conflicted=conflicted,
+        on_behalf_of=on_behalf_of,
     )
     refusal = binding_refusal(request=request, binding=seen, now=now)
     decision = ApprovalDecision.objects.create(
         request=request,
         user=user,
+        on_behalf_of=on_behalf_of,
         approve=approve,
         comment=comment,
         seen_fingerprint=seen.fingerprint,
@@ -153,6 +192,7 @@ def approval_decide(
         code = refusal
     else:
         code = _tally(request, approve, now, conflicted)
+    behalf: dict[str, Any] = {} if on_behalf_of is None else {"on_behalf_of": on_behalf_of.pk}
     audit_record(
         action=AuditAction.APPROVAL_APPROVE if approve else AuditAction.APPROVAL_REJECT,
         actor=user,
@@ -161,6 +201,7 @@ def approval_decide(
         result=code,
         comment=comment,
         seen=seen.as_dict(),
+        **behalf,
     )
     return DecisionResult(code, request, decision)
 
@@ -234,6 +275,65 @@ def approvals_decide_bulk(
             continue
         results.append(BulkResult(request_id, decided.code, decided.code))
     return results
+
+
+# --- delegation: someone decides for a person while they are away ---------------------------
+
+
+@transaction.atomic(durable=True)
+def delegation_give(
+    *,
+    delegator: User,
+    delegate: User,
+    starts_at: datetime,
+    ends_at: datetime,
+    reason: str,
+    by: User,
+) -> Delegation:
+    """Let `delegate` decide `delegator`'s requests from `starts_at` to `ends_at`: given by
+    the person themselves, or by a lead for them."""
+    if by != delegator and not by.has_perm("approvals.assign_approvalrequest"):
+        raise ServiceError(Refusal.FORBIDDEN, "only the person or a lead delegates approvals")
+    if delegate == delegator:
+        raise ServiceError(Refusal.BAD_ACTION, "choose someone else to decide for you")
+    if not delegate.is_active or not delegate.has_perm("approvals.decide_approvalrequest"):
+        raise ServiceError(Refusal.FORBIDDEN, f"{delegate.get_username()} may not decide approvals")
+    if ends_at <= starts_at:
+        raise ServiceError(Refusal.BAD_ACTION, "the end must come after the start")
+    within(reason, what="the reason")
+    delegation = Delegation.objects.create(
+        delegator=delegator,
+        delegate=delegate,
+        starts_at=starts_at,
+        ends_at=ends_at,
+        reason=reason[:200],
+        created_by=by,
+    )
+    audit_record(
+        action=AuditAction.DELEGATION_GIVEN,
+        actor=by,
+        delegation=delegation.pk,
+        delegator=delegator.pk,
+        delegate=delegate.pk,
+        starts_at=starts_at.isoformat(),
+        ends_at=ends_at.isoformat(),
+    )
+    return delegation
+
+
+@transaction.atomic(durable=True)
+def delegation_end(*, delegation_id: int, by: User, now: datetime) -> Delegation:
+    """End a delegation now (it would have ended by itself at its end)."""
+    delegation = Delegation.objects.select_for_update().get(pk=delegation_id)
+    if by.pk not in (delegation.delegator_id, delegation.delegate_id) and not by.has_perm(
+        "approvals.assign_approvalrequest"
+    ):
+        raise ServiceError(Refusal.FORBIDDEN, "only its two people or a lead end a delegation")
+    if delegation.ended_early_at is None and delegation.ends_at > now:
+        delegation.ended_early_at = now
+        delegation.save(update_fields=["ended_early_at"])
+        audit_record(action=AuditAction.DELEGATION_ENDED, actor=by, delegation=delegation.pk)
+    return delegation
 
 
 # --- who works on a request: claimed, assigned, released ------------------------------------
@@ -322,9 +422,15 @@ def _hand_to(
 def _tally(request: ApprovalRequest, approve: bool, now: datetime, conflicted: set[int]) -> str:
     # An approval given before its approver acted on the run no longer counts towards it.
     approvals = request.decisions.filter(counted=True, approve=True).exclude(user_id__in=conflicted)
+    # One person counts once, whether they decided or someone decided for them.
+    people = {
+        behalf or user
+        for user, behalf in approvals.values_list("user_id", "on_behalf_of_id")
+        if behalf not in conflicted
+    }
     if not approve:
         _close(request, ApprovalStatus.REJECTED, "rejected", now)
-    elif approvals.count() >= request.required_approvals:
+    elif len(people) >= request.required_approvals:
         _close(request, ApprovalStatus.APPROVED, "approved", now)
     else:
         return RECORDED

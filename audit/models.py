@@ -79,6 +79,8 @@ class AuditAction(models.TextChoices):
     APPROVAL_CLAIMED = "approval.claimed"
     APPROVAL_ASSIGNED = "approval.assigned"
     APPROVAL_RELEASED = "approval.released"
+    DELEGATION_GIVEN = "delegation.given"
+    DELEGATION_ENDED = "delegation.ended"
     # Policy and configuration.
     POLICY_ACTIVATED = "policy.activated"
     API_TOKEN_REVOKED = "api_token.revoked"  # noqa: S105 - an action name, not a secret

@@ -137,6 +137,7 @@ me_urls = (
         path("work/", me.my_work, name="work"),
         path("decided/", me.decided_by_me, name="decided"),
         path("notifications/", me.notification_settings, name="notifications"),
+        path("delegation/", me.delegation, name="delegation"),
     ],
     "me",
 )

@@ -242,6 +242,7 @@ EXPECTED: dict[str, Row] = {
     "me:notifications": form(SIGNED_IN),  # a person's own choice of how they hear of work
     "me:work": page(SIGNED_IN),  # a person's own work: everyone has a list, if empty
     "me:decided": page(SIGNED_IN),
+    "me:delegation": form(SIGNED_IN),  # their own delegations; a refused one changes nothing
     "runs:raw": page(READERS),
     "runs:raw_download": page(READERS),
     "runs:correct": form(LEADS),

@@ -190,6 +190,7 @@ def _render_evidence(
             else []
         ),
         "may_claim": can_decide and approval.assignee_id != user.pk,
+        "delegations": selectors.delegations_touching(approval) if approval.is_pending else [],
         **selectors.evidence(approval),
     }
     return render(request, "approvals/evidence.html", context, status=status)

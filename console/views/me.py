@@ -3,16 +3,24 @@ how they hear of work."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
+from django.contrib.auth.models import User
+from django.db.models import Q
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from approvals import selectors as approval_selectors
+from approvals.models import Delegation
+from approvals.services import delegation_end, delegation_give
 from automation.classifiers.quality import samples_for
 from automation.recovery.selectors import claimed_runs
+from console.refusals import show_refusal
+from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
 from core.keyset import BadCursor, Cursor, keyset_page, page_link, parse_cursor
 from notifications.models import Kind, Mode
@@ -108,3 +116,70 @@ def _cursor(text: str | None) -> Cursor | None:
         return parse_cursor(text)
     except BadCursor:
         return None
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def delegation(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Out of office: let someone decide my approvals for a window; see and end delegations."""
+    user = request.user
+    if request.method == "POST":
+        try:
+            if "end" in request.POST:
+                ended = _int(request.POST.get("end"))
+                if ended is None:
+                    raise Http404("no such delegation")
+                delegation_end(delegation_id=ended, by=user, now=timezone.now())
+                messages.success(request, "Ended: it no longer lets anyone decide for you.")
+            else:
+                delegate = User.objects.filter(pk=_int(request.POST.get("delegate")) or 0).first()
+                starts, ends = (
+                    _when(request.POST.get("starts_at")),
+                    _when(request.POST.get("ends_at")),
+                )
+                if delegate is None or starts is None or ends is None:
+                    messages.error(request, "Choose a person, a start and an end.")
+                    return redirect("me:delegation")
+                delegation_give(
+                    delegator=user,
+                    delegate=delegate,
+                    starts_at=starts,
+                    ends_at=ends,
+                    reason=request.POST.get("reason", ""),
+                    by=user,
+                )
+                messages.success(
+                    request, f"{delegate.get_username()} decides your approvals in that window."
+                )
+        except Delegation.DoesNotExist as exc:
+            raise Http404("no such delegation") from exc
+        except ServiceError as exc:
+            show_refusal(request, exc)
+        return redirect("me:delegation")
+    now = timezone.now()
+    mine = Delegation.objects.filter(Q(delegator=user) | Q(delegate=user)).select_related(
+        "delegator", "delegate"
+    )
+    context = {
+        "given": [d for d in mine[:100] if d.delegator_id == user.pk],
+        "received": [d for d in mine[:100] if d.delegate_id == user.pk],
+        "people": approval_selectors.delegates_for(user),
+        "now": now,
+        "start": timezone.localtime(now).strftime("%Y-%m-%dT%H:%M"),
+    }
+    return render(request, "me/delegation.html", context)
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() and len(value) < 12 else None
+
+
+def _when(value: str | None) -> datetime | None:
+    """A datetime-local field's value, in the site's time zone."""
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return timezone.make_aware(moment) if timezone.is_naive(moment) else moment

@@ -80,6 +80,7 @@ PATHS: dict[str, tuple[dict[str, Any], str]] = {
     "me:notifications": ({}, "/me/notifications/"),
     "me:work": ({}, "/me/work/"),
     "me:decided": ({}, "/me/decided/"),
+    "me:delegation": ({}, "/me/delegation/"),
 }
 
 

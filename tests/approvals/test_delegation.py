@@ -1,0 +1,190 @@
+"""Out of office: a person lets someone decide their approvals for a window. Inside it the
+delegate decides for them; after it (or once ended) they may not; separation of duties holds
+through it, and one person counts once whoever decides for them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.contrib.auth.models import Group, User
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from approvals import selectors
+from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
+from approvals.services import approval_decide, delegation_end, delegation_give
+from audit.models import AuditAction, AuditEvent
+from automation.roles import roles_ensure
+from core.errors import ServiceError
+from policy.services import (
+    DEFAULTS_DIR,
+    parse_policy_text,
+    policy_version_activate,
+    policy_version_create,
+)
+from tests.approvals.test_bulk import waiting
+from tests.conftest import Pipeline
+
+
+def person(username: str, *groups: str) -> User:
+    user = User.objects.create_user(username=username, password="pw-" + username)
+    user.groups.add(*[Group.objects.get_or_create(name=name)[0] for name in groups])
+    return user
+
+
+@pytest.fixture
+def people(pipeline: Pipeline) -> dict[str, User]:
+    roles_ensure()
+    return {
+        "ana": person("ana", "security-approvers"),  # away
+        "fred": person("fred", "finance-approvers"),  # decides for her
+        "bea": person("bea", "security-approvers"),
+        "nobody": person("nobody"),
+    }
+
+
+def give(people: dict[str, User], hours: int = 8) -> None:
+    now = timezone.now()
+    delegation_give(
+        delegator=people["ana"],
+        delegate=people["fred"],
+        starts_at=now - timedelta(minutes=1),
+        ends_at=now + timedelta(hours=hours),
+        reason="holiday",
+        by=people["ana"],
+    )
+
+
+def decide(pipeline: Pipeline, request: ApprovalRequest, user: User) -> str:
+    with pipeline.capture():
+        result = approval_decide(
+            request_id=request.pk, user=user, approve=True, seen=request.binding()
+        )
+    pipeline.drain()
+    return result.code
+
+
+def test_inside_the_window_the_delegate_decides_for_them_and_it_is_shown(
+    pipeline: Pipeline, people: dict[str, User]
+) -> None:
+    request = waiting(pipeline, "evt-away")
+    fred = people["fred"]
+    assert request not in selectors.visible_requests(fred)
+    give(people)
+    assert AuditEvent.objects.filter(
+        action=AuditAction.DELEGATION_GIVEN, actor=people["ana"]
+    ).exists()
+    assert request in selectors.visible_requests(fred)
+    client = Client()
+    client.force_login(fred)
+    page = client.get(reverse("approvals:evidence", args=[request.pk])).content.decode()
+    assert "ana is away until" in page and "<strong>fred</strong> decides for them" in page
+    assert (
+        f"#{request.pk}" in client.get(reverse("approvals:inbox") + "?scope=mine").content.decode()
+    )
+
+    assert decide(pipeline, request, fred) == ApprovalStatus.APPROVED
+    decision = ApprovalDecision.objects.get(request=request)
+    assert (decision.user, decision.on_behalf_of) == (fred, people["ana"])
+    event = AuditEvent.objects.get(action=AuditAction.APPROVAL_APPROVE)
+    assert event.data["on_behalf_of"] == people["ana"].pk
+    page = client.get(reverse("approvals:evidence", args=[request.pk])).content.decode()
+    assert "<strong>fred</strong> for ana" in page
+
+
+def test_after_the_window_or_once_ended_the_delegate_may_not(
+    pipeline: Pipeline, people: dict[str, User]
+) -> None:
+    request = waiting(pipeline, "evt-late")
+    give(people, hours=1)
+    with time_machine.travel(timezone.now() + timedelta(hours=2)):
+        assert request not in selectors.visible_requests(people["fred"])
+        with pytest.raises(ServiceError, match="not in the security-approvers group"):
+            decide(pipeline, request, people["fred"])
+    delegation_give(
+        delegator=people["ana"],
+        delegate=people["fred"],
+        starts_at=timezone.now() - timedelta(minutes=1),
+        ends_at=timezone.now() + timedelta(hours=1),
+        reason="",
+        by=people["ana"],
+    )
+    for delegation in people["ana"].delegations_given.all():
+        delegation_end(delegation_id=delegation.pk, by=people["fred"], now=timezone.now())
+    with pytest.raises(ServiceError, match="not in the security-approvers group"):
+        decide(pipeline, request, people["fred"])
+    assert not ApprovalDecision.objects.exists()
+
+
+def test_separation_of_duties_holds_through_a_delegation(
+    pipeline: Pipeline, people: dict[str, User]
+) -> None:
+    request = waiting(pipeline, "evt-sod")
+    give(people)
+    AuditEvent.objects.create(
+        run_id=request.run_id, actor=people["fred"], actor_label="fred", action="run.correct"
+    )
+    with pytest.raises(ServiceError, match="someone else must decide"):
+        decide(pipeline, request, people["fred"])
+    other = waiting(pipeline, "evt-sod-2")
+    AuditEvent.objects.create(
+        run_id=other.run_id, actor=people["ana"], actor_label="ana", action="run.correct"
+    )
+    with pytest.raises(ServiceError, match="ana acted on this run, so nobody decides it for them"):
+        decide(pipeline, other, people["fred"])
+    assert not ApprovalDecision.objects.filter(counted=True).exists()
+
+
+def test_one_person_counts_once_whoever_decides_for_them(
+    pipeline: Pipeline, people: dict[str, User]
+) -> None:
+    text = (DEFAULTS_DIR / "policy-1.yaml").read_text(encoding="utf-8")
+    text = text.replace("version: policy-1", "version: policy-two").replace(
+        "    approvers: 1\n", "    approvers: 2\n"
+    )
+    policy_version_create(document=parse_policy_text(text))
+    policy_version_activate(name="policy-two")
+    request = waiting(pipeline, "evt-two")
+    give(people)
+    assert decide(pipeline, request, people["fred"]) == "recorded"  # for ana
+    with pytest.raises(ServiceError, match="already decided"):
+        decide(pipeline, request, people["ana"])  # back early: her decision is given
+    assert decide(pipeline, request, people["bea"]) == ApprovalStatus.APPROVED
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.APPROVED
+
+
+def test_only_someone_who_decides_approvals_can_be_delegated_to(
+    people: dict[str, User],
+) -> None:
+    now = timezone.now()
+    with pytest.raises(ServiceError, match="nobody may not decide approvals"):
+        delegation_give(
+            delegator=people["ana"],
+            delegate=people["nobody"],
+            starts_at=now,
+            ends_at=now + timedelta(hours=1),
+            reason="",
+            by=people["ana"],
+        )
+    with pytest.raises(ServiceError, match="only the person or a lead"):
+        delegation_give(
+            delegator=people["ana"],
+            delegate=people["fred"],
+            starts_at=now,
+            ends_at=now + timedelta(hours=1),
+            reason="",
+            by=people["bea"],
+        )
+    with pytest.raises(ServiceError, match="end must come after the start"):
+        delegation_give(
+            delegator=people["ana"],
+            delegate=people["fred"],
+            starts_at=now,
+            ends_at=now,
+            reason="",
+            by=people["ana"],
+        )
