@@ -17,6 +17,7 @@ from django.db import models
 class Kind(models.TextChoices):
     WAITING = "waiting", "a request waits for your group"
     ASSIGNED = "assigned", "a lead gives a request to you"
+    DELEGATED = "delegated", "someone lets you decide their approvals while away"
     SLA_NEAR = "sla_near", "a request's time to decide is nearly up"
     ESCALATED = "escalated", "a request was escalated to your group"
     EXPIRING = "expiring", "a request is about to expire"
@@ -56,7 +57,8 @@ class Notification(models.Model):
     # The group the person was told as a member of ('' when told as the run's owner), or the
     # group whose chat was told.
     group = models.CharField(max_length=100, blank=True)
-    run = models.ForeignKey("automation.Run", on_delete=models.PROTECT, related_name="+")
+    # The run it is about (none for a delegation, which is about a person's requests).
+    run = models.ForeignKey("automation.Run", null=True, on_delete=models.PROTECT, related_name="+")
     approval = models.ForeignKey(
         "approvals.ApprovalRequest", null=True, on_delete=models.PROTECT, related_name="+"
     )

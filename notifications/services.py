@@ -46,7 +46,7 @@ from django.db.models import (
 )
 from django.urls import reverse
 
-from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.models import ApprovalRequest, ApprovalStatus, Delegation
 from audit.models import AuditAction, AuditEvent
 from automation.models import Run, RunComment, State
 from notifications.models import Channel, Kind, Mode, Notification, Preference, Status
@@ -75,12 +75,13 @@ def base_url() -> str:
 class Event:
     kind: Kind
     key: str  # the event, without the person
-    run_id: int
+    run_id: int | None
     approval: ApprovalRequest | None
     groups: tuple[str, ...] = ()  # told as members of these groups
     owner_id: int | None = None  # or told as the run's owner
     people: tuple[int, ...] = ()  # or told by name (a comment's mentions)
     comment: RunComment | None = None
+    delegation: Delegation | None = None
 
 
 def notifications_find(*, now: datetime) -> int:
@@ -94,6 +95,7 @@ def notifications_find(*, now: datetime) -> int:
         *_expiring(now),
         *_held(),
         *_mentioned(now),
+        *_delegated(now),
     ]
     if not events:
         return 0
@@ -102,7 +104,7 @@ def notifications_find(*, now: datetime) -> int:
     users |= {e.owner_id for e in events if e.owner_id is not None}
     users |= {uid for e in events for uid in e.people}
     modes = _modes(users)
-    runs = _runs({e.run_id for e in events})
+    runs = _runs({e.run_id for e in events if e.run_id is not None})
     rows = []
     for event in events:
         told = [(uid, g) for g in event.groups for uid in members.get(g, ())]
@@ -117,7 +119,7 @@ def notifications_find(*, now: datetime) -> int:
                 continue
             seen.add(user_id)
             mode = modes.get((user_id, event.kind), Mode.IMMEDIATE)
-            subject, body = _message(event, group, runs.get(event.run_id))
+            subject, body = _message(event, group, runs.get(event.run_id or 0))
             rows.append(
                 Notification(
                     key=f"{event.key}:{user_id}",
@@ -136,7 +138,7 @@ def notifications_find(*, now: datetime) -> int:
                     created_at=now,
                 )
             )
-        rows += _chat_rows(event, runs.get(event.run_id), now)
+        rows += _chat_rows(event, runs.get(event.run_id or 0), now)
     Notification.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
     return len(rows)
 
@@ -309,6 +311,29 @@ def _mentioned(now: datetime) -> Iterable[Event]:
         )
 
 
+def _delegated(now: datetime) -> Iterable[Event]:
+    """Delegations given lately that are not over: each delegate told once."""
+    given = list(
+        Delegation.objects.filter(
+            created_at__gte=now - HANDOFF_WINDOW, ends_at__gt=now, ended_early_at__isnull=True
+        )
+        .select_related("delegator")
+        .order_by("created_at")[:FIND_LIMIT]
+    )
+    keys = {f"delegated:{d.pk}:{d.delegate_id}": d for d in given}
+    told = set(Notification.objects.filter(key__in=keys).values_list("key", flat=True))
+    for key, delegation in keys.items():
+        if key not in told:
+            yield Event(
+                Kind.DELEGATED,
+                f"delegated:{delegation.pk}",
+                None,
+                None,
+                owner_id=delegation.delegate_id,
+                delegation=delegation,
+            )
+
+
 def _members(groups: set[str]) -> dict[str, list[int]]:
     """The active members of each group, by name (one query)."""
     found: dict[str, list[int]] = defaultdict(list)
@@ -342,6 +367,21 @@ def _message(
 ) -> tuple[str, str]:
     """The subject and text: what is asked, of whom, by when, and where to look."""
     request = event.approval
+    if event.delegation is not None:
+        away = event.delegation
+        name = away.delegator.get_username()
+        link = base_url() + reverse("me:work")
+        lines = [
+            f"{name} lets you decide their approvals while they are away.",
+            "",
+            f"From {_when(away.starts_at)} until {_when(away.ends_at)}"
+            + (f" ({away.reason})" if away.reason else "")
+            + f": the requests routed to {name}'s groups are in your inbox, and you decide "
+            f"them for {name}.",
+            "",
+            f"Your work: {link}",
+        ]
+        return f"You decide for {name} until {_when(away.ends_at)}", "\n".join(lines) + "\n"
     what = f"run {event.run_id}"
     if run and run.get("event_id"):
         what += f" ({run['event_id']})"

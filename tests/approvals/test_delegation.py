@@ -188,3 +188,16 @@ def test_only_someone_who_decides_approvals_can_be_delegated_to(
             reason="",
             by=people["ana"],
         )
+
+
+def test_the_delegate_is_told_once(pipeline: Pipeline, people: dict[str, User]) -> None:
+    from notifications.models import Kind, Notification
+    from notifications.services import notifications_find
+
+    give(people)
+    notifications_find(now=timezone.now())
+    notifications_find(now=timezone.now())
+    (told,) = Notification.objects.filter(kind=Kind.DELEGATED)
+    assert told.user == people["fred"] and told.run is None
+    assert told.subject.startswith("You decide for ana until")
+    assert "ana lets you decide their approvals while they are away." in told.body
