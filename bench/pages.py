@@ -173,6 +173,7 @@ def pages(api_run: int) -> list[Page]:
     event_id = middle.event_id if middle else "none"
     return [
         Page("approval_inbox", "/approvals/", "approver"),
+        Page("my_work", "/me/work/", "approver"),
         Page("ops_queues", "/ops/queues/", "lead"),
         Page("queue_low_confidence", "/ops/queues/low_confidence/", "lead"),
         Page("run_old", f"/runs/{oldest}/", "lead"),
