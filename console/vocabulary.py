@@ -265,6 +265,14 @@ AUDIT: dict[str, Term] = {
     AuditAction.APPROVAL_REJECT: Term("Rejected", "An approver rejected the effect."),
     AuditAction.APPROVAL_EXPIRED: Term("Approval expired", "Nobody decided in time."),
     AuditAction.APPROVAL_ESCALATED: Term("Escalated", "Handed to the escalation group."),
+    AuditAction.APPROVAL_CLAIMED: Term("Taken up", "An approver took the request up."),
+    AuditAction.APPROVAL_ASSIGNED: Term("Given to someone", "A lead gave the request to one."),
+    AuditAction.APPROVAL_RELEASED: Term("Given back", "The request went back to its group."),
+    AuditAction.DELEGATION_GIVEN: Term("Delegated", "Someone decides for a person away."),
+    AuditAction.DELEGATION_ENDED: Term("Delegation ended", "It ended before its time."),
+    AuditAction.ACCOUNT_ROLES_FOLLOWED_PROVIDER: Term(
+        "Roles from sign-in", "The company's sign-in changed a person's roles."
+    ),
     AuditAction.POLICY_ACTIVATED: Term("Policy activated", "A policy version became active."),
     AuditAction.API_TOKEN_REVOKED: Term("API token revoked", "An integration lost its token."),
     AuditAction.CHANNEL_CLASSIFIER_CHANGED: Term("Classifier changed", "A channel's reader."),

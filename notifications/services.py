@@ -29,7 +29,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.mail import EmailMessage, get_connection
 from django.db import transaction
@@ -48,6 +47,7 @@ from django.urls import reverse
 
 from approvals.models import ApprovalRequest, ApprovalStatus, Delegation
 from audit.models import AuditAction, AuditEvent
+from automation.conf import setting
 from automation.models import Run, RunComment, State
 from notifications.models import Channel, Kind, Mode, Notification, Preference, Status
 
@@ -61,11 +61,11 @@ BACKOFF_SECONDS = (30, 120, 600, 1800, 3600)
 
 
 def near_fraction() -> float:
-    return float(settings.GATEHOUSE.get("NOTIFY_NEAR", 0.25))
+    return setting("NOTIFY_NEAR")
 
 
 def base_url() -> str:
-    return str(settings.GATEHOUSE.get("BASE_URL", "http://127.0.0.1:8000")).rstrip("/")
+    return setting("BASE_URL").rstrip("/")
 
 
 # --- finding ---------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ def webhooks() -> dict[str, tuple[Channel, str]]:
     """The chat each group is told in, from GATEHOUSE_NOTIFY_WEBHOOKS:
     'finance-approvers=slack:https://hooks.slack.com/services/...,ops=teams:https://...'."""
     found = {}
-    for group, value in dict(settings.GATEHOUSE.get("NOTIFY_WEBHOOKS") or {}).items():
+    for group, value in setting("NOTIFY_WEBHOOKS").items():
         shape, _, url = str(value).partition(":")
         if shape in (Channel.SLACK, Channel.TEAMS) and url.startswith(("https://", "http://")):
             found[group] = (Channel(shape), url)

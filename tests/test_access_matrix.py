@@ -235,9 +235,10 @@ EXPECTED: dict[str, Row] = {
     "runs:run[security]": page(READERS | {SECURITY}),
     "runs:run[finance]": page(READERS | {FINANCE}),
     # Commenting: whoever reads the run, an approver too (from the request's evidence page).
-    "runs:comment[held]": action(READERS),
-    "runs:comment[security]": action(READERS | {SECURITY}),
-    "runs:comment[finance]": action(READERS | {FINANCE}),
+    # The thread: who works on runs writes there; an auditor reads it and writes nothing.
+    "runs:comment[held]": action(RECOVERERS),
+    "runs:comment[security]": action(RECOVERERS | {SECURITY}),
+    "runs:comment[finance]": action(RECOVERERS | {FINANCE}),
     "about:run_states": page(SIGNED_IN),
     "me:notifications": form(SIGNED_IN),  # a person's own choice of how they hear of work
     "me:work": page(SIGNED_IN),  # a person's own work: everyone has a list, if empty

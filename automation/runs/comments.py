@@ -28,10 +28,21 @@ from core.limits import COMMENT, within
 MENTION = re.compile(r"(?<![\w.+@-])@(\w(?:[\w.+-]*\w)?)")
 
 
+# Who works on runs, beside reading them: an auditor reads runs and their threads, and
+# writes on neither.
+WORKS_ON_RUNS = (
+    "automation.work_queue",
+    "automation.recover_run",
+    "automation.correct_run",
+    "approvals.decide_approvalrequest",
+)
+
+
 def may_comment(user: User, run_id: int) -> bool:
-    """Whoever may read the run's page: those who read runs, and an approver of a request of
-    this run routed to one of their groups (who reaches the run from its evidence page)."""
-    if user.has_perm("automation.view_run"):
+    """Whoever reads the run's page and works on runs (not an auditor, who only reads), and
+    an approver of a request of this run routed to one of their groups (who reaches the run
+    from its evidence page)."""
+    if user.has_perm("automation.view_run") and any(user.has_perm(p) for p in WORKS_ON_RUNS):
         return True
     return (
         user.has_perm("approvals.view_approvalrequest")

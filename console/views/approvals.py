@@ -27,6 +27,7 @@ from approvals.services import (
     approvals_decide_bulk,
 )
 from automation.models import Run, State
+from automation.runs.comments import may_comment
 from automation.runs.selectors import comment_thread
 from console import vocabulary
 from console.forms.approvals import DecisionForm
@@ -184,6 +185,7 @@ def _render_evidence(
         "after": after_decision(approval, approval.run),
         "not_yours": "" if can_decide else _not_yours(request, approval),
         "comments": comment_thread(approval.run_id),
+        "may_comment": may_comment(user, approval.run_id),
         "assignable": (
             selectors.assignable_people(approval)
             if approval.is_pending and user.has_perm("approvals.assign_approvalrequest")

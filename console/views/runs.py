@@ -94,6 +94,7 @@ def run_page(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
         "problems": _problems(run),
         "waiting": waiting_of(run),
         "told": run_notifications(run.pk),
+        "may_comment": may_comment(user, run.pk),
     }
     context["diagram"] = statechart.run_diagram(run, context["history"])
     return render(request, "runs/run.html", context)

@@ -160,7 +160,9 @@ def test_a_rate_of_120_a_minute_is_kept_by_two_workers_together(
     # thread late, so that it arrives beside the next one.
     assert most_in_window(arrivals, 60) <= 120
     assert most_in_window(arrivals, 10) <= 21 + 2
-    assert max(arrivals) - min(arrivals) >= 29 * 0.5 - 1
+    # Spread over the 14.5 s the rate asks for (unlimited, the 30 arrive within a second),
+    # less what a first call woken late takes off the span.
+    assert max(arrivals) - min(arrivals) >= 29 * 0.5 - 3
     assert_each_completed_once(ids)
 
 
