@@ -45,7 +45,7 @@ def may_comment(user: User, run_id: int) -> bool:
     if user.has_perm("automation.view_run") and any(user.has_perm(p) for p in WORKS_ON_RUNS):
         return True
     return (
-        user.has_perm("approvals.view_approvalrequest")
+        user.has_perm("approvals.decide_approvalrequest")
         and visible_requests(user).filter(run_id=run_id).exists()
     )
 
