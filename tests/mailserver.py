@@ -76,3 +76,16 @@ def smtp_server(*, login: tuple[str, str] | None = None) -> Iterator[Inbox]:
         yield inbox
     finally:
         controller.stop()
+
+
+@contextlib.contextmanager
+def mail_through(
+    settings: Any, *, base_url: str = "https://gatehouse.example.com"
+) -> Iterator[Inbox]:
+    """A server on a free loopback port that the settings' own e-mail backend sends through
+    (the test runner swaps in a memory one), and the address notifications link to."""
+    with smtp_server() as server:
+        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        settings.EMAIL_HOST, settings.EMAIL_PORT = server.host, server.port
+        settings.GATEHOUSE = {**settings.GATEHOUSE, "BASE_URL": base_url}
+        yield server

@@ -15,7 +15,7 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from automation.models import RunComment
 from notifications.tasks import notify
 from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, log_in, screenshot
-from tests.mailserver import Inbox, smtp_server
+from tests.mailserver import Inbox, mail_through
 
 pytest.importorskip("playwright.sync_api", reason=PLAYWRIGHT_MISSING, exc_type=ImportError)
 from playwright.sync_api import BrowserContext, Page, expect
@@ -26,10 +26,7 @@ QUESTION = "@olga is AC-20931 a customer we know?\nThe sign-ins look odd to me."
 
 @pytest.fixture
 def outbox(settings: Any, live_server: Any) -> Iterator[Inbox]:
-    with smtp_server() as server:
-        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-        settings.EMAIL_HOST, settings.EMAIL_PORT = server.host, server.port
-        settings.GATEHOUSE = {**settings.GATEHOUSE, "BASE_URL": live_server.url}
+    with mail_through(settings, base_url=live_server.url) as server:
         yield server
 
 

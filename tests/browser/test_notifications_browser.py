@@ -16,7 +16,7 @@ from console.views.approvals import RESULT_MESSAGES
 from notifications.models import Notification, Status
 from notifications.tasks import notify
 from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, screenshot
-from tests.mailserver import Inbox, smtp_server
+from tests.mailserver import Inbox, mail_through
 
 pytest.importorskip("playwright.sync_api", reason=PLAYWRIGHT_MISSING, exc_type=ImportError)
 from playwright.sync_api import Page, expect
@@ -24,10 +24,7 @@ from playwright.sync_api import Page, expect
 
 @pytest.fixture
 def outbox(settings: Any, live_server: Any) -> Iterator[Inbox]:
-    with smtp_server() as server:
-        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-        settings.EMAIL_HOST, settings.EMAIL_PORT = server.host, server.port
-        settings.GATEHOUSE = {**settings.GATEHOUSE, "BASE_URL": live_server.url}
+    with mail_through(settings, base_url=live_server.url) as server:
         yield server
 
 

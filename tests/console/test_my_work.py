@@ -18,21 +18,14 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_assign, approval_decide
 from automation.models import Run
 from automation.roles import roles_ensure
-from tests.conftest import Pipeline, decision_for, make_event
+from tests.approvals.test_bulk import waiting
+from tests.conftest import Pipeline, make_event
 
 
 def person(username: str, *groups: str) -> User:
     user = User.objects.create_user(username=username, password="pw-" + username)
     user.groups.add(*[Group.objects.get_or_create(name=name)[0] for name in groups])
     return user
-
-
-def waiting(pipeline: Pipeline, event_id: str) -> ApprovalRequest:
-    event = make_event(
-        event_id=event_id, request_type="security", requested_action="queue_account_review"
-    )
-    pipeline.submit(event, [decision_for(event, reason_code="security_sensitive")])
-    return ApprovalRequest.objects.get(run__event_id=event_id)
 
 
 @pytest.fixture

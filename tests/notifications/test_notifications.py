@@ -29,16 +29,12 @@ from notifications.models import Kind, Mode, Notification, Preference, Status
 from notifications.services import notifications_digest, notifications_find, notifications_send
 from notifications.tasks import notify
 from tests.conftest import Pipeline, decision_for, make_event
-from tests.mailserver import Inbox, smtp_server
+from tests.mailserver import Inbox, mail_through
 
 
 @pytest.fixture
 def outbox(settings: Any) -> Iterator[Inbox]:
-    with smtp_server() as server:
-        settings.EMAIL_HOST, settings.EMAIL_PORT = server.host, server.port
-        # The settings' backend (the test runner swaps in a memory one): the real server.
-        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-        settings.GATEHOUSE = {**settings.GATEHOUSE, "BASE_URL": "https://gatehouse.example.com"}
+    with mail_through(settings) as server:
         yield server
 
 
