@@ -57,7 +57,7 @@ SIGNAL_ACTIONS = [
 ]
 AMOUNT_APPROVAL = "amount_approval"  # the approval row of amounts over a tier's limit
 RULE_DEFAULTS = ApprovalRule(group="-")  # the numbers a new approval starts with
-APPROVAL_FIELDS = ("group", "approvers", "expires", "escalate_after", "escalate_to")
+APPROVAL_FIELDS = ("group", "approvers", "expires", "escalate_after", "escalate_to", "bulk")
 
 # The schema's own refusals (policy.schemas), said the way a person filling the form reads them,
 # each with the part of the document it is about (a model's check names the model only).
@@ -190,6 +190,7 @@ class ApprovalRow:
     expires: BoundField
     escalate_after: BoundField
     escalate_to: BoundField
+    bulk: BoundField
 
 
 @dataclass(frozen=True)
@@ -410,6 +411,15 @@ class PolicyForm(NewVersionForm):
             initial=shown.escalate_to or "",
             help_text="The group that takes over a request nobody decided in time.",
         )
+        self.fields[f"{prefix}-bulk"] = forms.BooleanField(
+            label="Decide several at once",
+            required=False,
+            initial=shown.bulk,
+            help_text=(
+                "Approvers may decide these requests together from the inbox, each checked "
+                "on its own; never one that needs two approvers or that a risk signal sent."
+            ),
+        )
         for part, field in [
             ((), "group"),
             (("group",), "group"),
@@ -417,6 +427,7 @@ class PolicyForm(NewVersionForm):
             (("expires_after_hours",), "expires"),
             (("escalate_after_hours",), "escalate_after"),
             (("escalate_to",), "escalate_to"),
+            (("bulk",), "bulk"),
         ]:
             self.places[(*where, *part)] = f"{prefix}-{field}"
         text = (
@@ -542,6 +553,7 @@ class PolicyForm(NewVersionForm):
             "group": values[row.group.name],
             **{key: number for key, number in numbers.items() if number is not None},
             "escalate_to": values[row.escalate_to.name] or None,
+            "bulk": bool(values[row.bulk.name]),
         }
 
     def _signal(

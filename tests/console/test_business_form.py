@@ -300,7 +300,7 @@ def test_an_effect_no_longer_allowed_loses_its_approval_and_another_gains_one(
     assert document["allowed_effects"] == ["create_follow_up", "send_internal_notification"]
     assert document["approvals"] == {"create_follow_up": {
         "group": "finance-approvers", "approvers": 1, "expires_after_hours": 72,
-        "escalate_after_hours": 24, "escalate_to": None,
+        "escalate_after_hours": 24, "escalate_to": None, "bulk": False,
     }}  # fmt: skip
 
 

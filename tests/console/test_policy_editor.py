@@ -179,6 +179,7 @@ def test_approvals_per_effect_are_changed_added_and_removed(client: Client) -> N
             "expires_after_hours": 48,
             "escalate_after_hours": 24,
             "escalate_to": None,
+            "bulk": False,
         },
         "send_internal_notification": {
             "group": "finance-approvers",
@@ -186,6 +187,7 @@ def test_approvals_per_effect_are_changed_added_and_removed(client: Client) -> N
             "expires_after_hours": 72,
             "escalate_after_hours": 4,
             "escalate_to": "ops-leads",
+            "bulk": False,
         },
     }
     form, data = starting_values(client, "approvals-2")
