@@ -60,6 +60,10 @@ class Figures:
     seq_scan_runs: bool = False
     unfiltered_count: bool = False
     slow_plans: list[str] = field(default_factory=list)
+    # Where a request's time goes, in process (median ms): see `breakdown`.
+    sql_ms: float = 0.0
+    template_ms: float = 0.0
+    python_ms: float = 0.0
 
     def percentile(self, fraction: float) -> float:
         """Nearest rank: the smallest time that `fraction` of the requests did not exceed."""
@@ -354,17 +358,111 @@ def capture(page: Page, actors: Actors, figures: Figures) -> None:
         explain(query["sql"], figures)
 
 
+def breakdown(page: Page, actors: Actors, figures: Figures, requests: int) -> None:
+    """Where the view's time goes, in process (the Django test client, no HTTP): the median
+    over `requests` GETs of the time in SQL (each query from the driver's call to its last
+    row, through Django's execute wrapper), in templates (the outermost render, less the
+    SQL its lazy querysets ran) and in the rest of Python (middleware, view, ORM objects)."""
+    from django.db import connection
+    from django.template.backends.django import Template
+    from django.test import Client
+
+    client = Client(HTTP_HOST="127.0.0.1")
+    if page.who in actors.users:
+        client.force_login(actors.users[page.who])
+    headers = headers_for(page.who, {}, actors.api_key) if page.who in ("metrics", "api") else {}
+    clock = {"sql": 0.0, "template": 0.0, "sql_in_template": 0.0, "depth": 0}
+
+    def timed_sql(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            spent = time.perf_counter() - started
+            clock["sql"] += spent
+            if clock["depth"]:
+                clock["sql_in_template"] += spent
+
+    original = Template.render
+
+    def timed_render(self: Any, context: Any = None, request: Any = None) -> Any:
+        if clock["depth"]:
+            return original(self, context, request)
+        clock["depth"] = 1
+        started = time.perf_counter()
+        try:
+            return original(self, context, request)
+        finally:
+            clock["template"] += time.perf_counter() - started
+            clock["depth"] = 0
+
+    samples: list[tuple[float, float, float]] = []
+    Template.render = timed_render  # type: ignore[method-assign]
+    try:
+        with connection.execute_wrapper(timed_sql):
+            for attempt in range(WARM + requests):
+                clock.update(sql=0.0, template=0.0, sql_in_template=0.0, depth=0)
+                started = time.perf_counter()
+                response = client.get(page.path, headers=headers)
+                total = time.perf_counter() - started
+                if response.status_code != 200:
+                    raise SystemExit(f"{page.path} answered {response.status_code} in process")
+                if attempt < WARM:
+                    continue
+                template = clock["template"] - clock["sql_in_template"]
+                samples.append((clock["sql"], template, total - clock["sql"] - template))
+    finally:
+        Template.render = original  # type: ignore[method-assign]
+
+    def median(values: list[float]) -> float:
+        ordered = sorted(values)
+        return round(ordered[len(ordered) // 2] * 1000, 1)
+
+    figures.sql_ms = median([s for s, _, _ in samples])
+    figures.template_ms = median([t for _, t, _ in samples])
+    figures.python_ms = median([p for _, _, p in samples])
+
+
+def profile(page: Page, actors: Actors, requests: int) -> None:
+    """The view's calls, by time, over `requests` GETs in process (pyinstrument)."""
+    from django.test import Client
+    from pyinstrument import Profiler
+
+    client = Client(HTTP_HOST="127.0.0.1")
+    if page.who in actors.users:
+        client.force_login(actors.users[page.who])
+    headers = headers_for(page.who, {}, actors.api_key) if page.who in ("metrics", "api") else {}
+    for _ in range(WARM):
+        client.get(page.path, headers=headers)
+    profiler = Profiler(interval=0.0005)
+    with profiler:
+        for _ in range(requests):
+            client.get(page.path, headers=headers)
+    print(profiler.output_text(unicode=True, color=False, show_all=False))
+
+
 # --- the report --------------------------------------------------------------------------
+
+
+def ratio(figures: Figures, trivial: Figures) -> float:
+    """A page's p95 over the trivial page's, both timed in the same invocation: a figure that
+    does not move with how busy the machine is, as an absolute time does."""
+    return round(figures.percentile(0.95) / trivial.percentile(0.95), 1)
 
 
 def summary(runs: int, trivial: Figures, results: dict[str, Figures]) -> dict[str, Any]:
     return {
         "runs": runs,
         "trivial_p95_ms": round(trivial.percentile(0.95), 1),
+        "load_1min": round(os.getloadavg()[0], 2),
         "pages": {
             name: {
                 "p50_ms": round(f.percentile(0.5), 1),
                 "p95_ms": round(f.percentile(0.95), 1),
+                "x_trivial": ratio(f, trivial),
+                "sql_ms": f.sql_ms,
+                "template_ms": f.template_ms,
+                "python_ms": f.python_ms,
                 "queries": f.queries,
                 "seq_scan_runs": f.seq_scan_runs,
                 "unfiltered_count": f.unfiltered_count,
@@ -375,16 +473,18 @@ def summary(runs: int, trivial: Figures, results: dict[str, Figures]) -> dict[st
 
 
 def table(trivial: Figures, results: dict[str, Figures]) -> str:
-    rows = [f"{'page':<22} {'p50 ms':>9} {'p95 ms':>9} {'queries':>8}  flags"]
+    head = ("page", "p50 ms", "p95 ms", "x trivial", "queries", "sql ms", "tmpl ms", "py ms")
+    rows = [f"{head[0]:<22}" + "".join(f"{h:>9}" for h in head[1:]) + "  flags"]
     rows.append(
-        f"{'trivial (login form)':<22} {trivial.percentile(0.5):>9.1f} "
-        f"{trivial.percentile(0.95):>9.1f} {'':>8}"
+        f"{'trivial (login form)':<22} {trivial.percentile(0.5):>8.1f} "
+        f"{trivial.percentile(0.95):>8.1f} {1.0:>8.1f}"
     )
     for name, f in results.items():
         flags = [n for n in ("seq_scan_runs", "unfiltered_count") if getattr(f, n)]
         rows.append(
-            f"{name:<22} {f.percentile(0.5):>9.1f} {f.percentile(0.95):>9.1f} "
-            f"{f.queries:>8}  {', '.join(flags)}"
+            f"{name:<22} {f.percentile(0.5):>8.1f} {f.percentile(0.95):>8.1f} "
+            f"{ratio(f, trivial):>8.1f} {f.queries:>8} {f.sql_ms:>8.1f} {f.template_ms:>8.1f} "
+            f"{f.python_ms:>8.1f}  {', '.join(flags)}"
         )
     return "\n".join(rows)
 
@@ -396,6 +496,12 @@ def main() -> None:
     parser.add_argument(
         "--reuse", action="store_true", help="keep the database if it holds --runs runs"
     )
+    parser.add_argument("--only", help="time only these pages (names, comma-separated)")
+    parser.add_argument(
+        "--profile",
+        metavar="PAGE",
+        help="print where PAGE's time goes, by function (pyinstrument, in process), and stop",
+    )
     args = parser.parse_args()
 
     reused = args.reuse and runs_present() == args.runs
@@ -404,14 +510,26 @@ def main() -> None:
     people = actors()
     if not reused:
         fill(args.runs, people.users["approver"].pk)
-    # As a deployment does after loading history: the report rollups, counted once (the
-    # scheduled job keeps them current from then on).
-    manage("rebuild_rollups", DATABASE_URL=URL)
+    if not reused:
+        # As a deployment does after loading history: the report rollups, counted once (the
+        # scheduled job keeps them current from then on).
+        manage("rebuild_rollups", DATABASE_URL=URL)
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            # The rollup tables' statistics, as autovacuum gathers them once they are filled:
+            # without them the planner guesses their sizes.
+            cursor.execute("VACUUM (ANALYZE)")
 
     from automation.models import Run
 
     api_run = Run.objects.filter(channel__name="api").order_by("-pk").values_list("pk", flat=True)
     chosen = pages(api_run.first() or 0)
+    if args.profile:
+        profile(next(p for p in chosen if p.name == args.profile), people, args.requests)
+        return
+    if args.only:
+        chosen = [p for p in chosen if p.name in args.only.split(",")]
     sessions = sessions_for(people.users)
     results = {page.name: Figures() for page in chosen}
     server = serve()
@@ -425,6 +543,7 @@ def main() -> None:
         server.stop()
     for page in chosen:
         capture(page, people, results[page.name])
+        breakdown(page, people, results[page.name], args.requests)
     print(table(trivial, results))
     for name, figures in results.items():
         for plan in figures.slow_plans:
