@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
@@ -48,12 +49,15 @@ def sees_everything(user: User | AnonymousUser) -> bool:
     return user.is_superuser or user.has_perm("approvals.view_all_approvalrequests")
 
 
-def visible_requests(user: User) -> QuerySet[ApprovalRequest]:
-    """Requests routed (or escalated) to one of the user's groups; all for auditors and leads."""
+def visible_requests(
+    user: User, *, groups: Collection[str] | None = None
+) -> QuerySet[ApprovalRequest]:
+    """Requests routed (or escalated) to one of the user's groups; all for auditors and leads.
+    `groups` (user_groups, when the caller has read them) spares the filter its subquery."""
     requests = ApprovalRequest.objects.all()
     if sees_everything(user):
         return requests
-    return requests.filter(_routed_to(_group_names(user)))
+    return requests.filter(_routed_to(_groups_of(user, groups)))
 
 
 def sla_state(request: ApprovalRequest, now: datetime) -> str:
@@ -177,7 +181,9 @@ def acted_runs_sql(user: User) -> RawSQL:
     return RawSQL(sql, (user.pk, APPROVAL_ACTIONS + "%", NOT_A_HAND))  # noqa: S611 - values are parameters
 
 
-def decidable_by(user: User, requests: QuerySet[ApprovalRequest]) -> QuerySet[ApprovalRequest]:
+def decidable_by(
+    user: User, requests: QuerySet[ApprovalRequest], *, groups: Collection[str] | None = None
+) -> QuerySet[ApprovalRequest]:
     """The requests can_decide allows this user, as a filter the database applies: what the
     default inbox and its count in the navigation show, without reading a row per request."""
     if not user.has_perm("approvals.decide_approvalrequest"):
@@ -191,7 +197,13 @@ def decidable_by(user: User, requests: QuerySet[ApprovalRequest]) -> QuerySet[Ap
     )
     if user.is_superuser:
         return requests
-    return requests.filter(_routed_to(_group_names(user)))
+    return requests.filter(_routed_to(_groups_of(user, groups)))
+
+
+def _groups_of(user: User, groups: Collection[str] | None) -> Collection[str] | QuerySet[Any]:
+    """The names a filter matches: those given, in order (a list the planner sees), else the
+    subquery."""
+    return sorted(groups) if groups is not None else _group_names(user)
 
 
 def _group_names(user: User) -> QuerySet[Any]:
@@ -313,8 +325,8 @@ def _amount(request: ApprovalRequest) -> str | None:
     return str(amount) if amount else None
 
 
-def pending_for(user: User) -> QuerySet[ApprovalRequest]:
-    return visible_requests(user).filter(status=ApprovalStatus.PENDING)
+def pending_for(user: User, *, groups: Collection[str] | None = None) -> QuerySet[ApprovalRequest]:
+    return visible_requests(user, groups=groups).filter(status=ApprovalStatus.PENDING)
 
 
 @dataclass(frozen=True)
@@ -325,14 +337,20 @@ class InboxPage:
 
 
 def inbox_requests(
-    *, user: User, scope: str, overdue_only: bool, now: datetime
+    *,
+    user: User,
+    scope: str,
+    overdue_only: bool,
+    now: datetime,
+    groups: Collection[str] | None = None,
 ) -> QuerySet[ApprovalRequest]:
-    """The pending requests an inbox scope shows, as one filter (approval_inbox_idx)."""
-    requests = pending_for(user)
+    """The pending requests an inbox scope shows, as one filter (approval_inbox_idx).
+    `groups`: the user's, when the caller has read them (user_groups)."""
+    requests = pending_for(user, groups=groups)
     if scope in ("mine", "groups") and sees_everything(user) and not user.is_superuser:
-        requests = requests.filter(_routed_to(_group_names(user)))
+        requests = requests.filter(_routed_to(_groups_of(user, groups)))
     if scope == "mine":
-        requests = decidable_by(user, requests)
+        requests = decidable_by(user, requests, groups=groups)
     if overdue_only:
         requests = requests.filter(escalate_at__lte=now)
     return requests
@@ -369,10 +387,13 @@ def inbox_page(
     """One page of pending requests, oldest first (or newest first), by keyset on
     (created_at, id) over approval_pending_idx, read backwards for newest first. A fixed
     number of queries whatever the number of rows."""
-    requests = inbox_requests(user=user, scope=scope, overdue_only=overdue_only, now=now)
+    groups = user_groups(user)
+    requests = inbox_requests(
+        user=user, scope=scope, overdue_only=overdue_only, now=now, groups=groups
+    )
     requests = (
         requests.select_related("run")
-        .defer(*(f"run__{name}" for name in RUN_DOCUMENTS))
+        .defer(*(f"run__{name}" for name in _run_unlisted()))
         .annotate(**run_list_columns("run__"))
         .prefetch_related("decisions")
     )
@@ -385,9 +406,18 @@ def inbox_page(
         descending=newest_first,
     )
     conflicted = conflicted_request_ids(user, page.items)
-    groups = user_groups(user)
     rows = [_row(user, r, now, r.pk in conflicted, groups) for r in page.items]
     return InboxPage(rows=rows, next=page.next, previous=page.previous)
+
+
+# What an inbox row shows of its run besides run_list_columns: the rest is never read.
+RUN_LISTED = frozenset({"id", "event_id", "route", "state"})
+
+
+@functools.cache
+def _run_unlisted() -> tuple[str, ...]:
+    run = ApprovalRequest._meta.get_field("run").related_model
+    return tuple(f.name for f in run._meta.concrete_fields if f.name not in RUN_LISTED)  # type: ignore[union-attr]
 
 
 def inbox(*, user: User, scope: str, overdue_only: bool, now: datetime) -> list[InboxRow]:

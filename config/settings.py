@@ -237,6 +237,20 @@ AXES_LOCKOUT_CALLABLE = "core.login_throttle.lockout_response"
 # Successful logins are not logged row by row: the table would only grow.
 AXES_DISABLE_ACCESS_LOG = True
 
+# Django's cache: the navigation's inbox counts (console.context_processors) and the login
+# throttle. In each process's memory by default; GATEHOUSE_CACHE_URL (redis://host:6379/1)
+# shares it between the web processes, so a count changed in one is fresh in all at once.
+CACHES = {
+    "default": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": os.environ["GATEHOUSE_CACHE_URL"],
+        }
+        if os.environ.get("GATEHOUSE_CACHE_URL")
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True

@@ -46,14 +46,19 @@ def sla(due_at: datetime | None, now: datetime, escalated: bool = False) -> Safe
     """The SLA badge in words (Due, Overdue, Escalated) and how far the deadline is."""
     if due_at is None:
         return format_html('<span class="muted">—</span>')
-    state = sla_of(due_at, now, escalated=bool(escalated))
+    return sla_badge(sla_of(due_at, now, escalated=bool(escalated)), sla_when(due_at, now))
+
+
+@register.simple_tag
+def sla_badge(state: str, when: str) -> SafeString:
+    """The SLA badge of a state and distance already worked out (an inbox row's)."""
     entry = vocabulary.term(vocabulary.Kind.SLA, state)
     return format_html(
         '<span class="badge {}" title="{}">{}</span> <span class="when">{}</span>',
         state,
         entry.explanation,
         entry.label,
-        sla_when(due_at, now),
+        when,
     )
 
 

@@ -138,6 +138,9 @@ def queue(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
         "batch_form": batch_form,
         "people": assignees(),
         "page_size": QUEUE_PAGE_SIZE,
+        # Asked once for the page, not once per row.
+        "may_work": request.user.has_perm("automation.work_queue"),
+        "here": request.get_full_path(),
     }
     status = 400 if filter_form.errors else 200
     return render(request, "queues/queue.html", context, status=status)

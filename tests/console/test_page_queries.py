@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.core.cache import cache
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -21,6 +22,7 @@ from django.utils import timezone
 
 from approvals import selectors as approval_selectors
 from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
 from automation.models import Run
 from automation.recovery.selectors import (
     QueueFilters,
@@ -161,13 +163,28 @@ def test_the_navigation_count_agrees_with_the_inbox_in_one_count(
     add_runs(pipeline, 3, start=0)
     approver = people["approver"]
     client = client_for(approver)
-    _, sql = queries(client, reverse("approvals:inbox"))
+    client.get(reverse("approvals:inbox"))
+    cache.clear()
+    with CaptureQueriesContext(connection) as first:
+        page = client.get(reverse("approvals:inbox")).content.decode()
     rows = approval_selectors.inbox(user=approver, scope="mine", overdue_only=False, now=_now())
 
     assert approval_selectors.inbox_count(approver, _now()) == len(rows) == 3
+    assert 'data-testid="nav-inbox-count">3<' in page
+    sql = [q["sql"] for q in first.captured_queries]
     counting = [q for q in sql if "approvals_approvalrequest" in q and "COUNT(*)" in q]
     assert len(counting) == 1
     assert "LIMIT 100" in counting[0]  # every page pays for it: it reads at most 100 rows
+    # The next page reuses the count, until something it counts is saved.
+    _, again = queries(client, reverse("me:notifications"))
+    assert not [q for q in again if "approvals_approvalrequest" in q and "COUNT(*)" in q]
+    request = ApprovalRequest.objects.filter(status="pending").order_by("pk").first()
+    assert request is not None
+    with pipeline.capture():
+        approval_decide(request_id=request.pk, user=approver, approve=True, seen=request.binding())
+    pipeline.drain()
+    page = client.get(reverse("me:notifications")).content.decode()
+    assert 'data-testid="nav-inbox-count">2<' in page
 
 
 def test_the_navigation_says_99_plus_past_a_hundred_waiting(
