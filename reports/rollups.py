@@ -178,6 +178,13 @@ def raw_hours(runs: QuerySet[Run]) -> Iterator[tuple[datetime, Cell]]:
 # --- which hours the rollup cannot answer yet -----------------------------------------------
 
 
+class Unread:
+    """No mark was passed: counts reads it."""
+
+
+UNREAD = Unread()
+
+
 def current_mark() -> RollupMark | None:
     """The marks, read first so that the queries below carry them as literals: the planner
     then knows an `id > mark` range holds a handful of rows and walks the primary key index
@@ -203,8 +210,9 @@ def changed_hours(mark: RollupMark) -> set[datetime]:
 # --- reading: rollup where it holds, raw rows elsewhere ------------------------------------
 
 
-def counts(spans: list[Span]) -> list[list[Cell]]:
-    """The runs received in each [since, until) span, by kind: two queries for all of them.
+def counts(spans: list[Span], *, mark: RollupMark | Unread | None = UNREAD) -> list[list[Cell]]:
+    """The runs received in each [since, until) span, by kind: two queries for all of them
+    (three without `mark`, current_mark when the caller has read it).
 
     Spans may overlap and need not fall on the hour. Whole hours that no span bound cuts and
     no pending change touched come from the rollup; the rest (the partial hours at the edges,
@@ -215,7 +223,8 @@ def counts(spans: list[Span]) -> list[list[Cell]]:
         return []
     bounds = sorted({moment for span in spans for moment in span})
     covered = merge(spans)
-    mark = current_mark()
+    if isinstance(mark, Unread):
+        mark = current_mark()
     clean = [] if mark is None else clean_hours(covered, bounds, changed_hours(mark))
     raw = minus(covered, clean)
     parts: list[QuerySet[Any]] = []

@@ -412,23 +412,42 @@ def _rates(cells: list[Cell]) -> Rates:
     )
 
 
-def impacts(
+def impact_windows(
     found: list[Activation], *, now: datetime, window: timedelta = IMPACT_WINDOW
-) -> list[RuleChange]:
-    """Rates in equal windows before and after each activation.
+) -> list[Span]:
+    """The windows before and after each past activation, two per activation, in order.
 
-    The window is `window`, or the time since the activation when that is shorter: the after
+    A window is `window`, or the time since the activation when that is shorter: the after
     window never reaches into the future, and the before window is cut to the same length.
     """
+    windows: list[Span] = []
+    for activation in found:
+        if activation.at < now:
+            span = min(window, now - activation.at)
+            windows += [
+                (activation.at - span, activation.at),
+                (activation.at, activation.at + span),
+            ]
+    return windows
+
+
+def impacts(
+    found: list[Activation],
+    *,
+    now: datetime,
+    window: timedelta = IMPACT_WINDOW,
+    counted: list[list[Cell]] | None = None,
+) -> list[RuleChange]:
+    """Rates in equal windows before and after each activation (impact_windows); `counted`,
+    the windows' cells when already counted."""
     found = [a for a in found if a.at < now]
-    spans = [min(window, now - a.at) for a in found]
-    windows: list[tuple[datetime, datetime]] = []
-    for activation, span in zip(found, spans, strict=True):
-        windows += [(activation.at - span, activation.at), (activation.at, activation.at + span)]
-    rates = rates_in_windows(windows)
+    windows = impact_windows(found, now=now, window=window)
+    rates = (
+        [_rates(cells) for cells in counted] if counted is not None else rates_in_windows(windows)
+    )
     return [
-        RuleChange(a.version, a.previous, a.at, span, rates[2 * i], rates[2 * i + 1])
-        for i, (a, span) in enumerate(zip(found, spans, strict=True))
+        RuleChange(a.version, a.previous, a.at, after - at, rates[2 * i], rates[2 * i + 1])
+        for i, (a, (at, after)) in enumerate(zip(found, windows[1::2], strict=True))
     ]
 
 
@@ -696,17 +715,22 @@ class Dashboard:
 
 
 def dashboard(*, period: Period, now: datetime) -> Dashboard:
-    figures = rolled(period=period)
-    # The weekly straight-through rates and the cost of reading in one count.
+    mark = current_mark()
+    figures = rolled(period=period, mark=mark)
+    # The weekly straight-through rates, the cost of reading and the rates around each
+    # activation of the period in one count.
+    activated = activations(since=period.since, until=period.until)
     weeks, spent = week_spans(period), spend_spans(period)
-    found = counts(weeks + spent)
+    windows = impact_windows(activated, now=now)
+    found = counts(weeks + spent + windows, mark=mark)
+    changes = found[len(weeks) + len(spent) :]
     return Dashboard(
         period=period,
         straight_through=straight_through(period=period, found=found[: len(weeks)]),
-        spend=model_spend(period=period, found=found[len(weeks) :]),
+        spend=model_spend(period=period, found=found[len(weeks) : len(weeks) + len(spent)]),
         handoffs=handoffs(period=period, figures=figures),
         approvals=approval_waits(period=period, now=now, figures=figures),
-        rule_changes=rule_changes(period=period, now=now),
+        rule_changes=impacts(activated, now=now, counted=changes),
         stages=stage_durations(period=period, figures=figures),
         quality=measured_quality(period=period),
     )

@@ -35,6 +35,7 @@ from automation.models import (
 from automation.roles import roles_ensure
 from automation.schemas import ClassifierDecision, IntakeEvent
 from bench.generate import QUEUES, generate, mix
+from bench.pages import Figures, summary, table
 from policy.models import PolicyVersion
 
 RUNS = 300
@@ -164,3 +165,17 @@ def test_the_pages_answer_on_the_history(
     api = Client().get(f"/api/v1/runs/{newest.pk}", headers={"Authorization": f"Bearer {key}"})
     assert api.status_code == 200
     assert api.json()["state"] == newest.state
+
+
+def test_the_summary_gives_each_page_as_a_ratio_to_the_trivial_page() -> None:
+    trivial = Figures(times_ms=[2.0] * 19 + [4.0])  # p95: the 19th of 20, 2.0
+    page = Figures(times_ms=[10.0] * 18 + [30.0, 50.0], queries=7, sql_ms=3.5)
+
+    result = summary(1000, trivial, {"inbox": page})
+
+    assert result["trivial_p95_ms"] == 2.0
+    assert result["pages"]["inbox"]["p95_ms"] == 30.0
+    assert result["pages"]["inbox"]["x_trivial"] == 15.0
+    assert result["pages"]["inbox"]["sql_ms"] == 3.5
+    assert result["load_1min"] >= 0
+    assert "15.0" in table(trivial, {"inbox": page})

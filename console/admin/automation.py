@@ -153,6 +153,21 @@ RUN_SEARCH_HELP = (
 )
 
 
+# What the run list shows (list_display and total_ms), with the channel's name.
+RUN_LIST_COLUMNS = (
+    "id",
+    "event_id",
+    "channel__name",
+    "state",
+    "outcome",
+    "route",
+    "effect_name",
+    "policy_version",
+    "created_at",
+    "finished_at",
+)
+
+
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
     list_display = [
@@ -308,6 +323,14 @@ class RunAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
 
     def search_condition(self, term: str) -> Q:
         return Q(pk__in=_run_ids(term))
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+        runs = super().get_queryset(request)
+        match = request.resolver_match
+        if match is not None and match.url_name == "automation_run_changelist":
+            # The list reads the columns it shows, not each run's documents.
+            runs = runs.only(*RUN_LIST_COLUMNS)
+        return runs
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Run._meta.fields] + list(self.readonly_fields)
