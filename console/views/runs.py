@@ -239,7 +239,10 @@ def queue_action(request: AuthenticatedHttpRequest, run_id: int, action: str) ->
             queue_release(run_id=run_id, user=user)
             done = "Released: the run is back in the queue for anyone to take."
         else:
-            assignee = get_object_or_404(User, username=request.POST.get("assignee", ""))
+            # From the run page, `assignee`; from a queue page, whose rows share one form,
+            # the row's own `assignee-<run>`.
+            name = request.POST.get(f"assignee-{run_id}") or request.POST.get("assignee", "")
+            assignee = get_object_or_404(User, username=name)
             queue_assign(run_id=run_id, user=user, assignee=assignee)
             done = f"Assigned to {assignee.get_username()}."
     except ServiceError as exc:

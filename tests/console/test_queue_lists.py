@@ -491,3 +491,27 @@ def test_a_queue_page_makes_as_many_queries_for_many_rows_as_for_few(
     assert count_queries(client, url) == few
     assert count_queries(client, url + "?order=newest") == few
     assert len(queue_rows(client, "retry_exhausted")) == 7
+
+
+def test_each_rows_buttons_act_on_that_row_through_the_pages_one_form(
+    pipeline: Pipeline, lee: User
+) -> None:
+    first, second = exhausted(pipeline, 1), exhausted(pipeline, 2)
+    ana = person("ana", "recovery-staff")
+    client = client_for(lee)
+    page = client.get(reverse("queues:queue", args=["retry_exhausted"])).content.decode()
+
+    actions = set(re.findall(r'form="row-action" formaction="([^"]+)"', page))
+    for run in (first, second):
+        for action in ("claim", "assign"):
+            assert reverse("runs:queue_action", args=[run.pk, action]) in actions
+    assert page.count('<option value="ana">ana</option>') == 2  # one list per row
+    # The browser sends every row's choice with the one form; the row's button names the run.
+    response = client.post(
+        reverse("runs:queue_action", args=[second.pk, "assign"]),
+        {f"assignee-{first.pk}": "lee", f"assignee-{second.pk}": "ana", "next": "/"},
+    )
+    assert response.status_code == 302
+    second.refresh_from_db()
+    first.refresh_from_db()
+    assert second.owner == ana and first.owner is None
