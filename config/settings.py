@@ -136,16 +136,18 @@ else:
 database["CONN_MAX_AGE"] = env_int("GATEHOUSE_DB_CONN_MAX_AGE", 600)
 database["CONN_HEALTH_CHECKS"] = True
 # No JIT compilation: it pays off for long analytic queries and costs 10 ms or more on the
-# short ones every page and step makes (PostgreSQL's own advice for OLTP). work_mem: the memory
-# one sort or hash of a query may use before it spills to disk; PostgreSQL's 4MB default makes
-# the reports' sums over a quarter of hourly rollups sort on disk (50 ms more at a million runs).
-# It is per sort, per connection: a dozen connections at 16MB is well inside any server.
-DB_WORK_MEM = os.environ.get("GATEHOUSE_DB_WORK_MEM", "16MB").strip()
-if not re.fullmatch(r"\d+(kB|MB|GB)", DB_WORK_MEM):
+# short ones every page and step makes (PostgreSQL's own advice for OLTP).
+database.setdefault("OPTIONS", {})["options"] = "-c jit=off"
+# work_mem of the reports' transactions only (reports.selectors.report_memory): what one sort
+# or hash may use before it spills to disk. PostgreSQL's 4MB makes the dashboard's sums over a
+# quarter of hourly rollups sort on disk (50 ms more at a million runs); raised for every
+# query, it costs the short ones (a hash sized to a misestimate is allocated whole).
+REPORTS_WORK_MEM = os.environ.get("GATEHOUSE_REPORTS_WORK_MEM", "16MB").strip()
+if not re.fullmatch(r"\d+(kB|MB|GB)", REPORTS_WORK_MEM):
     raise ImproperlyConfigured(
-        f"GATEHOUSE_DB_WORK_MEM must be a size such as 16MB or 65536kB, not {DB_WORK_MEM!r}"
+        "GATEHOUSE_REPORTS_WORK_MEM must be a size such as 16MB or 65536kB, "
+        f"not {REPORTS_WORK_MEM!r}"
     )
-database.setdefault("OPTIONS", {})["options"] = f"-c jit=off -c work_mem={DB_WORK_MEM}"
 DATABASES = {"default": database}
 # Server-side binding (Django's documented option for psycopg 3): the statements intake and
 # the workers run for every request and step are prepared by psycopg once they have run

@@ -8,12 +8,16 @@ same number of queries with twenty runs or a million, and the run indexes keep e
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from functools import reduce
 from typing import Any
 
+from django.conf import settings
+from django.db import connection, transaction
 from django.db.models import Count, Q
 from django.db.models.functions import TruncWeek
 from django.utils import timezone
@@ -24,7 +28,7 @@ from automation.models import Label, QAReview, QAStatus, StageName, StageOutcome
 from reports import histograms
 from reports.histograms import Histogram, Key
 from reports.models import RollupMark
-from reports.rollups import Cell, counts, current_mark
+from reports.rollups import UNREAD, Cell, Unread, counts, current_mark
 from reports.spans import Span
 
 WEEKS = 12
@@ -236,8 +240,9 @@ class Rolled:
     waits: dict[Key, Histogram]
 
 
-def rolled(*, period: Period, mark: RollupMark | None = None) -> Rolled:
-    mark = mark or current_mark()
+def rolled(*, period: Period, mark: RollupMark | Unread | None = UNREAD) -> Rolled:
+    if isinstance(mark, Unread):
+        mark = current_mark()
     changed = histograms.changed_hours(mark)
     spans = [(period.previous.since, period.previous.until), (period.since, period.until)]
     before, now = histograms.histograms(
@@ -712,6 +717,17 @@ class Dashboard:
     stages: list[StageDuration]
     quality: Quality
     spend: ModelSpend
+
+
+@contextmanager
+def report_memory() -> Iterator[None]:
+    """A transaction whose sorts and hashes may use settings.REPORTS_WORK_MEM before they
+    spill to disk (the dashboard's sums over many rollup rows), and only its own: set_config
+    with is_local, as SET LOCAL, ends with the transaction."""
+    # No savepoint inside a transaction already open: the setting lasts until its end.
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('work_mem', %s, true)", [settings.REPORTS_WORK_MEM])
+        yield
 
 
 def dashboard(*, period: Period, now: datetime) -> Dashboard:

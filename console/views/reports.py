@@ -35,7 +35,8 @@ def _period_query(request: HttpRequest) -> str:
 def dashboard(request: AuthenticatedHttpRequest) -> HttpResponse:
     now = timezone.now()
     form = PeriodForm(request.GET or None)
-    data = selectors.dashboard(period=form.to_period(now), now=now)
+    with selectors.report_memory():
+        data = selectors.dashboard(period=form.to_period(now), now=now)
     route_names = [charts.ALL_RUNS, *map(charts.route_label, data.straight_through.routes)]
     context = {
         "form": form,
@@ -85,7 +86,8 @@ def panel_csv(request: AuthenticatedHttpRequest, panel: str) -> HttpResponse:
         problems = [str(e) for errors in form.errors.values() for e in errors]
         return HttpResponse("; ".join(problems), status=400, content_type="text/plain")
     period = form.to_period(now)
-    table = export(period, now)
+    with selectors.report_memory():
+        table = export(period, now)
     name = f"{panel}-{period.since:%Y%m%d}-{period.until:%Y%m%d}.csv"
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}"'

@@ -55,9 +55,12 @@ STATES = (
     + [(State.NEEDS_REVIEW, "low_confidence"), (State.NEEDS_REVIEW, "effect_unavailable")]
     + [(State.APPROVAL_REQUIRED, ""), (State.FAILED, "approval_rejected")]
 )
-# Session, user, permissions and the navigation (6), the five panels (13), one to spare.
+# Session, user, permissions and the navigation (6), the report's transaction and its
+# work_mem (3), the five panels (11).
 QUERY_BOUND = 20
-CSV_QUERY_BOUND = 8  # session, user, permissions (4), the panel's (at most 4)
+# Session, user, permissions (4), the report's transaction and its work_mem (3: BEGIN,
+# set_config, COMMIT), the panel's (at most 4).
+CSV_QUERY_BOUND = 11
 
 
 def sql(statement: str, params: Any = None) -> None:
