@@ -7,8 +7,10 @@ database that already holds N runs). Then, for each page:
 - p50/p95 of `--requests` GETs over HTTP, against gunicorn (2 sync workers), as a user of
   the role the page is for (a session made for that user in the database, sent as a cookie;
   the API and /metrics with their bearer tokens), next to the trivial page (the login form);
-- the queries the view makes, counted in process (the Django test client on the same
-  database, CaptureQueriesContext), each SELECT explained with EXPLAIN (ANALYZE):
+- that p95 as a ratio to the trivial page's, timed in the same invocation (`x_trivial`);
+- where one request's time goes, in process: SQL, templates, the rest of Python (`breakdown`);
+- the queries the view makes on a warm request, counted in process (the Django test client
+  on the same database, CaptureQueriesContext), each SELECT explained with EXPLAIN (ANALYZE):
   `seq_scan_runs` when a plan reads automation_run by a sequential scan, `unfiltered_count`
   when it counts automation_run with no condition, and the plan of any query over 50 ms.
 
