@@ -187,6 +187,21 @@ def test_the_navigation_count_agrees_with_the_inbox_in_one_count(
     assert 'data-testid="nav-inbox-count">2<' in page
 
 
+def test_the_navigation_counts_afresh_when_a_persons_groups_change(
+    pipeline: Pipeline, people: dict[str, User]
+) -> None:
+    add_runs(pipeline, 2, start=0)  # waiting for security-approvers
+    other = person("oli", "finance-approvers")
+    client = client_for(other)
+    nav = 'data-testid="nav-inbox-count">{}<'
+
+    assert nav.format(0) in client.get(reverse("me:notifications")).content.decode()
+    other.groups.add(Group.objects.get(name="security-approvers"))
+    assert nav.format(2) in client.get(reverse("me:notifications")).content.decode()
+    other.groups.remove(Group.objects.get(name="security-approvers"))
+    assert nav.format(0) in client.get(reverse("me:notifications")).content.decode()
+
+
 def test_the_navigation_says_99_plus_past_a_hundred_waiting(
     pipeline: Pipeline, people: dict[str, User], monkeypatch: pytest.MonkeyPatch
 ) -> None:
