@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
@@ -12,6 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.timesince import timesince
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals import selectors
@@ -34,6 +36,8 @@ from console.forms.approvals import DecisionForm
 from console.raw_input import raw_download as download_raw
 from console.raw_input import raw_page
 from console.refusals import not_yours_text, show_refusal
+from console.templatetags.lists import approval_reason, one_line, sla_badge
+from console.templatetags.words import term
 from core.codes import Outcome
 from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
@@ -85,7 +89,7 @@ def inbox(request: AuthenticatedHttpRequest) -> HttpResponse:
         newest_first=order == NEWEST,
     )
     context = {
-        "rows": page.rows,
+        "rows": [_inbox_line(row, now) for row in page.rows],
         "bulk_rows": any(row.bulk for row in page.rows),
         "scope": scope,
         "overdue": overdue,
@@ -97,6 +101,40 @@ def inbox(request: AuthenticatedHttpRequest) -> HttpResponse:
         "bad_cursor": bad_cursor,
     }
     return render(request, "approvals/inbox.html", context, status=400 if bad_cursor else 200)
+
+
+@dataclass(frozen=True)
+class InboxLine:
+    """An inbox row with its cells in words, worked out once here rather than by a filter or
+    a tag per cell in the template (a hundredth of a millisecond each, fifty rows a page)."""
+
+    row: selectors.InboxRow
+    evidence_url: str
+    effect: str
+    route: str
+    waited: str
+    created: str
+    sla: str
+    routed_to: str
+    reason: str
+    reason_line: str
+
+
+def _inbox_line(row: selectors.InboxRow, now: datetime) -> InboxLine:
+    request = row.request
+    reason = approval_reason(row)
+    return InboxLine(
+        row=row,
+        evidence_url=reverse("approvals:evidence", args=[request.pk]),
+        effect=vocabulary.label(vocabulary.Kind.EFFECT, request.effect),
+        route=vocabulary.label(vocabulary.Kind.ROUTE, request.run.route),
+        waited=timesince(request.created_at, now),
+        created=timezone.localtime(request.created_at).isoformat(),
+        sla=sla_badge(row.sla, row.sla_when),
+        routed_to=term(vocabulary.Kind.GROUP, row.routed_to, False),
+        reason=reason,
+        reason_line=one_line(reason),
+    )
 
 
 def _cursor(request: HttpRequest, key: str) -> Cursor | None:
