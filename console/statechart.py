@@ -18,7 +18,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import cast
 
 from django.utils.html import format_html, format_html_join
@@ -334,6 +334,32 @@ def svg(
 
     `ids` prefixes the ids inside the picture, for a page that shows more than one.
     """
+    if path is None:  # the page of every state: drawn as it is asked for
+        width, height, description, body = _draw(None, ids)
+    else:
+        width, height, description, body = _picture(path, ids, vocabulary.words_version())
+    return format_html(
+        '<svg class="state-diagram" role="img" aria-labelledby="{ids}-title {ids}-desc" '
+        'viewBox="0 0 {w} {h}" width="{w}" height="{h}" font-family="system-ui, sans-serif" '
+        'xmlns="http://www.w3.org/2000/svg"><title id="{ids}-title">{title}</title>'
+        '<desc id="{ids}-desc">{desc}</desc>{body}</svg>',
+        ids=ids,
+        w=_n(width),
+        h=_n(height),
+        title=title,
+        desc=description,
+        body=body,
+    )
+
+
+@lru_cache(maxsize=128)
+def _picture(path: RunPath, ids: str, words: object) -> tuple[float, float, str, SafeString]:
+    """The drawing of a path, in the words of a set of stored versions (`words`, part of the
+    key only): the same for every run that went the same way, so drawn once per process."""
+    return _draw(path, ids)
+
+
+def _draw(path: RunPath | None, ids: str) -> tuple[float, float, str, SafeString]:
     cells = _cells()
     rows = max(row for _, row in cells.values()) + 1
     height = _cell_top(rows) + (BUS_ROOM if rows == _placed_rows() else 0)
@@ -348,18 +374,8 @@ def svg(
         _nodes(cells, path),
         _legend(height - LEGEND + 6) if path else "",
     ]
-    return format_html(
-        '<svg class="state-diagram" role="img" aria-labelledby="{ids}-title {ids}-desc" '
-        'viewBox="0 0 {w} {h}" width="{w}" height="{h}" font-family="system-ui, sans-serif" '
-        'xmlns="http://www.w3.org/2000/svg"><title id="{ids}-title">{title}</title>'
-        '<desc id="{ids}-desc">{desc}</desc>{body}</svg>',
-        ids=ids,
-        w=_n(width),
-        h=_n(height),
-        title=title,
-        desc=_description(path),
-        body=mark_safe("".join(parts)),  # noqa: S308 - each part is built by format_html
-    )
+    body = mark_safe("".join(parts))  # noqa: S308 - each part is built by format_html
+    return width, height, _description(path), body
 
 
 def _description(path: RunPath | None) -> str:

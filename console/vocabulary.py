@@ -463,6 +463,12 @@ def business_words() -> Mapping[Kind, Mapping[str, Term]]:
 _BUSINESS_WORDS: dict[tuple[object, ...], dict[Kind, dict[str, Term]]] = {}
 
 
+def words_version() -> tuple[object, ...]:
+    """What the business's words are read from (the stored versions, by their identities):
+    anything drawn in these words may be kept while this stays the same."""
+    return stored_businesses().identities
+
+
 def _business_words(businesses: Businesses) -> dict[Kind, dict[str, Term]]:
     words: dict[Kind, dict[str, Term]] = {kind: {} for kind in BUSINESS_KINDS}
     for catalogue in businesses.in_order:
