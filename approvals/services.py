@@ -391,30 +391,28 @@ def approval_release(*, request_id: int, user: User, now: datetime) -> ApprovalR
         raise ServiceError(Refusal.FORBIDDEN, "only its holder or a lead can give it back")
     if request.assignee_id is None:
         return request
-    audit_record(
-        action=AuditAction.APPROVAL_RELEASED,
-        actor=user,
-        run_id=request.run_id,
-        approval_id=request.pk,
-        previous=request.assignee_id,
-    )
-    request.assignee, request.assigned_at = None, None
-    request.save(update_fields=["assignee", "assigned_at"])
-    return request
+    return _hand_to(request, None, actor=user, action=AuditAction.APPROVAL_RELEASED, now=now)
 
 
 def _hand_to(
-    request: ApprovalRequest, user: User, *, actor: User, action: AuditAction, now: datetime
+    request: ApprovalRequest,
+    user: User | None,
+    *,
+    actor: User,
+    action: AuditAction,
+    now: datetime,
 ) -> ApprovalRequest:
+    """Give the request to `user` (None: back to its group), on the record."""
+    given: dict[str, Any] = {} if user is None else {"assignee": user.pk}
     audit_record(
         action=action,
         actor=actor,
         run_id=request.run_id,
         approval_id=request.pk,
-        assignee=user.pk,
+        **given,
         previous=request.assignee_id,
     )
-    request.assignee, request.assigned_at = user, now
+    request.assignee, request.assigned_at = user, None if user is None else now
     request.save(update_fields=["assignee", "assigned_at"])
     return request
 
