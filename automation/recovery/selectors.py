@@ -25,7 +25,8 @@ from automation.schemas import is_mail
 from core.keyset import NEWEST, OLDEST, Cursor, Page, keyset_page
 from core.round_trip import read_lists
 
-QUEUE_PAGE_SIZE = 100
+# Every list of the console shows fifty rows a page (the inbox, the admin, the QA queue).
+QUEUE_PAGE_SIZE = 50
 # How long a held run may wait in its queue before it is overdue: a day, the time policy gives
 # an approval before it escalates by default (ApprovalRule.escalate_after_hours). Counted from
 # queued_at, so claiming a run does not reset it.

@@ -121,9 +121,10 @@ def _filters(form: QueueFilterForm) -> QueueFilters:
 @dataclass(frozen=True)
 class QueueLine:
     """A held run's row with its cells in words, worked out once here rather than by a
-    filter or a tag per cell in the template (a hundred rows a page)."""
+    filter or a tag per cell in the template (fifty rows a page)."""
 
     run: Run
+    number: str  # the run's number as text: an int is localized each time it is written
     url: str
     sender: str
     route: str
@@ -141,6 +142,7 @@ def _queue_line(run: Run, now: datetime) -> QueueLine:
     names = (run.list_customer, run.list_sender_name, run.list_sender)  # type: ignore[attr-defined]
     return QueueLine(
         run=run,
+        number=str(run.pk),
         url=reverse("runs:run", args=[run.pk]),
         sender=next((str(n) for n in names if n), "—"),
         route=label(Kind.ROUTE, run.route) if run.route else "—",
