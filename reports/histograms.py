@@ -11,10 +11,12 @@ How they are kept: like the run rollups (`reports.rollups`), by the job, not the
 - The change feed is the ids above two marks on `RollupMark`: stage records (written once,
   when the attempt ends) and approval decisions (a request's wait is known when a person's
   decision closes it). The hour of each such row is recomputed whole from the raw rows, then
-  its day from its hours; running the job twice gives the same rows.
-- Readers take whole clean days from the day rows, the remaining whole clean hours from the
-  hour rows, and the rest (the partial hours at a period's edges, the hours of rows above the
-  marks, everything before the first build) from the raw rows: one UNION ALL per panel.
+  its day from its hours and its week from its days; running the job twice gives the same
+  rows.
+- Readers take whole clean weeks from the week rows, the remaining whole clean days from the
+  day rows, the remaining whole clean hours from the hour rows, and the rest (the partial
+  hours at a period's edges, the hours of rows above the marks, everything before the first
+  build) from the raw rows: one UNION ALL per panel.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.functions import Cast, Round, TruncDay, TruncHour
+from django.db.models.functions import Cast, Round, TruncDay, TruncHour, TruncWeek
 
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from automation.models import StageRecord
@@ -45,21 +47,26 @@ from reports.models import (
     RollupMark,
     StageDay,
     StageHour,
+    StageWeek,
     WaitDay,
     WaitHour,
+    WaitWeek,
 )
 from reports.spans import (
     DAY,
     HOUR,
+    WEEK,
     Span,
     clean_hours,
     floor_day,
     floor_hour,
+    floor_week,
     merge,
     minus,
     segment,
     segments_of,
     whole_days,
+    whole_weeks,
     within,
 )
 
@@ -121,10 +128,11 @@ def combined(histograms: Iterable[Histogram]) -> Histogram:
 
 @dataclass(frozen=True)
 class Fact:
-    """One histogrammed kind of row: where its raw rows are, and its two rollup tables."""
+    """One histogrammed kind of row: where its raw rows are, and its three rollup tables."""
 
     hour: type[Model]
     day: type[Model]
+    week: type[Model]
     keys: tuple[str, ...]
     time: str  # the raw rows' time field: a row belongs to the hour of this time
     raw: Callable[[], QuerySet[Any]]  # the raw rows, with `value` annotated (an integer)
@@ -140,8 +148,8 @@ def _wait_rows() -> QuerySet[Any]:
     return decided.annotate(value=waited)
 
 
-STAGES = Fact(StageHour, StageDay, ("stage", "outcome"), "started_at", _stage_rows)
-WAITS = Fact(WaitHour, WaitDay, ("group",), "decided_at", _wait_rows)
+STAGES = Fact(StageHour, StageDay, StageWeek, ("stage", "outcome"), "started_at", _stage_rows)
+WAITS = Fact(WaitHour, WaitDay, WaitWeek, ("group",), "decided_at", _wait_rows)
 FACTS = (STAGES, WAITS)
 
 
@@ -178,22 +186,25 @@ def histograms(
     fact: Fact, spans: Sequence[Span], *, mark: RollupMark | None, dirty: set[datetime]
 ) -> list[dict[Key, Histogram]]:
     """For each [since, until) span, a histogram per key (stage and outcome, or group): one
-    query. Day rows for whole clean days, hour rows for other whole clean hours, raw rows for
-    the rest."""
+    query. Week rows for whole clean weeks, day rows for other whole clean days, hour rows for
+    other whole clean hours, raw rows for the rest."""
     if not spans:
         return []
     bounds = sorted({moment for span in spans for moment in span})
     covered = merge(spans)
     clean = clean_hours(covered, bounds, dirty) if built(mark) else []
     days = whole_days(clean, bounds)
+    weeks = whole_weeks(days, bounds)
     parts: list[QuerySet[Any]] = []
-    if days:
-        parts.append(_summed(fact.day._default_manager.filter(within(days, "start")), fact, bounds))
-    hours = minus(clean, days)
-    if hours:
-        parts.append(
-            _summed(fact.hour._default_manager.filter(within(hours, "start")), fact, bounds)
-        )
+    for table, ranges in (
+        (fact.week, weeks),
+        (fact.day, minus(days, weeks)),
+        (fact.hour, minus(clean, days)),
+    ):
+        if ranges:
+            parts.append(
+                _summed(table._default_manager.filter(within(ranges, "start")), fact, bounds)
+            )
     raw = minus(covered, clean)
     if raw:
         rows = fact.raw().filter(within(raw, fact.time))
@@ -249,14 +260,30 @@ def _hour_rows(fact: Fact, since: datetime, until: datetime) -> Iterator[Model]:
 
 
 def _day_rows(fact: Fact, since: datetime, until: datetime) -> Iterator[Model]:
+    return _sums_of(fact.hour, fact.day, fact, TruncDay("start", tzinfo=UTC), since, until)
+
+
+def _week_rows(fact: Fact, since: datetime, until: datetime) -> Iterator[Model]:
+    return _sums_of(fact.day, fact.week, fact, TruncWeek("start", tzinfo=UTC), since, until)
+
+
+def _sums_of(
+    finer: type[Model],
+    table: type[Model],
+    fact: Fact,
+    period: TruncDay | TruncWeek,
+    since: datetime,
+    until: datetime,
+) -> Iterator[Model]:
+    """`table`'s rows for [since, until): the sums of the finer table's rows in each period."""
     rows = (
-        fact.hour._default_manager.filter(start__gte=since, start__lt=until)
-        .annotate(day=TruncDay("start", tzinfo=UTC))
-        .values("day", *fact.keys, "bucket")
+        finer._default_manager.filter(start__gte=since, start__lt=until)
+        .annotate(period=period)
+        .values("period", *fact.keys, "bucket")
         .annotate(n=Sum("total"))
         .order_by()
     )
-    return _made(fact.day, fact, ({**row, "start": row["day"]} for row in rows))
+    return _made(table, fact, ({**row, "start": row["period"]} for row in rows))
 
 
 def _made(table: type[Model], fact: Fact, rows: Iterable[dict[str, Any]]) -> Iterator[Model]:
@@ -266,7 +293,8 @@ def _made(table: type[Model], fact: Fact, rows: Iterable[dict[str, Any]]) -> Ite
 
 
 def recompute(fact: Fact, spans: Iterable[Span]) -> None:
-    """Replace the hour rows of the (whole) hours in `spans`, then the rows of their days."""
+    """Replace the hour rows of the (whole) hours in `spans`, then the rows of their days, then
+    those of their weeks."""
     hours = merge(spans)
     for since, until in hours:
         start = since
@@ -278,6 +306,9 @@ def recompute(fact: Fact, spans: Iterable[Span]) -> None:
     for since, until in merge((floor_day(a), floor_day(b - HOUR) + DAY) for a, b in hours):
         fact.day._default_manager.filter(start__gte=since, start__lt=until).delete()
         fact.day._default_manager.bulk_create(_day_rows(fact, since, until), batch_size=2000)
+    for since, until in merge((floor_week(a), floor_week(b - HOUR) + WEEK) for a, b in hours):
+        fact.week._default_manager.filter(start__gte=since, start__lt=until).delete()
+        fact.week._default_manager.bulk_create(_week_rows(fact, since, until), batch_size=2000)
 
 
 def advance(mark: RollupMark, cutoff: datetime, newest: Callable[..., int]) -> None:
@@ -308,6 +339,7 @@ def rebuild(*, since: datetime | None, now: datetime) -> None:
         if since is None:
             fact.hour._default_manager.all().delete()
             fact.day._default_manager.all().delete()
+            fact.week._default_manager.all().delete()
         start = floor_hour(since or (first[0] if first else now))
         # Rows stamped ahead of the clock (skew) are counted too.
         until = floor_hour(max(now, last[0] if last else now)) + HOUR

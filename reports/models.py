@@ -126,11 +126,13 @@ class RunTotal(models.Model):
 # Written only by `reports.histograms` (rebuilt from the raw rows, never edited by hand). Each
 # row counts the rows of one kind whose value rounds down to `bucket` (three significant
 # digits, so a bucket is within 1% of every value in it). Hour rows answer the edges of a
-# period, day rows (the sums of their hours) the whole days in between.
+# period, day rows (the sums of their hours) its other whole days, and week rows (the sums of
+# their days, an ISO week from Monday 00:00 UTC) the whole weeks in between: a month's
+# durations are about 9,000 week rows where they were 70,000 day rows.
 
 
 class StageRollup(models.Model):
-    """Stage attempts that started in one hour or day, by stage, stage outcome and duration."""
+    """Stage attempts that started in one hour, day or week, by stage, outcome and duration."""
 
     start = models.DateTimeField()
     stage = models.CharField(max_length=40)
@@ -162,8 +164,13 @@ class StageDay(StageRollup):
         pass
 
 
+class StageWeek(StageRollup):
+    class Meta(StageRollup.Meta):
+        pass
+
+
 class WaitRollup(models.Model):
-    """Approval requests a person decided in one hour or day, by group and time waited."""
+    """Approval requests a person decided in one hour, day or week, by group and time waited."""
 
     start = models.DateTimeField()
     group = models.CharField(max_length=100)
@@ -187,5 +194,10 @@ class WaitHour(WaitRollup):
 
 
 class WaitDay(WaitRollup):
+    class Meta(WaitRollup.Meta):
+        pass
+
+
+class WaitWeek(WaitRollup):
     class Meta(WaitRollup.Meta):
         pass

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from reports.aggregates import percentile_cont
 from reports.histograms import bucket, bucket_sql, percentile
 from reports.models import StageHour
+from reports.spans import floor_week, whole_weeks
 
 VALUES = [0, 7, 999, 1000, 1009, 1234, 9_999, 10_000, 123_456, 99_999_999, 2_147_483_647]
 
@@ -44,3 +45,25 @@ def test_percentiles_from_a_histogram_are_percentile_cont_over_the_buckets() -> 
             expected = percentile_cont(sorted(values), fraction)
             assert percentile(histogram, fraction) == pytest.approx(expected)
     assert percentile({}, 0.5) is None
+
+
+def test_whole_weeks_start_on_monday_utc_and_no_bound_cuts_one() -> None:
+    day = timedelta(days=1)
+    thursday = datetime(2026, 10, 1, tzinfo=UTC)  # a Thursday
+    days = [(thursday, thursday + 40 * day)]
+    mondays = [
+        datetime(2026, 10, 5, tzinfo=UTC) + i * 7 * day for i in range(6)
+    ]  # to Monday 9 November
+    assert whole_weeks(days, [thursday, thursday + 40 * day]) == [(mondays[0], mondays[-1])]
+    # A bound inside the third week (a Wednesday) leaves that week to the days.
+    cut = mondays[2] + 2 * day
+    assert whole_weeks(days, [thursday, cut, thursday + 40 * day]) == [
+        (mondays[0], mondays[2]),
+        (mondays[3], mondays[5]),
+    ]
+    # A bound on a Monday cuts nothing.
+    assert whole_weeks(days, [thursday, mondays[1], thursday + 40 * day]) == [
+        (mondays[0], mondays[-1])
+    ]
+    assert floor_week(cut + timedelta(hours=5)) == mondays[2]
+    assert whole_weeks([(mondays[0], mondays[0] + 6 * day)], []) == []

@@ -30,8 +30,10 @@ from reports.models import (
     RunHour,
     StageDay,
     StageHour,
+    StageWeek,
     WaitDay,
     WaitHour,
+    WaitWeek,
 )
 from tests.reports.test_metrics import many_runs
 
@@ -72,7 +74,7 @@ def rollup_rows() -> list[tuple[Any, ...]]:
         "hour", "route", "state", "outcome", "touched", "asked_approval", "runs"
     )
     found: list[tuple[Any, ...]] = sorted(runs)
-    for table in (StageHour, StageDay, WaitHour, WaitDay):
+    for table in (StageHour, StageDay, StageWeek, WaitHour, WaitDay, WaitWeek):
         fields = [f.name for f in table._meta.concrete_fields if not f.primary_key]
         found += sorted((table.__name__, *row) for row in table.objects.values_list(*fields))
     return found
@@ -98,6 +100,7 @@ def test_rollups_give_the_raw_numbers_on_months_of_history_and_after_late_change
     call_command("rebuild_rollups", stdout=StringIO())
     assert RunHour.objects.exists() and DeliveryTotal.objects.exists()
     assert StageDay.objects.exists() and WaitDay.objects.exists()
+    assert StageWeek.objects.exists() and WaitWeek.objects.exists()
     # Nothing waits for the job: every hour is answered by the rollup.
     mark = rollups.current_mark()
     assert mark is not None and rollups.changed_hours(mark) == set()
