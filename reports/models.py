@@ -17,14 +17,10 @@ class ReportAccess(models.Model):
         return "reports access"
 
 
-class RunHour(models.Model):
-    """How many runs received in one hour stand in each (route, state, outcome) and whether a
-    person had a hand in them: the rows the dashboard and /metrics sum instead of the runs.
+class RunCounts(models.Model):
+    """How many runs stand in each (route, state, outcome) and whether a person had a hand in
+    them: what a run rollup row holds for its hour or day."""
 
-    Written only by `reports.rollups` (rebuilt from the runs, never edited by hand).
-    """
-
-    hour = models.DateTimeField()
     route = models.CharField(max_length=50, blank=True)
     state = models.CharField(max_length=40)
     outcome = models.CharField(max_length=40, blank=True)
@@ -40,26 +36,46 @@ class RunHour(models.Model):
     completion_tokens = models.BigIntegerField(default=0)
     cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
 
+    KIND = ("route", "state", "outcome", "touched", "asked_approval", "classifier_version")
+
     class Meta:
+        abstract = True
+        default_permissions = ()
+
+
+class RunHour(RunCounts):
+    """The runs received in one hour, by kind: the rows the dashboard and /metrics sum instead
+    of the runs.
+
+    Written only by `reports.rollups` (rebuilt from the runs, never edited by hand).
+    """
+
+    hour = models.DateTimeField()
+
+    class Meta(RunCounts.Meta):
         constraints = [
-            models.UniqueConstraint(
-                fields=[
-                    "hour",
-                    "route",
-                    "state",
-                    "outcome",
-                    "touched",
-                    "asked_approval",
-                    "classifier_version",
-                ],
-                name="run_hour_unique",
-            )
+            models.UniqueConstraint(fields=["hour", *RunCounts.KIND], name="run_hour_unique")
         ]
         # The panels: WHERE hour >= ... AND hour < ... (served by the unique index's prefix).
-        default_permissions = ()
 
     def __str__(self) -> str:
         return f"{self.hour:%Y-%m-%d %H}:00 {self.route or '-'} {self.state}: {self.runs}"
+
+
+class RunDay(RunCounts):
+    """The runs received in one UTC day, by kind: the sums of the day's `RunHour` rows, kept
+    by the same job. The panels read whole days here and only the hours at a period's edges
+    from `RunHour` (twelve weeks are 84 day rows of each kind where they were 2,016 hours)."""
+
+    day = models.DateTimeField()
+
+    class Meta(RunCounts.Meta):
+        constraints = [
+            models.UniqueConstraint(fields=["day", *RunCounts.KIND], name="run_day_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day:%Y-%m-%d} {self.route or '-'} {self.state}: {self.runs}"
 
 
 class RollupMark(models.Model):

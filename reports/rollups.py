@@ -1,6 +1,7 @@
-"""Run rollups: how many runs each hour received, by route, state and outcome, and whether a
-person had a hand in them. The straight-through panel, the rule-change rates and /metrics sum
-these rows instead of counting runs, so their cost follows the hours asked for, not the history.
+"""Run rollups: how many runs each hour (and each day) received, by route, state and outcome,
+and whether a person had a hand in them. The straight-through panel, the rule-change rates and
+/metrics sum these rows instead of counting runs, so their cost follows the hours asked for,
+not the history.
 
 How they are kept: an incremental job, not a write in the run engine's transaction.
 - A run's figures change long after it finishes: an approval is asked or decided later, a
@@ -12,11 +13,12 @@ How they are kept: an incremental job, not a write in the run engine's transacti
 - The change feed is the ids of the four tables that can change a run's figures: runs, the
   audit trail (every transition of a run writes one, conventions 2 and 3), approval requests
   and recovery actions. `RollupMark` keeps the highest id folded in for each. The job
-  recomputes whole hours from the raw rows (delete, then insert), so running it twice, or
-  after a day of downtime, gives the same rows.
+  recomputes whole hours from the raw rows (delete, then insert), then their days from the
+  hours, so running it twice, or after a day of downtime, gives the same rows.
 - Readers are never stale: the hours of runs named by a row above a mark are counted from the
   raw rows at read time (an index range on the primary keys finds them), every other hour
-  from the rollup. With no mark yet, everything is counted raw.
+  from the rollup: whole days from the day rows, the other hours from the hour rows. With no
+  mark yet, everything is counted raw.
 - Ids are handed out before commit, so a row with a lower id can commit after one with a
   higher id. The job therefore moves a mark only up to the newest row written more than LAG
   ago: a transaction that lasts longer than LAG could be missed (ours last milliseconds).
@@ -47,23 +49,26 @@ from django.db.models import (
     Sum,
     Value,
 )
-from django.db.models.functions import TruncHour
+from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest
 from audit.models import AuditAction, AuditEvent
 from automation.models import EffectAttempt, RecoveryAction, RecoveryKind, Run
 from reports import histograms
-from reports.models import DeliveryTotal, RollupMark, RunHour, RunTotal
+from reports.models import DeliveryTotal, RollupMark, RunCounts, RunDay, RunHour, RunTotal
 from reports.spans import (
+    DAY,
     HOUR,
     Span,
     clean_hours,
+    floor_day,
     floor_hour,
     merge,
     minus,
     segment,
     segments_of,
+    whole_days,
     within,
 )
 
@@ -138,7 +143,7 @@ def _flagged(runs: QuerySet[Run]) -> QuerySet[Run]:
     )
 
 
-KIND = ("route", "state", "outcome", "touched", "asked_approval", "classifier_version")
+KIND = RunCounts.KIND
 # What is summed over the runs of a kind: raw, from the runs' columns.
 RAW_SUMS: dict[str, Aggregate] = {
     "n": Count("pk"),
@@ -215,9 +220,10 @@ def counts(spans: list[Span], *, mark: RollupMark | Unread | None = UNREAD) -> l
     (three without `mark`, current_mark when the caller has read it).
 
     Spans may overlap and need not fall on the hour. Whole hours that no span bound cuts and
-    no pending change touched come from the rollup; the rest (the partial hours at the edges,
-    the changed hours, everything while no rollup exists) is counted from the runs. Both are
-    summed per segment between two consecutive bounds, in one UNION ALL.
+    no pending change touched come from the rollup (whole days of them from the day rows); the
+    rest (the partial hours at the edges, the changed hours, everything while no rollup
+    exists) is counted from the runs. All are summed per segment between two consecutive
+    bounds, in one UNION ALL.
     """
     if not spans:
         return []
@@ -226,10 +232,15 @@ def counts(spans: list[Span], *, mark: RollupMark | Unread | None = UNREAD) -> l
     if isinstance(mark, Unread):
         mark = current_mark()
     clean = [] if mark is None else clean_hours(covered, bounds, changed_hours(mark))
+    days = whole_days(clean, bounds)
+    hours = minus(clean, days)
     raw = minus(covered, clean)
     parts: list[QuerySet[Any]] = []
-    if clean:
-        rollup = RunHour.objects.filter(within(clean, "hour"))
+    if days:
+        rollup = RunDay.objects.filter(within(days, "day"))
+        parts.append(_by_segment(rollup, "day", bounds, ROLLUP_SUMS))
+    if hours:
+        rollup = RunHour.objects.filter(within(hours, "hour"))
         parts.append(_by_segment(rollup, "hour", bounds, ROLLUP_SUMS))
     if raw:
         runs = _flagged(Run.objects.filter(within(raw, "created_at")))
@@ -338,7 +349,8 @@ def _newest_before(model: type[Model], cutoff: datetime, field: str = "created_a
 
 
 def _recompute(spans: list[Span]) -> None:
-    """Replace the rollup rows of the hours in `spans` (whole hours) by fresh counts."""
+    """Replace the rollup rows of the hours in `spans` (whole hours) by fresh counts, then the
+    rows of their days by the sums of their hours."""
     for since, until in spans:
         start = since
         while start < until:
@@ -350,6 +362,22 @@ def _recompute(spans: list[Span]) -> None:
             RunHour.objects.bulk_create(_rows(raw_hours(runs)), batch_size=2000)
             _shift_totals(RunHour.objects.filter(hour__gte=start, hour__lt=end), sign=1)
             start = end
+    for since, until in merge((floor_day(a), floor_day(b - HOUR) + DAY) for a, b in spans):
+        RunDay.objects.filter(day__gte=since, day__lt=until).delete()
+        RunDay.objects.bulk_create(_day_rows(since, until), batch_size=2000)
+
+
+def _day_rows(since: datetime, until: datetime) -> Iterator[RunDay]:
+    """Each day's sums of its hour rows, by kind."""
+    rows = (
+        RunHour.objects.filter(hour__gte=since, hour__lt=until)
+        .annotate(start=TruncDay("hour", tzinfo=UTC))
+        .values("start", *KIND)
+        .annotate(**ROLLUP_SUMS)
+        .order_by()
+    )
+    for row in rows:
+        yield RunDay(day=row["start"], **_columns(_cell(row)))
 
 
 def _shift_totals(rows: QuerySet[RunHour], *, sign: int) -> None:
@@ -368,20 +396,24 @@ def _shift_totals(rows: QuerySet[RunHour], *, sign: int) -> None:
 
 
 def _rows(found: Iterable[tuple[datetime, Cell]]) -> Iterator[RunHour]:
-    for hour, c in found:
-        yield RunHour(
-            hour=hour,
-            route=c.route,
-            state=c.state,
-            outcome=c.outcome,
-            touched=c.touched,
-            asked_approval=c.asked_approval,
-            classifier_version=c.classifier_version,
-            runs=c.runs,
-            prompt_tokens=c.prompt_tokens,
-            completion_tokens=c.completion_tokens,
-            cost=c.cost,
-        )
+    for hour, cell in found:
+        yield RunHour(hour=hour, **_columns(cell))
+
+
+def _columns(c: Cell) -> dict[str, Any]:
+    """A rollup row's columns for the runs of one kind."""
+    return {
+        "route": c.route,
+        "state": c.state,
+        "outcome": c.outcome,
+        "touched": c.touched,
+        "asked_approval": c.asked_approval,
+        "classifier_version": c.classifier_version,
+        "runs": c.runs,
+        "prompt_tokens": c.prompt_tokens,
+        "completion_tokens": c.completion_tokens,
+        "cost": c.cost,
+    }
 
 
 def _advance(mark: RollupMark, now: datetime) -> None:
@@ -484,6 +516,7 @@ def _rebuild(since: datetime | None, now: datetime) -> int:
     end = floor_hour(max(now, newest or now)) + HOUR
     if since is None:
         RunHour.objects.all().delete()
+        RunDay.objects.all().delete()
         RunTotal.objects.all().delete()
     DeliveryTotal.objects.all().delete()
     _add_deliveries(above=0, upto=fresh.attempt_id)

@@ -27,6 +27,7 @@ from reports import histograms, rollups, selectors
 from reports.models import (
     DeliveryTotal,
     RollupMark,
+    RunDay,
     RunHour,
     StageDay,
     StageHour,
@@ -74,6 +75,10 @@ def rollup_rows() -> list[tuple[Any, ...]]:
         "hour", "route", "state", "outcome", "touched", "asked_approval", "runs"
     )
     found: list[tuple[Any, ...]] = sorted(runs)
+    days = RunDay.objects.values_list(
+        "day", "route", "state", "outcome", "touched", "asked_approval", "runs", "cost"
+    )
+    found += sorted(("RunDay", *row) for row in days)
     for table in (StageHour, StageDay, StageWeek, WaitHour, WaitDay, WaitWeek):
         fields = [f.name for f in table._meta.concrete_fields if not f.primary_key]
         found += sorted((table.__name__, *row) for row in table.objects.values_list(*fields))
@@ -98,7 +103,7 @@ def test_rollups_give_the_raw_numbers_on_months_of_history_and_after_late_change
     assert before["spend"].total.cost > 0 and len(before["spend"].days) == 31
 
     call_command("rebuild_rollups", stdout=StringIO())
-    assert RunHour.objects.exists() and DeliveryTotal.objects.exists()
+    assert RunHour.objects.exists() and RunDay.objects.exists() and DeliveryTotal.objects.exists()
     assert StageDay.objects.exists() and WaitDay.objects.exists()
     assert StageWeek.objects.exists() and WaitWeek.objects.exists()
     # Nothing waits for the job: every hour is answered by the rollup.
