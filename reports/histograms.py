@@ -77,6 +77,8 @@ DECIDED_BY_A_PERSON = (ApprovalStatus.APPROVED, ApprovalStatus.REJECTED)
 
 Key = tuple[str, ...]
 Histogram = dict[int, int]  # bucket -> rows
+# The one bucket of the histograms of spans asked for their totals only (`totals_before`).
+TOTAL = -1
 
 
 def bucket(value: int) -> int:
@@ -183,11 +185,20 @@ def changed_hours(mark: RollupMark | None) -> dict[Fact, set[datetime]]:
 
 
 def histograms(
-    fact: Fact, spans: Sequence[Span], *, mark: RollupMark | None, dirty: set[datetime]
+    fact: Fact,
+    spans: Sequence[Span],
+    *,
+    mark: RollupMark | None,
+    dirty: set[datetime],
+    totals_before: datetime | None = None,
 ) -> list[dict[Key, Histogram]]:
     """For each [since, until) span, a histogram per key (stage and outcome, or group): one
     query. Week rows for whole clean weeks, day rows for other whole clean days, hour rows for
-    other whole clean hours, raw rows for the rest."""
+    other whole clean hours, raw rows for the rest.
+
+    Rows before `totals_before` (one of the spans' bounds) are counted per key only: the
+    histograms of the spans before it hold one bucket, TOTAL. A panel that needs only how
+    many (the previous period's hand-offs) is then not sent every bucket."""
     if not spans:
         return []
     bounds = sorted({moment for span in spans for moment in span})
@@ -202,13 +213,12 @@ def histograms(
         (fact.hour, minus(clean, days)),
     ):
         if ranges:
-            parts.append(
-                _summed(table._default_manager.filter(within(ranges, "start")), fact, bounds)
-            )
+            rollup = table._default_manager.filter(within(ranges, "start"))
+            parts.append(_summed(rollup, fact, bounds, totals_before))
     raw = minus(covered, clean)
     if raw:
         rows = fact.raw().filter(within(raw, fact.time))
-        parts.append(_counted(rows, fact, bounds, fact.time))
+        parts.append(_counted(rows, fact, bounds, totals_before))
     if not parts:  # only empty spans
         return [{} for _ in spans]
     found: dict[int, dict[Key, Histogram]] = defaultdict(lambda: defaultdict(dict))
@@ -218,21 +228,43 @@ def histograms(
     return [_in_span(span, bounds, found) for span in spans]
 
 
-def _summed(rows: QuerySet[Any], fact: Fact, bounds: list[datetime]) -> QuerySet[Any]:
+def _summed(
+    rows: QuerySet[Any], fact: Fact, bounds: list[datetime], totals_before: datetime | None
+) -> QuerySet[Any]:
     return (
-        rows.annotate(segment=segment("start", bounds))
-        .values_list("segment", *fact.keys, "bucket")
+        rows.annotate(
+            segment=segment("start", bounds),
+            b=_bucket("start", F("bucket"), totals_before),
+        )
+        .values_list("segment", *fact.keys, "b")
         .annotate(n=Sum("total"))
         .order_by()
     )
 
 
-def _counted(rows: QuerySet[Any], fact: Fact, bounds: list[datetime], time: str) -> QuerySet[Any]:
+def _counted(
+    rows: QuerySet[Any], fact: Fact, bounds: list[datetime], totals_before: datetime | None
+) -> QuerySet[Any]:
     return (
-        rows.annotate(segment=segment(time, bounds), bucket=bucket_sql("value"))
-        .values_list("segment", *fact.keys, "bucket")
+        rows.annotate(
+            segment=segment(fact.time, bounds),
+            b=_bucket(fact.time, bucket_sql("value"), totals_before),
+        )
+        .values_list("segment", *fact.keys, "b")
         .annotate(n=Count("*"))
         .order_by()
+    )
+
+
+def _bucket(time: str, bucketed: F | Case, totals_before: datetime | None) -> F | Case:
+    """A row's bucket, or TOTAL for a row before `totals_before`. A rollup row used lies
+    wholly on one side of it: no bound cuts the hour, day or week it counts."""
+    if totals_before is None:
+        return bucketed
+    return Case(
+        When(**{f"{time}__lt": totals_before}, then=Value(TOTAL)),
+        default=bucketed,
+        output_field=IntegerField(),
     )
 
 

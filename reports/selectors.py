@@ -236,6 +236,7 @@ class Rolled:
     marks: the changed hours, then one UNION ALL per kind."""
 
     stages: dict[Key, Histogram]
+    # Only how many: each key's histogram is one bucket, histograms.TOTAL.
     stages_before: dict[Key, Histogram]
     waits: dict[Key, Histogram]
 
@@ -246,7 +247,11 @@ def rolled(*, period: Period, mark: RollupMark | Unread | None = UNREAD) -> Roll
     changed = histograms.changed_hours(mark)
     spans = [(period.previous.since, period.previous.until), (period.since, period.until)]
     before, now = histograms.histograms(
-        histograms.STAGES, spans, mark=mark, dirty=changed[histograms.STAGES]
+        histograms.STAGES,
+        spans,
+        mark=mark,
+        dirty=changed[histograms.STAGES],
+        totals_before=period.since,
     )
     (waits,) = histograms.histograms(
         histograms.WAITS, spans[1:], mark=mark, dirty=changed[histograms.WAITS]
