@@ -64,14 +64,18 @@ def _cut(bounds: list[datetime], since: datetime, until: datetime) -> bool:
 
 
 def clean_hours(covered: list[Span], bounds: list[datetime], dirty: set[datetime]) -> list[Span]:
-    """Whole hours inside the spans that no bound cuts and no change touched, as ranges."""
+    """Whole hours inside the spans that no bound cuts and no change touched, as ranges: the
+    whole hours of each span, less the dirty hours and the hours a bound falls inside."""
     clean: list[Span] = []
+    cut = {floor_hour(b) for b in bounds if floor_hour(b) != b}
     for since, until in covered:
-        hour = ceil_hour(since)
-        while hour + HOUR <= until:
-            if hour not in dirty and not _cut(bounds, hour, hour + HOUR):
-                clean.append((hour, hour + HOUR))
-            hour += HOUR
+        start, end = ceil_hour(since), floor_hour(until)
+        for hole in sorted(h for h in dirty | cut if start <= h < end):
+            if start < hole:
+                clean.append((start, hole))
+            start = hole + HOUR
+        if start < end:
+            clean.append((start, end))
     return merge(clean)
 
 

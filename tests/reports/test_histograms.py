@@ -12,7 +12,7 @@ import pytest
 from reports.aggregates import percentile_cont
 from reports.histograms import bucket, bucket_sql, percentile
 from reports.models import StageHour
-from reports.spans import floor_week, whole_weeks
+from reports.spans import ceil_hour, clean_hours, floor_week, merge, whole_weeks
 
 VALUES = [0, 7, 999, 1000, 1009, 1234, 9_999, 10_000, 123_456, 99_999_999, 2_147_483_647]
 
@@ -67,3 +67,33 @@ def test_whole_weeks_start_on_monday_utc_and_no_bound_cuts_one() -> None:
     ]
     assert floor_week(cut + timedelta(hours=5)) == mondays[2]
     assert whole_weeks([(mondays[0], mondays[0] + 6 * day)], []) == []
+
+
+def test_clean_hours_are_the_whole_hours_no_bound_cuts_and_no_change_touched() -> None:
+    """Against the definition, hour by hour, on random spans, bounds and changed hours."""
+    generator = random.Random(11)
+    origin = datetime(2026, 11, 2, tzinfo=UTC)
+    hour = timedelta(hours=1)
+    for _ in range(200):
+        moments = sorted(
+            origin + timedelta(minutes=generator.choice([0, 60, 90, 600, 1440, 2000]) * k)
+            for k in generator.sample(range(1, 60), 4)
+        )
+        # Disjoint, overlapping or nested: another span's bound can fall inside an hour.
+        a, b, c, d = moments
+        spans = generator.choice([[(a, b), (c, d)], [(a, c), (b, d)], [(a, d), (b, c)]])
+        bounds = sorted({m for span in spans for m in span})
+        dirty = {origin + hour * generator.randrange(0, 3000) for _ in range(5)}
+        covered = merge(spans)
+        expected: set[datetime] = set()
+        for since, until in covered:
+            start = ceil_hour(since)
+            while start + hour <= until:
+                inside = any(start < b < start + hour for b in bounds)
+                if start not in dirty and not inside:
+                    expected.add(start)
+                start += hour
+        found = clean_hours(covered, bounds, dirty)
+        hours = {a + hour * i for a, b in found for i in range(int((b - a) / hour))}
+        assert hours == expected
+        assert found == merge(found)  # sorted, disjoint, adjacent ranges joined
