@@ -43,7 +43,10 @@ PORT = int(os.environ.get("GATEHOUSE_BENCH_PAGES_PORT", "8766"))
 METRICS_TOKEN = "bench-pages-metrics-token"  # noqa: S105 - a local benchmark's own token
 SLOW_MS = 50.0
 TRIVIAL = "/accounts/login/"
-WARM = 2  # requests not timed before each page: one per gunicorn worker
+# Requests not timed before each page. Each gunicorn worker's first request to a view imports
+# it and fills its caches; sync workers take connections as they come free, so two requests
+# may both go to one worker: six leave both warm.
+WARM = 6
 
 
 @dataclass(frozen=True)
