@@ -346,11 +346,14 @@ def inbox_requests(
 ) -> QuerySet[ApprovalRequest]:
     """The pending requests an inbox scope shows, as one filter (approval_inbox_idx).
     `groups`: the user's, when the caller has read them (user_groups)."""
-    requests = pending_for(user, groups=groups)
-    if scope in ("mine", "groups") and sees_everything(user) and not user.is_superuser:
-        requests = requests.filter(_routed_to(_groups_of(user, groups)))
     if scope == "mine":
-        requests = decidable_by(user, requests, groups=groups)
+        # decidable_by keeps only pending requests routed to the user's groups (a superuser's:
+        # all), what the visibility filter would add again.
+        requests = decidable_by(user, ApprovalRequest.objects.all(), groups=groups)
+    else:
+        requests = pending_for(user, groups=groups)
+        if scope == "groups" and sees_everything(user) and not user.is_superuser:
+            requests = requests.filter(_routed_to(_groups_of(user, groups)))
     if overdue_only:
         requests = requests.filter(escalate_at__lte=now)
     return requests
