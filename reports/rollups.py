@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -400,20 +400,9 @@ def _rows(found: Iterable[tuple[datetime, Cell]]) -> Iterator[RunHour]:
         yield RunHour(hour=hour, **_columns(cell))
 
 
-def _columns(c: Cell) -> dict[str, Any]:
-    """A rollup row's columns for the runs of one kind."""
-    return {
-        "route": c.route,
-        "state": c.state,
-        "outcome": c.outcome,
-        "touched": c.touched,
-        "asked_approval": c.asked_approval,
-        "classifier_version": c.classifier_version,
-        "runs": c.runs,
-        "prompt_tokens": c.prompt_tokens,
-        "completion_tokens": c.completion_tokens,
-        "cost": c.cost,
-    }
+def _columns(cell: Cell) -> dict[str, Any]:
+    """A rollup row's columns for the runs of one kind: a Cell's fields are RunCounts'."""
+    return asdict(cell)
 
 
 def _advance(mark: RollupMark, now: datetime) -> None:
