@@ -237,11 +237,11 @@ def counts(spans: list[Span], *, mark: RollupMark | Unread | None = UNREAD) -> l
     raw = minus(covered, clean)
     parts: list[QuerySet[Any]] = []
     if days:
-        rollup = RunDay.objects.filter(within(days, "day"))
-        parts.append(_by_segment(rollup, "day", bounds, ROLLUP_SUMS))
+        day_rows = RunDay.objects.filter(within(days, "day"))
+        parts.append(_by_segment(day_rows, "day", bounds, ROLLUP_SUMS))
     if hours:
-        rollup = RunHour.objects.filter(within(hours, "hour"))
-        parts.append(_by_segment(rollup, "hour", bounds, ROLLUP_SUMS))
+        hour_rows = RunHour.objects.filter(within(hours, "hour"))
+        parts.append(_by_segment(hour_rows, "hour", bounds, ROLLUP_SUMS))
     if raw:
         runs = _flagged(Run.objects.filter(within(raw, "created_at")))
         parts.append(_by_segment(runs, "created_at", bounds, RAW_SUMS))
