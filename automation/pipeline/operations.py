@@ -23,12 +23,10 @@ from automation.effects.models import Effect, EffectStatus
 from automation.pipeline.services import STEPS
 from automation.runs.journal import Stage, record_audit, record_transition
 from automation.runs.models import Run, StageName, StageOutcome, State
+from automation.runs.payloads import policy_for
 from automation.runs.runlog import log_run
 from automation.runs.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK, run_send
-from automation.schemas import (
-    ClassifierDecision,
-    validation_problems,
-)
+from automation.schemas import FieldProblem, decision_contract, validation_problems
 from core.codes import Outcome
 from core.dispatch import MAX_DELAY, batch, enqueue_after_commit, oldest_unspent
 from core.errors import state_conflict
@@ -50,11 +48,13 @@ def run_resume_in_transaction(*, run_id: int, actor_label: str, actor: User | No
         return refuse_transition(run, "resume", actor, actor_label)
     stage = Stage(StageName.CLASSIFY, attempt=run.classify_attempts)
     try:
-        decision = ClassifierDecision.model_validate(stored)
+        # Held to the run's own catalogue version, as a classifier's answer is: a checkpoint
+        # naming a type, route or effect the catalogue lacks is invalid, not policy's to catch.
+        decision = decision_contract(policy_for(run).parsed.business).model_validate(stored)
     except ValidationError as exc:
         problems = validation_problems(exc)
         if run.state == State.NEEDS_REVIEW:
-            return run.outcome
+            return _refuse_checkpoint(run, actor, actor_label, problems)
         record_transition(
             run,
             run.hold,
@@ -85,6 +85,24 @@ def run_resume_in_transaction(*, run_id: int, actor_label: str, actor: User | No
     )
     run_send(run)
     return run.state
+
+
+def _refuse_checkpoint(
+    run: Run, actor: User | None, actor_label: str, problems: list[FieldProblem]
+) -> str:
+    """A held run whose checkpoint does not fit its catalogue stays held as it was; the refusal
+    and its reasons are on the record."""
+    record_audit(
+        run,
+        AuditAction.TRANSITION_REFUSED,
+        actor=actor,
+        actor_label=actor_label,
+        from_state=run.state,
+        outcome=Outcome.CLASSIFICATION_INVALID,
+        requested="resume",
+        problems=[p.model_dump() for p in problems],
+    )
+    return Outcome.CLASSIFICATION_INVALID
 
 
 RECOVER_RUN = "automation.recover_run"

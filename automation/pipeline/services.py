@@ -75,7 +75,6 @@ from automation.runs.journal import (
 )
 from automation.runs.locking import lock_run
 from automation.runs.models import TERMINAL_STATE_LIST, Run, StageName, StageOutcome, State
-from automation.runs.parameters import effect_parameters
 from automation.runs.payloads import (
     binding_of,
     decided_policy_of,
@@ -86,6 +85,7 @@ from automation.runs.payloads import (
     policy_for,
     policy_forget,
 )
+from automation.runs.sendable import effect_problems
 from automation.runs.sending import ADVANCE_RUN_TASK
 from automation.schemas import (
     ClassifierDecision,
@@ -678,9 +678,14 @@ def _classifier_failed(run: Run, stage: Stage, error: Exception, now: datetime) 
 
 
 def _hold_with_problems(
-    run: Run, stage: Stage, outcome: Outcome, problems: list[FieldProblem]
+    run: Run,
+    stage: Stage,
+    outcome: Outcome,
+    problems: list[FieldProblem],
+    decided: dict[str, Any] | None = None,
 ) -> None:
-    """Hold the run for a person, naming the first offending field and listing them all."""
+    """Hold the run for a person, naming the first offending field and listing them all
+    (with the decision policy took, when it took one)."""
     record_transition(
         run,
         run.hold,
@@ -689,6 +694,7 @@ def _hold_with_problems(
         outcome=outcome,
         field=problems[0].field,
         detail=json.dumps([p.model_dump() for p in problems]),
+        decided=decided,
         save=False,
     )
 
@@ -703,7 +709,7 @@ def _accept_classification(
     named = {problem.field for problem in problems}
     problems += [
         problem
-        for problem in effect_parameters(business, decision.requested_effect, run, payload).problems
+        for problem in effect_problems(business, decision.requested_effect, run, payload)
         if problem.field not in named
     ]
     if problems:
@@ -748,6 +754,8 @@ def _apply_decision(
     now: datetime,
     business: Catalogue,
 ) -> None:
+    if verdict in (Verdict.APPROVE, Verdict.EXECUTE) and _unsendable(run, stage, decided, business):
+        return
     if verdict == Verdict.BLOCK:
         record_transition(
             run,
@@ -805,7 +813,17 @@ def _apply_decision(
             qa_review_open(run, group=decided["qa_sample"], decided=decided)
         authorization = {"policy_version": run.policy_version}
         effect = _write_effect(run, authorization=authorization, now=now, business=business)
-        _deliver_written(run, effect, now, business)
+        if effect is not None:
+            _deliver_written(run, effect, now, business)
+
+
+def _unsendable(run: Run, stage: Stage, decided: dict[str, Any], business: Catalogue) -> bool:
+    """Hold a run whose effect could not be written as read, before anyone is asked to approve
+    it or anything is sent: the parameters named, for a person to correct."""
+    problems = effect_problems(business, decided["effect"] or "", run, run.classification or {})
+    if problems:
+        _hold_with_problems(run, stage, Outcome.EXTRACTION_INVALID, problems, decided)
+    return bool(problems)
 
 
 def _hold_decided(
@@ -869,8 +887,17 @@ def _open_approval(run: Run, now: datetime) -> ApprovalRequest:
 
 def _write_effect(
     run: Run, *, authorization: dict[str, Any], now: datetime, business: Catalogue
-) -> Effect:
-    """Write the outbox row in the transaction that moved the run to executing."""
+) -> Effect | None:
+    """Write the outbox row in the transaction that moved the run to executing.
+
+    The one place an effect enters the outbox, so the one place its parameters are held to
+    the run's catalogue (automation.runs.sendable), whatever path brought the run here: an
+    effect that fails writes no row, and the run is held with the parameters named (None).
+    """
+    problems = effect_problems(business, run.effect_name, run, run.classification or {})
+    if problems:
+        _hold_with_problems(run, Stage(StageName.EXECUTE), Outcome.EXTRACTION_INVALID, problems)
+        return None
     adapter = adapter_for(business, run.effect_name)
     attempts, deadline = effect_budget(adapter, now)
     key = effect_key(scope=run.identity_scope, fingerprint=run.fingerprint, effect=run.effect_name)
@@ -1029,7 +1056,8 @@ def _step_execute_approved(run: Run, now: datetime) -> bool:
         now=now,
         business=business,
     )
-    _deliver_written(run, effect, now, business)
+    if effect is not None:
+        _deliver_written(run, effect, now, business)
     return True
 
 

@@ -46,6 +46,7 @@ from automation.runs.models import (
     State,
 )
 from automation.runs.payloads import policy_for
+from automation.runs.sendable import effect_problems
 from automation.runs.sending import run_send
 from automation.schemas import (
     FieldProblem,
@@ -256,7 +257,17 @@ def correction_problems(corrected: dict[str, Any], run: Run) -> list[FieldProble
         fields if isinstance(fields, dict) else {}, known_customers=customers_known
     )
     named = {p.field for p in problems}
-    return problems + [p for p in checked if p.field not in named]
+    problems += [p for p in checked if p.field not in named]
+    # The effect's parameters, as the outbox will hold them (automation.runs.sendable):
+    # saving a reading they fail would only hold the run again, or send it without them.
+    effect = corrected.get("requested_effect")
+    if isinstance(effect, str) and isinstance(fields, dict):
+        named = {p.field for p in problems}
+        business = policy_for(run).parsed.business
+        problems += [
+            p for p in effect_problems(business, effect, run, corrected) if p.field not in named
+        ]
+    return problems
 
 
 def _diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[Any]]:
