@@ -220,7 +220,9 @@ def test_confirming_the_reading_as_it_was(
     held = _held_for_low_confidence(travel, values)
 
     with pytest.raises(CorrectionInvalid) as refused:
-        run_correct(run_id=held.pk, user=ops_lead, corrected=held.classification, reason="as read")
+        run_correct(
+            run_id=held.pk, user=ops_lead, corrected=held.classification or {}, reason="as read"
+        )
 
     assert field in {problem.field for problem in refused.value.problems}
     assert not Effect.objects.filter(run=held).exists()
