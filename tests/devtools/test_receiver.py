@@ -12,12 +12,14 @@ import logging
 import secrets
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from automation.effects.http import SIGNATURE_HEADER
+from automation.effects.http import SIGNATURE_HEADER, new_nonce, sign
 from devtools.receiver.models import Delivery, Receipt
 
 SECRET = "demo-secret-for-tests-0123456789"
@@ -217,3 +219,24 @@ def test_runserver_logs_the_receivers_503_as_info_and_any_other_5xx_as_an_error(
     access_line(URL, 500)  # a real fault of the receiver stays one
 
     assert [r.levelname for r in server_logs.records] == ["INFO", "ERROR", "ERROR"]
+
+
+def guide_verify() -> Any:
+    """The verification docs/integrators.md gives integrators, run as they would copy it."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "integrators.md").read_text()
+    start = text.index("```python\n", text.index("### Verifying a signature")) + len("```python\n")
+    namespace: dict[str, Any] = {}
+    exec(text[start : text.index("```", start)], namespace)  # noqa: S102 - our own docs
+    return namespace["verify"]
+
+
+def test_the_guides_verification_accepts_what_gatehouse_signs_and_refuses_the_rest() -> None:
+    verify_as_documented = guide_verify()
+    now = int(time.time())
+    header = sign(SECRET, BODY, timestamp=now, nonce=new_nonce())
+
+    assert verify_as_documented(SECRET.encode(), header, BODY)
+    assert not verify_as_documented(SECRET.encode(), header, BODY + b" ")
+    assert not verify_as_documented(b"another-secret", header, BODY)
+    stale = sign(SECRET, BODY, timestamp=now - 301, nonce=new_nonce())
+    assert not verify_as_documented(SECRET.encode(), stale, BODY)
