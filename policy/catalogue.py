@@ -217,8 +217,9 @@ class HttpConfig(Strict):
     """A request to another system: its address, headers, body and delivery budget.
 
     Every request carries the effect's key in the idempotency header and, with `signing`,
-    an HMAC-SHA256 signature of the body (`X-Gatehouse-Signature`); a receiver that
-    deduplicates by key may get it again after an attempt whose outcome is unknown."""
+    an HMAC-SHA256 signature of a timestamp, a nonce new at every attempt and the body
+    (`X-Gatehouse-Signature`); a receiver that deduplicates by key may get it again after an
+    attempt whose outcome is unknown, and answers it as the first time."""
 
     method: Literal["POST", "PUT", "PATCH"] = "POST"
     url: Annotated[

@@ -5,15 +5,23 @@ the headers (a credential by the name of its environment variable) and the body:
 whose strings were rendered from the run when the effect was written (the payload's
 `request.body`), sent as JSON. An effect with no body sends Gatehouse's own canonical payload.
 Each request carries the effect's key in the idempotency header; with `signing`, also
-`X-Gatehouse-Signature: t=<unix time>,v1=<hex>` where the hex is HMAC-SHA256(secret,
-"<t>." + body): a receiver verifies it, refuses old timestamps, and deduplicates by key.
+`X-Gatehouse-Signature: t=<unix time>,n=<nonce>,v2=<hex>` where the nonce is new for every
+attempt and the hex is HMAC-SHA256(secret, "<t>.<n>." + body): a receiver verifies it,
+refuses old timestamps and a nonce it has seen (the same attempt replayed), and deduplicates
+by key. Two attempts never carry the same signature, even within one second.
+
+An answer that says the effect was already performed (a 2xx, or a 409 marked with
+`Idempotent-Replayed: true` or a JSON body with `"already_performed": true`) is a delivery.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
+import re
+import secrets
 import time
 from email.utils import parsedate_to_datetime
 
@@ -25,6 +33,13 @@ from policy.catalogue import HttpConfig, Secret
 from policy.schemas import canonical_json
 
 SIGNATURE_HEADER = "X-Gatehouse-Signature"
+# What a receiver answers to say it performed this key before (Stripe's header name); a 409
+# carrying it (or the JSON marker) is a delivery, a 409 without it a refusal.
+REPLAYED_HEADER = "Idempotent-Replayed"
+PERFORMED_MARKER = "already_performed"
+MARKER_BODY_LIMIT = 64 * 1024
+# A nonce is what a receiver keeps to refuse a replayed attempt: short, printable, no commas.
+NONCE = re.compile(r"[A-Za-z0-9_-]{16,64}")
 RETRYABLE_STATUS = frozenset({408, 429})
 BODY_KEPT = 2000
 # A Retry-After longer than any delivery deadline (at most 7 days) means the same as one just
@@ -43,22 +58,53 @@ def secret_value(secret: Secret) -> str:
     return value
 
 
-def sign(secret: str, timestamp: int, body: bytes) -> str:
-    digest = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
-    return f"t={timestamp},v1={digest.hexdigest()}"
+def new_nonce() -> str:
+    """A nonce for one attempt: 128 random bits, so no two attempts share a signature."""
+    return secrets.token_hex(16)
+
+
+def sign(secret: str, body: bytes, *, timestamp: int, nonce: str) -> str:
+    """The signature header's value: t, n and the HMAC-SHA256 of "<t>.<n>." + body."""
+    return f"t={timestamp},n={nonce},v2={_mac(secret, timestamp, nonce, body)}"
+
+
+def _mac(secret: str, timestamp: int, nonce: str, body: bytes) -> str:
+    signed = f"{timestamp}.{nonce}.".encode() + body
+    return hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+
+
+def signature_parts(header: str) -> dict[str, str]:
+    """The header's `name=value` items (t, n, v2); the first of a name counts."""
+    parts: dict[str, str] = {}
+    for item in header.split(","):
+        name, _, value = item.strip().partition("=")
+        parts.setdefault(name, value)
+    return parts
 
 
 def verify(secret: str, header: str, body: bytes, *, now: float, tolerance: float = 300) -> bool:
-    """Receiver side: a valid signature over this body, made within the tolerance."""
-    parts = dict(item.split("=", 1) for item in header.split(",") if "=" in item)
+    """Receiver side: a valid signature over this body and nonce, made within the tolerance.
+    Refusing a nonce seen before is the receiver's part (it keeps them for the tolerance)."""
+    parts = signature_parts(header)
+    stamp, nonce = parts.get("t", ""), parts.get("n", "")
+    if not (stamp.isascii() and stamp.isdigit() and len(stamp) <= 12) or not NONCE.fullmatch(nonce):
+        return False  # isascii: int() reads other scripts' digits; 12 digits: year 33658
+    if abs(now - int(stamp)) > tolerance:
+        return False
+    return hmac.compare_digest(_mac(secret, int(stamp), nonce, body), parts.get("v2", ""))
+
+
+def already_performed(response: httpx.Response) -> bool:
+    """The receiver says it performed this key before (a 409 then means success)."""
+    if response.headers.get(REPLAYED_HEADER, "").strip().lower() == "true":
+        return True
+    if not response.content or len(response.content) > MARKER_BODY_LIMIT:
+        return False  # a marker is a small answer: a long one is not parsed to look for it
     try:
-        timestamp = int(parts["t"])
-        stale = abs(now - timestamp) > tolerance
-    except (KeyError, ValueError, OverflowError):  # OverflowError: more digits than a float
+        answer = json.loads(response.content)
+    except ValueError:  # UnicodeDecodeError is one
         return False
-    if stale:
-        return False
-    return hmac.compare_digest(sign(secret, timestamp, body), f"t={timestamp},v1={parts.get('v1')}")
+    return isinstance(answer, dict) and answer.get(PERFORMED_MARKER) is True
 
 
 def _retry_after(response: httpx.Response) -> float | None:
@@ -94,7 +140,9 @@ class HttpAdapter:
         headers[self.config.idempotency_header] = effect.idempotency_key
         if self.config.signing is not None:
             secret = secret_value(self.config.signing)
-            headers[SIGNATURE_HEADER] = sign(secret, int(time.time()), body)
+            headers[SIGNATURE_HEADER] = sign(
+                secret, body, timestamp=int(time.time()), nonce=new_nonce()
+            )
         return body, headers
 
     def deliver(self, effect: Effect) -> Delivery:
@@ -122,8 +170,9 @@ class HttpAdapter:
     def _judge(self, response: httpx.Response) -> Delivery:
         status = response.status_code
         body = response.text[:BODY_KEPT]
-        if 200 <= status < 300:
-            reference = response.headers.get("Location") or f"http {status}"
+        if 200 <= status < 300 or (status == 409 and already_performed(response)):
+            said = "" if status < 300 else ": already performed"
+            reference = response.headers.get("Location") or f"http {status}{said}"
             return Delivery(
                 DeliveryResult.DELIVERED, reference=reference[:200], status_code=status, body=body
             )

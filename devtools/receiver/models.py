@@ -21,7 +21,8 @@ class Delivery(models.Model):
     """Every signed request that arrived, answered or failed on purpose."""
 
     idempotency_key = models.CharField(max_length=64, db_index=True)
-    # A signature is accepted once: the same one again is a replay.
+    # A signature is accepted once: it covers a nonce new at every attempt, so the same one
+    # again is that very attempt replayed (answered as the first time if its key was performed).
     signature = models.CharField(max_length=200, unique=True)
     status = models.PositiveSmallIntegerField()
     received_at = models.DateTimeField(auto_now_add=True)

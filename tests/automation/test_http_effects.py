@@ -14,8 +14,9 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from email.utils import formatdate
 from io import StringIO
 from pathlib import Path
@@ -23,6 +24,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import time_machine
 from django.contrib.auth.models import Group, User
 from django.core.exceptions import PermissionDenied
 from django.core.management import call_command
@@ -75,6 +77,7 @@ REPO = Path(__file__).resolve().parents[2]
 SECRET = "s" * 32
 EFFECT = "send_internal_notification"
 FAIL_503 = ("status", 503, {})
+GATEWAY_503 = ("down", 503, {})
 
 
 def billing_event(event_id: str = "evt-bill-1") -> dict[str, Any]:
@@ -360,6 +363,104 @@ def test_400_fails_the_run_as_effect_rejected_after_one_attempt(
     assert downstream.performed == []
 
 
+@pytest.mark.parametrize(
+    "extra, body",
+    [
+        pytest.param({"Idempotent-Replayed": "true"}, None, id="header"),
+        pytest.param({}, {"already_performed": True, "id": "pay_81"}, id="json-body"),
+    ],
+)
+def test_a_409_saying_the_key_was_already_performed_is_a_delivery(
+    pipeline: Pipeline,
+    downstream: Downstream,
+    http_effect: Any,
+    extra: dict[str, str],
+    body: dict[str, Any] | None,
+) -> None:
+    downstream.then(("status", 409, extra, body) if body else ("status", 409, extra))
+
+    run, effect = first_attempt(pipeline, billing_event())
+
+    assert (run.state, run.outcome) == (State.COMPLETED, Outcome.COMPLETED)
+    assert (effect.status, effect.response_status, effect.last_error) == (
+        EffectStatus.DELIVERED,
+        409,
+        "",
+    )
+    assert effect.response_ref == "http 409: already performed"
+    assert attempt_rows(effect) == [(1, "delivered", 409, "")]
+
+
+@pytest.mark.parametrize(
+    "extra, body",
+    [
+        pytest.param({}, {"error": "conflict"}, id="no-marker"),
+        pytest.param({"Idempotent-Replayed": "false"}, None, id="header-false"),
+        pytest.param({}, {"already_performed": "yes"}, id="marker-not-true"),
+    ],
+)
+def test_a_409_without_the_marker_is_still_a_rejection(
+    pipeline: Pipeline,
+    downstream: Downstream,
+    http_effect: Any,
+    extra: dict[str, str],
+    body: dict[str, Any] | None,
+) -> None:
+    downstream.then(("status", 409, extra, body) if body else ("status", 409, extra))
+
+    run, effect = first_attempt(pipeline, billing_event())
+
+    assert (run.state, run.outcome) == (State.FAILED, Outcome.EFFECT_REJECTED)
+    assert attempt_rows(effect) == [(1, "rejected", 409, "")]
+
+
+def test_two_attempts_in_the_same_second_carry_different_signatures_and_one_key(
+    pipeline: Pipeline, downstream: Downstream, http_effect: Any, jitter_at_cap: None
+) -> None:
+    downstream.then(FAIL_503)
+    frozen = datetime(2026, 12, 4, 9, 30, 0, 500_000, tzinfo=UTC)
+
+    with time_machine.travel(frozen, tick=False):
+        run, effect = first_attempt(pipeline, billing_event())
+        assert deliver_at(effect, effect.next_attempt_at) == EffectStatus.DELIVERED
+
+    first, second = downstream.requests
+    assert first.key == second.key == effect.idempotency_key
+    assert first.body == second.body
+    assert first.signature != second.signature
+    parts = [dict(item.split("=", 1) for item in r.signature.split(",")) for r in (first, second)]
+    assert [part["t"] for part in parts] == [str(int(frozen.timestamp()))] * 2
+    assert parts[0].get("n") != parts[1].get("n")
+    assert all(r.signature_as_documented for r in (first, second))
+    with time_machine.travel(frozen, tick=False):
+        assert all(verify(SECRET, r.signature, r.body, now=time.time()) for r in (first, second))
+    assert downstream.performed == [effect.idempotency_key]
+    run.refresh_from_db()
+    assert run.state == State.COMPLETED
+
+
+def test_a_retry_of_a_key_the_receiver_performed_gets_its_first_answer(
+    pipeline: Pipeline, downstream: Downstream, http_effect: Any, jitter_at_cap: None
+) -> None:
+    # Performed, answered too late; the receiver's next answer for the key is that first one,
+    # whatever it would have answered a new key (here a 503).
+    downstream.then(("hang", 5), FAIL_503)
+
+    run, effect = first_attempt(pipeline, billing_event())
+    assert deliver_at(effect, effect.next_attempt_at) == EffectStatus.DELIVERED
+
+    refreshed(run, effect)
+    assert run.state == State.COMPLETED
+    assert attempt_rows(effect) == [
+        (1, "uncertain", None, "ReadTimeout"),
+        (2, "delivered", 200, ""),
+    ]
+    assert effect.response_ref == "/received/1"
+    assert [r.performed for r in downstream.requests] == [True, False]
+    assert downstream.requests[1].behaviour == FAIL_503
+    assert downstream.performed == [effect.idempotency_key]
+
+
 # --- sent, and no answer -------------------------------------------------------------------
 
 NO_ANSWER = [
@@ -439,9 +540,10 @@ def test_no_answer_holds_the_run_as_uncertain_when_the_receiver_does_not_dedupli
 def test_a_budget_spent_after_an_uncertain_attempt_holds_the_run_as_uncertain_naming_it(
     pipeline: Pipeline, downstream: Downstream, http_effect: Any
 ) -> None:
-    # 503, 503, a slow 200 the receiver performed but the sender never heard, five more 503s.
+    # 503, 503, a slow 200 the receiver performed but the sender never heard, then five 503s
+    # from a gateway in front of it (the receiver itself would answer its first answer).
     http_effect(max_attempts=8)
-    downstream.then(FAIL_503, FAIL_503, ("hang", 2), *[FAIL_503] * 5)
+    downstream.then(FAIL_503, FAIL_503, ("hang", 2), *[GATEWAY_503] * 5)
 
     run, effect = first_attempt(pipeline, billing_event())
     for _ in range(7):
