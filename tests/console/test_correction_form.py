@@ -238,6 +238,19 @@ def test_a_date_and_an_amount_are_stored_as_the_reader_writes_them(
     assert Task.objects.get(run=run).payload["params"]["event_date"] == "2026-12-03"
 
 
+def test_what_the_reader_wrote_is_shown_in_the_inputs_of_its_type(
+    venue: Pipeline, lead: Client
+) -> None:
+    run = held(venue, "booking", "evt-words", event_date="3 December 2026", deposit="lots")
+
+    page = lead.get(reverse("runs:correct", args=[run.pk])).content.decode()
+
+    assert 'value="2026-12-03"' in input_tag(page, "field_event_date")
+    deposit = beside(page, "field_deposit")
+    assert "The reader found “lots”, which this input cannot take" in deposit
+    assert "is not an amount" in deposit
+
+
 def test_each_problem_shows_beside_what_it_names_and_the_rest_at_the_top(
     venue: Pipeline,
 ) -> None:
