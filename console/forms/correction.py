@@ -358,6 +358,7 @@ class CorrectionForm(forms.Form):
         self.carried = carried or {}
         self.beside: dict[str, list[str]] = {}  # an input's or a parameter's problems
         self.top: list[str] = []  # problems about nothing shown
+        self.showing = False  # shown again for another choice (SHOW_FIELDS), nothing saved
         for spec in layout.inputs:
             self.fields[spec.input_name] = reading_field(spec)
         self.order_fields([*CHOSEN, *(spec.input_name for spec in layout.inputs), "reason"])
@@ -464,6 +465,11 @@ class CorrectionForm(forms.Form):
     # --- what the template shows
 
     @property
+    def category_label(self) -> str:
+        spec = self.business.request_types.get(self.layout.category)
+        return spec.label if spec is not None else self.layout.category
+
+    @property
     def effect_label(self) -> str:
         spec = self.business.effects.get(self.layout.effect)
         return spec.label if spec is not None else self.layout.effect
@@ -561,6 +567,7 @@ def correction_form(run: Run, data: QueryDict | None) -> CorrectionForm:
         form = CorrectionForm(
             initial=typed, run=run, business=business, layout=layout, carried=form.unshown(data)
         )
+        form.showing = True
     return form
 
 

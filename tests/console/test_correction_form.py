@@ -185,6 +185,7 @@ def test_another_type_brings_its_fields_and_keeps_what_was_typed(
         page, "field_event_date"
     )  # carried, so choosing the booking again brings it back
     assert '<option value="cancellation" selected>' in page
+    assert "The fields of “Cancellation” and “Log the cancellation”" in page
     assert "Read the request: the concert is on 3 December." in page
     assert "error" not in beside(page, "field_booking_reference")
     nothing_saved(run)
