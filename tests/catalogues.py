@@ -10,13 +10,14 @@ changes an effect's configuration stores a new version and writes new effects un
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 from automation.roles import roles_ensure
 from policy.catalogue import reference_catalogue
 from policy.models import PolicyVersion
 from policy.schemas import NEW_VERSION, PolicyDocument
-from policy.services import policy_version_activate, policy_version_create
+from policy.services import parse_policy_text, policy_version_activate, policy_version_create
 
 # The variable a test's HTTP effects are signed with (tests set it with monkeypatch).
 SIGNING_VARIABLE = "GATEHOUSE_TEST_SIGNING_SECRET"
@@ -64,4 +65,17 @@ def activate_effects(effects: dict[str, dict[str, Any]], **changes: Any) -> Poli
     The role groups are made first: a catalogue names the groups that own its work."""
     roles_ensure()
     version, _ = policy_version_create(document=with_effects(effects, **changes))
+    return policy_version_activate(name=version.name)
+
+
+# A business of its own for the correction form's tests (tests/data/venue-hire-1.yaml).
+VENUE_HIRE = Path(__file__).resolve().parent / "data" / "venue-hire-1.yaml"
+
+
+def activate_venue_hire() -> PolicyVersion:
+    """Store and activate the venue's version (the role groups first: its routes name one)."""
+    roles_ensure()
+    version, _ = policy_version_create(
+        document=parse_policy_text(VENUE_HIRE.read_text(encoding="utf-8"))
+    )
     return policy_version_activate(name=version.name)

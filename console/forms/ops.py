@@ -3,102 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 from django import forms
 from django.core.exceptions import NON_FIELD_ERRORS
 
-from automation.schemas import FieldProblem
 from console.forms.text import FreeTextField
 from core import limits
 from core.inputs import BoundedDateTimeField, NumberField, check_window
 from core.keyset import NEWEST, OLDEST, BadCursor, Cursor, parse_cursor
-from policy.catalogue import Catalogue
-
-FIELD_PREFIX = "field_"
 
 
 def business_choices(names: Mapping[str, Any]) -> list[tuple[str, str]]:
     """A catalogue section's names as options a person reads: its label shown, the name sent."""
     return [(name, spec.label) for name, spec in names.items()]
-
-
-class CorrectionForm(forms.Form):
-    """The interpretation of a held run, as a person corrects it: its choices are those of
-    the catalogue the correction is judged under (`business`)."""
-
-    category = forms.ChoiceField()
-    recommended_route = forms.ChoiceField(label="Route")
-    requested_effect = forms.ChoiceField(label="Effect")
-    reason_code = forms.CharField(
-        max_length=100,
-        help_text="A short code for why, as the classifier gives it: words joined by underscores.",
-    )
-    reason = FreeTextField(
-        widget=forms.Textarea(attrs={"rows": 2}), help_text="Why: it goes on the run's record."
-    )
-
-    def __init__(
-        self,
-        *args: Any,
-        business: Catalogue,
-        field_names: list[str],
-        sources: dict[str, str],
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        choices: dict[str, Mapping[str, Any]] = {
-            "category": business.request_types,
-            "recommended_route": business.routes,
-            "requested_effect": business.effects,
-        }
-        for name, names in choices.items():
-            cast(forms.ChoiceField, self.fields[name]).choices = business_choices(names)
-        self.field_names = field_names
-        self.sources = sources
-        for name in field_names:
-            self.fields[FIELD_PREFIX + name] = forms.CharField(
-                label=name.replace("_", " ").capitalize(), required=False, max_length=500
-            )
-        self.order_fields([name for name in self.fields if name != "reason"] + ["reason"])
-
-    def decision(self) -> dict[str, Any]:
-        """What the person entered, shaped as a classifier decision for the schema to judge.
-
-        On a form with errors it is what could be read: an input the form refused is left
-        empty, and its own message is already shown (add_problems adds no second one)."""
-        data = self.cleaned_data
-        return {
-            "category": data.get("category", ""),
-            "recommended_route": data.get("recommended_route", ""),
-            "requested_effect": data.get("requested_effect", ""),
-            "reason_code": data.get("reason_code", "").strip(),
-            "confidence": 1.0,
-            "fields": {
-                name: self._field(name, data[FIELD_PREFIX + name].strip())
-                for name in self.field_names
-                if data.get(FIELD_PREFIX + name, "").strip()
-            },
-        }
-
-    def _field(self, name: str, value: str) -> dict[str, Any]:
-        # A person read it: full confidence; where it came from in the request still holds.
-        field: dict[str, Any] = {"value": value, "confidence": 1.0}
-        if self.sources.get(name):
-            field["source"] = self.sources[name]
-        return field
-
-    def add_problems(self, problems: list[FieldProblem]) -> None:
-        """Show the schema's complaints against the inputs they are about, in plain words."""
-        for problem in problems:
-            parts = problem.field.split(".")
-            name = FIELD_PREFIX + parts[1] if parts[0] == "fields" and len(parts) > 1 else parts[0]
-            message = problem.message
-            if "should match pattern" in message or "characters that are not allowed" in message:
-                message = "Use only lower-case letters, digits, dots, dashes and underscores."
-            if name in self.fields and name in self.errors:
-                continue  # the form's own message for this input says it first
-            self.add_error(name if name in self.fields else None, message)
 
 
 class RecoveryForm(forms.Form):

@@ -27,7 +27,6 @@ from automation.pipeline.operations import run_reconsider
 from automation.recovery.actions import queue_action as offered_queue_action
 from automation.recovery.actions import queue_actions, run_action, run_actions
 from automation.recovery.preview import preview_runs
-from automation.recovery.selectors import current_reading
 from automation.recovery.selectors import run_page as run_record
 from automation.recovery.services import (
     CorrectionInvalid,
@@ -43,8 +42,10 @@ from automation.recovery.services import (
     run_retry_effect,
 )
 from automation.runs.comments import may_comment, run_comment_add
+from automation.schemas import FieldProblem
 from console import statechart
-from console.forms.ops import FIELD_PREFIX, CorrectionForm, RecoveryForm, form_problems
+from console.forms.correction import correction_form
+from console.forms.ops import RecoveryForm, form_problems
 from console.previews import preview_sentence
 from console.raw_input import raw_download as download_raw
 from console.raw_input import raw_page
@@ -55,7 +56,6 @@ from core.codes import Refusal
 from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
 from notifications.services import run_notifications
-from policy.selectors import stored_businesses
 
 
 def _may_read(user: User, run: Run) -> bool:
@@ -178,44 +178,36 @@ def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("channel"), pk=run_id)
     if run_action(run, request.user, "correct") is None:
         return _not_offered(request, run, "Correcting the reading")
-    reading = current_reading(run)
-    found = reading.get("fields")
-    fields: dict[str, Any] = found if isinstance(found, dict) else {}
-    initial = {
-        key: reading.get(key)
-        for key in ("category", "recommended_route", "requested_effect", "reason_code")
-    }
-    for name, value in fields.items():
-        initial[FIELD_PREFIX + name] = value.get("value") if isinstance(value, dict) else value
-    sources = {
-        name: value.get("source") or "" for name, value in fields.items() if isinstance(value, dict)
-    }
     posted = request.POST if request.method == "POST" else None  # an empty POST is bound too
-    # The choices of the catalogue the correction is judged under (correction_problems).
-    business = stored_businesses().of_version(run.channel.policy_version or None)
-    form = CorrectionForm(
-        posted, initial=initial, business=business, field_names=sorted(fields), sources=sources
-    )
-    if request.method == "POST" and not form.is_valid():
-        # Every input's problem at once: the schema's checks as well as the form's own.
-        form.add_problems(correction_problems(form.decision(), run))
-    elif request.method == "POST":
-        try:
-            result = run_correct(
-                run_id=run.pk,
-                user=request.user,
-                corrected=form.decision(),
-                reason=form.cleaned_data["reason"],
-            )
-        except CorrectionInvalid as exc:
-            form.add_problems(exc.problems)
-        except ServiceError as exc:
-            show_refusal(request, exc)
-            return redirect("runs:run", run_id=run.pk)
-        else:
-            messages.success(request, _corrected_text(result.changed))
-            return redirect("runs:run", run_id=run.pk)
-    status = 400 if request.method == "POST" else 200
+    form = correction_form(run, posted)
+    status = 200
+    if not form.is_bound:
+        # What held the run, beside the inputs it is about (a needed date: its empty input).
+        stored = [p for p in _problems(run) if p.get("field")]
+        form.add_problems(
+            [FieldProblem(field=str(p["field"]), message=str(p.get("message", ""))) for p in stored]
+        )
+    else:
+        status = 400
+        form.is_valid()
+        # Every problem at once, the form's own and the correction's: nothing is saved while
+        # one remains.
+        if form.judge(correction_problems(form.decision(), run)):
+            try:
+                result = run_correct(
+                    run_id=run.pk,
+                    user=request.user,
+                    corrected=form.decision(),
+                    reason=form.cleaned_data["reason"],
+                )
+            except CorrectionInvalid as exc:
+                form.add_problems(exc.problems)
+            except ServiceError as exc:
+                show_refusal(request, exc)
+                return redirect("runs:run", run_id=run.pk)
+            else:
+                messages.success(request, _corrected_text(result.changed))
+                return redirect("runs:run", run_id=run.pk)
     context = {"run": run, "form": form, "problems": _problems(run)}
     return render(request, "runs/correct.html", context, status=status)
 
