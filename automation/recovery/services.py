@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from types import MethodType
 from typing import Any, Protocol
 
 from django.contrib.auth.models import User
@@ -30,7 +31,12 @@ from automation.effects.services import effect_retry_in_transaction
 from automation.extraction import extraction_problems
 from automation.intake.customers import customers_known
 from automation.intake.services import intake_replay
-from automation.pipeline.operations import RECOVER_RUN, run_reconsider, run_resume_in_transaction
+from automation.pipeline.operations import (
+    RECOVER_RUN,
+    run_prepare_in_transaction,
+    run_reconsider,
+    run_resume_in_transaction,
+)
 from automation.recovery.jobs import job_settled
 from automation.recovery.models import BatchStatus, RecoveryAction, RecoveryBatch, RecoveryKind
 from automation.recovery.preview import preview_runs
@@ -44,6 +50,7 @@ from automation.runs.models import (
     StageName,
     StageOutcome,
     State,
+    run_rejected_by_approver,
 )
 from automation.runs.payloads import policy_for
 from automation.runs.sending import run_send
@@ -215,30 +222,88 @@ def run_correct(
         problems = correction_problems(corrected, run)
         if problems:
             raise CorrectionInvalid(problems)
-        decision = decision_contract(policy_for(run).parsed.business).model_validate(corrected)
-        before = current_reading(run)  # what the person saw and corrected
-        after = decision.model_dump(mode="json")
-        changed = _diff(before, after)
-        label_record(
-            run,
-            source=LabelSource.CORRECTION,
-            actor=user,
-            category=after["category"],
-            effect=after["requested_effect"],
-        )
-        add_checkpoint(run, {"classification": after, "corrected_by": user.pk}, "correction")
-        record_transition(
-            run,
-            run.correct_reading,
-            stage=Stage(StageName.CLASSIFY),
-            stage_outcome=StageOutcome.CORRECTED,
-            actor=user,
-            note={"reason": reason, "changed": changed},
-            decision=after,
+        # What the person saw and corrected.
+        changed = _take_reading(
+            run, run.correct_reading, user, corrected, current_reading(run), reason
         )
         _record(run, RecoveryKind.CORRECT, user, reason, "resumed", changed=changed)
         run_send(run)
         return CorrectionResult(run, changed)
+
+
+def run_correct_rejected(
+    *, run_id: int, user: User, corrected: dict[str, Any], reason: str
+) -> CorrectionResult:
+    """Correct the reading of a run an approver rejected, and have it decided again: as a
+    new run (a finished run is never reopened), a replay of the rejected one whose reading is
+    the person's. Policy decides it under today's version and a fresh approval is asked for
+    where policy asks one. The corrector is on the record of both runs and may not approve
+    the new one. The result names the new run."""
+    _require(user, "correct_run")
+    reason = _reason(reason)
+    with transaction.atomic(durable=True):
+        original = _locked(run_id)
+        if not run_rejected_by_approver(original):
+            raise ServiceError(
+                Refusal.STATE_CONFLICT, "only a run an approver rejected is corrected this way"
+            )
+        if not has_transition_perm(original.correct_rejected, user):
+            raise PermissionDenied("you may not correct runs")
+        replay = intake_replay(original=original)
+        if replay.state != State.RECEIVED:  # today's policy refuses the request outright
+            raise ServiceError(
+                Refusal.STATE_CONFLICT, f"not decided again: {replay.failure_detail}"
+            )
+        problems = correction_problems(corrected, replay)  # under the new run's catalogue
+        if problems:
+            raise CorrectionInvalid(problems)
+        run_prepare_in_transaction(run=replay, now=timezone.now())
+        note = {"reason": reason, "corrected_as": replay.pk}
+        record_transition(original, original.correct_rejected, actor=user, note=note)
+        record_audit(
+            replay, AuditAction.RUN_REPLAY_STARTED, actor=user, replay_of=original.pk, reason=reason
+        )
+        changed = _take_reading(
+            replay, replay.correct_replay, user, corrected, current_reading(original), reason
+        )
+        kind = RecoveryKind.CORRECT_REJECTED
+        _record(original, kind, user, reason, f"corrected as run {replay.pk}", replay=replay.pk)
+        _record(replay, kind, user, reason, "resumed", replay_of=original.pk, changed=changed)
+        run_send(replay)
+        return CorrectionResult(replay, changed)
+
+
+def _take_reading(
+    run: Run,
+    transition: MethodType,
+    user: User,
+    corrected: dict[str, Any],
+    before: dict[str, Any],
+    reason: str,
+) -> dict[str, list[Any]]:
+    """Give the run a person's reading (already checked) by `transition`, with its label,
+    its checkpoint and what changed from `before` on the record; what changed."""
+    business = policy_for(run).parsed.business
+    after = decision_contract(business).model_validate(corrected).model_dump(mode="json")
+    changed = _diff(before, after)
+    label_record(
+        run,
+        source=LabelSource.CORRECTION,
+        actor=user,
+        category=after["category"],
+        effect=after["requested_effect"],
+    )
+    add_checkpoint(run, {"classification": after, "corrected_by": user.pk}, "correction")
+    record_transition(
+        run,
+        transition,
+        stage=Stage(StageName.CLASSIFY),
+        stage_outcome=StageOutcome.CORRECTED,
+        actor=user,
+        note={"reason": reason, "changed": changed},
+        decision=after,
+    )
+    return changed
 
 
 def correction_problems(corrected: dict[str, Any], run: Run) -> list[FieldProblem]:
