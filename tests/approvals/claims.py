@@ -61,6 +61,7 @@ CLAIMS: dict[str, Any] = {
     },
 }
 GROUPS = ("claims-managers", "payments-approvers", "claims-desk", "payments-desk")
+APPROVER_GROUPS = ("claims-managers", "payments-approvers")
 
 VAN_MAIL_ID = "<van-claim-1@fleet.example>"
 VAN_BODY = (
@@ -89,8 +90,13 @@ CORRECTED = {
 def claims_channel(name: str = "claims-mail") -> IntakeChannel:
     """A mail channel read by the recorded classifier, decided by the claims business."""
     roles_ensure()
-    for group in GROUPS:
-        Group.objects.get_or_create(name=group)
+    # The business's approver groups hold the approver role's permissions, as a shipped
+    # approver group does (automation.roles).
+    approver = Group.objects.get(name="finance-approvers").permissions.all()
+    for name in GROUPS:
+        group, _ = Group.objects.get_or_create(name=name)
+        if name in APPROVER_GROUPS:
+            group.permissions.set(approver)
     version, _ = policy_version_create(
         document=parse_policy_text(yaml.safe_dump(copy.deepcopy(CLAIMS)))
     )

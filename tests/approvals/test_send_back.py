@@ -4,12 +4,15 @@ is corrected and decided again as a new run."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
 import time_machine
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
+from django.db import connection
 
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide, approval_send_back
@@ -19,6 +22,7 @@ from automation.recovery.models import RecoveryAction, RecoveryKind
 from automation.recovery.services import run_correct, run_correct_rejected
 from automation.roles import roles_ensure
 from core.codes import Refusal
+from core.dispatch import inline
 from core.errors import ServiceError
 from reports.histograms import DECIDED_BY_A_PERSON
 from tests.approvals.claims import CORRECTED, claims_channel, misread_van_claim
@@ -279,3 +283,59 @@ def test_correcting_a_rejected_run_needs_the_correct_permission(
         run_correct_rejected(
             run_id=request.run_id, user=payments_approver, corrected=CORRECTED, reason="r"
         )
+
+
+# --- at the same moment --------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_send_back_and_an_approval_at_once_close_the_request_once(
+    pipeline: Pipeline, approver: User, second_approver: User
+) -> None:
+    request = open_request(pipeline)
+    barrier = threading.Barrier(2)
+    codes: dict[str, str] = {}
+    unexpected: list[BaseException] = []
+
+    def act(name: str, action: Callable[[], object]) -> None:
+        try:
+            barrier.wait(timeout=10)
+            with inline():  # the follow-up is not under test here
+                action()
+            codes[name] = "done"
+        except ServiceError as exc:
+            codes[name] = exc.code
+        except BaseException as exc:
+            unexpected.append(exc)
+        finally:
+            connection.close()
+
+    sending = threading.Thread(
+        target=act,
+        args=(
+            "send_back",
+            lambda: approval_send_back(request_id=request.pk, user=approver, reason="read wrongly"),
+        ),
+    )
+    approving = threading.Thread(
+        target=act,
+        args=(
+            "approve",
+            lambda: approval_decide(
+                request_id=request.pk, user=second_approver, approve=True, seen=request.binding()
+            ),
+        ),
+    )
+    for thread in (sending, approving):
+        thread.start()
+    for thread in (sending, approving):
+        thread.join(timeout=30)
+
+    assert unexpected == []
+    assert sorted(codes.values()) == ["already_decided", "done"]
+    request.refresh_from_db()
+    winner = next(name for name, code in codes.items() if code == "done")
+    expected = ApprovalStatus.SENT_BACK if winner == "send_back" else ApprovalStatus.APPROVED
+    assert request.status == expected
+    counted = ApprovalDecision.objects.filter(request=request, counted=True).count()
+    assert counted == (0 if winner == "send_back" else 1)
