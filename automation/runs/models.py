@@ -675,6 +675,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
         target=State.CLASSIFIED,
         conditions=[lambda run: run_is_replay(run)],
         permission="automation.correct_run",
+        custom={"label": "Correct the reading"},  # not offered: a rejected run's correction
     )
     def correct_replay(self, *, decision: dict[str, Any]) -> None:
         """A replay's reading is a person's correction (of the run it replays), not a
