@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from types import MethodType
 from typing import Any, Protocol
 
 from django.contrib.auth.models import User
@@ -223,8 +222,15 @@ def run_correct(
         if problems:
             raise CorrectionInvalid(problems)
         # What the person saw and corrected.
-        changed = _take_reading(
-            run, run.correct_reading, user, corrected, current_reading(run), reason
+        after, changed = _person_reading(run, user, corrected, current_reading(run))
+        record_transition(
+            run,
+            run.correct_reading,
+            stage=Stage(StageName.CLASSIFY),
+            stage_outcome=StageOutcome.CORRECTED,
+            actor=user,
+            note={"reason": reason, "changed": changed},
+            decision=after,
         )
         _record(run, RecoveryKind.CORRECT, user, reason, "resumed", changed=changed)
         run_send(run)
@@ -263,8 +269,15 @@ def run_correct_rejected(
         record_audit(
             replay, AuditAction.RUN_REPLAY_STARTED, actor=user, replay_of=original.pk, reason=reason
         )
-        changed = _take_reading(
-            replay, replay.correct_replay, user, corrected, current_reading(original), reason
+        after, changed = _person_reading(replay, user, corrected, current_reading(original))
+        record_transition(
+            replay,
+            replay.correct_replay,
+            stage=Stage(StageName.CLASSIFY),
+            stage_outcome=StageOutcome.CORRECTED,
+            actor=user,
+            note={"reason": reason, "changed": changed},
+            decision=after,
         )
         kind = RecoveryKind.CORRECT_REJECTED
         _record(original, kind, user, reason, f"corrected as run {replay.pk}", replay=replay.pk)
@@ -273,16 +286,12 @@ def run_correct_rejected(
         return CorrectionResult(replay, changed)
 
 
-def _take_reading(
-    run: Run,
-    transition: MethodType,
-    user: User,
-    corrected: dict[str, Any],
-    before: dict[str, Any],
-    reason: str,
-) -> dict[str, list[Any]]:
-    """Give the run a person's reading (already checked) by `transition`, with its label,
-    its checkpoint and what changed from `before` on the record; what changed."""
+def _person_reading(
+    run: Run, user: User, corrected: dict[str, Any], before: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """A person's reading of the run (already checked), labelled and checkpointed as theirs,
+    before the transition that gives it to the run: the reading and what changed from
+    `before`."""
     business = policy_for(run).parsed.business
     after = decision_contract(business).model_validate(corrected).model_dump(mode="json")
     changed = _diff(before, after)
@@ -294,16 +303,7 @@ def _take_reading(
         effect=after["requested_effect"],
     )
     add_checkpoint(run, {"classification": after, "corrected_by": user.pk}, "correction")
-    record_transition(
-        run,
-        transition,
-        stage=Stage(StageName.CLASSIFY),
-        stage_outcome=StageOutcome.CORRECTED,
-        actor=user,
-        note={"reason": reason, "changed": changed},
-        decision=after,
-    )
-    return changed
+    return after, changed
 
 
 def correction_problems(corrected: dict[str, Any], run: Run) -> list[FieldProblem]:
