@@ -126,6 +126,9 @@ def test_approver_sends_a_misread_request_back_and_the_corrected_run_is_approved
     manager_page = new_context().new_page()
     log_in(manager_page, claims_manager, f"/approvals/{fresh.pk}/")
     expect(manager_page.get_by_test_id("binding")).to_contain_text(fresh.fingerprint)
+    # The approver sees what came before: the request sent back, and why.
+    earlier = manager_page.locator("li", has_text=f"#{waiting.pk} Sent back")
+    expect(earlier).to_contain_text(f"“{REASON}”")
     approve_in_browser(manager_page, fresh)
     screenshot(manager_page, "sent-back-approved")
 
