@@ -156,12 +156,6 @@ def test_sending_back_in_the_console_holds_the_run_for_a_correction(
     assert "Sent back by ana</strong>: Not a security case." in run_page
 
 
-def test_an_auditor_cannot_send_a_request_back(waiting: ApprovalRequest) -> None:
-    _, client = login("aud", "auditors")
-    assert decide(client, waiting, "send_back", comment="no").status_code == 403
-    assert ApprovalRequest.objects.get(pk=waiting.pk).status == ApprovalStatus.PENDING
-
-
 def test_stale_view_answers_with_a_message_not_an_error(waiting: ApprovalRequest) -> None:
     _, client = login("ana", "security-approvers")
     page = decide(client, waiting, "approve", seen_workflow_version="workflow-0")
