@@ -16,6 +16,9 @@ class ApprovalStatus(models.TextChoices):
     REJECTED = "rejected"
     STALE = "stale"
     EXPIRED = "expired"
+    # Closed by an approver who asks for the reading to be corrected: neither approved nor
+    # rejected, and no decision of either (the reports count only those).
+    SENT_BACK = "sent_back"
 
 
 class ApprovalRequest(models.Model):

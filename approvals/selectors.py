@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.timesince import timesince, timeuntil
 
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, Delegation
-from audit.models import APPROVAL_ACTIONS, NOT_A_HAND, AuditEvent
+from audit.models import APPROVAL_ACTIONS, NOT_A_HAND, AuditAction, AuditEvent
 from core.keyset import Cursor, keyset_page
 
 # Rows on one inbox page (keyset pages follow): enough to work through, quick to draw.
@@ -608,3 +608,27 @@ def delegations_touching(request: ApprovalRequest) -> list[Delegation]:
         .select_related("delegator", "delegate")
         .distinct()
     )
+
+
+@dataclass(frozen=True)
+class SentBack:
+    """Who sent a run's request back, and why: what the run shows while it waits for a
+    correction."""
+
+    by: str
+    reason: str
+    request_id: int
+
+
+def sent_back(run_id: int) -> SentBack | None:
+    """The run's latest request when it was sent back (None otherwise), with who did it."""
+    request = ApprovalRequest.objects.filter(run_id=run_id).order_by("-created_at", "-pk").first()
+    if request is None or request.status != ApprovalStatus.SENT_BACK:
+        return None
+    event = (
+        AuditEvent.objects.filter(approval=request, action=AuditAction.APPROVAL_SENT_BACK)
+        .order_by("-created_at")
+        .first()
+    )
+    by = event.actor_label if event is not None else ""
+    return SentBack(by=by, reason=request.status_reason, request_id=request.pk)

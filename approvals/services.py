@@ -206,6 +206,58 @@ def approval_decide(
     return DecisionResult(code, request, decision)
 
 
+# A sent-back request keeps its reason as its status reason (shown with the run in its queue).
+SEND_BACK_REASON_LIMIT = 200
+
+
+@transaction.atomic(durable=True)
+def approval_send_back(
+    *, request_id: int, user: User, reason: str, now: datetime | None = None
+) -> ApprovalRequest:
+    """Close a pending request as sent back, neither approved nor rejected: its run goes to
+    the queue for a person to correct its reading, and a corrected run asks for a fresh
+    approval. Only someone who may decide the request may send it back, and only while it
+    can still be decided (pending, not expired)."""
+    now = now or timezone.now()
+    # Row lock: a send back and a decision at once happen one after the other; the second
+    # finds the request closed and is refused.
+    request = ApprovalRequest.objects.select_for_update().get(pk=request_id)
+    conflicted = conflicted_user_ids(request)
+    on_behalf_of = _on_behalf_of(user, request) if _may_decide(user, request) else None
+    reason = reason.strip()
+    _check_decidable(
+        request=request,
+        user=user,
+        approve=True,  # the reason is checked below, as a send back's
+        comment=reason,
+        conflicted=conflicted,
+        on_behalf_of=on_behalf_of,
+    )
+    if not reason:
+        raise ServiceError(Refusal.REASON_REQUIRED, "say what is wrong with the reading")
+    within(reason, limit=SEND_BACK_REASON_LIMIT, what="the reason")
+    if now >= request.expires_at:  # the sweep closes it; the run then asks afresh
+        raise ServiceError(
+            Refusal.APPROVAL_EXPIRED,
+            "this request expired before it was decided; a fresh request replaces it",
+        )
+    _close(request, ApprovalStatus.SENT_BACK, reason, now)
+    behalf: dict[str, Any] = {} if on_behalf_of is None else {"on_behalf_of": on_behalf_of.pk}
+    # An approval action, not a hand on the run: whoever sent it back may still approve the
+    # corrected run (the person who corrects it may not).
+    audit_record(
+        action=AuditAction.APPROVAL_SENT_BACK,
+        actor=user,
+        run_id=request.run_id,
+        approval_id=request.pk,
+        result=ApprovalStatus.SENT_BACK.value,
+        reason=reason,
+        **behalf,
+    )
+    enqueue_after_commit(ADVANCE_RUN_TASK, request.run_id, priority=Priority.URGENT)
+    return request
+
+
 # --- several at once --------------------------------------------------------------------------
 
 

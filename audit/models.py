@@ -48,6 +48,9 @@ class AuditAction(models.TextChoices):
     RUN_CORRECT_READING = "run.correct_reading"
     RUN_RESUME = "run.resume"
     RUN_REPLAY = "run.replay"
+    RUN_SEND_BACK = "run.send_back"
+    RUN_CORRECT_REJECTED = "run.correct_rejected"
+    RUN_CORRECT_REPLAY = "run.correct_replay"
     # What else happens to a run.
     RUN_RECEIVED = "run.received"
     RUN_THREAD_LINKED = "run.thread_linked"
@@ -74,6 +77,7 @@ class AuditAction(models.TextChoices):
     # Approvals: every value starts with APPROVAL_ACTIONS (a decision is not a hand on the run).
     APPROVAL_APPROVE = "approval.approve"
     APPROVAL_REJECT = "approval.reject"
+    APPROVAL_SENT_BACK = "approval.sent_back"  # closed for a correction of its run's reading
     APPROVAL_EXPIRED = "approval.expired"
     APPROVAL_ESCALATED = "approval.escalated"
     APPROVAL_CLAIMED = "approval.claimed"

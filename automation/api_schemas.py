@@ -124,6 +124,8 @@ OUTCOME_MEANINGS: dict[str, str] = {
     "is needed.",
     Outcome.APPROVAL_EXPIRED: "Nobody decided before the approval's deadline.",
     Outcome.APPROVAL_REJECTED: "An approver rejected the effect.",
+    Outcome.SENT_BACK: "An approver sent the request back; a person corrects the reading and "
+    "it is decided again.",
     Outcome.EFFECT_UNAVAILABLE: "The system that carries out the effect could not be reached "
     "within its attempts.",
     Outcome.EFFECT_REJECTED: "The system that carries out the effect refused it.",

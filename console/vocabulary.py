@@ -123,6 +123,10 @@ OUTCOMES: dict[str, Term] = {
         "Approval expired", "Nobody decided before the approval's deadline."
     ),
     Outcome.APPROVAL_REJECTED: Term("Rejected", "An approver rejected the effect."),
+    Outcome.SENT_BACK: Term(
+        "Sent back",
+        "An approver sent the request back: correct the reading, then it is decided again.",
+    ),
     Outcome.EFFECT_UNAVAILABLE: Term(
         "Delivery failed", "The effect's system could not be reached within its attempts."
     ),
@@ -201,6 +205,9 @@ RECOVERY: dict[str, Term] = {
     ),
     RecoveryKind.RESOLVE: Term("Resolve by hand", "Record that a person did what the run was for."),
     RecoveryKind.ABANDON: Term("Abandon", "Give the run up; nothing more will be done."),
+    RecoveryKind.CORRECT_REJECTED: Term(
+        "Correct and decide again", "Fix a rejected reading; a new run asks for a fresh approval."
+    ),
     RecoveryKind.RETRY_EFFECT: Term(
         "Retry the delivery", "Deliver the held effect again under the same key."
     ),
@@ -236,6 +243,13 @@ AUDIT: dict[str, Term] = {
     AuditAction.RUN_CORRECT_READING: Term("Reading corrected", "A person fixed what was read."),
     AuditAction.RUN_RESUME: Term("Resumed", "Continued with the reading stored earlier."),
     AuditAction.RUN_REPLAY: Term("Replayed", "A new run was started from this one's input."),
+    AuditAction.RUN_SEND_BACK: Term("Sent back", "An approver sent it back to be corrected."),
+    AuditAction.RUN_CORRECT_REJECTED: Term(
+        "Corrected after rejection", "A person corrected the reading; a new run decides again."
+    ),
+    AuditAction.RUN_CORRECT_REPLAY: Term(
+        "Read by a person", "The new run's reading is a person's correction."
+    ),
     AuditAction.RUN_RECEIVED: Term("Received", "The request arrived and was stored."),
     AuditAction.RUN_THREAD_LINKED: Term("Linked to its thread", "A reply found its earlier mail."),
     AuditAction.RUN_RESUMED: Term("Resumed", "Continued from a stored checkpoint."),
@@ -263,6 +277,9 @@ AUDIT: dict[str, Term] = {
     AuditAction.EFFECT_RESUMED: Term("Deliveries resumed", "Deliveries of an effect resumed."),
     AuditAction.APPROVAL_APPROVE: Term("Approved", "An approver approved the effect."),
     AuditAction.APPROVAL_REJECT: Term("Rejected", "An approver rejected the effect."),
+    AuditAction.APPROVAL_SENT_BACK: Term(
+        "Sent back", "An approver sent the request back for its reading to be corrected."
+    ),
     AuditAction.APPROVAL_EXPIRED: Term("Approval expired", "Nobody decided in time."),
     AuditAction.APPROVAL_ESCALATED: Term("Escalated", "Handed to the escalation group."),
     AuditAction.APPROVAL_CLAIMED: Term("Taken up", "An approver took the request up."),
@@ -295,6 +312,9 @@ APPROVAL_STATUSES: dict[str, Term] = {
     ApprovalStatus.REJECTED: Term("Rejected", "An approver rejected it."),
     ApprovalStatus.STALE: Term("Out of date", "The run or policy changed; it no longer applies."),
     ApprovalStatus.EXPIRED: Term("Expired", "Nobody decided before the deadline."),
+    ApprovalStatus.SENT_BACK: Term(
+        "Sent back", "An approver sent it back to be corrected; a fresh request follows."
+    ),
 }
 
 QA_STATUSES: dict[str, Term] = {

@@ -32,6 +32,7 @@ class Outcome(models.TextChoices):
     APPROVAL_STALE = "approval_stale"
     APPROVAL_EXPIRED = "approval_expired"
     APPROVAL_REJECTED = "approval_rejected"
+    SENT_BACK = "sent_back"  # an approver sent the request back: its reading is to be corrected
     EFFECT_UNAVAILABLE = "effect_unavailable"
     EFFECT_REJECTED = "effect_rejected"
     EFFECT_UNCERTAIN = "effect_uncertain"

@@ -20,8 +20,8 @@ from audit.models import AuditAction, AuditEvent
 from audit.services import SYSTEM
 from automation.conf import setting
 from automation.effects.models import Effect, EffectStatus
-from automation.pipeline.services import STEPS
-from automation.runs.journal import Stage, record_audit, record_transition
+from automation.pipeline.services import LOCAL_STEPS, STEPS
+from automation.runs.journal import Stage, journal, record_audit, record_transition
 from automation.runs.models import Run, StageName, StageOutcome, State
 from automation.runs.payloads import policy_for
 from automation.runs.runlog import log_run
@@ -103,6 +103,21 @@ def _refuse_checkpoint(
         problems=[p.model_dump() for p in problems],
     )
     return Outcome.CLASSIFICATION_INVALID
+
+
+# The steps before a reading: a new run taken through them stops where it is to be read.
+BEFORE_READING = (State.RECEIVED, State.VALIDATED, State.NORMALIZED)
+
+
+def run_prepare_in_transaction(*, run: Run, now: datetime) -> None:
+    """Take a new run (locked, at `received`) through validate, normalize and enrich in the
+    caller's transaction, as the pipeline would, and stop at `enriched`, before any reading:
+    for a replay whose reading is a person's, not a classifier's."""
+    # A run at `received` has no checkpoint yet: the steps' rows are numbered from one.
+    with journal(run, last_sequence=0):
+        while run.state in BEFORE_READING:
+            LOCAL_STEPS[run.state](run, now)
+        run.save()
 
 
 RECOVER_RUN = "automation.recover_run"
@@ -203,7 +218,12 @@ def sweep_due(*, now: datetime | None = None, limit: int = 500) -> dict[str, int
     # closed more recently than the run last moved, and long enough ago to be lost.
     decided = ApprovalRequest.objects.filter(
         run=OuterRef("pk"),
-        status__in=[ApprovalStatus.APPROVED, ApprovalStatus.REJECTED, ApprovalStatus.EXPIRED],
+        status__in=[
+            ApprovalStatus.APPROVED,
+            ApprovalStatus.REJECTED,
+            ApprovalStatus.EXPIRED,
+            ApprovalStatus.SENT_BACK,
+        ],
         decided_at__gte=OuterRef("updated_at"),
         decided_at__lt=lost,
     )

@@ -973,6 +973,16 @@ def _step_await_approval(run: Run, now: datetime) -> bool:
         )
     elif request.status == ApprovalStatus.APPROVED:
         _resume_after_approval(run, request, now)
+    elif request.status == ApprovalStatus.SENT_BACK:  # to the queue, for a correction
+        record_transition(
+            run,
+            run.send_back,
+            stage=Stage(StageName.APPROVE),
+            stage_outcome=StageOutcome.SENT_BACK,
+            checkpoint={"approval_request": request.pk},
+            reason=request.status_reason,
+            save=False,
+        )
     elif request.status == ApprovalStatus.PENDING and now >= request.expires_at:
         _reopen_approval(run, Outcome.APPROVAL_EXPIRED, now)
     elif request.status == ApprovalStatus.PENDING:

@@ -21,7 +21,17 @@ PREVIEWED = frozenset({"replay", "retry", "retry_effect", "reconsider"})
 # Actions that record what a person did outside Gatehouse, so they ask for evidence.
 NEEDS_EVIDENCE = frozenset({"resolve", "abandon"})
 # The order buttons appear in: the usual next step first, giving up last.
-ORDER = ("correct", "retry", "retry_effect", "resume", "reconsider", "replay", "resolve", "abandon")
+ORDER = (
+    "correct",
+    "correct_rejected",
+    "retry",
+    "retry_effect",
+    "resume",
+    "reconsider",
+    "replay",
+    "resolve",
+    "abandon",
+)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ class RecoveryKind(models.TextChoices):
     REPLAY = "replay"
     RESOLVE = "resolve"
     ABANDON = "abandon"
+    # A rejected run corrected by a person: a replay that carries their reading.
+    CORRECT_REJECTED = "correct_rejected"
     # A batch's action only: retry the effect of each run (its items are recorded as RETRY).
     RETRY_EFFECT = "retry_effect"
 

@@ -30,7 +30,12 @@ from automation.effects.services import effect_retry_in_transaction
 from automation.extraction import extraction_problems
 from automation.intake.customers import customers_known
 from automation.intake.services import intake_replay
-from automation.pipeline.operations import RECOVER_RUN, run_reconsider, run_resume_in_transaction
+from automation.pipeline.operations import (
+    RECOVER_RUN,
+    run_prepare_in_transaction,
+    run_reconsider,
+    run_resume_in_transaction,
+)
 from automation.recovery.jobs import job_settled
 from automation.recovery.models import BatchStatus, RecoveryAction, RecoveryBatch, RecoveryKind
 from automation.recovery.preview import preview_runs
@@ -44,6 +49,7 @@ from automation.runs.models import (
     StageName,
     StageOutcome,
     State,
+    run_rejected_by_approver,
 )
 from automation.runs.payloads import policy_for
 from automation.runs.sendable import effect_problems
@@ -216,18 +222,8 @@ def run_correct(
         problems = correction_problems(corrected, run)
         if problems:
             raise CorrectionInvalid(problems)
-        decision = decision_contract(policy_for(run).parsed.business).model_validate(corrected)
-        before = current_reading(run)  # what the person saw and corrected
-        after = decision.model_dump(mode="json")
-        changed = _diff(before, after)
-        label_record(
-            run,
-            source=LabelSource.CORRECTION,
-            actor=user,
-            category=after["category"],
-            effect=after["requested_effect"],
-        )
-        add_checkpoint(run, {"classification": after, "corrected_by": user.pk}, "correction")
+        # What the person saw and corrected.
+        after, changed = _person_reading(run, user, corrected, current_reading(run))
         record_transition(
             run,
             run.correct_reading,
@@ -240,6 +236,77 @@ def run_correct(
         _record(run, RecoveryKind.CORRECT, user, reason, "resumed", changed=changed)
         run_send(run)
         return CorrectionResult(run, changed)
+
+
+def run_correct_rejected(
+    *, run_id: int, user: User, corrected: dict[str, Any], reason: str
+) -> CorrectionResult:
+    """Correct the reading of a run an approver rejected, and have it decided again: as a
+    new run (a finished run is never reopened), a replay of the rejected one whose reading is
+    the person's. Policy decides it under today's version and a fresh approval is asked for
+    where policy asks one. The corrector is on the record of both runs and may not approve
+    the new one. The result names the new run."""
+    _require(user, "correct_run")
+    reason = _reason(reason)
+    with transaction.atomic(durable=True):
+        original = _locked(run_id)
+        if not run_rejected_by_approver(original):
+            raise ServiceError(
+                Refusal.STATE_CONFLICT, "only a run an approver rejected is corrected this way"
+            )
+        if not has_transition_perm(original.correct_rejected, user):
+            raise PermissionDenied("you may not correct runs")
+        replay = intake_replay(original=original)
+        if replay.state != State.RECEIVED:  # today's policy refuses the request outright
+            raise ServiceError(
+                Refusal.STATE_CONFLICT, f"not decided again: {replay.failure_detail}"
+            )
+        run_prepare_in_transaction(run=replay, now=timezone.now())
+        # Under the new run's catalogue, with its event and customer (the effect's parameters
+        # read them); a refusal rolls the new run back with everything else.
+        problems = correction_problems(corrected, replay)
+        if problems:
+            raise CorrectionInvalid(problems)
+        note = {"reason": reason, "corrected_as": replay.pk}
+        record_transition(original, original.correct_rejected, actor=user, note=note)
+        record_audit(
+            replay, AuditAction.RUN_REPLAY_STARTED, actor=user, replay_of=original.pk, reason=reason
+        )
+        after, changed = _person_reading(replay, user, corrected, current_reading(original))
+        record_transition(
+            replay,
+            replay.correct_replay,
+            stage=Stage(StageName.CLASSIFY),
+            stage_outcome=StageOutcome.CORRECTED,
+            actor=user,
+            note={"reason": reason, "changed": changed},
+            decision=after,
+        )
+        kind = RecoveryKind.CORRECT_REJECTED
+        _record(original, kind, user, reason, f"corrected as run {replay.pk}", replay=replay.pk)
+        _record(replay, kind, user, reason, "resumed", replay_of=original.pk, changed=changed)
+        run_send(replay)
+        return CorrectionResult(replay, changed)
+
+
+def _person_reading(
+    run: Run, user: User, corrected: dict[str, Any], before: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """A person's reading of the run (already checked), labelled and checkpointed as theirs,
+    before the transition that gives it to the run: the reading and what changed from
+    `before`."""
+    business = policy_for(run).parsed.business
+    after = decision_contract(business).model_validate(corrected).model_dump(mode="json")
+    changed = _diff(before, after)
+    label_record(
+        run,
+        source=LabelSource.CORRECTION,
+        actor=user,
+        category=after["category"],
+        effect=after["requested_effect"],
+    )
+    add_checkpoint(run, {"classification": after, "corrected_by": user.pk}, "correction")
+    return after, changed
 
 
 def correction_problems(corrected: dict[str, Any], run: Run) -> list[FieldProblem]:

@@ -57,6 +57,16 @@ def run_has_stored_reading(run: Any) -> bool:
     return True
 
 
+def run_rejected_by_approver(run: Any) -> bool:
+    """A run an approver rejected (a person may correct its reading and have it decided
+    again, as a new run)."""
+    return run.state == State.FAILED and run.outcome == Outcome.APPROVAL_REJECTED
+
+
+def run_is_replay(run: Any) -> bool:
+    return run.replay_of_id is not None
+
+
 def run_holds_effect(run: Any) -> bool:
     """A run held because its effect failed or its outcome is unknown (not any other hold)."""
     return run.outcome in EFFECT_HOLDS
@@ -109,6 +119,7 @@ CORRECTABLE_HOLDS = frozenset(
         Outcome.CLASSIFICATION_INVALID,
         Outcome.EXTRACTION_INVALID,
         Outcome.RETRY_EXHAUSTED,
+        Outcome.SENT_BACK,  # an approver asked for the reading to be corrected
     }
 )
 
@@ -465,6 +476,16 @@ class Run(ConcurrentTransitionMixin, models.Model):
         self._enter_queue("")
         self.outcome = ""
 
+    @transition(field=state, source=State.APPROVAL_REQUIRED, target=State.NEEDS_REVIEW)
+    def send_back(self, *, reason: str) -> None:
+        # An approver sent the request back: the reading waits for a person to correct it.
+        self.outcome = Outcome.SENT_BACK
+        self.failure_field = ""
+        self.failure_detail = reason
+        self._enter_queue(Outcome.SENT_BACK)
+        self.next_attempt_at = None
+        self.lease_expires_at = None
+
     @transition(field=state, source=State.APPROVED, target=State.APPROVAL_REQUIRED)
     def invalidate_approval(self, *, outcome: str) -> None:
         # The approval no longer matches the run: wait for a fresh one.
@@ -630,6 +651,37 @@ class Run(ConcurrentTransitionMixin, models.Model):
         """A finished run replayed as a new one: it stays as it ended, out of any queue."""
         self._enter_queue("")
 
+    @transition(
+        field=state,
+        source=State.FAILED,
+        target=None,  # a new run carries the correction: this one stays as it ended
+        conditions=[lambda run: run_rejected_by_approver(run)],
+        permission="automation.correct_run",
+        custom={
+            "action": "correct_rejected",
+            "label": "Correct and decide again",
+            "help_text": "Fix the reading an approver rejected; a new run with your reading "
+            "goes through policy again and asks for a fresh approval.",
+        },
+    )
+    def correct_rejected(self) -> None:
+        """A rejected run whose reading a person corrected, as a new run: it stays as it
+        ended."""
+        self._enter_queue("")
+
+    @transition(
+        field=state,
+        source=State.ENRICHED,
+        target=State.CLASSIFIED,
+        conditions=[lambda run: run_is_replay(run)],
+        permission="automation.correct_run",
+        custom={"label": "Correct the reading"},  # not offered: a rejected run's correction
+    )
+    def correct_replay(self, *, decision: dict[str, Any]) -> None:
+        """A replay's reading is a person's correction (of the run it replays), not a
+        classifier's."""
+        self._accept_reading(decision)
+
     def _enter_queue(self, queue: str) -> None:
         if queue != self.queue:
             self.queued_at = timezone.now() if queue else None
@@ -709,6 +761,7 @@ class StageOutcome(models.TextChoices):
     AUTHORIZED = "authorized"  # by policy, or by an approval still bound to the run
     APPROVED = "approved"
     APPROVAL_REJECTED = "approval_rejected"
+    SENT_BACK = "sent_back"  # an approver sent the request back for a correction
     DELIVERED = "delivered"
     ALREADY_DELIVERED = "already_delivered"  # a replay that reached a delivered effect
     REJECTED = "rejected"

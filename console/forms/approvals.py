@@ -9,9 +9,11 @@ from console.forms.text import FreeTextField
 
 
 class DecisionForm(forms.Form):
-    """Approve or reject, carrying the exact binding the approver was shown."""
+    """Approve, reject or send back, carrying the exact binding the approver was shown."""
 
-    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
+    decision = forms.ChoiceField(
+        choices=[("approve", "Approve"), ("reject", "Reject"), ("send_back", "Send back")]
+    )
     comment = FreeTextField(required=False, widget=forms.Textarea)
     seen_fingerprint = forms.CharField(max_length=64, widget=forms.HiddenInput)
     seen_workflow_version = forms.CharField(max_length=100, widget=forms.HiddenInput)
@@ -22,6 +24,10 @@ class DecisionForm(forms.Form):
         data = super().clean() or {}
         if data.get("decision") == "reject" and not (data.get("comment") or "").strip():
             self.add_error("comment", "Say why you reject it: the comment goes on the record.")
+        if data.get("decision") == "send_back" and not (data.get("comment") or "").strip():
+            self.add_error(
+                "comment", "Say what is wrong with the reading: the ops team corrects it."
+            )
         return data
 
     @property

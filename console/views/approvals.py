@@ -26,6 +26,7 @@ from approvals.services import (
     approval_claim,
     approval_decide,
     approval_release,
+    approval_send_back,
     approvals_decide_bulk,
 )
 from automation.models import Run, State
@@ -46,6 +47,9 @@ from core.keyset import NEWEST, BadCursor, Cursor, order_of, page_link, parse_cu
 RESULT_MESSAGES = {
     ApprovalStatus.APPROVED: "Approved. The run continues with exactly the effect you saw.",
     ApprovalStatus.REJECTED: "Rejected. The run stops and your reason is on the record.",
+    ApprovalStatus.SENT_BACK: (
+        "Sent back. The ops team corrects the reading; the corrected run comes back for approval."
+    ),
     RECORDED: "Your approval is recorded; this request needs another approver before it runs.",
     Outcome.APPROVAL_STALE: (
         "Not used: the request changed since you opened it (input, versions or effect). "
@@ -176,6 +180,14 @@ STILL_WORKING = frozenset({State.APPROVAL_REQUIRED, State.APPROVED, State.EXECUT
 
 def after_decision(approval: ApprovalRequest, run: Run) -> AfterDecision | None:
     """What the decision did and what happens next, in words (None while it is undecided)."""
+    if approval.status == ApprovalStatus.SENT_BACK:
+        if run.state == State.APPROVAL_REQUIRED:
+            return AfterDecision("Sent back: the run is going to the ops team's queue.", True)
+        return AfterDecision(
+            "Sent back: the ops team corrects the reading; a corrected run asks for a fresh "
+            "approval.",
+            False,
+        )
     if approval.status == ApprovalStatus.REJECTED:
         if run.state in STILL_WORKING:
             return AfterDecision("Rejected: the run is being stopped; nothing will be done.", True)
@@ -247,6 +259,12 @@ def decide(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse:
     if not form.is_valid():
         return _render_evidence(request, approval, form, status=400)
     try:
+        if form.cleaned_data["decision"] == "send_back":
+            approval_send_back(
+                request_id=approval.pk, user=request.user, reason=form.cleaned_data["comment"]
+            )
+            messages.success(request, RESULT_MESSAGES[ApprovalStatus.SENT_BACK])
+            return redirect("approvals:evidence", request_id=approval.pk)
         result = approval_decide(
             request_id=approval.pk,
             user=request.user,

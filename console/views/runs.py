@@ -35,6 +35,7 @@ from automation.recovery.services import (
     queue_claim,
     queue_release,
     run_correct,
+    run_correct_rejected,
     run_replay,
     run_resolve,
     run_resume,
@@ -52,7 +53,7 @@ from console.raw_input import raw_page
 from console.refusals import show_refusal
 from console.views.staff import VIEW_RUNS, assignees
 from console.vocabulary import label
-from core.codes import Refusal
+from core.codes import Outcome, Refusal
 from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
 from notifications.services import run_notifications
@@ -92,6 +93,9 @@ def run_page(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
             run=run, status=ApprovalStatus.PENDING
         ),
         "problems": _problems(run),
+        "sent_back": (
+            approval_selectors.sent_back(run.pk) if run.outcome == Outcome.SENT_BACK else None
+        ),
         "waiting": waiting_of(run),
         "told": run_notifications(run.pk),
         "may_comment": may_comment(user, run.pk),
@@ -176,8 +180,13 @@ def _problems(run: Run) -> list[dict[str, str]]:
 @permission_required("automation.correct_run", raise_exception=True)
 def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("channel"), pk=run_id)
-    if run_action(run, request.user, "correct") is None:
+    # A held run is corrected in place; a rejected one as a new run (run_correct_rejected).
+    offered = run_action(run, request.user, "correct") or run_action(
+        run, request.user, "correct_rejected"
+    )
+    if offered is None:
         return _not_offered(request, run, "Correcting the reading")
+    correct_with = run_correct if offered.name == "correct" else run_correct_rejected
     posted = request.POST if request.method == "POST" else None  # an empty POST is bound too
     form = correction_form(run, posted)
     status = 200
@@ -194,7 +203,7 @@ def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
         # one remains.
         if form.judge(correction_problems(form.decision(), run)):
             try:
-                result = run_correct(
+                result = correct_with(
                     run_id=run.pk,
                     user=request.user,
                     corrected=form.decision(),
@@ -206,8 +215,8 @@ def correct(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
                 show_refusal(request, exc)
                 return redirect("runs:run", run_id=run.pk)
             else:
-                messages.success(request, _corrected_text(result.changed))
-                return redirect("runs:run", run_id=run.pk)
+                messages.success(request, _corrected_text(result.changed, result.run, run))
+                return redirect("runs:run", run_id=result.run.pk)
     context = {"run": run, "form": form, "problems": _problems(run)}
     return render(request, "runs/correct.html", context, status=status)
 
@@ -258,15 +267,21 @@ def _not_offered(request: HttpRequest, run: Run, what: str) -> HttpResponse:
     return response
 
 
-def _corrected_text(changed: dict[str, list[Any]]) -> str:
+def _corrected_text(changed: dict[str, list[Any]], corrected: Run, shown: Run) -> str:
     """Which values changed, in words: only those a person changed (a person's reading is
-    given confidence 1.0 by the service; that is not something they changed)."""
+    given confidence 1.0 by the service; that is not something they changed). A rejected
+    run's correction is a new run, and says so."""
     names = [
         name.removeprefix("fields.").replace("_", " ") for name in changed if name != "confidence"
     ]
-    if not names:
-        return "Confirmed as read, nothing changed; policy decides again."
-    return f"Corrected {', '.join(names)}; policy decides again."
+    said = (
+        f"Corrected {', '.join(names)}; policy decides again."
+        if names
+        else "Confirmed as read, nothing changed; policy decides again."
+    )
+    if corrected.pk != shown.pk:
+        said += f" This is the new run, #{corrected.pk}, of rejected run #{shown.pk}."
+    return said
 
 
 def _back(request: HttpRequest, run_id: int) -> HttpResponse:

@@ -46,6 +46,9 @@ KWARGS: dict[str, dict[str, Any]] = {
     "correct_reading": {"decision": DECISION},
     "resume": {"decision": DECISION},
     "replay": {},
+    "correct_rejected": {},
+    "correct_replay": {"decision": DECISION},
+    "send_back": {"reason": "read as a bank change: it is a claim"},
     "require_approval": {"decided": DECIDED},
     "approve": {},
     "invalidate_approval": {"outcome": Outcome.APPROVAL_STALE},
@@ -153,8 +156,12 @@ def test_declared_transition_moves_the_run(
         "retry_effect": Outcome.EFFECT_UNAVAILABLE,
         "retry_stage": Outcome.RETRY_EXHAUSTED,
         "correct_reading": Outcome.LOW_CONFIDENCE,
+        "correct_rejected": Outcome.APPROVAL_REJECTED,  # only a run an approver rejected
     }
     run = run_in(intake, source, held_for.get(name, ""))
+    if name == "correct_replay":  # only a replay takes a person's reading in place of one
+        run.replay_of = run_in(intake, State.FAILED)
+        run.save()
     if name == "resume":
         Checkpoint.objects.create(
             run=run, sequence=1, state=source, versions={}, data={"classification": DECISION}
@@ -204,8 +211,9 @@ def test_a_failure_by_a_rule_keeps_the_rule(intake: IntakeRecord) -> None:
 
 
 # The moves a terminal run allows stay where it is: a failed run leaves its exception queue
-# (acknowledged), and any finished run can be replayed as a new run, never reopened.
-STAYS_TERMINAL = {"close_exception", "replay"}
+# (acknowledged), and any finished run can be replayed as a new run, never reopened (a
+# rejected one also with a person's corrected reading).
+STAYS_TERMINAL = {"close_exception", "replay", "correct_rejected"}
 
 
 @pytest.mark.parametrize("state", sorted(TERMINAL_STATES))

@@ -134,8 +134,8 @@ def test_every_transition_is_recorded_under_an_audit_action_of_its_own() -> None
 def test_approval_actions_share_the_prefix_the_trail_is_filtered_by() -> None:
     approval = {a for a in AuditAction if a.name.startswith("APPROVAL_")}
     assert approval == {a for a in AuditAction if a.value.startswith(APPROVAL_ACTIONS)}
-    # decided, expired, escalated; and who holds one: claimed, assigned, released
-    assert len(approval) == 7
+    # decided, sent back, expired, escalated; and who holds one: claimed, assigned, released
+    assert len(approval) == 8
 
 
 @pytest.fixture

@@ -135,6 +135,27 @@ def test_reject_without_comment_rerenders_with_the_error(waiting: ApprovalReques
     assert not ApprovalDecision.objects.exists()
 
 
+def test_sending_back_in_the_console_holds_the_run_for_a_correction(
+    waiting: ApprovalRequest, pipeline: Pipeline
+) -> None:
+    _, client = login("ana", "security-approvers")
+    assert decide(client, waiting, "send_back").status_code == 400  # it needs its reason
+    assert ApprovalRequest.objects.get(pk=waiting.pk).status == ApprovalStatus.PENDING
+
+    with pipeline.capture():
+        page = decide(client, waiting, "send_back", comment="Not a security case.")
+    pipeline.drain()
+
+    assert "Sent back. The ops team corrects the reading" in page.content.decode()
+    assert ApprovalRequest.objects.get(pk=waiting.pk).status == ApprovalStatus.SENT_BACK
+    run = Run.objects.get(pk=waiting.run_id)
+    assert (run.state, run.queue) == (State.NEEDS_REVIEW, "sent_back")
+    assert not ApprovalDecision.objects.exists()
+    _, lead = login("olga", "ops-leads")
+    run_page = lead.get(reverse("runs:run", args=[run.pk])).content.decode()
+    assert "Sent back by ana</strong>: Not a security case." in run_page
+
+
 def test_stale_view_answers_with_a_message_not_an_error(waiting: ApprovalRequest) -> None:
     _, client = login("ana", "security-approvers")
     page = decide(client, waiting, "approve", seen_workflow_version="workflow-0")

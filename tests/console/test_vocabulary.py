@@ -59,6 +59,7 @@ def test_every_action_a_transition_offers_has_its_words() -> None:
     actions = {t.custom["action"] for t in field.get_all_transitions(Run) if t.custom.get("action")}
     assert actions == {
         "correct",
+        "correct_rejected",
         "resume",
         "retry",
         "retry_effect",
