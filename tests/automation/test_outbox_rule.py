@@ -28,6 +28,7 @@ from approvals.services import approvals_decide_bulk
 from automation.extraction import parse_date
 from automation.models import Effect, Outcome, RecoveryBatch, Run, State
 from automation.pipeline.operations import run_reconsider
+from automation.recovery.selectors import current_reading
 from automation.recovery.services import (
     CorrectionInvalid,
     batch_create,
@@ -217,20 +218,22 @@ def test_a_correction(travel: Pipeline, ops_lead: User, values: dict[str, Any], 
 def test_confirming_the_reading_as_it_was(
     travel: Pipeline, ops_lead: User, values: dict[str, Any], field: str
 ) -> None:
-    held = _held_for_low_confidence(travel, values)
+    """The issue's case: a refund held for its missing amount, saved by an ops lead as read."""
+    held = submit(travel, [answer(values)])
+    assert held.state == State.NEEDS_REVIEW
 
     with pytest.raises(CorrectionInvalid) as refused:
         run_correct(
-            run_id=held.pk, user=ops_lead, corrected=held.classification or {}, reason="as read"
+            run_id=held.pk, user=ops_lead, corrected=current_reading(held), reason="as read"
         )
 
     assert field in {problem.field for problem in refused.value.problems}
     assert not Effect.objects.filter(run=held).exists()
 
 
-def _held_for_low_confidence(pipeline: Pipeline, values: dict[str, Any] | None = None) -> Run:
-    """A refund held because the reader was unsure (under the floor of 0.5), read so."""
-    run = submit(pipeline, [answer(values or {}, confidence=0.2)])
+def _held_for_low_confidence(pipeline: Pipeline) -> Run:
+    """A refund held because the reader was unsure (under the floor of 0.5)."""
+    run = submit(pipeline, [answer({}, confidence=0.2)])
     assert (run.state, run.outcome) == (State.NEEDS_REVIEW, Outcome.LOW_CONFIDENCE), run.outcome
     return run
 
