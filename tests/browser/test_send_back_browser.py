@@ -50,8 +50,11 @@ def ops_lead(make_person: Callable[..., Person]) -> Person:
 
 
 def correct_as_a_van_claim(page: Page) -> None:
-    """Fill the correction form: a motor claim, opened as a claim; the IBAN read is dropped."""
-    page.get_by_label("Category").select_option("motor_claim")
+    """Fill the correction form: a motor claim with its registration, opened as a claim; the
+    IBAN read is dropped."""
+    page.get_by_label("Request type").select_option("motor_claim")
+    # The motor claim's own field comes with its type (the form is shown again for it).
+    page.get_by_label("Registration").fill("LX21 VAN")
     page.get_by_label("Route").select_option("claims_desk")
     page.get_by_label("Effect").select_option("open_claim")
     page.get_by_label("Reason code").fill("van_damaged")
