@@ -72,7 +72,19 @@ _SAID = {
         "The classifier reads the request again; what happens next depends on that reading, "
         "and policy decides it as usual."
     ),
-    Result.NOT_POSSIBLE: lambda row: (
-        f"Not possible: the run is “{label(Kind.STATE, row.get('state'))}”."
-    ),
+    Result.NOT_POSSIBLE: lambda row: _not_possible(row),
 }
+
+
+def _not_possible(row: Mapping[str, Any]) -> str:
+    state = f"“{label(Kind.STATE, row.get('state'))}”"
+    if row.get("held_for"):
+        state += f" for “{label(Kind.OUTCOME, row['held_for'])}”"
+    offered = [label(Kind.RECOVERY, name) for name in row.get("offered") or []]
+    instead = f"; its page offers: {', '.join(offered)}" if offered else ""
+    return f"Not possible: the run is {state}{instead}. It is left as it is."
+
+
+def doable(rows: Iterable[Mapping[str, Any]]) -> int:
+    """How many of a preview's runs the action can be done to: the ones a batch works."""
+    return sum(1 for row in rows if row.get("result") != Result.NOT_POSSIBLE)
