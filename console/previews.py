@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from automation.models import EffectStatus
 from automation.recovery.preview import Result
-from console.vocabulary import PREVIEW_RESULTS, Kind, label
+from console.vocabulary import EFFECT_GAVE_UP, PREVIEW_RESULTS, Kind, label
 
 
 def preview_sentence(row: Mapping[str, Any]) -> str:
@@ -42,7 +43,9 @@ def _sent(row: Mapping[str, Any]) -> str:
             "its system does not do it twice."
         )
     if row.get("status"):
-        last = label(Kind.EFFECT_STATUS, row["status"])
+        # An effect under the key of a finished run is tried again by nobody: it gave up.
+        waiting = row["status"] == EffectStatus.RETRY_WAIT
+        last = EFFECT_GAVE_UP.label if waiting else label(Kind.EFFECT_STATUS, row["status"])
         return f"{_effect(row)} would be sent again under the same key (last time: {last})."
     return f"{_effect(row)} would be sent."
 

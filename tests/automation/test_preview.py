@@ -274,3 +274,16 @@ def test_a_started_batch_works_only_the_runs_its_preview_said_it_can(
         [],
     )
     assert not RecoveryAction.objects.filter(run=stuck).exists()
+
+
+def test_a_replay_of_a_delivery_that_gave_up_does_not_say_it_will_try_again(
+    pipeline: Pipeline, lead: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = held_for_its_effect(pipeline, monkeypatch)
+    run_resolve(run_id=run.pk, user=lead, reason="dropped", evidence="told by phone", done=False)
+
+    row = one(run, "replay", lead)
+
+    assert (row.result, row.status) == (Result.SENT, "retry_wait")
+    assert "Will try again" not in said(row)
+    assert "(last time: Gave up)" in said(row)
