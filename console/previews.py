@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from automation.models import EffectStatus
 from automation.recovery.preview import Result
-from console.vocabulary import PREVIEW_RESULTS, Kind, label
+from console.vocabulary import EFFECT_GAVE_UP, PREVIEW_RESULTS, Kind, label
 
 
 def preview_sentence(row: Mapping[str, Any]) -> str:
@@ -42,7 +43,9 @@ def _sent(row: Mapping[str, Any]) -> str:
             "its system does not do it twice."
         )
     if row.get("status"):
-        last = label(Kind.EFFECT_STATUS, row["status"])
+        # An effect under the key of a finished run is tried again by nobody: it gave up.
+        waiting = row["status"] == EffectStatus.RETRY_WAIT
+        last = EFFECT_GAVE_UP.label if waiting else label(Kind.EFFECT_STATUS, row["status"])
         return f"{_effect(row)} would be sent again under the same key (last time: {last})."
     return f"{_effect(row)} would be sent."
 
@@ -72,7 +75,19 @@ _SAID = {
         "The classifier reads the request again; what happens next depends on that reading, "
         "and policy decides it as usual."
     ),
-    Result.NOT_POSSIBLE: lambda row: (
-        f"Not possible: the run is “{label(Kind.STATE, row.get('state'))}”."
-    ),
+    Result.NOT_POSSIBLE: lambda row: _not_possible(row),
 }
+
+
+def _not_possible(row: Mapping[str, Any]) -> str:
+    state = f"“{label(Kind.STATE, row.get('state'))}”"
+    if row.get("held_for"):
+        state += f" for “{label(Kind.OUTCOME, row['held_for'])}”"
+    offered = [label(Kind.RECOVERY, name) for name in row.get("offered") or []]
+    instead = f"; its page offers: {', '.join(offered)}" if offered else ""
+    return f"Not possible: the run is {state}{instead}. It is left as it is."
+
+
+def doable(rows: Iterable[Mapping[str, Any]]) -> int:
+    """How many of a preview's runs the action can be done to: the ones a batch works."""
+    return sum(1 for row in rows if row.get("result") != Result.NOT_POSSIBLE)

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
 from approvals.models import ApprovalStatus
 from audit.models import AuditAction
 from automation.models import (
     BatchStatus,
+    Effect,
     EffectStatus,
     Outcome,
     QAStatus,
@@ -163,7 +165,7 @@ STAGE_OUTCOMES: dict[str, Term] = {
     **{code: Term(term.label, term.explanation) for code, term in OUTCOMES.items()},
     StageOutcome.OK: Term("Done", "The stage finished."),
     StageOutcome.ACCEPTED: Term("Accepted", "The reading fitted the expected shape."),
-    StageOutcome.RETRY_SCHEDULED: Term("Will try again", "It failed; another attempt is due."),
+    StageOutcome.RETRY_SCHEDULED: Term("Retry scheduled", "It failed; another attempt was set."),
     StageOutcome.CORRECTED: Term("Corrected by a person", "A person's reading replaced it."),
     StageOutcome.RESUMED: Term("Resumed", "Continued from a stored checkpoint."),
     StageOutcome.APPROVAL_REQUIRED: Term("Sent for approval", "A person approves it first."),
@@ -305,6 +307,28 @@ EFFECT_STATUSES: dict[str, Term] = {
     EffectStatus.REJECTED: Term("Refused", "Its system refused it."),
     EffectStatus.UNCERTAIN: Term("Unknown", "Not known whether its system did it."),
 }
+
+# A delivery waiting to be tried again only while an attempt is really due: once its budget
+# is spent or its run is held, nothing is sent until a person retries it (effect_status_term).
+EFFECT_GAVE_UP = Term(
+    "Gave up",
+    "Its attempts are used up or its deadline passed: nothing is sent unless a person retries it.",
+)
+EFFECT_ON_HOLD = Term("On hold", "Its run waits for a person: nothing is sent meanwhile.")
+
+
+def effect_status_term(effect: Effect, *, run_state: str, now: datetime) -> tuple[Term, bool]:
+    """The words of an effect's status and whether its deliveries have stopped: a delivery
+    that failed "will try again" only while another attempt is due."""
+    if effect.status != EffectStatus.RETRY_WAIT:
+        return term(Kind.EFFECT_STATUS, effect.status), False
+    late = effect.deadline_at is not None and now > effect.deadline_at
+    if effect.attempts >= effect.attempt_limit or late or effect.next_attempt_at is None:
+        return EFFECT_GAVE_UP, True
+    if run_state != State.EXECUTING:
+        return EFFECT_ON_HOLD, True
+    return term(Kind.EFFECT_STATUS, effect.status), False
+
 
 APPROVAL_STATUSES: dict[str, Term] = {
     ApprovalStatus.PENDING: Term("Waiting", "Nobody has decided yet."),

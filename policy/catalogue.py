@@ -28,7 +28,14 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from jinja2 import StrictUndefined, TemplateSyntaxError, nodes
-from jinja2.sandbox import SandboxedEnvironment
+from jinja2.sandbox import (
+    UNSAFE_ASYNC_GENERATOR_ATTRIBUTES,
+    UNSAFE_COROUTINE_ATTRIBUTES,
+    UNSAFE_FUNCTION_ATTRIBUTES,
+    UNSAFE_GENERATOR_ATTRIBUTES,
+    UNSAFE_METHOD_ATTRIBUTES,
+    SandboxedEnvironment,
+)
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
@@ -415,7 +422,10 @@ def _strings(value: Any, where: str) -> list[tuple[str, str]]:
 def template_names(text: str) -> list[tuple[str, str | None]]:
     """(root, key) for each name a template reads: `params.amount` is ("params", "amount"),
     a bare `run` is ("run", None). Raises TemplateSyntaxError."""
-    tree = TEMPLATES.parse(text)
+    return _names(TEMPLATES.parse(text))
+
+
+def _names(tree: nodes.Template) -> list[tuple[str, str | None]]:
     found: list[tuple[str, str | None]] = []
     attributes: set[int] = set()
     for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
@@ -439,13 +449,109 @@ def _constant(node: nodes.Node) -> str | None:
     return str(node.value) if isinstance(node, nodes.Const) else None
 
 
+# Filters whose first arguments name what they apply: for each position, a filter's or a
+# test's name, or an attribute's ("attribute"). They are checked as if written in the template.
+NAMING_FILTERS: dict[str, tuple[str, ...]] = {
+    "map": ("filter",),
+    "select": ("test",),
+    "reject": ("test",),
+    "selectattr": ("attribute", "test"),
+    "rejectattr": ("attribute", "test"),
+}
+# Filters a template may not use: `attr` reads any attribute by name, past what a template
+# is given (the sandbox refuses a private one only when the template is rendered).
+REFUSED_FILTERS = frozenset({"attr"})
+# What the sandbox refuses to read besides names that start with an underscore.
+UNSAFE_ATTRIBUTES = (
+    UNSAFE_FUNCTION_ATTRIBUTES
+    | UNSAFE_METHOD_ATTRIBUTES
+    | UNSAFE_GENERATOR_ATTRIBUTES
+    | UNSAFE_COROUTINE_ATTRIBUTES
+    | UNSAFE_ASYNC_GENERATOR_ATTRIBUTES
+)
+
+
+def _unsafe_name(name: str) -> bool:
+    return any(part.startswith("_") or part in UNSAFE_ATTRIBUTES for part in name.split("."))
+
+
+def template_refusal(tree: nodes.Template) -> str | None:
+    """Why the sandbox would refuse this template when it is rendered, found in its syntax
+    tree before it is stored (None when nothing is): a private or unsafe attribute, a filter
+    or test the environment does not have or a template may not use, another template."""
+    others = (nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)
+    if tree.find(others) is not None:  # type: ignore[arg-type]  # find takes a tuple too
+        return "a template cannot include, import or extend another template"
+    for checked in (
+        _read_refusal(tree),
+        next(filter(None, map(_filter_refusal, tree.find_all(nodes.Filter))), None),
+        _test_refusal(tree),
+    ):
+        if checked is not None:
+            return checked
+    return None
+
+
+def _read_refusal(tree: nodes.Template) -> str | None:
+    """A private or unsafe attribute or key, or a key computed while rendering."""
+    for read in tree.find_all(nodes.Getattr):
+        if _unsafe_name(read.attr):
+            return f"the template reads {read.attr!r}, which templates may not read"
+    for item in tree.find_all(nodes.Getitem):
+        key = item.arg
+        if isinstance(key, nodes.Slice):
+            continue  # a part of a list or a text: `run.subject[:40]`
+        if not isinstance(key, nodes.Const):
+            return "the template reads a value by a computed key: write the key out"
+        if isinstance(key.value, str) and _unsafe_name(key.value):
+            return f"the template reads {key.value!r}, which templates may not read"
+    return None
+
+
+def _test_refusal(tree: nodes.Template) -> str | None:
+    for test in tree.find_all(nodes.Test):
+        if test.name not in TEMPLATES.tests:
+            return f"the template uses the test {test.name!r}, which templates do not have"
+    return None
+
+
+def _filter_refusal(node: nodes.Filter) -> str | None:
+    name = node.name
+    if name not in TEMPLATES.filters:
+        return f"the template uses the filter {name!r}, which templates do not have"
+    if name in REFUSED_FILTERS:
+        return f"the template uses the filter {name!r}, which templates may not use"
+    if node.dyn_args is not None or node.dyn_kwargs is not None:
+        return f"the filter {name!r} is given its arguments computed, not written out"
+    named = list(zip(NAMING_FILTERS.get(name, ()), node.args, strict=False))
+    named += [("attribute", kw.value) for kw in node.kwargs if kw.key == "attribute"]
+    for kind, argument in named:
+        if not isinstance(argument, nodes.Const) or not isinstance(argument.value, str):
+            return f"the filter {name!r} is given a name computed, not written out"
+        if not _names_what_exists(kind, argument.value):
+            return f"the filter {name!r} is given {argument.value!r}, which templates may not use"
+    return None
+
+
+def _names_what_exists(kind: str, value: str) -> bool:
+    if kind == "filter":
+        return value in TEMPLATES.filters and value not in REFUSED_FILTERS
+    if kind == "test":
+        return value in TEMPLATES.tests
+    return not _unsafe_name(value)
+
+
 def _check_template(
     text: str, where: str, roots: frozenset[str], known: dict[str, set[str]]
 ) -> None:
     try:
-        names = template_names(text)
+        tree = TEMPLATES.parse(text)
     except TemplateSyntaxError as exc:
         raise TemplateProblem(f"{where}: the template cannot be read: {exc.message}") from exc
+    refusal = template_refusal(tree)
+    if refusal is not None:
+        raise TemplateProblem(f"{where}: {refusal}")
+    names = _names(tree)
     for root, key in names:
         if root not in roots:
             allowed = ", ".join(sorted(roots))

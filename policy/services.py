@@ -29,10 +29,25 @@ DEFAULT_VERSION = "default-1"
 
 
 class PolicyError(ServiceError):
-    """A policy document that cannot be stored, with the message an operator should read."""
+    """A policy document that cannot be stored, with the message an operator should read.
+    `where` is the dotted place in the document it is about ("" for the document as a
+    whole); the message starts with it, and `problem` is the rest."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(Refusal.INVALID_POLICY, message)
+    def __init__(self, message: str, *, where: str = "") -> None:
+        super().__init__(Refusal.INVALID_POLICY, f"{where}: {message}" if where else message)
+        self.where = where
+        self.problem = message
+
+
+class PolicyNameTaken(PolicyError):
+    """Another version, with other content, already has the document's version name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"{name} already exists with different content: "
+            "policy versions are immutable, give the new one a new version name",
+            where="version",
+        )
 
 
 # How some of pydantic's error types read for a policy document (core.errors.PLAIN words
@@ -186,14 +201,11 @@ def _version_create(document: PolicyDocument, author: User | None) -> tuple[Poli
     existing = PolicyVersion.objects.filter(name=document.version).first()
     if existing is not None:
         if existing.checksum != document.checksum():
-            raise PolicyError(
-                f"{document.version} already exists with different content: "
-                "policy versions are immutable, give the new one a new version name"
-            )
+            raise PolicyNameTaken(document.version)
         return existing, False
     problem = version_name_problem(document.version)
     if problem is not None:
-        raise PolicyError(f"version: {problem}")
+        raise PolicyError(problem, where="version")
     _groups_exist(document)
     version = PolicyVersion.objects.create(
         name=document.version,
@@ -219,7 +231,7 @@ def _groups_exist(document: PolicyDocument) -> None:
     known = set(Group.objects.filter(name__in=owners.values()).values_list("name", flat=True))
     for where, group in sorted(owners.items()):
         if group not in known:
-            raise PolicyError(f"{where}: there is no group named {group!r}")
+            raise PolicyError(f"there is no group named {group!r}", where=where)
 
 
 def _version_activate(name: str, user: User | None) -> PolicyVersion:

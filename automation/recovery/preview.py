@@ -53,6 +53,8 @@ class PreviewRow:
     queue: str = ""
     approvers: str = ""
     state: str = ""  # the run's state, when the action is not possible in it
+    held_for: str = ""  # and the outcome it is held or failed for
+    offered: list[str] = field(default_factory=list)  # and what can be done to it instead
     status: str = ""  # the effect's status under the same key, when it would be sent again
     reason: str = ""  # the first refusing rule's text, when policy would refuse it
     retry: bool = False  # the row is about sending a held effect again
@@ -130,6 +132,19 @@ def _row(
     return _from_decision(run, decision, rules, existing)
 
 
+def _not_possible(run: Run, offered: list[str]) -> PreviewRow:
+    """The row of a run the action does not apply to: why (its state and what it is held
+    for; a retry is for a held delivery or a classifier that ran out, not for a reading a
+    person must correct) and what it offers instead."""
+    return replace(
+        _blank(run),
+        result=Result.NOT_POSSIBLE,
+        state=run.state,
+        held_for=run.outcome,
+        offered=offered,
+    )
+
+
 def _documents(runs: list[Run]) -> dict[str, PolicyDocument]:
     names = {run.policy_version for run in runs if run.policy_version}
     return {v.name: v.parsed for v in PolicyVersion.objects.filter(name__in=names)}
@@ -157,8 +172,9 @@ def preview_runs(*, run_ids: Iterable[int], action: str, user: User) -> list[Pre
     wanted = {"retry", "retry_effect"} if action == "retry" else {action}
     rows = []
     for run in runs:
-        if not wanted & {a.name for a in run_actions(run, user)}:
-            rows.append(replace(_blank(run), result=Result.NOT_POSSIBLE, state=run.state))
+        offered = [a.name for a in run_actions(run, user)]
+        if not wanted & set(offered):
+            rows.append(_not_possible(run, offered))
             continue
         rows.append(_row(run, action, active, documents, effects, existing))
     return rows

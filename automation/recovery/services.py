@@ -38,7 +38,7 @@ from automation.pipeline.operations import (
 )
 from automation.recovery.jobs import job_settled
 from automation.recovery.models import BatchStatus, RecoveryAction, RecoveryBatch, RecoveryKind
-from automation.recovery.preview import preview_runs
+from automation.recovery.preview import Result, preview_runs
 from automation.recovery.selectors import current_reading
 from automation.runs.journal import Stage, add_checkpoint, record_audit, record_transition
 from automation.runs.models import (
@@ -616,6 +616,9 @@ def preview_staleness(batch: RecoveryBatch, user: User, now: datetime) -> str:
     return ""
 
 
+_DONE_TO: dict[str, str] = {RecoveryKind.RETRY: "retried", RecoveryKind.REPLAY: "replayed"}
+
+
 def batch_start(*, batch_id: int, user: User) -> RecoveryBatch:
     """Start a previewed batch: only by someone who may recover runs, and only while its
     preview is fresh and still true. A refused start leaves the preview as it was."""
@@ -627,9 +630,18 @@ def batch_start(*, batch_id: int, user: User) -> RecoveryBatch:
         stale = preview_staleness(batch, user, timezone.now())
         if stale:
             raise ServiceError(Refusal.PREVIEW_STALE, f"the preview is out of date: {stale}")
+        # It works the runs its preview said it can: the others are left as they are, and
+        # the button said how many it would do.
+        doable = [r["run"] for r in batch.preview if r["result"] != Result.NOT_POSSIBLE]
+        if not doable:
+            raise ServiceError(
+                Refusal.STATE_CONFLICT,
+                f"none of its runs can be {_DONE_TO[batch.action]} now; nothing was started",
+            )
+        batch.run_ids = doable
         batch.status = BatchStatus.QUEUED
         batch.started_at = timezone.now()
-        batch.save(update_fields=["status", "started_at"])
+        batch.save(update_fields=["run_ids", "status", "started_at"])
         enqueue_after_commit(BATCH_TASK, batch.pk, priority=Priority.URGENT)
         return batch
 

@@ -514,15 +514,6 @@ class BusinessForm(NewVersionForm):
                     self.add_problem(path, message)
             return None
 
-    def add_placed_problem(self, message: str) -> bool:
-        """Show a refusal that names its place ("catalogue.routes.x.group: ...") at its
-        field; False when it names none."""
-        placed = PLACED.match(message)
-        if placed is None:
-            return False
-        self.add_problem(_dotted(placed.group(1)), placed.group(2))
-        return True
-
     def said_at(self, rest: Path, message: str) -> str:
         words = tuple(part for part in rest if part != "[key]")
         return sentence(f"{place_in_words(words)}: {message}" if words else message)

@@ -10,8 +10,11 @@ from __future__ import annotations
 import json
 
 from django import template
+from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
+from automation.models import Effect, Run
 from console import vocabulary
 
 register = template.Library()
@@ -20,6 +23,18 @@ register = template.Library()
 @register.filter
 def said(code: object, kind: str) -> str:
     return vocabulary.label(kind, code)
+
+
+@register.simple_tag
+def effect_status(effect: Effect, run: Run) -> SafeString:
+    """An effect's status and its attempts: "Will try again · 1 attempt" while another attempt
+    is due, "Gave up after 5 attempts" once none is."""
+    said, stopped = vocabulary.effect_status_term(effect, run_state=run.state, now=timezone.now())
+    attempts = f"{effect.attempts} attempt{'' if effect.attempts == 1 else 's'}"
+    joined = "after" if stopped else "·"
+    return format_html(
+        '<strong title="{}">{}</strong> {} {}', said.explanation, said.label, joined, attempts
+    )
 
 
 @register.filter

@@ -10,11 +10,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from console.forms.business import CUES_HELP, FIELDS_HELP, BusinessForm
-from console.views.policy import NAME_TAKEN, next_name
+from console.views.policy import NAME_TAKEN, next_name, refused_at
 from core.http import AuthenticatedHttpRequest
 from policy.models import PolicyVersion
 from policy.schemas import PolicyDocument
-from policy.services import PolicyError, policy_version_create
+from policy.services import PolicyError, PolicyNameTaken, policy_version_create
 
 
 @require_http_methods(["GET", "POST"])
@@ -48,9 +48,11 @@ def _save(
 ) -> HttpResponse | None:
     try:
         version, _ = policy_version_create(document=document, author=request.user)
-    except PolicyError as exc:  # a group that does not exist, or the name is taken
-        if not form.add_placed_problem(exc.message):
-            form.add_problem(("version",), NAME_TAKEN)
+    except PolicyNameTaken:
+        form.add_problem(("version",), NAME_TAKEN)
+        return None
+    except PolicyError as exc:  # what storing it found: a group that does not exist
+        form.add_problem(refused_at(exc), exc.problem)
         return None
     messages.success(request, f"Saved {version.name} as a draft.")
     return redirect("policy:detail", name=version.name)

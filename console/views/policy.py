@@ -31,7 +31,7 @@ from automation.recovery.activation import (
 )
 from automation.recovery.simulation import SIMULATE, simulation_start
 from console.forms.ops import SimulationForm
-from console.forms.policy import PolicyForm, Problem, parse_yaml
+from console.forms.policy import PolicyForm, Problem, parse_yaml, place_in_words
 from console.refusals import show_refusal
 from console.vocabulary import Kind, humanize, label_in, term
 from core.errors import ServiceError
@@ -40,7 +40,12 @@ from core.inputs import parse_number
 from core.limits import stated
 from policy.models import PolicyVersion
 from policy.schemas import VERSION_NAME_MAX_LENGTH, PolicyDocument, version_name_problem
-from policy.services import MAX_POLICY_CHARS, PolicyError, policy_version_create
+from policy.services import (
+    MAX_POLICY_CHARS,
+    PolicyError,
+    PolicyNameTaken,
+    policy_version_create,
+)
 from reports.selectors import policy_impacts
 
 VIEW = "policy.view_policyversion"
@@ -48,6 +53,11 @@ ACTIVATE = "policy.activate_policyversion"
 NAME_TAKEN = (
     "another version already has this name: versions never change, so give this one a new name"
 )
+
+
+def refused_at(exc: PolicyError) -> tuple[str, ...]:
+    """The place in the document a refusal names, as a key path (() for the whole)."""
+    return tuple(exc.where.split(".")) if exc.where else ()
 
 
 def as_yaml(policy: PolicyVersion | None, **changes: str) -> str:
@@ -293,8 +303,11 @@ def _save(
 ) -> HttpResponse | None:
     try:
         version, _ = policy_version_create(document=document, author=request.user)
-    except PolicyError:  # the schema passed it: the name is taken by another document
+    except PolicyNameTaken:
         form.add_problem(("version",), NAME_TAKEN)
+        return None
+    except PolicyError as exc:  # the schema passed it: what storing it found (a group)
+        form.add_problem(refused_at(exc), exc.problem)
         return None
     messages.success(request, f"Saved {version.name} as a draft.")
     return redirect("policy:detail", name=version.name)
@@ -306,8 +319,11 @@ def _save_yaml(request: AuthenticatedHttpRequest, base: PolicyVersion | None) ->
     if document is not None:
         try:
             version, _ = policy_version_create(document=document, author=request.user)
-        except PolicyError:  # the schema passed it: the name is taken by another document
+        except PolicyNameTaken:
             problems = [Problem("Version", "version", NAME_TAKEN)]
+        except PolicyError as exc:  # the schema passed it: what storing it found (a group)
+            where = refused_at(exc)
+            problems = [Problem(place_in_words(where), exc.where, exc.problem)]
         else:
             messages.success(request, f"Saved {version.name} as a draft.")
             return redirect("policy:detail", name=version.name)

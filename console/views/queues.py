@@ -23,7 +23,7 @@ from automation.conf import setting
 from automation.effects.selectors import effect_controls
 from automation.effects.services import effect_pause, effect_resume
 from automation.intake.selectors import mailbox_views
-from automation.models import QUEUE_NAMES, EffectControl, RecoveryBatch, Run
+from automation.models import QUEUE_NAMES, BatchStatus, EffectControl, RecoveryBatch, Run
 from automation.recovery.selectors import (
     QUEUE_PAGE_SIZE,
     QueueFilters,
@@ -34,7 +34,7 @@ from automation.recovery.selectors import (
 from automation.recovery.services import batch_preview
 from automation.recovery.services import batch_start as start_batch
 from console.forms.ops import BatchForm, EffectResumeForm, QueueFilterForm, form_problems
-from console.previews import preview_sentence, preview_summary
+from console.previews import doable, preview_sentence, preview_summary
 from console.refusals import show_refusal
 from console.templatetags.lists import hold_reason, one_line, sla
 from console.views.staff import VIEW_RUNS, assignees
@@ -232,6 +232,8 @@ def batch(request: AuthenticatedHttpRequest, batch_id: int) -> HttpResponse:
         "batch": item,
         "percent": percent,
         "summary": preview_summary(item.preview),
+        "doable": doable(item.preview),
+        "left": item.total - doable(item.preview) if item.status == BatchStatus.PREVIEW else 0,
         "rows": item.preview[:BATCH_ROWS_SHOWN],
         "more": max(0, len(item.preview) - BATCH_ROWS_SHOWN),
         "fresh_for": max(0, int(setting("PREVIEW_FRESH_SECONDS") - age)) if age is not None else 0,
@@ -243,17 +245,23 @@ def batch(request: AuthenticatedHttpRequest, batch_id: int) -> HttpResponse:
         f"the run is now {label('state', now_in.get(a.run_id))}"
         for a in item.recoveryaction_set.filter(run_id__in=shown)
     }
-    failed = {f["run"]: f["reason"] for f in item.failures}
+    failed = {f["run"]: _sentence(f["reason"]) for f in item.failures}
     context["rows"] = [
         {
             **row,
             "sentence": preview_sentence(row),
-            "done": done.get(row["run"], ""),
+            # An item that could not be done says why, not what it was asked to do.
+            "done": "" if row["run"] in failed else done.get(row["run"], ""),
             "failed": failed.get(row["run"], ""),
         }
         for row in context["rows"]
     ]
     return render(request, "queues/batch.html", context)
+
+
+def _sentence(reason: str) -> str:
+    """A batch item's refusal as a sentence: "Not done: …"."""
+    return f"Not done: {reason.rstrip('.')}." if reason else ""
 
 
 @require_POST

@@ -18,7 +18,7 @@ from console.previews import preview_sentence
 from core.errors import ServiceError
 from policy.services import DEFAULT_VERSION, REFERENCE_VERSION, policy_version_activate
 from tests.automation.test_admin import awaiting_approval, held_for_its_effect
-from tests.automation.test_recovery import completed, exhausted, person
+from tests.automation.test_recovery import completed, exhausted, invalid, person
 from tests.conftest import Pipeline
 
 
@@ -207,3 +207,83 @@ def test_the_console_starts_a_batch_only_from_its_preview(pipeline: Pipeline, le
         client.post(reverse("queues:batch_start", args=[batch.pk]))
     pipeline.drain()
     assert RecoveryBatch.objects.get().status == BatchStatus.FINISHED
+    assert "Start: retry 2 runs" in page
+
+
+def test_a_batch_whose_runs_cannot_be_retried_offers_no_start_and_says_why(
+    pipeline: Pipeline, lead: User
+) -> None:
+    # A retry is for a held delivery or a classifier that ran out: a reading a person must
+    # correct is not retried, and the preview says so, run by run, in words.
+    for n in range(3):
+        invalid(pipeline, event_id=f"evt-bad-{n}")
+    client = Client()
+    client.force_login(lead)
+    now = timezone.now()
+    form = {
+        "action": "retry",
+        "since": (now - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S"),
+        "until": (now + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%S"),
+        "reason": "classifier back",
+    }
+
+    response = client.post(reverse("queues:batch_new", args=["classification_invalid"]), form)
+    batch = RecoveryBatch.objects.get()
+    page = client.get(response["Location"]).content.decode()
+
+    assert [row["result"] for row in batch.preview] == [Result.NOT_POSSIBLE] * 3
+    assert 'data-testid="batch-start"' not in page and "Start: retry" not in page
+    assert "None of these runs can be retried now: nothing to start." in page
+    assert (
+        page.count(
+            "Not possible: the run is “Needs a person” for “Unusable reading”; its page offers: "
+            "Correct the reading, Resolve by hand, Abandon. It is left as it is."
+        )
+        == 3
+    )
+    # A start sent anyway is refused in words, and nothing is done to the runs.
+    started = client.post(reverse("queues:batch_start", args=[batch.pk]), follow=True)
+    text = started.content.decode()
+    assert "Not started: None of its runs can be retried now; nothing was started." in text
+    assert "state_conflict" not in text
+    assert RecoveryBatch.objects.get().status == BatchStatus.PREVIEW
+    assert not RecoveryAction.objects.exists()
+
+
+def test_a_started_batch_works_only_the_runs_its_preview_said_it_can(
+    pipeline: Pipeline, lead: User
+) -> None:
+    batch = held_batch(pipeline, lead)
+    doable = list(batch.run_ids)
+    stuck = invalid(pipeline, event_id="evt-bad-in-batch")
+    # A batch prepared over runs of more than one kind (as one chosen by hand would be).
+    RecoveryBatch.objects.filter(pk=batch.pk).update(run_ids=[*doable, stuck.pk])
+    rows = preview_runs(run_ids=[*doable, stuck.pk], action="retry", user=lead)
+    RecoveryBatch.objects.filter(pk=batch.pk).update(preview=[r.as_dict() for r in rows])
+
+    with pipeline.capture():
+        batch_start(batch_id=batch.pk, user=lead)
+    pipeline.drain()
+
+    batch.refresh_from_db()
+    assert batch.run_ids == doable
+    assert (batch.status, batch.done, batch.succeeded, batch.failures) == (
+        BatchStatus.FINISHED,
+        2,
+        2,
+        [],
+    )
+    assert not RecoveryAction.objects.filter(run=stuck).exists()
+
+
+def test_a_replay_of_a_delivery_that_gave_up_does_not_say_it_will_try_again(
+    pipeline: Pipeline, lead: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = held_for_its_effect(pipeline, monkeypatch)
+    run_resolve(run_id=run.pk, user=lead, reason="dropped", evidence="told by phone", done=False)
+
+    row = one(run, "replay", lead)
+
+    assert (row.result, row.status) == (Result.SENT, "retry_wait")
+    assert "Will try again" not in said(row)
+    assert "(last time: Gave up)" in said(row)

@@ -470,7 +470,7 @@ def test_auditor_reads_a_held_run_but_cannot_work_on_it(
     timeline = page.get_by_test_id("timeline")
     expect(timeline.locator("tbody tr", has_text="Deliver")).not_to_have_count(0)
     expect(page.get_by_test_id("effect")).to_contain_text(
-        "“Notify the team” · Will try again · 1 attempt"
+        "“Notify the team” · Gave up after 1 attempt"
     )
     key = page.get_by_test_id("effect").locator("code")
     expect(key).to_have_text(f"{effect.idempotency_key[:12]}…")

@@ -315,7 +315,7 @@ def test_recovery_staff_retries_a_held_delivery_to_done_in_words(
         "Needs a person",
         "Delivery failed",
         "Retry the delivery",
-        "“Notify the team” · Will try again · 1 attempt",
+        "“Notify the team” · Gave up after 1 attempt",
         "Held for a person → Needs a person",
     )
     page.get_by_role("link", name="Retry the delivery…").click()
@@ -364,7 +364,7 @@ def test_auditor_reads_queues_a_run_and_the_reports_in_words(
         "run page",
         "Needs a person",
         "Delivery failed",
-        "“Notify the team” · Will try again · 1 attempt",
+        "“Notify the team” · Gave up after 1 attempt",
         "Held for a person → Needs a person",
         "Deliver",
     )

@@ -11,6 +11,7 @@ from django.utils.html import escape
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from automation.models import Run, State
 from automation.roles import roles_ensure
+from tests.catalogues import activate_effects, http_effect
 from tests.conftest import Pipeline, decision_for, make_event
 
 
@@ -207,3 +208,21 @@ def test_request_text_is_escaped(pipeline: Pipeline, roles: None) -> None:
     assert b"<script>alert(1)</script>" not in page.content
     assert b"&lt;script&gt;alert(1)&lt;/script&gt;" in page.content
     assert "script-src 'self'" in page["Content-Security-Policy"]
+
+
+def test_what_will_be_sent_shows_the_payload_when_the_effect_has_no_body_template(
+    pipeline: Pipeline, roles: None
+) -> None:
+    # An http effect without a body template posts the effect's payload itself: the
+    # approver sees that JSON, not a sentence about it.
+    activate_effects({"queue_account_review": http_effect("https://reviews.example.com/queue")})
+    event = security_event("evt-sec-nobody")
+    pipeline.submit(event, [with_fields(event)])
+    request = ApprovalRequest.objects.get(run__event_id="evt-sec-nobody")
+    assert "body" not in request.effect_payload["request"]
+    _, client = login("ana", "security-approvers")
+    html = client.get(reverse("approvals:evidence", args=[request.pk])).content.decode()
+    shown = html.split('data-testid="effect-request"', 1)[1].split("</div>", 1)[0]
+    assert "POST https://reviews.example.com/queue" in shown
+    assert escape('"event_id": "evt-sec-nobody"') in shown
+    assert escape('"account_reference": "AC-20931"') in shown

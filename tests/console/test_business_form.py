@@ -16,6 +16,7 @@ from automation.roles import roles_ensure
 from console.forms.business import NEW_ROUTE, BusinessForm
 from policy.catalogue import reference_catalogue
 from policy.models import PolicyVersion
+from tests.console.test_policy_editor import claims_desk_version
 
 BUSINESS = reverse("policy:business")
 # What pydantic or Django say in their own words: never on the page.
@@ -481,3 +482,32 @@ def test_a_usual_effect_chosen_as_the_new_one_needs_the_new_one(client: Client) 
     page = refused(client, data)
 
     assert error_next_to(page, "new_type-effect").startswith("Add the new effect below")
+
+
+def test_a_route_owned_by_an_unknown_group_is_refused_at_its_field_not_as_a_taken_name(
+    client: Client,
+) -> None:
+    claims_desk_version("claims-1")
+    Group.objects.filter(name="claims-desk").delete()  # the desk was renamed since
+    data = starting_values(client, "claims-1") | {"version": "claims-2"}
+
+    page = refused(client, data)
+
+    assert "Another version already has this name" not in page
+    # At the route's owner field, with its place in words in the summary above.
+    assert "There is no group named 'claims-desk'." in problems_on(page)
+    assert "Finance > Owned by: There is no group named 'claims-desk'." in summary(page)
+
+
+def test_a_body_template_the_sandbox_would_refuse_is_refused_when_saved(client: Client) -> None:
+    settings = TICKET_SETTINGS.replace(
+        '"Warranty claim {{ params.serial }}"', "\"{{ run.subject | attr('__class__') }}\""
+    )
+    data = warranty(starting_values(client)) | {"new_effect-settings": settings}
+
+    page = refused(client, data)
+
+    assert error_next_to(page, "new_effect-settings") == (
+        "Body > Ticket > Subject: the template uses the filter 'attr', which templates may not use."
+    )
+    assert not PolicyVersion.objects.filter(name="warranty-1").exists()

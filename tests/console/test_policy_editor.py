@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+import yaml
 from django.contrib.auth.models import Group, User
 from django.forms import BoundField
 from django.test import Client
@@ -19,8 +20,10 @@ from automation.models import Simulation
 from automation.recovery.simulation import simulation_process, simulation_start
 from automation.roles import roles_ensure
 from console.forms.policy import PolicyForm
+from policy.catalogue import reference_catalogue
 from policy.models import PolicyVersion
-from policy.services import policy_version_activate
+from policy.schemas import NEW_VERSION, PolicyDocument
+from policy.services import policy_version_activate, policy_version_create
 from tests.conftest import Pipeline, decision_for, make_event
 
 NEW = reverse("policy:new")
@@ -448,3 +451,56 @@ def test_the_simulation_page_reads_in_labels(
     assert '<small class="code">execute</small>' not in page
     assert ">Finished</span>" in page
     assert "Confidence <strong>now stops it</strong>" in page
+
+
+def claims_desk_version(name: str) -> PolicyVersion:
+    """A version whose finance route is owned by the claims desk, a group that exists now."""
+    Group.objects.get_or_create(name="claims-desk")
+    data = PolicyVersion.objects.get(name="policy-1").parsed.stored()
+    catalogue = reference_catalogue().model_dump(mode="json", exclude_none=True)
+    catalogue["routes"]["finance"]["group"] = "claims-desk"
+    data.update(version=name, catalogue=catalogue)
+    version, _ = policy_version_create(
+        document=PolicyDocument.model_validate(data, context=NEW_VERSION)
+    )
+    return version
+
+
+NO_DESK = "there is no group named 'claims-desk'"
+
+
+def test_a_route_owned_by_an_unknown_group_is_refused_in_its_own_words_in_the_form(
+    client: Client,
+) -> None:
+    claims_desk_version("claims-1")
+    Group.objects.filter(name="claims-desk").delete()  # the desk was renamed since
+    _, data = starting_values(client, "claims-1")
+
+    page = refused(client, data)
+
+    assert "Another version already has this name" not in page
+    problems = re.search(r'data-testid="form-problems">(.*?)</div>', page, re.DOTALL)
+    assert problems is not None
+    assert f"Catalogue &gt; Routes &gt; Finance &gt; Group: {html.escape(NO_DESK)}" in (
+        problems.group(1)
+    )
+
+
+def test_a_route_owned_by_an_unknown_group_is_refused_in_its_own_words_in_the_yaml(
+    client: Client,
+) -> None:
+    version = claims_desk_version("claims-1")
+    Group.objects.filter(name="claims-desk").delete()
+    text = yaml.safe_dump({**version.parsed.stored(), "version": "claims-2"}, sort_keys=False)
+
+    response = client.post(NEW, {"document": text})
+
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "Another version already has this name" not in page
+    assert (
+        f"<strong>Catalogue &gt; Routes &gt; Finance &gt; Group</strong>: "
+        f"{html.escape(NO_DESK[:1].upper() + NO_DESK[1:])}"
+    ) in page
+    assert '<small class="code">catalogue.routes.finance.group</small>' in page
+    assert not PolicyVersion.objects.filter(name="claims-2").exists()

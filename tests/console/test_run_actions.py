@@ -80,6 +80,20 @@ def test_a_held_effect_is_retried_not_resumed_or_reread(
     assert offered(run, lead) == ["retry_effect", "resolve", "abandon"]
 
 
+def test_a_held_effect_whose_attempts_are_used_up_says_so_never_will_try_again(
+    pipeline: Pipeline, lead: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = held_for_its_effect(pipeline, monkeypatch)
+    client = Client()
+    client.force_login(lead)
+
+    page = client.get(reverse("runs:run", args=[run.pk])).content.decode()
+
+    line = page.split('data-testid="effect"', 1)[1].split("</p>", 1)[0]
+    assert "Will try again" not in line
+    assert "Gave up</strong> after 1 attempt" in line
+
+
 def test_what_a_role_may_not_do_is_not_offered(pipeline: Pipeline) -> None:
     run = exhausted(pipeline)
     auditor = person("aud", "auditors")

@@ -3,6 +3,7 @@ those words."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from pathlib import Path
 from typing import cast
@@ -14,6 +15,7 @@ from approvals.models import ApprovalStatus
 from audit.models import AuditAction
 from automation.models import (
     BatchStatus,
+    Effect,
     EffectStatus,
     Outcome,
     QAStatus,
@@ -87,3 +89,28 @@ def test_the_documented_tables_are_the_vocabulary(kind: str, heading: str) -> No
         f"docs/recovery.md's {kind} table is out of date: paste "
         f"console.vocabulary.markdown_table({kind!r}, {heading!r})"
     )
+
+
+@pytest.mark.parametrize(
+    ("attempts", "due_in", "deadline_in", "run_state", "said"),
+    [
+        (1, 30, 3600, State.EXECUTING, "Will try again"),
+        (5, 30, 3600, State.EXECUTING, "Gave up"),  # its attempts are used up
+        (1, 30, -1, State.EXECUTING, "Gave up"),  # its deadline passed
+        (1, None, 3600, State.NEEDS_REVIEW, "Gave up"),  # held: no attempt is due
+        (1, 30, 3600, State.NEEDS_REVIEW, "On hold"),  # its run waits for a person
+    ],
+)
+def test_a_delivery_will_try_again_only_while_another_attempt_is_due(
+    attempts: int, due_in: int | None, deadline_in: int, run_state: str, said: str
+) -> None:
+    now = datetime(2026, 12, 4, 9, 0, tzinfo=UTC)
+    effect = Effect(
+        status=EffectStatus.RETRY_WAIT,
+        attempts=attempts,
+        attempt_limit=5,
+        next_attempt_at=None if due_in is None else now + timedelta(seconds=due_in),
+        deadline_at=now + timedelta(seconds=deadline_in),
+    )
+    term, stopped = vocabulary.effect_status_term(effect, run_state=run_state, now=now)
+    assert (term.label, stopped) == (said, said != "Will try again")

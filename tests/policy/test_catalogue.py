@@ -351,3 +351,48 @@ def test_a_version_without_a_catalogue_is_stored_as_versions_were_before(policy:
     for version in PolicyVersion.objects.all():
         assert "catalogue" not in version.document
         assert version.parsed.business == reference_catalogue()
+
+
+# What the sandbox refuses only when a template is rendered is refused when it is stored.
+UNSAFE_TEMPLATES = {
+    "{{ run.subject | attr('__class__') }}": "the filter 'attr', which templates may not use",
+    "{{ run.subject.__class__ }}": "reads '__class__', which templates may not read",
+    "{{ params['__class__'] }}": "reads '__class__', which templates may not read",
+    "{{ params[run.subject] }}": "reads a value by a computed key",
+    "{{ params.serial | no_such_filter }}": "the filter 'no_such_filter', which templates do not",
+    "{% if params.serial is no_such_test %}x{% endif %}": "the test 'no_such_test'",
+    "{{ params.serial | map('attr', '__class__') | list }}": "'map' is given 'attr'",
+    "{{ params.serial | sort(attribute='__class__') }}": "'sort' is given '__class__'",
+    "{{ params.serial | selectattr('__dict__') | list }}": "'selectattr' is given '__dict__'",
+    "{% include 'other.txt' %}": "cannot include, import or extend another template",
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("template", list(UNSAFE_TEMPLATES))
+def test_a_template_the_sandbox_would_refuse_is_refused_when_the_version_is_stored(
+    template: str,
+) -> None:
+    for name in ("warranty-approvers", "warranty-desk"):
+        Group.objects.get_or_create(name=name)
+    data = document()
+    data["catalogue"]["effects"]["open_ticket"]["http"]["body"]["ticket"]["subject"] = template
+    stored = PolicyVersion.objects.count()
+
+    with pytest.raises(PolicyError) as refused:
+        policy_version_create(document=parse_policy_text(yaml.safe_dump(data)))
+
+    message = refused.value.message
+    assert "effects.open_ticket.http.body.ticket.subject" in message
+    assert UNSAFE_TEMPLATES[template] in message
+    assert PolicyVersion.objects.count() == stored
+
+
+def test_a_template_using_what_templates_have_is_stored() -> None:
+    data = document()
+    data["catalogue"]["effects"]["open_ticket"]["http"]["body"]["ticket"]["subject"] = (
+        "{{ run.subject[:40] | upper }} {{ params['serial'] | default('none') }}"
+        "{% for word in run.subject.split() | map('lower') %}{{ word }}{% endfor %}"
+        "{% if params.bought is defined %}{{ params.bought | truncate(10) }}{% endif %}"
+    )
+    assert parse_policy_text(yaml.safe_dump(data)).business.effects["open_ticket"].http
