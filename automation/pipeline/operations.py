@@ -92,17 +92,14 @@ def _refuse_checkpoint(
 ) -> str:
     """A held run whose checkpoint does not fit its catalogue stays held as it was; the refusal
     and its reasons are on the record."""
-    record_audit(
+    return refuse_transition(
         run,
-        AuditAction.TRANSITION_REFUSED,
-        actor=actor,
-        actor_label=actor_label,
-        from_state=run.state,
+        "resume",
+        actor,
+        actor_label,
         outcome=Outcome.CLASSIFICATION_INVALID,
-        requested="resume",
         problems=[p.model_dump() for p in problems],
     )
-    return Outcome.CLASSIFICATION_INVALID
 
 
 # The steps before a reading: a new run taken through them stops where it is to be read.
@@ -155,21 +152,28 @@ def _reconsider(run_id: int, user: User, reason: str) -> str:
 
 
 def refuse_transition(
-    run: Run, what: str, actor: User | None, actor_label: str, **data: Any
+    run: Run,
+    what: str,
+    actor: User | None,
+    actor_label: str,
+    *,
+    outcome: Outcome = Outcome.STATE_CONFLICT,
+    **data: Any,
 ) -> str:
-    """Record a refused transition; the run itself is left exactly as it was."""
+    """Record a refused transition (by default: not from this state); the run itself is left
+    exactly as it was. Returns the refusal's outcome code."""
     record_audit(
         run,
         AuditAction.TRANSITION_REFUSED,
         actor=actor,
         actor_label=actor_label,
         from_state=run.state,
-        outcome=Outcome.STATE_CONFLICT,
+        outcome=outcome,
         requested=what,
         **data,
     )
     log_run(run, f"run {run.pk}: {what} refused in state {run.state}", requested=what)
-    return Outcome.STATE_CONFLICT
+    return outcome
 
 
 # --- the sweep ---------------------------------------------------------------------------

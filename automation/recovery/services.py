@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from types import MethodType
 from typing import Any, Protocol
 
 from django.contrib.auth.models import User
@@ -224,15 +225,7 @@ def run_correct(
             raise CorrectionInvalid(problems)
         # What the person saw and corrected.
         after, changed = _person_reading(run, user, corrected, current_reading(run))
-        record_transition(
-            run,
-            run.correct_reading,
-            stage=Stage(StageName.CLASSIFY),
-            stage_outcome=StageOutcome.CORRECTED,
-            actor=user,
-            note={"reason": reason, "changed": changed},
-            decision=after,
-        )
+        _read_by(run.correct_reading, user, reason, after, changed)
         _record(run, RecoveryKind.CORRECT, user, reason, "resumed", changed=changed)
         run_send(run)
         return CorrectionResult(run, changed)
@@ -273,20 +266,27 @@ def run_correct_rejected(
             replay, AuditAction.RUN_REPLAY_STARTED, actor=user, replay_of=original.pk, reason=reason
         )
         after, changed = _person_reading(replay, user, corrected, current_reading(original))
-        record_transition(
-            replay,
-            replay.correct_replay,
-            stage=Stage(StageName.CLASSIFY),
-            stage_outcome=StageOutcome.CORRECTED,
-            actor=user,
-            note={"reason": reason, "changed": changed},
-            decision=after,
-        )
+        _read_by(replay.correct_replay, user, reason, after, changed)
         kind = RecoveryKind.CORRECT_REJECTED
         _record(original, kind, user, reason, f"corrected as run {replay.pk}", replay=replay.pk)
         _record(replay, kind, user, reason, "resumed", replay_of=original.pk, changed=changed)
         run_send(replay)
         return CorrectionResult(replay, changed)
+
+
+def _read_by(
+    transition: MethodType, user: User, reason: str, after: dict[str, Any], changed: dict[str, Any]
+) -> None:
+    """Give the run (the transition's) a person's reading, on its record with what changed."""
+    record_transition(
+        transition.__self__,
+        transition,
+        stage=Stage(StageName.CLASSIFY),
+        stage_outcome=StageOutcome.CORRECTED,
+        actor=user,
+        note={"reason": reason, "changed": changed},
+        decision=after,
+    )
 
 
 def _person_reading(
