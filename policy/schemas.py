@@ -11,7 +11,15 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from core.limits import NOTE
@@ -90,8 +98,19 @@ class QASampling(Strict):
         return self.routes.get(route, self.default)
 
 
+CURRENCY_CODE = re.compile(r"[A-Z]{3}")
+
+
+def _currency_code(code: str) -> str:
+    if not CURRENCY_CODE.fullmatch(code):
+        raise PydanticCustomError(
+            "currency_code", "must be a currency's three-letter code in capitals, such as EUR"
+        )
+    return code
+
+
 # An ISO 4217 code, as policy writes currencies: three capital letters (EUR, SEK).
-Currency = Annotated[str, Field(pattern=r"^[A-Z]{3}$")]
+Currency = Annotated[str, AfterValidator(_currency_code)]
 
 
 class MoneyPolicy(Strict):
@@ -314,7 +333,11 @@ class PolicyDocument(Strict):
         (it reads the reference catalogue), as versions were stored before catalogues, and
         without a money section when it has none."""
         absent = {name for name in ("catalogue", "money") if getattr(self, name) is None}
-        return self.model_dump(mode="json", exclude=absent or None)
+        data = self.model_dump(mode="json", exclude=absent or None)
+        for limit in data["amount_limits"].values():
+            if limit["effects"] is None:
+                del limit["effects"]  # a limit for any effect, stored as before
+        return data
 
     def canonical_json(self) -> str:
         data = self.model_dump(mode="json")
