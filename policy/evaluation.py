@@ -180,27 +180,37 @@ def _amount_rules(
     """Amount limits of the account's tier. A failed rule means: over that limit, or (rule
     `amount.<tier>.unjudged`) an amount the policy cannot judge, which a person decides."""
     limit = policy.amount_limits.get(facts.account_tier)
-    if limit is None:
+    found = None if limit is None else _money_judged(policy, limit, reading)
+    if limit is None or found is None:
         return []
+    tier = facts.account_tier
+    if isinstance(found, str):
+        return [_unjudged(tier, found)]
+    money, shown = found
+    if policy.money is None:
+        return _limit_rules(limit, tier, money.value, f"{shown} {money.value}", "")
+    return _converted_rules(policy.money, limit, tier, money, shown)
+
+
+def _money_judged(
+    policy: PolicyDocument, limit: AmountLimit, reading: Interpretation
+) -> tuple[Money, str] | str | None:
+    """The money a limit judges and what to call it; None when the limit does not apply,
+    or why the money cannot be judged (a person then decides)."""
     if limit.effects is None:
         # As before limits were written per effect: the reading's `amount`, if any.
         if reading.amount is None:
-            return []
-        money: Money | None = Money(reading.amount, reading.currency)
-        shown = "amount"
-    else:
-        if reading.effect not in limit.effects:
-            return []
-        name = money_field(policy.business, reading.effect)
-        if name is None:  # the catalogue of a simulation may differ: never guess
-            return [_unjudged(facts.account_tier, f"{reading.effect!r} carries no amount")]
-        money, shown = reading.amounts.get(name), name.replace("_", " ")
-        if money is None:
-            why = "is not an amount" if name in reading.amounts else "is missing"
-            return [_unjudged(facts.account_tier, f"the {shown} {why}")]
-    if policy.money is None:
-        return _limit_rules(limit, facts.account_tier, money.value, f"{shown} {money.value}", "")
-    return _converted_rules(policy.money, limit, facts.account_tier, money, shown)
+            return None
+        return Money(reading.amount, reading.currency), "amount"
+    if reading.effect not in limit.effects:
+        return None
+    name = money_field(policy.business, reading.effect)
+    if name is None:  # the catalogue of a simulation may differ: never guess
+        return f"{reading.effect!r} carries no amount"
+    money, shown = reading.amounts.get(name), name.replace("_", " ")
+    if money is None:
+        return f"the {shown} " + ("is not an amount" if name in reading.amounts else "is missing")
+    return money, shown
 
 
 def _unjudged(tier: str, why: str) -> FiredRule:
