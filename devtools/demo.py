@@ -120,6 +120,13 @@ def _learning_loop() -> None:
 # approvers decide (the four-eyes rule for large payments many teams add first).
 DEMO_POLICY = "demo-1"
 AMOUNT_LIMIT = "10000"
+# The limit is in euros; an amount in another currency is converted with these example rates
+# first (one unit in EUR), and one in a currency without a rate waits for a person.
+DEMO_MONEY = {
+    "base_currency": "EUR",
+    "rates_as_of": "2026-12-01",
+    "rates": {"SEK": "0.0863", "NOK": "0.0851", "DKK": "0.1341", "GBP": "1.17", "USD": "0.94"},
+}
 AMOUNT_APPROVAL = {
     "group": "finance-approvers",
     "approvers": 2,
@@ -158,12 +165,14 @@ def _demo_policy() -> str:
     document["version"] = name
     document["note"] = (
         f"{DEFAULT_VERSION} for the demo, with an amount limit: a request about more than "
-        f"{AMOUNT_LIMIT} waits for two finance approvers. Notifications go to the demo's "
-        "receiver, which fails part of them on purpose."
+        f"{AMOUNT_LIMIT} EUR (other currencies converted at example rates) waits for two "
+        "finance approvers. Notifications go to the demo's receiver, which fails part of "
+        "them on purpose."
     )
     limit = {"approval_above": AMOUNT_LIMIT}
     document["amount_limits"] = {tier: limit for tier in default.business.tier_values()}
     document["amount_approval"] = AMOUNT_APPROVAL
+    document["money"] = DEMO_MONEY
     catalogue = default.business.model_dump(mode="json", exclude_none=True)
     catalogue["effects"][RECEIVER_EFFECT] = {
         **catalogue["effects"][RECEIVER_EFFECT],

@@ -559,3 +559,20 @@ def _check_template(
         if key is not None and root in known and key not in known[root]:
             what = {"fields": "field", "params": "parameter"}.get(root, f"{root} value")
             raise TemplateProblem(f"{where}: the template names an unknown {what} {key!r}")
+
+
+def money_field(business: Catalogue, effect: str) -> str | None:
+    """The reading's field that is the effect's money: the one its first parameter of type
+    `amount` reads (`{{ fields.<name> }}`); None when the effect carries no money (or its
+    amount parameter reads no field, or the effect is unknown)."""
+    spec = business.effects.get(effect)
+    for parameter in spec.parameters.values() if spec is not None else []:
+        if parameter.type != FieldType.AMOUNT:
+            continue
+        try:
+            names = template_names(parameter.value)
+        except TemplateSyntaxError:
+            return None
+        fields = [key for root, key in names if root == "fields" and key is not None]
+        return fields[0] if fields else None
+    return None

@@ -7,13 +7,15 @@ which is what lets a decision be explained months later and re-evaluated under a
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
+from policy.catalogue import money_field
 from policy.risk_signals import SignalHit, match_signals
-from policy.schemas import ApprovalRule, PolicyDocument, SignalAction
+from policy.schemas import AmountLimit, ApprovalRule, MoneyPolicy, PolicyDocument, SignalAction
 
 # The queue of sampled runs a person reviews after the fact, and who owns it by default.
 QA_QUEUE = "qa_review"
@@ -40,15 +42,31 @@ class EventFacts:
 
 
 @dataclass(frozen=True)
+class Money:
+    """An amount in its own currency (None: the reading names none)."""
+
+    value: Decimal
+    currency: str | None = None
+
+    def said(self) -> str:
+        return f"{self.value:,.2f} {self.currency}" if self.currency else f"{self.value:,.2f}"
+
+
+@dataclass(frozen=True)
 class Interpretation:
     category: str
     route: str
     effect: str
     confidence: float | None = None
+    # The reading's `amount` field: what an amount limit without `effects` judges.
     amount: Decimal | None = None
+    currency: str | None = None
     # The reader found no clear signal for any category: its category is a fallback, which
     # no threshold may let through.
     unclear: bool = False
+    # Every field of the reading that has a value: as an amount when it reads as one, None
+    # when it does not. A limit written for an effect judges the field that is its money.
+    amounts: Mapping[str, Money | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -159,23 +177,79 @@ def _confidence_rule(policy: PolicyDocument, reading: Interpretation) -> FiredRu
 def _amount_rules(
     policy: PolicyDocument, facts: EventFacts, reading: Interpretation
 ) -> list[FiredRule]:
-    """Amount limits of the account's tier. A failed rule means: over that limit."""
+    """Amount limits of the account's tier. A failed rule means: over that limit, or (rule
+    `amount.<tier>.unjudged`) an amount the policy cannot judge, which a person decides."""
     limit = policy.amount_limits.get(facts.account_tier)
-    if limit is None or reading.amount is None:
+    found = None if limit is None else _money_judged(policy, limit, reading)
+    if limit is None or found is None:
         return []
     tier = facts.account_tier
+    if isinstance(found, str):
+        return [_unjudged(tier, found)]
+    money, shown = found
+    if policy.money is None:
+        return _limit_rules(limit, tier, money.value, f"{shown} {money.value}", "")
+    return _converted_rules(policy.money, limit, tier, money, shown)
+
+
+def _money_judged(
+    policy: PolicyDocument, limit: AmountLimit, reading: Interpretation
+) -> tuple[Money, str] | str | None:
+    """The money a limit judges and what to call it; None when the limit does not apply,
+    or why the money cannot be judged (a person then decides)."""
+    if limit.effects is None:
+        # As before limits were written per effect: the reading's `amount`, if any.
+        if reading.amount is None:
+            return None
+        return Money(reading.amount, reading.currency), "amount"
+    if reading.effect not in limit.effects:
+        return None
+    name = money_field(policy.business, reading.effect)
+    if name is None:  # the catalogue of a simulation may differ: never guess
+        return f"{reading.effect!r} carries no amount"
+    money, shown = reading.amounts.get(name), name.replace("_", " ")
+    if money is None:
+        return f"the {shown} " + ("is not an amount" if name in reading.amounts else "is missing")
+    return money, shown
+
+
+def _unjudged(tier: str, why: str) -> FiredRule:
+    return FiredRule(f"amount.{tier}.unjudged", False, f"{why}, a person decides")
+
+
+def _converted_rules(
+    money: MoneyPolicy, limit: AmountLimit, tier: str, amount: Money, shown: str
+) -> list[FiredRule]:
+    """The limits judged in the base currency, each rule naming the amount in its own
+    currency and its converted value."""
+    if amount.currency is None:
+        why = f"{amount.said()}: no currency, so no limit in {money.base_currency} can judge it"
+        return [_unjudged(tier, why)]
+    value = money.in_base(amount.value, amount.currency)
+    if value is None:
+        return [_unjudged(tier, f"{amount.said()}: no rate for {amount.currency}")]
+    said = f"{shown} {amount.said()}"
+    if amount.currency != money.base_currency:
+        said += (
+            f" ({value:,.2f} {money.base_currency} at the rate of {money.rates_as_of.isoformat()})"
+        )
+    return _limit_rules(limit, tier, value, said, f" {money.base_currency}")
+
+
+def _limit_rules(
+    limit: AmountLimit, tier: str, amount: Decimal, said: str, unit: str
+) -> list[FiredRule]:
+    """Each rule says what happened: within the limit, or over it and what that does."""
     rules = []
-    amount = reading.amount
-    # Each rule says what happened: within the limit, or over it and what that does.
     if limit.block_above is not None:
         within = amount <= limit.block_above
         rules.append(
             FiredRule(
                 f"amount.{tier}.block",
                 within,
-                f"amount {amount} is within the limit of {limit.block_above} for {tier} accounts"
+                f"{said} is within the limit of {limit.block_above}{unit} for {tier} accounts"
                 if within
-                else f"amount {amount} is over the limit of {limit.block_above} for {tier} "
+                else f"{said} is over the limit of {limit.block_above}{unit} for {tier} "
                 "accounts: nothing is done",
             )
         )
@@ -185,10 +259,10 @@ def _amount_rules(
             FiredRule(
                 f"amount.{tier}.approval",
                 within,
-                f"amount {amount} needs no approval: {tier} accounts need one above "
-                f"{limit.approval_above}"
+                f"{said} needs no approval: {tier} accounts need one above "
+                f"{limit.approval_above}{unit}"
                 if within
-                else f"amount {amount} is over {limit.approval_above}: a person approves it "
+                else f"{said} is over {limit.approval_above}{unit}: a person approves it "
                 f"for {tier} accounts",
             )
         )
@@ -280,10 +354,14 @@ def _evaluate_reading(
         return Decision(Verdict.BLOCK, None, None, rules=[*checked, *rules])
     approval = policy.approvals.get(reading.effect)
     over_limit = any(r.rule_id.endswith(".approval") and not r.passed for r in amount)
-    if approval is None and over_limit and policy.amount_approval is not None:
+    unjudged = any(r.rule_id.endswith(".unjudged") for r in amount)
+    if approval is None and (over_limit or unjudged) and policy.amount_approval is not None:
         return Decision(
             Verdict.APPROVE, route, reading.effect, policy.amount_approval, [*checked, *rules]
         )
+    if approval is None and unjudged:
+        # Nobody approves amounts: the run waits for a person, with the rule saying why.
+        return Decision(Verdict.LOW_CONFIDENCE, route, reading.effect, rules=[*checked, *rules])
     if approval is None:
         return Decision(Verdict.EXECUTE, route, reading.effect, rules=[*checked, *rules])
     needs = FiredRule(
@@ -301,7 +379,9 @@ def approval_for(policy: PolicyDocument, effect: str, rules: list[dict[str, Any]
     the first signal asking for approval."""
     refused = [r["rule_id"] for r in rules if not r["passed"]]
     found = policy.approvals.get(effect)
-    if found is None and any(r.startswith("amount.") and r.endswith(".approval") for r in refused):
+    if found is None and any(
+        r.startswith("amount.") and r.endswith((".approval", ".unjudged")) for r in refused
+    ):
         found = policy.amount_approval
     for rule_id in refused if found is None else []:
         signal = policy.signals.get(rule_id.removeprefix("signal."))

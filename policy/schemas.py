@@ -6,15 +6,30 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable
+from datetime import date
 from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from core.limits import NOTE
-from policy.catalogue import Catalogue, reference_catalogue, usable_pattern, words_by_language
+from policy.catalogue import (
+    Catalogue,
+    money_field,
+    reference_catalogue,
+    usable_pattern,
+    words_by_language,
+)
 
 NonEmpty = Annotated[str, Field(min_length=1, max_length=100)]
 SignalName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,59}$")]
@@ -83,11 +98,55 @@ class QASampling(Strict):
         return self.routes.get(route, self.default)
 
 
+CURRENCY_CODE = re.compile(r"[A-Z]{3}")
+
+
+def _currency_code(code: str) -> str:
+    if not CURRENCY_CODE.fullmatch(code):
+        raise PydanticCustomError(
+            "currency_code", "must be a currency's three-letter code in capitals, such as EUR"
+        )
+    return code
+
+
+# An ISO 4217 code, as policy writes currencies: three capital letters (EUR, SEK).
+Currency = Annotated[str, AfterValidator(_currency_code)]
+
+
+class MoneyPolicy(Strict):
+    """The business's base currency and the rates amounts are converted with before a limit
+    judges them: `rates` says what one unit of a currency is worth in the base currency
+    (SEK: 0.0863 with base EUR), as of `rates_as_of`. Rates are data of the version: a new
+    rate is a new version, diffed and simulated like any rule. An amount in a currency
+    without a rate (or in none) is not judged: a person decides."""
+
+    base_currency: Currency
+    rates_as_of: date
+    rates: dict[Currency, Annotated[Decimal, Field(gt=0)]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _base_is_one(self) -> MoneyPolicy:
+        if self.base_currency in self.rates and self.rates[self.base_currency] != 1:
+            raise ValueError("the base currency's own rate is 1: leave it out of the rates")
+        return self
+
+    def in_base(self, value: Decimal, currency: str) -> Decimal | None:
+        """The value in the base currency; None when there is no rate for `currency`."""
+        if currency == self.base_currency:
+            return value
+        rate = self.rates.get(currency)
+        return None if rate is None else value * rate
+
+
 class AmountLimit(Strict):
-    """For one account tier: above `approval_above` a person approves, above `block_above` no."""
+    """For one account tier: above `approval_above` a person approves, above `block_above` no.
+    With `effects`, the limits apply to those effects only, and the amount judged is the
+    effect's money (the field its `amount` parameter reads); without, to any reading with an
+    `amount` field, as before."""
 
     approval_above: Annotated[Decimal, Field(ge=0)] | None = None
     block_above: Annotated[Decimal, Field(ge=0)] | None = None
+    effects: list[NonEmpty] | None = None
 
     @model_validator(mode="after")
     def _block_above_approval(self) -> AmountLimit:
@@ -172,6 +231,9 @@ class PolicyDocument(Strict):
     # Risk signals by name (account_compromise, payment_change, ...): each a rule of its own.
     signals: dict[SignalName, SignalRule] = Field(default_factory=dict)
     qa_sampling: QASampling | None = None
+    # The base currency and the rates the amount limits convert with (none: amounts are
+    # compared as numbers, whatever their currency, as versions before it did).
+    money: MoneyPolicy | None = None
     # The business this version decides for: its request types, routes, effects and customer
     # attributes (policy/catalogue.py). A version without one reads the reference catalogue.
     catalogue: Catalogue | None = None
@@ -244,19 +306,49 @@ class PolicyDocument(Strict):
         _all_known(sampled, routes, "qa_sampling names", "which is no route of the catalogue")
         return self
 
+    @model_validator(mode="after")
+    def _limited_effects_carry_money(self) -> PolicyDocument:
+        """An amount limit written for an effect judges the effect's money: an effect without
+        an amount parameter reading a field could never be judged, and is refused."""
+        business = self.business
+        for tier, limit in self.amount_limits.items():
+            named = limit.effects or []
+            _all_known(
+                named,
+                business.effects,
+                f"amount_limits.{tier}.effects name",
+                "which is no effect of the catalogue",
+            )
+            _all_known(
+                named,
+                [e for e in named if money_field(business, e) is not None],
+                f"amount_limits.{tier}.effects name",
+                "which carries no money: give the effect a parameter of type amount that "
+                "reads a field ({{ fields.<name> }})",
+            )
+        return self
+
     def stored(self) -> dict[str, Any]:
         """The document as a version stores it: without a catalogue section when it has none
-        (it reads the reference catalogue), as versions were stored before catalogues."""
-        return self.model_dump(
-            mode="json", exclude={"catalogue"} if self.catalogue is None else None
-        )
+        (it reads the reference catalogue), as versions were stored before catalogues, and
+        without a money section when it has none."""
+        absent = {name for name in ("catalogue", "money") if getattr(self, name) is None}
+        data = self.model_dump(mode="json", exclude=absent or None)
+        for limit in data["amount_limits"].values():
+            if limit["effects"] is None:
+                del limit["effects"]  # a limit for any effect, stored as before
+        return data
 
     def canonical_json(self) -> str:
         data = self.model_dump(mode="json")
-        # A version without signals or sampling keeps the checksum it always had.
-        for optional in ("signals", "qa_sampling", "catalogue"):
+        # A version without signals, sampling, catalogue or money keeps the checksum it
+        # always had; so does an amount limit without effects.
+        for optional in ("signals", "qa_sampling", "catalogue", "money"):
             if not data[optional]:
                 del data[optional]
+        for limit in data["amount_limits"].values():
+            if limit["effects"] is None:
+                del limit["effects"]
         return canonical_json(data)
 
     def checksum(self) -> str:

@@ -4,7 +4,6 @@ policy evaluates, the policy version, the approval binding, the effect's payload
 from __future__ import annotations
 
 import hashlib
-from decimal import Decimal
 from typing import Any
 
 from approvals.binding import Binding
@@ -14,7 +13,7 @@ from automation.runs.models import Run
 from automation.runs.parameters import effect_parameters, effect_request
 from automation.schemas import is_mail
 from policy.catalogue import Catalogue
-from policy.evaluation import Decision, EventFacts, Interpretation, evaluate
+from policy.evaluation import Decision, EventFacts, Interpretation, Money, evaluate
 from policy.models import PolicyVersion
 from policy.schemas import PolicyDocument
 from policy.services import policy_get
@@ -35,17 +34,21 @@ UNCLEAR = "unclear"
 
 
 def interpretation_of(classification: dict[str, Any]) -> Interpretation:
-    """The reading policy judges: category, route, effect, confidence and any amount, and
-    whether the reader abstained (reason code `unclear` or `unclear.<why>`)."""
+    """The reading policy judges: category, route, effect, confidence, the `amount` field
+    and its currency, every field read as an amount (policy picks the one that is the
+    effect's money), and whether the reader abstained (reason code `unclear[.<why>]`)."""
     fields = classification.get("fields") or {}
     reason = str(classification.get("reason_code") or "")
+    amount = _amount(fields)
     return Interpretation(
         category=classification["category"],
         route=classification["recommended_route"],
         effect=classification["requested_effect"],
         confidence=classification.get("confidence"),
-        amount=_amount(fields),
+        amount=amount.value if amount is not None else None,
+        currency=amount.currency if amount is not None else None,
         unclear=reason.split(".", 1)[0] == UNCLEAR,
+        amounts=_amounts(fields),
     )
 
 
@@ -80,17 +83,26 @@ def decision_of(run: Run, policy: PolicyDocument) -> Decision:
     )
 
 
-def _amount(fields: dict[str, Any]) -> Decimal | None:
-    """The amount field's number; None when there is none or it cannot be read (the
-    extraction checks hold such a run for correction before policy sees it)."""
-    value = (fields.get("amount") or {}).get("value")
-    if value is None:
-        return None
-    try:
-        amount, _ = parse_amount(str(value))
-    except ValueError:
-        return None
-    return amount
+def _amount(fields: dict[str, Any]) -> Money | None:
+    """The amount field's number and currency; None when there is none or it cannot be read
+    (the extraction checks hold such a run for correction before policy sees it)."""
+    return _amounts(fields).get("amount")
+
+
+def _amounts(fields: dict[str, Any]) -> dict[str, Money | None]:
+    """Each field with a value, as an amount in its currency, or None when it reads as none."""
+    found: dict[str, Money | None] = {}
+    for name, extracted in fields.items():
+        value = (extracted or {}).get("value") if isinstance(extracted, dict) else None
+        if value is None or str(value).strip() == "":
+            continue
+        try:
+            number, currency = parse_amount(str(value))
+        except ValueError:
+            found[name] = None
+        else:
+            found[name] = Money(number, currency)
+    return found
 
 
 def facts_of(run: Run, *, tier: str = "") -> EventFacts:

@@ -8,6 +8,7 @@ it is about, in plain words (`plain_problem`), never as pydantic's or the YAML p
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -277,9 +278,56 @@ class NewVersionForm(ProblemsAtFields):
     )
 
 
+RATE_LINE = re.compile(r"^(?P<currency>[A-Za-z]{3})\s*[:=]?\s*(?P<rate>[0-9]+(?:\.[0-9]+)?)$")
+RATES_HELP = (
+    "One currency a line: its three-letter code and what one unit of it is worth in the base "
+    "currency, with a dot for decimals (SEK 0.0863). An amount in a currency not listed waits "
+    "for a person."
+)
+
+
+def rate_lines(text: str) -> dict[str, str]:
+    """`SEK 0.0863` lines as {currency: rate}; a line that is not one is refused in words."""
+    rates: dict[str, str] = {}
+    for number, line in enumerate(lines(text), start=1):
+        match = RATE_LINE.fullmatch(line)
+        if match is None:
+            raise forms.ValidationError(
+                f"Line {number} is not a rate: write a currency code and a number, "
+                "such as SEK 0.0863."
+            )
+        currency = match.group("currency").upper()
+        if currency in rates:
+            raise forms.ValidationError(f"{currency} has two rates: keep one.")
+        rates[currency] = match.group("rate")
+    return rates
+
+
 class PolicyForm(NewVersionForm):
     """The common changes to a policy, applied to `base`'s document (see document())."""
 
+    base_currency = forms.CharField(
+        label="Base currency",
+        required=False,
+        max_length=3,
+        help_text=(
+            "The currency the amount limits are written in, as its three-letter code (EUR): "
+            "every amount is converted into it before a limit judges it. Blank: amounts are "
+            "compared as numbers, whatever their currency."
+        ),
+    )
+    rates_as_of = forms.DateField(
+        label="Rates as of",
+        required=False,
+        help_text="The day the rates were taken, as 2026-12-01.",
+    )
+    rates = forms.CharField(
+        label="Rates",
+        required=False,
+        max_length=20_000,
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
+        help_text=RATES_HELP,
+    )
     confidence_default = AsciiFloatField(
         label="Every category",
         help_text=(
@@ -299,6 +347,7 @@ class PolicyForm(NewVersionForm):
         self.places[("confidence", "default")] = "confidence_default"
         self.places[("confidence",)] = "confidence_default"
         self.fields["confidence_default"].initial = self.base_document.confidence.default
+        self._add_money()
         # The request types and tiers are those of the version's own catalogue.
         self.business = self.base_document.business
         self.category_fields = [self[name] for name in self._add_categories()]
@@ -319,6 +368,40 @@ class PolicyForm(NewVersionForm):
         """The groups that may decide approvals, in words, and the one the base document
         names if it no longer may (said so, so that keeping it is a choice)."""
         return group_choices(self.groups, blank, keep)
+
+    def _add_money(self) -> None:
+        money = self.base_document.money
+        if money is not None:
+            self.fields["base_currency"].initial = money.base_currency
+            self.fields["rates_as_of"].initial = money.rates_as_of
+            self.fields["rates"].initial = "\n".join(
+                f"{currency} {rate}" for currency, rate in sorted(money.rates.items())
+            )
+        self.places[("money",)] = "base_currency"
+        for name in ("base_currency", "rates_as_of", "rates"):
+            self.places[("money", name)] = name
+
+    def clean_rates(self) -> dict[str, str]:
+        return rate_lines(self.cleaned_data.get("rates") or "")
+
+    def clean(self) -> dict[str, Any]:
+        values = super().clean() or {}
+        # Rates without a base currency would silently do nothing.
+        if values.get("rates") and not (values.get("base_currency") or "").strip():
+            self.add_error("base_currency", "Give the base currency the rates convert into.")
+        return values
+
+    def _money(self, values: dict[str, Any]) -> dict[str, Any] | None:
+        """The money section: none without a base currency."""
+        currency = (values.get("base_currency") or "").strip().upper()
+        if not currency:
+            return None
+        when = values.get("rates_as_of")
+        return {
+            "base_currency": currency,
+            "rates_as_of": when.isoformat() if when else None,
+            "rates": values.get("rates") or {},
+        }
 
     def _add_categories(self) -> list[str]:
         thresholds = self.base_document.confidence.per_category
@@ -518,6 +601,7 @@ class PolicyForm(NewVersionForm):
             },
         }
         data["amount_limits"] = self._limits(values)
+        data["money"] = self._money(values)
         for row in self.approval_rows:
             rule = self._rule(values, row)
             if row.code == AMOUNT_APPROVAL:
@@ -539,6 +623,10 @@ class PolicyForm(NewVersionForm):
             above = {"approval_above": values[approval.name], "block_above": values[block.name]}
             if any(value is not None for value in above.values()):
                 limits[tier] = {k: _amount(v) for k, v in above.items()}
+                # The effects a limit is written for are kept (the YAML changes them).
+                was = self.base_document.amount_limits.get(tier)
+                if was is not None and was.effects is not None:
+                    limits[tier]["effects"] = was.effects
         return limits
 
     def _rule(self, values: dict[str, Any], row: ApprovalRow) -> dict[str, Any] | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from django import template
@@ -19,6 +20,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from approvals.selectors import InboxRow, sla_of, sla_when
+from automation.extraction import parse_amount
 from automation.recovery.selectors import queue_due_at
 from console import vocabulary
 from core.keyset import order_link
@@ -33,6 +35,33 @@ SIGNAL_TEXT = re.compile(r"signal (?P<name>[a-z][a-z0-9_]*) \(v\d+, [a-z]+\): ")
 APPROVAL_TEXT = re.compile(
     r"'(?P<effect>[a-z_]+)' needs (?P<count>\d+) approvals? from '(?P<group>[^']+)'"
 )
+
+
+# Currencies written without minor units (ISO 4217 exponent 0); the others with two.
+WHOLE_UNITS = frozenset({"JPY", "KRW"})
+
+
+@register.filter
+def in_its_currency(value: Any) -> str:
+    """An amount as the reader reads a list: one way of writing numbers for every row
+    (`12,400.00 SEK`, `12,400.00 EUR`), each in its own currency, never converted. An
+    amount without a currency says none; one that cannot be read is shown as read."""
+    if isinstance(value, dict):  # a typed amount: {"value": "12400.00", "currency": "SEK"}
+        number, currency = value.get("value"), value.get("currency")
+        value = f"{number} {currency or ''}".strip() if number is not None else None
+    if value is None or str(value).strip() == "":
+        return "—"
+    try:
+        number, currency = parse_amount(str(value))
+    except ValueError:
+        return str(value)
+    return said_amount(number, currency)
+
+
+def said_amount(number: Decimal, currency: str | None) -> str:
+    places = 0 if currency in WHOLE_UNITS else 2
+    written = f"{number:,.{places}f}"
+    return f"{written} {currency}" if currency else written
 
 
 @register.simple_tag(takes_context=True)

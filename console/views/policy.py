@@ -227,9 +227,17 @@ def policy_in_words(document: PolicyDocument) -> list[tuple[str, list[str]]]:
         f"{said(Kind.CATEGORY, category)}: at least {share:g} sure"
         for category, share in document.confidence.per_category.items()
     ]
+    unit = f" {document.money.base_currency}" if document.money else ""
     limits = [
-        f"{said(Kind.TIER, tier)}: approval above {limit.approval_above or 'no limit'}, "
-        f"stopped above {limit.block_above or 'no limit'}"
+        f"{said(Kind.TIER, tier)}: approval above "
+        f"{f'{limit.approval_above}{unit}' if limit.approval_above is not None else 'no limit'}, "
+        f"stopped above "
+        f"{f'{limit.block_above}{unit}' if limit.block_above is not None else 'no limit'}"
+        + (
+            f", for {', '.join(said(Kind.EFFECT, e) for e in limit.effects)} only"
+            if limit.effects is not None
+            else ""
+        )
         for tier, limit in document.amount_limits.items()
     ]
     signals = [
@@ -248,8 +256,23 @@ def policy_in_words(document: PolicyDocument) -> list[tuple[str, list[str]]]:
         ("Allowed effects", [said(Kind.EFFECT, effect) for effect in document.allowed_effects]),
         ("Approvals", approvals or ["No effect needs an approval"]),
         ("Confidence thresholds", confidence),
+        ("Money", money_in_words(document)),
         ("Amount limits", limits or ["No amount limits"]),
         ("Risk signals", signals or ["No risk signals"]),
+    ]
+
+
+def money_in_words(document: PolicyDocument) -> list[str]:
+    money = document.money
+    if money is None:
+        return ["No base currency: amounts are compared as numbers, whatever their currency"]
+    return [
+        f"Base currency {money.base_currency}; rates as of {money.rates_as_of.isoformat()}",
+        *(
+            f"1 {currency} = {rate} {money.base_currency}"
+            for currency, rate in sorted(money.rates.items())
+        ),
+        "An amount in any other currency, or in none, waits for a person",
     ]
 
 

@@ -213,7 +213,7 @@ def test_finance_approver_decides_an_amount_over_the_limit_in_words(
     journey.reads(
         "inbox",
         "Notify the team: Refund for order 5512",
-        "12000 EUR",
+        "12,000.00 EUR",
         "Finance",
         "Amount 12000 is over 10000: a person approves it for standard accounts",
     )

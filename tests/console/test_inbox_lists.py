@@ -78,21 +78,21 @@ def amount_policy(pipeline: Pipeline) -> None:
     policy_version_activate(name="limits-1")
 
 
-def over_the_limit(pipeline: Pipeline) -> ApprovalRequest:
+def over_the_limit(
+    pipeline: Pipeline, amount: str = "12000 EUR", event_id: str = "evt-refund"
+) -> ApprovalRequest:
     """A finance notification of 12000 EUR, read by the heuristic's reason code."""
     event = make_event(
-        event_id="evt-refund",
+        event_id=event_id,
         request_type="billing",
         requested_action="send_internal_notification",
         subject="Refund for order 5512",
         body="Please refund 12000 EUR for order 5512.",
     )
     reading = decision_for(event, reason_code="billing_keywords")
-    reading["value"]["fields"] = {
-        "amount": {"value": "12000 EUR", "confidence": 0.9, "source": "12000 EUR"}
-    }
+    reading["value"]["fields"] = {"amount": {"value": amount, "confidence": 0.9, "source": amount}}
     pipeline.submit(event, [reading])
-    return ApprovalRequest.objects.get(run__event_id="evt-refund")
+    return ApprovalRequest.objects.get(run__event_id=event_id)
 
 
 def inbox_rows(client: Client, query: str = "") -> list[Row]:
@@ -158,10 +158,28 @@ def test_the_sender_or_customer_and_the_amount_come_from_the_run(
     (row,) = inbox_rows(client_for(fin))
 
     assert row.cells[REQUEST].primary == "Notify the team: Refund for order 5512"
-    assert row.cells[AMOUNT].text == "12000 EUR"
+    assert row.cells[AMOUNT].text == "12,000.00 EUR"
     assert row.cells[ROUTE].text == "Finance"
     assert row.cells[ROUTED_TO].text == "Finance approvers"
     assert request.group == "finance-approvers"
+
+
+def test_each_amount_is_written_one_way_in_its_own_currency(
+    pipeline: Pipeline, amount_policy: None
+) -> None:
+    """Reported: one column showed "12,400.00 EUR" and "12 400,00 SEK" side by side."""
+    roles_ensure()
+    over_the_limit(pipeline, "12,400.00 EUR", "evt-euros")
+    over_the_limit(pipeline, "12 400,00 SEK", "evt-kronor")
+    over_the_limit(pipeline, "12400", "evt-unsaid")
+
+    found = inbox_rows(client_for(person("fin", "finance-approvers")))
+
+    assert [row.cells[AMOUNT].text for row in found] == [
+        "12,400.00 EUR",
+        "12,400.00 SEK",
+        "12,400.00",
+    ]
 
 
 def test_the_why_of_an_amount_approval_is_the_amount_rule_with_the_code_aside(

@@ -504,3 +504,61 @@ def test_a_route_owned_by_an_unknown_group_is_refused_in_its_own_words_in_the_ya
     ) in page
     assert '<small class="code">catalogue.routes.finance.group</small>' in page
     assert not PolicyVersion.objects.filter(name="claims-2").exists()
+
+
+# --- money: the base currency and the rates ---------------------------------------------------
+
+
+def with_money(client: Client) -> None:
+    """policy-1 with a base currency and rates, saved from the YAML editor."""
+    text = client.get(NEW, {"from": "policy-1"}).context["text"]
+    text = text.replace("version: policy-2", "version: money-1").replace(
+        "money: null",
+        "money:\n  base_currency: EUR\n  rates_as_of: '2026-12-01'\n"
+        "  rates:\n    SEK: '0.0863'\n    GBP: '1.17'",
+    )
+    response = client.post(NEW, {"document": text, "base": "policy-1", "yaml": "1"})
+    assert response.status_code == 302, response.content.decode()[-3000:]
+
+
+def test_an_ops_lead_sees_and_changes_the_base_currency_and_rates(client: Client) -> None:
+    with_money(client)
+    _, data = starting_values(client, "money-1")
+    assert (data["base_currency"], data["rates_as_of"]) == ("EUR", "2026-12-01")
+    assert data["rates"].splitlines() == ["GBP 1.17", "SEK 0.0863"]
+    page = client.get(reverse("policy:detail", args=["money-1"])).content.decode()
+    assert "1 SEK = 0.0863 EUR" in page
+
+    data.update(version="money-2", rates_as_of="2026-12-15", rates="SEK 0.09\nGBP 1.17\nNOK 0.085")
+    money = save(client, data).parsed.money
+
+    assert money is not None
+    assert (money.base_currency, money.rates_as_of.isoformat()) == ("EUR", "2026-12-15")
+    assert money.rates == {"SEK": Decimal("0.09"), "GBP": Decimal("1.17"), "NOK": Decimal("0.085")}
+
+
+def test_rates_that_cannot_be_read_are_shown_at_their_field(client: Client) -> None:
+    with_money(client)
+    _, data = starting_values(client, "money-1")
+    data.update(version="money-3", rates="SEK 0,09")
+    page = refused(client, data)
+    assert error_next_to(page, "rates") == (
+        "Line 1 is not a rate: write a currency code and a number, such as SEK 0.0863."
+    )
+
+    data.update(rates="SEK 0.09", base_currency="")
+    page = refused(client, data)
+    assert error_next_to(page, "base_currency") == "Give the base currency the rates convert into."
+
+    data.update(base_currency="E1R")
+    page = refused(client, data)
+    assert error_next_to(page, "base_currency") == (
+        "Must be a currency's three-letter code in capitals, such as EUR."
+    )
+
+
+def test_a_base_currency_without_a_rates_date_is_refused_at_the_date(client: Client) -> None:
+    _, data = starting_values(client, "policy-1")
+    data.update(version="money-4", base_currency="EUR", rates="SEK 0.0863")
+    page = refused(client, data)
+    assert error_next_to(page, "rates_as_of")
