@@ -225,7 +225,7 @@ def run_correct(
             raise CorrectionInvalid(problems)
         # What the person saw and corrected.
         after, changed = _person_reading(run, user, corrected, current_reading(run))
-        _read_by(run.correct_reading, user, reason, after, changed)
+        _read_by(run, run.correct_reading, user, reason, after, changed)
         _record(run, RecoveryKind.CORRECT, user, reason, "resumed", changed=changed)
         run_send(run)
         return CorrectionResult(run, changed)
@@ -266,7 +266,7 @@ def run_correct_rejected(
             replay, AuditAction.RUN_REPLAY_STARTED, actor=user, replay_of=original.pk, reason=reason
         )
         after, changed = _person_reading(replay, user, corrected, current_reading(original))
-        _read_by(replay.correct_replay, user, reason, after, changed)
+        _read_by(replay, replay.correct_replay, user, reason, after, changed)
         kind = RecoveryKind.CORRECT_REJECTED
         _record(original, kind, user, reason, f"corrected as run {replay.pk}", replay=replay.pk)
         _record(replay, kind, user, reason, "resumed", replay_of=original.pk, changed=changed)
@@ -275,11 +275,16 @@ def run_correct_rejected(
 
 
 def _read_by(
-    transition: MethodType, user: User, reason: str, after: dict[str, Any], changed: dict[str, Any]
+    run: Run,
+    transition: MethodType,
+    user: User,
+    reason: str,
+    after: dict[str, Any],
+    changed: dict[str, Any],
 ) -> None:
-    """Give the run (the transition's) a person's reading, on its record with what changed."""
+    """Give the run a person's reading by `transition`, on its record with what changed."""
     record_transition(
-        transition.__self__,
+        run,
         transition,
         stage=Stage(StageName.CLASSIFY),
         stage_outcome=StageOutcome.CORRECTED,
