@@ -76,8 +76,8 @@ def test_extracts_amounts_dates_and_references_with_their_sentence() -> None:
         "Order AC-20931 was charged 1,250.00 EUR on 3 November 2026. Please refund it.",
     )
     fields = proposal["fields"]
-    assert fields["amount"]["value"] == "1,250.00 EUR"
-    assert fields["date"]["value"] == "3 November 2026"
+    assert fields["amount"]["value"] == "1250.00 EUR"
+    assert fields["date"]["value"] == "2026-11-03"
     assert fields["reference"]["value"] == "AC-20931"
     assert fields["amount"]["source"].startswith("Order AC-20931 was charged")
 
@@ -211,58 +211,41 @@ def _lead() -> User:
 
 
 @pytest.mark.parametrize(
-    ("text", "amount", "date", "iso"),
+    ("text", "amount", "date"),
     [
         (
             "Bitte bis zum 3. März 2027 zahlen, Gesamtbetrag 1 250,00 €.",
-            "1 250,00 EUR",
-            "3. März 2027",
+            "1250.00 EUR",
             "2027-03-03",
         ),
-        (
-            "Pagamento entro il 3 febbraio 2027, importo 980,50 €.",
-            "980,50 EUR",
-            "3 febbraio 2027",
-            "2027-02-03",
-        ),
-        (
-            "Graag betalen op 12 maart 2027, totaal 45,00 €.",
-            "45,00 EUR",
-            "12 maart 2027",
-            "2027-03-12",
-        ),
-        (
-            "El 3 de marzo de 2027 vence: total a pagar 1.250,00 EUR.",
-            "1.250,00 EUR",
-            "3 de marzo de 2027",
-            "2027-03-03",
-        ),
+        ("Pagamento entro il 3 febbraio 2027, importo 980,50 €.", "980.50 EUR", "2027-02-03"),
+        ("Graag betalen op 12 maart 2027, totaal 45,00 €.", "45.00 EUR", "2027-03-12"),
+        ("El 3 de marzo de 2027 vence: total a pagar 1.250,00 EUR.", "1250.00 EUR", "2027-03-03"),
         (
             "Prix unitaire 12,00 €, montant total 480,00 € au 5 avril 2027.",
-            "480,00 EUR",
-            "5 avril 2027",
+            "480.00 EUR",
             "2027-04-05",
         ),
-        (
-            "Unit price $12.00, amount due $480.00 by April 5, 2027.",
-            "480.00 USD",
-            "April 5, 2027",
-            "2027-04-05",
-        ),
+        ("Unit price US$12.00, amount due US$480.00 by April 5, 2027.", "480.00 USD", "2027-04-05"),
     ],
 )
 def test_amounts_and_dates_are_read_as_each_language_writes_them(
-    text: str, amount: str, date: str, iso: str
+    text: str, amount: str, date: str
 ) -> None:
     fields = extract(text)
 
     assert fields["amount"]["value"] == amount  # the total, not a unit price
     assert fields["date"]["value"] == date
-    assert parse_date(date).isoformat() == iso
+
+
+def test_a_dollar_that_names_no_country_is_left_for_a_person() -> None:
+    fields = extract("Amount due $480.00 by April 5, 2027.")
+    assert fields["amount"]["value"] == "$480.00"  # as written: the checks hold it
+    assert extract("Amount due $480.00.", currency="CAD")["amount"]["value"] == "480.00 CAD"
 
 
 def test_a_number_before_an_amount_is_not_read_into_it() -> None:
-    assert extract("Rechnung 4411 1 250,00 € offen")["amount"]["value"] == "1 250,00 EUR"
+    assert extract("Rechnung 4411 1 250,00 € offen")["amount"]["value"] == "1250.00 EUR"
 
 
 def test_references_with_several_groups_of_digits_are_read_whole() -> None:
