@@ -150,7 +150,7 @@ def _number(number: str, language: str | None, precision: int | None) -> Decimal
             readings[decimal_sign] = value
     values = sorted(set(readings.values()))
     if not values:
-        raise ValueError("is not an amount (write 1,250.00 or 1.250,00)")
+        raise ValueError(_why_no_number(plain))
     if len(values) == 1:
         return values[0]
     chosen = readings.get(_decimal_sign(language) or "")
@@ -159,6 +159,17 @@ def _number(number: str, language: str | None, precision: int | None) -> Decimal
             f"could be {values[1]} or {values[0]}: nothing says which sign marks the decimals"
         )
     return chosen
+
+
+def _why_no_number(number: str) -> str:
+    """What a person is told of a number no way of writing numbers reads."""
+    signs = [c for c in number if c in ".,"]
+    groups = re.split(r"[.,]", number)[1:]
+    if len(set(signs)) == 2 and signs.count(signs[-1]) == 1:
+        return "mixes decimal separators"
+    if signs and (len(set(signs)) == 2 or any(len(group) != 3 for group in groups)):
+        return "has two decimal separators" if len(signs) > 1 else "is not an amount"
+    return "is not an amount (write 1,250.00 or 1.250,00)"
 
 
 def _decimal_sign(language: str | None) -> str | None:

@@ -42,10 +42,10 @@ def test_amounts_in_common_formats_are_read(
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("1.250.00", "not an amount"),
-        ("1.250,00.00", "not an amount"),
-        ("1,250.00,50", "not an amount"),
-        ("1,25,0.00", "not an amount"),
+        ("1.250.00", "two decimal separators"),
+        ("1.250,00.00", "two decimal separators"),
+        ("1,250.00,50", "two decimal separators"),
+        ("1,25,0.00", "mixes decimal separators"),
         ("twelve", "not an amount"),
         ("1,250", "could be 1250 or 1.250"),  # no language to say which
         ("$1,250.50", "stands for AUD, CAD"),  # which dollar?
@@ -90,7 +90,7 @@ def test_an_unreadable_amount_holds_the_run_in_the_correction_queue(pipeline: Pi
         Outcome.EXTRACTION_INVALID,
     )
     assert run.failure_field == "fields.amount"
-    assert "is not an amount" in run.failure_detail
+    assert "two decimal separators" in run.failure_detail
     assert not run.effects.exists()
 
 
