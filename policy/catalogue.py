@@ -518,6 +518,15 @@ def template_names(text: str) -> list[tuple[str, str | None]]:
     return [(root, key) for root, key in found if root not in own]
 
 
+def unknown_filters(text: str) -> str | None:
+    """The first filter a template names that the sandbox does not have (`money` misspelt):
+    refused when the catalogue is saved, not when a run's effect is written."""
+    for node in TEMPLATES.parse(text).find_all(nodes.Filter):
+        if node.name not in TEMPLATES.filters:
+            return str(node.name)
+    return None
+
+
 def _constant(node: nodes.Node) -> str | None:
     return str(node.value) if isinstance(node, nodes.Const) else None
 
@@ -529,6 +538,11 @@ def _check_template(
         names = template_names(text)
     except TemplateSyntaxError as exc:
         raise TemplateProblem(f"{where}: the template cannot be read: {exc.message}") from exc
+    if unknown := unknown_filters(text):
+        raise TemplateProblem(
+            f"{where}: the template uses no filter named {unknown!r} (besides Jinja2's own: "
+            "money, date, isodate)"
+        )
     for root, key in names:
         if root not in roots:
             allowed = ", ".join(sorted(roots))

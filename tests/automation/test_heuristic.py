@@ -459,3 +459,73 @@ def test_the_sample_sets_are_read_as_they_were_before_the_words_moved_to_the_cat
             r["confidence"],
         ]
     assert found == expected
+
+
+# --- a claims desk's mail in six languages: amounts and dates read as facts --------------------
+
+CLAIMS = [
+    (
+        "Claim for the van",
+        "Good morning,\n\nour delivery van was damaged on 29 November 2026 in the depot car "
+        "park. The garage's estimate comes to GBP 2,340 in total.\n\nKind regards,\nPriya",
+        "2340.00 GBP",
+        "2026-11-29",
+    ),
+    (
+        "Schadenmeldung Lieferwagen",
+        "Guten Tag,\n\nunser Lieferwagen wurde am 30.11.2026 auf dem Hof beschädigt. Der "
+        "Kostenvoranschlag der Werkstatt beläuft sich auf insgesamt 2.340,00 €.\n\nMit "
+        "freundlichen Grüßen\nJonas Becker",
+        "2340.00 EUR",
+        "2026-11-30",
+    ),
+    (
+        "Déclaration de sinistre",
+        "Bonjour,\n\nnotre camionnette a été endommagée le 1er décembre 2026 sur le parking. "
+        "Le devis du garage s'élève au total à 12 400,00 SEK.\n\nCordialement,\nÉlodie",
+        "12400.00 SEK",
+        "2026-12-01",
+    ),
+    (
+        "Parte de siniestro",
+        "Buenos días:\n\nnuestra furgoneta sufrió daños el 29 de noviembre de 2026 en el "
+        "aparcamiento. El presupuesto del taller asciende a un total de € 1.250.\n\nSaludos,\nJosé",
+        "1250.00 EUR",
+        "2026-11-29",
+    ),
+    (
+        "Schademelding bestelbus",
+        "Goedemorgen,\n\nonze bestelbus is op 3 december 2026 beschadigd op het terrein. De "
+        "offerte van de garage komt op een totaal van 640,00 EUR.\n\n"
+        "Met vriendelijke groet,\nSanne",
+        "640.00 EUR",
+        "2026-12-03",
+    ),
+    (
+        "Denuncia di sinistro",
+        "Buongiorno,\n\nil nostro furgone è stato danneggiato il 03/12/2026 nel parcheggio. Il "
+        "preventivo dell'officina ammonta in totale a CHF 1'250.50.\n\nCordiali saluti,\nLuca",
+        "1250.50 CHF",
+        "2026-12-03",
+    ),
+]
+
+
+@pytest.mark.parametrize(("subject", "body", "amount", "day"), CLAIMS)
+def test_a_claims_mail_in_each_language_is_read_into_an_amount_and_a_date(
+    subject: str, body: str, amount: str, day: str
+) -> None:
+    fields = read(mail_event(body, subject=subject))["fields"]
+
+    assert fields["amount"]["value"] == amount
+    assert fields["date"]["value"] == day
+    assert fields["date"]["source"] in body  # the sentence it was read from
+
+
+def test_a_numeric_date_is_read_in_the_order_of_the_messages_language() -> None:
+    german = "Guten Tag, der Unfall war am 03.04.2026 auf der Autobahn. Bitte melden Sie sich."
+    english = "Hello, the accident happened on 03/04/2026 on the motorway. Please call me back."
+
+    assert read(mail_event(german, subject="Unfall"))["fields"]["date"]["value"] == "2026-04-03"
+    # English is written both ways round: the reading keeps the words, for a person to decide.
+    assert read(mail_event(english, subject="Accident"))["fields"]["date"]["value"] == "03/04/2026"

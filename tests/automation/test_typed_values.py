@@ -189,6 +189,10 @@ def test_the_catalogue_accepts_the_parts_of_a_typed_value_and_its_filters() -> N
     data["effects"]["create_follow_up"]["http"]["body"] = {"x": "{{ params.premium.value }}"}
     with pytest.raises(ValidationError, match="unknown parameter 'premium'"):
         Catalogue.model_validate(data)
+    # A misspelt filter is refused when the catalogue is saved, not when a claim is paid.
+    data["effects"]["create_follow_up"]["http"]["body"] = {"x": "{{ params.amount | mony }}"}
+    with pytest.raises(ValidationError, match="no filter named 'mony'"):
+        Catalogue.model_validate(data)
 
 
 @pytest.mark.parametrize(
