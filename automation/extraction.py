@@ -100,18 +100,21 @@ def parse_amount(
     when both readings fit and differ (`1,250`), the message's `language` decides, and
     without one it is refused. A sign several currencies write ($) is read as `currency`,
     the one the context names, when it is one of them; otherwise refused. With a known
-    currency the number is given its minor units (2340.00 GBP), and more decimals than the
-    currency has are refused. Raises ValueError saying what is wrong.
+    currency, more decimals than the currency has are no reading (1.250 € is 1250 euros).
+    The number keeps the decimals it was written with. Raises ValueError saying what is
+    wrong.
     """
     match = _AMOUNT.match(text)
     if match is None:
         raise ValueError("is not an amount")
     code = _currency(match.group("pre"), match.group("post"), context=currency)
     precision = get_currency_precision(code) if code in CURRENCIES else None
-    number = _number(match.group("number").strip(), language, precision)
-    if precision is not None:
-        number = number.quantize(Decimal(1).scaleb(-precision))
-    return number, code
+    return _number(match.group("number").strip(), language, precision), code
+
+
+def in_minor_units(number: Decimal, currency: str) -> Decimal:
+    """The amount with its currency's decimals (2340 GBP is 2340.00; 1250 JPY stays 1250)."""
+    return number.quantize(Decimal(1).scaleb(-get_currency_precision(currency)))
 
 
 def _currency(pre: str | None, post: str | None, *, context: str | None) -> str | None:

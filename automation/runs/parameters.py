@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from jinja2 import TemplateError, UndefinedError
 
-from automation.extraction import CURRENCIES, parse_amount, parse_date
+from automation.extraction import CURRENCIES, in_minor_units, parse_amount, parse_date
 from automation.runs.models import Run
 from automation.schemas import FieldProblem
 from policy.catalogue import (
@@ -129,7 +129,7 @@ def _typed(kind: FieldType, value: str, effect: str, language: str | None) -> tu
             number, currency = parse_amount(value, language=language)
             if currency is None or currency not in CURRENCIES:
                 return None, f"names no ISO 4217 currency (for “{effect}”)"
-            return {"value": str(number), "currency": currency}, ""
+            return {"value": str(in_minor_units(number, currency)), "currency": currency}, ""
         if kind == FieldType.DATE:
             return parse_date(value, language=language).isoformat(), ""
     except ValueError as exc:

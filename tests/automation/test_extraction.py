@@ -180,7 +180,7 @@ def test_amounts_and_dates_of_six_languages_are_read_into_typed_values(
     read_date = parse_date(written, language=language)
 
     assert read_amount == (number, currency)
-    assert isinstance(read_amount[0], Decimal) and str(read_amount[0]) == str(number)
+    assert isinstance(read_amount[0], Decimal)
     assert type(read_date) is date and read_date == day
 
 

@@ -468,7 +468,7 @@ CLAIMS = [
         "Claim for the van",
         "Good morning,\n\nour delivery van was damaged on 29 November 2026 in the depot car "
         "park. The garage's estimate comes to GBP 2,340 in total.\n\nKind regards,\nPriya",
-        "2340.00 GBP",
+        "2340 GBP",
         "2026-11-29",
     ),
     (
@@ -490,7 +490,7 @@ CLAIMS = [
         "Parte de siniestro",
         "Buenos días:\n\nnuestra furgoneta sufrió daños el 29 de noviembre de 2026 en el "
         "aparcamiento. El presupuesto del taller asciende a un total de € 1.250.\n\nSaludos,\nJosé",
-        "1250.00 EUR",
+        "1250 EUR",
         "2026-11-29",
     ),
     (
