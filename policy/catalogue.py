@@ -16,18 +16,30 @@ nothing else. An HTTP body is written as a YAML structure whose strings are temp
 is sent as JSON made from the rendered structure, so no value can break out of its string.
 A secret is never a value in the document: it is `{secret: VARIABLE}`, the name of an
 environment variable read when the effect is delivered.
+
+Typed values reach templates typed: an amount is `params.amount.value` (a decimal, as text)
+and `params.amount.currency` (ISO 4217), a date is ISO. Filters write them for people, with
+Babel in a language's way: `{{ params.amount | money(run.language) }}` (2.340,00 £),
+`{{ params.loss_date | date(run.language) }}` (3. Dezember 2026), `{{ params.loss_date |
+isodate }}`. In a reply, `money` and `date` without a language write the reply's.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from datetime import date
+from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from jinja2 import StrictUndefined, TemplateSyntaxError, nodes
+from babel import Locale, UnknownLocaleError
+from babel.dates import format_date
+from babel.numbers import format_currency
+from jinja2 import StrictUndefined, TemplateRuntimeError, TemplateSyntaxError, nodes
+from jinja2.runtime import Context
 from jinja2.sandbox import (
     UNSAFE_ASYNC_GENERATOR_ATTRIBUTES,
     UNSAFE_COROUTINE_ATTRIBUTES,
@@ -36,6 +48,7 @@ from jinja2.sandbox import (
     UNSAFE_METHOD_ATTRIBUTES,
     SandboxedEnvironment,
 )
+from jinja2.utils import pass_context
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
@@ -78,6 +91,77 @@ MAX_CUE_WEIGHT = 10
 
 # The sandbox every template of a catalogue is parsed and rendered in.
 TEMPLATES = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+# The variable that tells the filters the language a reply is written in (no template
+# names it: the template checks allow only TEMPLATE_ROOTS).
+LOCALE = "gatehouse_locale"
+# The language the filters write in when none is given or known.
+DEFAULT_LOCALE = "en"
+
+
+class Money(dict[str, str]):
+    """An amount as a template reads it: `.value` (a decimal, as text) and `.currency` (ISO
+    4217); printed whole it is "2340.00 GBP"."""
+
+    def __str__(self) -> str:
+        return f"{self.get('value', '')} {self.get('currency', '')}".strip()
+
+
+def babel_locale(language: str | None) -> Locale:
+    """Babel's locale for a two-letter language (or en_GB-like tag); the default one for a
+    language it does not know or none."""
+    try:
+        return Locale.parse((language or DEFAULT_LOCALE).replace("-", "_"))
+    except (UnknownLocaleError, ValueError):
+        return Locale.parse(DEFAULT_LOCALE)
+
+
+def money_text(value: Any, language: str | None = None) -> str:
+    """An amount ({"value", "currency"}) as the language writes it: 2.340,00 £, £2,340.00."""
+    try:
+        number, currency = Decimal(str(value["value"])), str(value["currency"])
+    except (KeyError, TypeError, InvalidOperation):
+        raise ValueError(f"{value!r} is not an amount with its currency") from None
+    return str(format_currency(number, currency, locale=babel_locale(language)))
+
+
+def date_text(value: Any, language: str | None = None) -> str:
+    """A date (ISO or a date) as the language writes it in full: 3. Dezember 2026."""
+    return str(format_date(_date(value), format="long", locale=babel_locale(language)))
+
+
+def _date(value: Any) -> date:
+    if isinstance(value, date):
+        return value
+    try:
+        return date.fromisoformat(str(value))
+    except ValueError:
+        raise ValueError(f"{value!r} is not a date") from None
+
+
+def _filter(write: Any) -> Any:
+    """A template filter: in the language given, else the reply's, else the default; a value
+    it cannot write is a template error (the effect is held, nothing is sent)."""
+
+    @pass_context
+    def written(context: Context, value: Any, language: str | None = None) -> str:
+        try:
+            return str(write(value, language or context.get(LOCALE) or DEFAULT_LOCALE))
+        except ValueError as exc:
+            raise TemplateRuntimeError(str(exc)) from None
+
+    return written
+
+
+def _isodate(value: Any) -> str:
+    try:
+        return _date(value).isoformat()
+    except ValueError as exc:
+        raise TemplateRuntimeError(str(exc)) from None
+
+
+TEMPLATES.filters.update(
+    {"money": _filter(money_text), "date": _filter(date_text), "isodate": _isodate}
+)
 # What a template may read: the effect's parameters, and the run and its customer.
 TEMPLATE_ROOTS = frozenset({"params", "run", "customer"})
 # What a parameter's value may read besides: the fields of the reading.

@@ -15,7 +15,14 @@ from functools import lru_cache
 from typing import Any
 
 from automation.classifiers.base import ClassifierInput, recommended_route
-from automation.extraction import CURRENCIES, MONTH_PATTERN, parse_date, references_in
+from automation.extraction import (
+    CURRENCIES,
+    DATE_PATTERN,
+    parse_amount,
+    parse_date,
+    references_in,
+)
+from automation.language import request_language
 from automation.mailtext import MessageParts, split_text
 from automation.schemas import MessagePart, event_text, is_mail
 from policy.catalogue import (
@@ -81,18 +88,20 @@ def cues_of(business: Catalogue) -> Cues:
 
 
 CODES = "|".join(sorted(CURRENCIES))
+# A currency sign: the euro, the pound, the yen, or a dollar with or without its country.
+SIGN = r"(?:US|CA|AU|NZ|[AC])?\$|[€£¥]"
 AMOUNT = re.compile(
-    rf"(?:(?P<symbol>[€$£])\s?(?P<a>\d[\d.,']*\d|\d))"
-    rf"|(?:\b(?P<pre>{CODES})\s?(?P<c>\d[\d.,']*\d|\d))"
-    rf"|(?:(?P<b>\d[\d.,' ]*\d|\d)\s?(?P<code>{CODES})\b)"
+    rf"(?:(?P<symbol>{SIGN})\s?(?P<a>\d[\d.,'\u2019]*\d|\d))"
+    rf"|(?:\b(?P<pre>{CODES})\s?(?P<c>\d[\d.,'\u2019]*\d|\d))"
+    rf"|(?:(?P<b>\d[\d.,' \u00a0\u202f]*\d|\d)[\u00a0\u202f ]?(?P<code>{CODES})\b)"
     # A three-letter code after a number with decimals is read as a currency, known or not:
     # an unknown one is then held for a person instead of being dropped.
     r"|(?:(?P<d>\d[\d.,' ]*[.,]\d{2})\s?(?P<other>[A-Z]{3})\b)"
     # The symbol after the number, as most of Europe writes it: "1 250,00 €".
     # Thousands in groups of three (a space, a dot, a comma or an apostrophe), so a number
     # written before it ("invoice 4411 1 250,00 €") is not read into the amount.
-    "|(?:(?P<e>\\d{1,3}(?:[ \u00a0\u202f.,']\\d{3})+(?:[.,]\\d{2})?|\\d+(?:[.,]\\d{1,2})?)"
-    "[\u00a0\u202f ]?(?P<post>[€$£]))"
+    r"|(?:(?P<e>\d{1,3}(?:[ \u00a0\u202f.,']\d{3})+(?:[.,]\d{2})?|\d+(?:[.,]\d{1,2})?)"
+    rf"[\u00a0\u202f ]?(?P<post>{SIGN}))"
 )
 # The amount a message is about: a total, an amount due or in dispute, not a unit price.
 TOTAL = re.compile(
@@ -101,15 +110,9 @@ TOTAL = re.compile(
     r"en disputa|totaal|te betalen|betwist\w*|totale|importo|da pagare|contestat\w+)\b",
     re.IGNORECASE,
 )
-DATE = re.compile(
-    rf"\b(\d{{4}}-\d{{2}}-\d{{2}}"
-    rf"|\d{{1,2}}\.?\s(?:de\s)?(?:{MONTH_PATTERN})\.?\s(?:de\s)?\d{{4}}"
-    rf"|(?:{MONTH_PATTERN})\.?\s\d{{1,2}},?\s\d{{4}})\b",
-    re.IGNORECASE,
-)
+DATE = re.compile(rf"\b(?P<date>{DATE_PATTERN})\b", re.IGNORECASE)
 # INV-4411, PO-2027-0088: letters, then one to three groups of digits.
 REFERENCE = re.compile(r"\b(?!CUST-)[A-Z]{2,4}(?:-\d{2,8}){1,3}\b")
-SYMBOLS = {"€": "EUR", "$": "USD", "£": "GBP"}
 PLAIN = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u2010": "-", "\u2011": "-"})
 
 
@@ -136,24 +139,24 @@ def _source(sentences: list[str], found: str) -> str:
     return next((s for s in sentences if found in s), found)
 
 
-def extract(text: str) -> dict[str, dict[str, Any]]:
-    """Amounts, dates and references, each with the sentence it was read from."""
+def extract(
+    text: str, *, language: str | None = None, currency: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """Amounts, dates and references, each with the sentence it was read from. An amount or
+    a date that reads one way is given as a fact ("2340.00 GBP", "2026-12-03"), read in the
+    message's `language`; one that does not is given as written, so the checks hold it for a
+    person with the message's own words."""
     sentences = _sentences(text)
     fields: dict[str, dict[str, Any]] = {}
     if match := _amount(text):
-        number = next(match.group(g) for g in "abcde" if match.group(g))
-        currency = SYMBOLS.get(match.group("symbol") or match.group("post") or "") or (
-            match.group("code") or match.group("pre") or match.group("other") or ""
-        )
-        value = f"{number.strip()} {currency}".strip()
         fields["amount"] = {
-            "value": value,
+            "value": _amount_value(match.group(0), language, currency),
             "confidence": 0.8,
             "source": _source(sentences, match.group(0)),
         }
-    if found := _date(text):
+    if found := _date(text, language):
         fields["date"] = {
-            "value": found,
+            "value": _date_value(found, language),
             "confidence": 0.85,
             "source": _source(sentences, found),
         }
@@ -215,15 +218,31 @@ def typed_fields(
     return typed
 
 
-def _date(text: str) -> str | None:
-    """The first date, unless a date-shaped text is no date at all: that one is reported."""
-    dates = [match.group(1) for match in DATE.finditer(text)]
+def _date(text: str, language: str | None = None) -> str | None:
+    """The first date, unless a date-shaped text is no date at all (or could be two): that
+    one is reported."""
+    dates = [match.group("date") for match in DATE.finditer(text)]
     for candidate in dates:
         try:
-            parse_date(candidate)
+            parse_date(candidate, language=language)
         except ValueError:
             return candidate
     return dates[0] if dates else None
+
+
+def _date_value(found: str, language: str | None) -> str:
+    try:
+        return parse_date(found, language=language).isoformat()
+    except ValueError:
+        return found
+
+
+def _amount_value(found: str, language: str | None, currency: str | None) -> str:
+    try:
+        number, code = parse_amount(found, language=language, currency=currency)
+    except ValueError:
+        return " ".join(found.split())
+    return f"{number} {code}" if code else str(number)
 
 
 def _amount(text: str) -> re.Match[str] | None:
@@ -281,7 +300,10 @@ def read(
     effect, guessed = _effect(text, normalized, business, cues, category)
     if guessed:
         confidence *= GUESSED_EFFECT
-    fields = {**extract(original), **extract(intent)}  # the sender's own words win
+    # The language the run's enrichment names (the same reading of the same words).
+    language = request_language(intent)
+    # The sender's own words win.
+    fields = {**extract(original, language=language), **extract(intent, language=language)}
     spec = business.request_types[category]
     for text_read in (intent, original):  # the sender's own words first
         fields.update(typed_fields(spec, text_read, fields))

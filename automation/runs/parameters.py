@@ -4,6 +4,9 @@ before anything is written to the outbox.
 Each parameter of an effect (policy.catalogue.ParameterSpec) is a template over the reading's
 fields, the run and its customer, rendered in the catalogue's sandbox, then held to its type:
 an amount with its currency, a date, a reference (to its pattern), an e-mail address, text.
+The values are typed: an amount is {"value": "2340.00", "currency": "GBP"} (the decimal as a
+string, so JSON keeps it exact, and the ISO 4217 code), a date its ISO form "2026-12-03",
+read in the run's language; the rest are strings.
 A required parameter that renders empty, or a value of the wrong shape, is a problem named
 by the field a person corrects (`fields.<name>`, the one field its template reads), so the
 run waits in the correction queue exactly as an extraction problem does.
@@ -13,14 +16,22 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from jinja2 import TemplateError, UndefinedError
 
-from automation.extraction import parse_amount, parse_date
+from automation.extraction import CURRENCIES, in_minor_units, parse_amount, parse_date
 from automation.runs.models import Run
 from automation.schemas import FieldProblem
-from policy.catalogue import TEMPLATES, Catalogue, FieldType, ParameterSpec, template_names
+from policy.catalogue import (
+    LOCALE,
+    TEMPLATES,
+    Catalogue,
+    FieldType,
+    Money,
+    ParameterSpec,
+    template_names,
+)
 
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 MAX_TEXT = 2000
@@ -28,7 +39,9 @@ MAX_TEXT = 2000
 
 @dataclass(frozen=True)
 class Parameters:
-    values: dict[str, str]
+    """The values an effect is given (typed, JSON-ready) and every problem with them."""
+
+    values: dict[str, Any]
     problems: list[FieldProblem]
 
 
@@ -86,27 +99,55 @@ def effect_parameters(
     if spec is None or (not spec.parameters and spec.adapter == "record"):
         return Parameters({}, [])
     context = template_context(run, reading, business)
-    values: dict[str, str] = {}
+    language = str(context["run"]["language"]) or None
+    values: dict[str, Any] = {}
     problems: list[FieldProblem] = []
-    params: dict[str, str] = {}
     declared = business.request_types.get(str(reading.get("category", "")))
     for name, parameter in spec.parameters.items():
-        value = _rendered(parameter, {**context, "params": params})
+        value = _rendered(parameter, {**context, "params": template_params(values)})
         read = _field_read(parameter)
         # A reference read from a field is held to the field's own pattern too.
         own = declared.fields.get(read) if declared is not None and read else None
         pattern = parameter.pattern or (own.pattern if own is not None else None)
         problem = _problem(parameter, value, spec.label, pattern)
+        typed: Any = None
+        if not problem and value:
+            typed, problem = _typed(parameter.type, value, spec.label, language)
         if problem:
             where = f"fields.{read}" if read else f"params.{name}"
             problems.append(FieldProblem(field=where, message=problem))
         elif value:
-            values[name] = params[name] = value
+            values[name] = typed
     return Parameters(values, problems + _request_problems(business, effect, run, reading, values))
 
 
+def _typed(kind: FieldType, value: str, effect: str, language: str | None) -> tuple[Any, str]:
+    """(the value as the effect gets it, a problem): an amount as its decimal and ISO code, a
+    date in ISO form, anything else as the text rendered."""
+    try:
+        if kind == FieldType.AMOUNT:
+            number, currency = parse_amount(value, language=language)
+            if currency is None or currency not in CURRENCIES:
+                return None, f"names no ISO 4217 currency (for “{effect}”)"
+            return {"value": str(in_minor_units(number, currency)), "currency": currency}, ""
+        if kind == FieldType.DATE:
+            return parse_date(value, language=language).isoformat(), ""
+    except ValueError as exc:
+        return None, f"{exc} (for “{effect}”)"
+    return value, ""
+
+
+def template_params(values: dict[str, Any]) -> dict[str, Any]:
+    """Typed values as a template reads them: an amount is `params.amount.value` and
+    `params.amount.currency`, and prints as "2340.00 GBP"; a date prints in ISO form."""
+    return {
+        name: Money(cast(dict[str, str], value)) if isinstance(value, dict) else value
+        for name, value in values.items()
+    }
+
+
 def _request_problems(
-    business: Catalogue, effect: str, run: Run, reading: dict[str, Any], values: dict[str, str]
+    business: Catalogue, effect: str, run: Run, reading: dict[str, Any], values: dict[str, Any]
 ) -> list[FieldProblem]:
     """A request the effect's templates cannot be rendered for (a value they cannot use)."""
     try:
@@ -121,17 +162,22 @@ def effect_request(
     effect: str,
     run: Run,
     reading: dict[str, Any],
-    params: dict[str, str],
+    params: dict[str, Any],
 ) -> dict[str, Any] | None:
     """What an `http` or `email_reply` effect sends, rendered from the run when the effect is
     written, so every attempt sends the same and the run shows what went out. Secrets are not
     in it: a header that names one is filled in when the request is made. Raises
-    TemplateError."""
+    TemplateError.
+
+    Templates get the typed values (`params`): a date is ISO unless a filter writes it
+    otherwise (`| date` in the reply's language), an amount `params.amount.value` and
+    `params.amount.currency`, or `| money`."""
     spec = business.effects.get(effect)
     if spec is None or (spec.http is None and spec.email_reply is None):
         return None
+    typed = template_params(params)
     context = {
-        "params": {name: params.get(name, "") for name in spec.parameters},
+        "params": {name: typed.get(name, "") for name in spec.parameters},
         "run": run_context(run, reading),
         "customer": customer_context(run, business),
     }
@@ -147,6 +193,8 @@ def effect_request(
     if language not in config.templates:
         language = config.default_language
     message = config.templates[language]
+    # The filters write dates and money in the reply's language unless told another.
+    reply = {**context, LOCALE: language}
     event = run.normalized or {}
     thread = [str(item) for item in event.get("thread") or []]
     # The message answered: its Message-ID, which a mail's event id is unless it had none.
@@ -155,8 +203,8 @@ def effect_request(
     return {
         "to": str(event.get("sender") or ""),
         "language": language,
-        "subject": _text(message.subject, context).replace("\n", " ").strip(),
-        "body": _text(message.body, context),
+        "subject": _text(message.subject, reply).replace("\n", " ").strip(),
+        "body": _text(message.body, reply),
         "in_reply_to": answered,
         "references": [*thread, *([answered] if answered else [])],
     }
@@ -192,13 +240,6 @@ def _problem(parameter: ParameterSpec, value: str, effect: str, pattern: str | N
     if not value:
         return f"is needed for “{effect}” and was not found" if parameter.required else ""
     kind = parameter.type
-    try:
-        if kind == FieldType.AMOUNT:
-            parse_amount(value)
-        elif kind == FieldType.DATE:
-            parse_date(value)
-    except ValueError as exc:
-        return f"{exc} (for “{effect}”)"
     if kind == FieldType.REFERENCE and pattern and not re.fullmatch(pattern, value):
         return f"“{value}” does not look like a reference of this kind (for “{effect}”)"
     if kind == FieldType.EMAIL and not EMAIL.fullmatch(value):

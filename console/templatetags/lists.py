@@ -23,6 +23,7 @@ from approvals.selectors import InboxRow, sla_of, sla_when
 from automation.extraction import parse_amount
 from automation.recovery.selectors import queue_due_at
 from console import vocabulary
+from console.templatetags.values import typed_shown, typed_stored
 from core.keyset import order_link
 
 register = template.Library()
@@ -238,6 +239,6 @@ def payload_rows(payload: dict[str, Any]) -> list[tuple[str, str, str]]:
     )
     for key, value in flat.items():
         kind = PAYLOAD_KINDS.get(key)
-        shown = vocabulary.label(kind, value) if kind else str(value)
-        rows.append((vocabulary.humanize(key), shown, str(value)))
+        shown = vocabulary.label(kind, value) if kind else typed_shown(value)
+        rows.append((vocabulary.humanize(key), shown, typed_stored(value)))
     return rows

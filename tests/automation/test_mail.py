@@ -809,7 +809,7 @@ def test_the_heuristic_takes_the_total_over_the_first_amount(settings: object) -
     reading = read(
         mail_event("Line 1: EUR 100.00\nLine 2: 1.150,00 EUR\nTotal due: 1.250,00 EUR\nCUST-10001")
     )
-    assert reading["fields"]["amount"]["value"] == "1.250,00 EUR"
+    assert reading["fields"]["amount"]["value"] == "1250.00 EUR"
     assert reading["fields"]["amount"]["source"] == "Total due: 1.250,00 EUR"
     assert reading["fields"]["customer_reference"]["value"] == "CUST-10001"
     assert reading["fields"]["sender_name"]["value"] == "Accounts Payable"
