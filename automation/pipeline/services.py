@@ -703,7 +703,11 @@ def _accept_classification(
     run: Run, stage: Stage, decision: ClassifierDecision, business: Catalogue
 ) -> None:
     payload = decision.model_dump(mode="json")
-    problems = extraction_problems(payload["fields"], known_customers=customers_known)
+    # Read in the request's language: `03.04.2026` in a German mail is the 3rd of April.
+    language = (run.enrichment or {}).get("language") or None
+    problems = extraction_problems(
+        payload["fields"], known_customers=customers_known, language=language
+    )
     # The effect's parameters are made from this reading: a missing or malformed one is a
     # problem of the reading, for a person to correct before anything is decided.
     named = {problem.field for problem in problems}

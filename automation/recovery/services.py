@@ -326,7 +326,9 @@ def correction_problems(corrected: dict[str, Any], run: Run) -> list[FieldProble
         problems = validation_problems(exc)
     fields = corrected.get("fields")
     checked = extraction_problems(
-        fields if isinstance(fields, dict) else {}, known_customers=customers_known
+        fields if isinstance(fields, dict) else {},
+        known_customers=customers_known,
+        language=(run.enrichment or {}).get("language") or None,
     )
     named = {p.field for p in problems}
     problems += [p for p in checked if p.field not in named]

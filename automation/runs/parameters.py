@@ -105,7 +105,7 @@ def effect_parameters(
     declared = business.request_types.get(str(reading.get("category", "")))
     for name, parameter in spec.parameters.items():
         value = _rendered(parameter, {**context, "params": template_params(values)})
-        read = _field_read(parameter)
+        read = field_read(parameter)
         # A reference read from a field is held to the field's own pattern too.
         own = declared.fields.get(read) if declared is not None and read else None
         pattern = parameter.pattern or (own.pattern if own is not None else None)
@@ -249,7 +249,7 @@ def _problem(parameter: ParameterSpec, value: str, effect: str, pattern: str | N
     return ""
 
 
-def _field_read(parameter: ParameterSpec) -> str | None:
+def field_read(parameter: ParameterSpec) -> str | None:
     """The field a person corrects for this parameter: the one its template reads, if it
     reads exactly one (named as extraction names it, `fields.<name>`)."""
     read = {key for root, key in template_names(parameter.value) if root == "fields" and key}

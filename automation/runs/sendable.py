@@ -16,7 +16,7 @@ from typing import Any
 
 from automation.extraction import CURRENCIES, parse_amount
 from automation.runs.models import Run
-from automation.runs.parameters import _field_read, effect_parameters
+from automation.runs.parameters import effect_parameters, field_read
 from automation.schemas import FieldProblem
 from policy.catalogue import Catalogue, FieldType, ParameterSpec
 
@@ -62,5 +62,5 @@ def _money_problem(value: Any, effect: str) -> str:
 
 def _where(name: str, parameter: ParameterSpec) -> str:
     """The field a person corrects for this parameter, as the parameter checks name it."""
-    read = _field_read(parameter)
+    read = field_read(parameter)
     return f"fields.{read}" if read else f"params.{name}"
