@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from types import MethodType
 from typing import Any, Protocol
 
 from django.contrib.auth.models import User
@@ -225,7 +224,7 @@ def run_correct(
             raise CorrectionInvalid(problems)
         # What the person saw and corrected.
         after, changed = _person_reading(run, user, corrected, current_reading(run))
-        _read_by(run, run.correct_reading, user, reason, after, changed)
+        record_transition(run, run.correct_reading, **_read_by(user, reason, after, changed))
         _record(run, RecoveryKind.CORRECT, user, reason, "resumed", changed=changed)
         run_send(run)
         return CorrectionResult(run, changed)
@@ -266,7 +265,7 @@ def run_correct_rejected(
             replay, AuditAction.RUN_REPLAY_STARTED, actor=user, replay_of=original.pk, reason=reason
         )
         after, changed = _person_reading(replay, user, corrected, current_reading(original))
-        _read_by(replay, replay.correct_replay, user, reason, after, changed)
+        record_transition(replay, replay.correct_replay, **_read_by(user, reason, after, changed))
         kind = RecoveryKind.CORRECT_REJECTED
         _record(original, kind, user, reason, f"corrected as run {replay.pk}", replay=replay.pk)
         _record(replay, kind, user, reason, "resumed", replay_of=original.pk, changed=changed)
@@ -275,23 +274,16 @@ def run_correct_rejected(
 
 
 def _read_by(
-    run: Run,
-    transition: MethodType,
-    user: User,
-    reason: str,
-    after: dict[str, Any],
-    changed: dict[str, Any],
-) -> None:
-    """Give the run a person's reading by `transition`, on its record with what changed."""
-    record_transition(
-        run,
-        transition,
-        stage=Stage(StageName.CLASSIFY),
-        stage_outcome=StageOutcome.CORRECTED,
-        actor=user,
-        note={"reason": reason, "changed": changed},
-        decision=after,
-    )
+    user: User, reason: str, after: dict[str, Any], changed: dict[str, Any]
+) -> dict[str, Any]:
+    """What a transition giving the run a person's reading records: who, why and what changed."""
+    return {
+        "stage": Stage(StageName.CLASSIFY),
+        "stage_outcome": StageOutcome.CORRECTED,
+        "actor": user,
+        "note": {"reason": reason, "changed": changed},
+        "decision": after,
+    }
 
 
 def _person_reading(
