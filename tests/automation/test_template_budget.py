@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from automation.models import Effect, Run, State
 from core.codes import Outcome
-from tests.catalogues import activate_effects, http_effect
+from tests.catalogues import activate_effects, email_reply_effect, http_effect
 from tests.conftest import Pipeline, decision_for, make_event
 
 # Each accepted when stored, each over a budget (or failing) when rendered.
@@ -66,6 +66,22 @@ def test_a_body_template_over_its_budget_holds_the_run_with_the_template_named(
     (problem,) = json.loads(run.failure_detail)
     assert "effects.create_follow_up.http.body.ticket.subject" in problem["message"]
     assert why in problem["message"]
+    assert not Effect.objects.exists()
+
+
+def test_a_reply_template_over_its_budget_holds_the_run_with_the_language_and_part_named(
+    pipeline: Pipeline,
+) -> None:
+    body = "{% for a in run.body %}{% for b in run.body %}{% endfor %}{% endfor %}"
+    templates = {"en": {"subject": "Re: {{ run.subject }}", "body": body}}
+    activate_effects({"create_follow_up": email_reply_effect(templates)})
+
+    run = held(pipeline)
+
+    assert (run.state, run.queue) == (State.NEEDS_REVIEW, Outcome.EXTRACTION_INVALID)
+    (problem,) = json.loads(run.failure_detail)
+    assert "effects.create_follow_up.email_reply.templates.en.body: " in problem["message"]
+    assert "loops turn more than 100,000 times" in problem["message"]
     assert not Effect.objects.exists()
 
 
