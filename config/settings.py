@@ -12,6 +12,8 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from core.middleware import static_file_headers
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -66,7 +68,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: every answer under /api/ is JSON, whichever middleware or view made it.
+    # Outermost: a HEAD answer leaves without a body, whoever made it (core/middleware.py).
+    "core.middleware.HeadWithoutBodyMiddleware",
+    # Then: every answer under /api/ is JSON, whichever middleware or view made it.
     "automation.api.ApiErrorsAsJsonMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -272,6 +276,8 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 # WhiteNoise serves collected files in production (`collectstatic`); without them it
 # serves straight from the apps' static folders (the console's).
 WHITENOISE_USE_FINDERS = True
+# WhiteNoise answers before the middleware that sets the pages' security headers runs.
+WHITENOISE_ADD_HEADERS_FUNCTION = static_file_headers
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -292,6 +298,13 @@ if env_bool("GATEHOUSE_BEHIND_PROXY", False):
 # since anyone can send the header. N: the N-th address from the right is the client's.
 TRUSTED_PROXIES = env_int("GATEHOUSE_TRUSTED_PROXIES", 0)
 SESSION_COOKIE_HTTPONLY = True
+# A sign-in lasts a working day, not Django's two weeks: a session cookie left on a shared
+# or stolen machine stops opening the console by the next morning. Counted from the sign-in
+# (the session is not renewed on every request).
+SESSION_HOURS = env_int("GATEHOUSE_SESSION_HOURS", 12)
+if SESSION_HOURS < 1:
+    raise ImproperlyConfigured("GATEHOUSE_SESSION_HOURS must be a whole number of hours, 1 or more")
+SESSION_COOKIE_AGE = SESSION_HOURS * 3600
 X_FRAME_OPTIONS = "DENY"
 
 # django-q2 delivers a task at least once: the database row, not the message, is the truth.

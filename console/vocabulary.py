@@ -257,6 +257,9 @@ AUDIT: dict[str, Term] = {
     AuditAction.RUN_RESUMED: Term("Resumed", "Continued from a stored checkpoint."),
     AuditAction.RUN_REPLAYED: Term("Replayed", "A new run was started from this one's input."),
     AuditAction.RUN_REPLAY_STARTED: Term("Started as a replay", "Made from an earlier input."),
+    AuditAction.RUN_BATCH_PREPARED: Term(
+        "Prepared in a batch", "A person chose the run for a batch someone else started."
+    ),
     AuditAction.RUN_NUDGED: Term("Nudged", "Its next step was sent again."),
     AuditAction.SWEEP_NUDGED: Term("Nudged by the sweep", "A lost step was sent again."),
     AuditAction.RUN_WAITING: Term(
