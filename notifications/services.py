@@ -21,7 +21,6 @@ carries a decision (no link decides anything).
 from __future__ import annotations
 
 import logging
-import smtplib
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -128,7 +127,7 @@ def notifications_find(*, now: datetime) -> int:
                     group=group,
                     run_id=event.run_id,
                     approval=event.approval,
-                    subject=subject[:300],
+                    subject=one_line(subject)[:300],
                     body=body,
                     status={
                         Mode.OFF: Status.OFF,
@@ -169,7 +168,7 @@ def _chat_rows(event: Event, run: dict[str, Any] | None, now: datetime) -> list[
                 group=group,
                 run_id=event.run_id,
                 approval=event.approval,
-                subject=subject[:300],
+                subject=one_line(subject)[:300],
                 body=body,
                 next_attempt_at=now,
                 created_at=now,
@@ -475,8 +474,11 @@ def _send_next(now: datetime) -> str | None:
             return _give_up(row, "the person has no e-mail address")
         try:
             _mail(address, row.subject, row.body)
-        except (smtplib.SMTPException, OSError) as exc:
-            return _failed(row, f"{type(exc).__name__}: {exc}", now)
+        # Whatever one row raises is that row's failure: a malformed address (ValueError,
+        # HeaderParseError) caught only as SMTP errors were left the row first in the queue,
+        # failing every minute, and no later row was ever sent.
+        except Exception as exc:
+            return _failed(row, _reason(exc), now)
     else:
         chat = webhooks().get(row.group)
         if chat is None:
@@ -505,8 +507,8 @@ def _post(chat: tuple[Channel, str], row: Notification) -> str:
         }
     try:
         answer = httpx.post(url, json=payload, timeout=10)
-    except httpx.HTTPError as exc:
-        return f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # any (httpx.InvalidURL is no HTTPError): this row's failure
+        return _reason(exc)
     if answer.is_success:
         return ""
     return f"HTTP {answer.status_code} {answer.text[:200]}"
@@ -523,19 +525,32 @@ def _mail(address: str, subject: str, body: str) -> None:
     ).send()
 
 
+def _reason(exc: Exception) -> str:
+    """What went wrong, as the run page shows it: one line, no NUL (PostgreSQL refuses one in
+    a text column, which would fail the row's own record of its failure)."""
+    return one_line(f"{type(exc).__name__}: {exc}")
+
+
+def one_line(text: str) -> str:
+    """`text` on one line, without control characters: a subject or an error may carry a name
+    from outside (a username from the company sign-in), and a line break in a header is
+    refused by the mail library."""
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
+
+
 def _failed(row: Notification, error: str, now: datetime) -> str:
     if row.attempts >= MAX_ATTEMPTS:
         return _give_up(row, error)
     wait = BACKOFF_SECONDS[min(row.attempts - 1, len(BACKOFF_SECONDS) - 1)]
     row.next_attempt_at = now + timedelta(seconds=wait)
-    row.last_error = error[:1000]
+    row.last_error = one_line(error)[:1000]
     row.save(update_fields=["next_attempt_at", "last_error", "attempts"])
     logger.warning("could not tell %s of %s: %s", row.user, row.kind, error)
     return "retry"
 
 
 def _give_up(row: Notification, error: str) -> str:
-    row.status, row.last_error = Status.FAILED, error[:1000]
+    row.status, row.last_error = Status.FAILED, one_line(error)[:1000]
     row.save(update_fields=["status", "last_error", "attempts"])
     logger.warning("gave up telling %s of %s: %s", row.user, row.kind, error)
     return "failed"
@@ -574,8 +589,8 @@ def _digest_for(user_id: int, now: datetime) -> int:
         parts += [f"- {row.subject}", *(f"  {line}" for line in row.body.splitlines()[2:5]), ""]
     try:
         _mail(person.email, f"Your Gatehouse digest: {len(rows)} things", "\n".join(parts))
-    except (smtplib.SMTPException, OSError) as exc:
-        logger.warning("the digest for %s was not sent: %s", person, exc)
+    except Exception as exc:  # one person's digest (a malformed address) stops nobody else's
+        logger.warning("the digest for %s was not sent: %s", person.pk, _reason(exc))
         return 0
     Notification.objects.filter(pk__in=[r.pk for r in rows]).update(
         status=Status.DIGESTED, sent_at=now
