@@ -12,7 +12,12 @@ The events, each read from the approvals and runs as they are:
   time policy gives before it escalates;
 - it escalated (the members of the group it escalated to);
 - it is about to expire: the same last part of the time before it expires;
-- a run someone owns (claimed from a queue) is held again.
+- a run someone owns (claimed from a queue) is held again;
+- a comment mentions people or groups: those of them who may read the run (the run page's
+  check), never the writer.
+
+Whatever sending one row raises is that row's failure (retried, then given up), never the
+queue's: a malformed address stops no one else's mail.
 
 A message says what is asked, of whom and by when, with a link to the evidence; it never
 carries a decision (no link decides anything).
@@ -48,6 +53,7 @@ from approvals.models import ApprovalRequest, ApprovalStatus, Delegation
 from audit.models import AuditAction, AuditEvent
 from automation.conf import setting
 from automation.models import Run, RunComment, State
+from automation.runs.comments import group_may_read_run, may_read_run
 from notifications.models import Channel, Kind, Mode, Notification, Preference, Status
 
 logger = logging.getLogger("gatehouse.notifications")
@@ -104,6 +110,7 @@ def notifications_find(*, now: datetime) -> int:
     users |= {uid for e in events for uid in e.people}
     modes = _modes(users)
     runs = _runs({e.run_id for e in events if e.run_id is not None})
+    readers = _readers(events, members)
     rows = []
     for event in events:
         told = [(uid, g) for g in event.groups for uid in members.get(g, ())]
@@ -112,6 +119,8 @@ def notifications_find(*, now: datetime) -> int:
         told = [(uid, "") for uid in event.people] + told  # named first: told by name
         if event.comment is not None:  # the writer is not told of their own words
             told = [(uid, g) for uid, g in told if uid != event.comment.author_id]
+            # A mention gives no right to read: who may not read the run is not told of it.
+            told = [(uid, g) for uid, g in told if (uid, event.run_id) in readers]
         seen: set[int] = set()
         for user_id, group in told:
             if user_id in seen:  # in two of the groups: told once
@@ -159,6 +168,8 @@ def _chat_rows(event: Event, run: dict[str, Any] | None, now: datetime) -> list[
     for group in event.groups:
         if group not in chats:
             continue
+        if event.comment is not None and not group_may_read_run(group, event.run_id or 0):
+            continue  # a group that may not read the run: its chat is not told of a mention
         subject, body = _message(event, group, run, personal=False)
         rows.append(
             Notification(
@@ -331,6 +342,23 @@ def _delegated(now: datetime) -> Iterable[Event]:
                 owner_id=delegation.delegate_id,
                 delegation=delegation,
             )
+
+
+def _readers(events: list[Event], members: dict[str, list[int]]) -> set[tuple[int, int]]:
+    """(person, run) for each person a mention would tell who may read the run, by the run
+    page's own check (automation.runs.comments.may_read_run)."""
+    wanted: dict[int, set[int]] = defaultdict(set)
+    for event in events:
+        if event.comment is not None and event.run_id is not None:
+            named = {*event.people, *(uid for g in event.groups for uid in members.get(g, ()))}
+            wanted[event.run_id] |= named
+    people = User.objects.in_bulk({uid for ids in wanted.values() for uid in ids})
+    return {
+        (uid, run_id)
+        for run_id, ids in wanted.items()
+        for uid in ids
+        if uid in people and may_read_run(people[uid], run_id)
+    }
 
 
 def _members(groups: set[str]) -> dict[str, list[int]]:

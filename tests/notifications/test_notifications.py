@@ -421,3 +421,45 @@ def test_a_writer_whose_username_has_a_line_break_stops_nobodys_mail(
     subject = next(r for r in outbox.received if r.recipients == [named.email]).message["Subject"]
     assert "\n" not in subject and subject.startswith("ev il mentions you")
     assert Notification.objects.filter(approval=later, status=Status.SENT).exists()
+
+
+def test_a_mention_tells_only_those_who_may_read_the_run(
+    pipeline: Pipeline, outbox: Inbox, chat: str, settings: Any
+) -> None:
+    request = waiting_request(pipeline)  # routed to the security approvers
+    roles_ensure()
+    settings.GATEHOUSE = {
+        **settings.GATEHOUSE,
+        "NOTIFY_WEBHOOKS": {
+            "finance-approvers": f"slack:{chat}/finance",
+            request.group: f"slack:{chat}/security",
+        },
+    }
+    writer = member("writer", "ops-leads")
+    approver = member("approver", request.group)  # the run has a request for them: may read
+    member("auditor", "auditors")  # reads every run
+    outsider = member("outsider", "finance-approvers")  # no request of this run is theirs
+    member("nobody")  # in no group at all
+    Notification.objects.all().delete()
+    run_comment_add(
+        run_id=request.run_id,
+        author=writer,
+        body=f"@approver @auditor @outsider @nobody and @finance-approvers, @{request.group}",
+        now=timezone.now(),
+    )
+    now = timezone.now()
+    notifications_find(now=now)
+    notifications_send(now=now)
+
+    told = Notification.objects.filter(kind=Kind.MENTIONED)
+    assert sorted(told.exclude(user=None).values_list("user__username", flat=True)) == [
+        "approver",
+        "auditor",
+    ]
+    mentioned = Counter(
+        r.recipients[0] for r in outbox.received if "mentions" in r.message["Subject"]
+    )
+    assert mentioned == Counter({approver.email: 1, "auditor@shop.example": 1})
+    assert outsider.email not in sent_to(outbox)
+    # Only the chat of a group that may read the run is told of the comment.
+    assert [path for path, _ in ChatReceiver.posted if "mentions" in _["text"]] == ["/security"]
