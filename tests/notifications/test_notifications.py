@@ -463,3 +463,22 @@ def test_a_mention_tells_only_those_who_may_read_the_run(
     assert outsider.email not in sent_to(outbox)
     # Only the chat of a group that may read the run is told of the comment.
     assert [path for path, _ in ChatReceiver.posted if "mentions" in _["text"]] == ["/security"]
+
+
+def test_a_chat_webhook_that_is_no_url_is_that_rows_failure(
+    pipeline: Pipeline, outbox: Inbox, settings: Any
+) -> None:
+    request = waiting_request(pipeline)
+    settings.GATEHOUSE = {
+        **settings.GATEHOUSE,
+        "NOTIFY_WEBHOOKS": {request.group: "slack:http://[::1/broken"},  # httpx.InvalidURL
+    }
+    member("alice", request.group)
+    now = timezone.now() + timedelta(seconds=1)
+    notifications_find(now=now)
+
+    assert notifications_send(now=now) == {"sent": 1, "failed": 0, "retry": 1}
+
+    assert sent_to(outbox) == Counter({"alice@shop.example": 1})
+    chat_row = Notification.objects.get(channel="slack")
+    assert chat_row.status == Status.PENDING and "InvalidURL" in chat_row.last_error
