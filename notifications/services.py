@@ -346,12 +346,18 @@ def _delegated(now: datetime) -> Iterable[Event]:
 
 def _readers(events: list[Event], members: dict[str, list[int]]) -> set[tuple[int, int]]:
     """(person, run) for each person a mention would tell who may read the run, by the run
-    page's own check (automation.runs.comments.may_read_run)."""
-    wanted: dict[int, set[int]] = defaultdict(set)
+    page's own check (automation.runs.comments.may_read_run). Those already told are not
+    asked again: the comments of the last two days are looked at every minute."""
+    offered: dict[str, tuple[int, int]] = {}
     for event in events:
         if event.comment is not None and event.run_id is not None:
             named = {*event.people, *(uid for g in event.groups for uid in members.get(g, ()))}
-            wanted[event.run_id] |= named
+            offered |= {f"{event.key}:{uid}": (event.run_id, uid) for uid in named}
+    told = set(Notification.objects.filter(key__in=offered).values_list("key", flat=True))
+    wanted: dict[int, set[int]] = defaultdict(set)
+    for key, (run_id, uid) in offered.items():
+        if key not in told:
+            wanted[run_id].add(uid)
     people = User.objects.in_bulk({uid for ids in wanted.values() for uid in ids})
     return {
         (uid, run_id)
