@@ -109,7 +109,8 @@ def claimed_account(claims: dict[str, Any]) -> tuple[str, str]:
             EmailValidator()(email)
     except ValidationError as exc:
         raise SignInRefused(
-            f"claims refused ({'; '.join(exc.messages)}): username {raw!r}, e-mail {email!r}",
+            f"claims refused ({'; '.join(exc.messages)}): "
+            f"username {raw[:200]!r}, e-mail {email[:200]!r}",
             shown=BAD_CLAIMS,
         ) from exc
     return username, email
@@ -279,9 +280,9 @@ class CompanySignInBackend(OIDCAuthenticationBackend):
         return existing, False
 
     def check_linkable(self, user: User, *, subject: str) -> None:
-        """Whether a first sign-in may link this existing account: only one made to sign in
-        this way (no usable password, no identity yet: made before identities were kept, or
-        by an administrator for this person)."""
+        """Refuse, unless a first sign-in may link this existing account: only one made to
+        sign in this way (no usable password, no identity yet: made before identities were
+        kept, or by an administrator for this person)."""
         name = user.get_username()
         if user.is_superuser:
             raise SignInRefused(
