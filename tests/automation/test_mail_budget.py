@@ -139,6 +139,7 @@ def test_the_850_kb_subject_is_refused_before_the_header_parser_sees_it() -> Non
         ),
         ([b"X-Long: " + b"a" * 20_000], MailRefusal.HEADER_TOO_LONG),
         ([b"From: " + b"a@b.example, " * 400], MailRefusal.HEADER_TOO_LONG),
+        ([b"From: " + b"a@b.example, " * 11], MailRefusal.HEADER_TOO_LONG),
         ([b"Content-Type: text/plain; " + b"a=b; " * 60], MailRefusal.HEADER_TOO_LONG),
         ([b"X-Trace-%d: " % i + b"a" * 10_000 for i in range(30)], MailRefusal.HEADERS_TOO_LONG),
     ],
@@ -162,6 +163,18 @@ def test_the_headers_of_parts_and_forwarded_messages_count_too() -> None:
     with pytest.raises(MessageOverBudget) as refused:
         parse_message(raw)
     assert refused.value.code == MailRefusal.TOO_MANY_ENCODED_WORDS
+
+
+def test_only_the_first_fifty_attachments_are_read() -> None:
+    message = EmailMessage()
+    message["From"] = "a@b.example"
+    message["Subject"] = "Sixty files"
+    message.set_content("see attached")
+    for n in range(60):
+        message.add_attachment(b"%d" % n, maintype="application", subtype="octet-stream")
+    parsed = parse_message(message.as_bytes())
+    assert len(parsed.attachments) == 50
+    assert "10 attachments past the first 50 were not read" in parsed.notes
 
 
 def test_a_long_but_normal_message_reads_as_before() -> None:
