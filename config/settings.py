@@ -382,6 +382,13 @@ GATEHOUSE: dict[str, Any] = {
     "MAILBOX_BACKOFF_MAX_SECONDS": env_int("GATEHOUSE_MAILBOX_BACKOFF_MAX", 60),
     # Largest e-mail message accepted (raw bytes, attachments included).
     "MAX_MESSAGE_BYTES": env_int("GATEHOUSE_MAX_MESSAGE_BYTES", 10 * 1024 * 1024),
+    # What reading one message may take (automation.mail.MailLimits): the header lines of all
+    # its parts, one header (folded lines together), the encoded words (=?...?=) in them, and
+    # the HTML converted to text. A message over a header limit is kept as a refused record.
+    "MAX_HEADER_BLOCK_BYTES": env_int("GATEHOUSE_MAX_HEADER_BLOCK_BYTES", 256 * 1024),
+    "MAX_HEADER_BYTES": env_int("GATEHOUSE_MAX_HEADER_BYTES", 16 * 1024),
+    "MAX_ENCODED_WORDS": env_int("GATEHOUSE_MAX_ENCODED_WORDS", 1000),
+    "MAX_HTML_BYTES": env_int("GATEHOUSE_MAX_HTML_BYTES", 1024 * 1024),
     "CLASSIFIER_DEADLINE_SECONDS": env_int("GATEHOUSE_CLASSIFIER_DEADLINE", 20),
     "CLASSIFIER_MAX_ATTEMPTS": env_int("GATEHOUSE_CLASSIFIER_MAX_ATTEMPTS", 3),
     # The openai-compatible classifier: any chat-completions server (hosted, vLLM, Ollama,
