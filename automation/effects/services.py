@@ -388,7 +388,10 @@ def _apply(
             checkpoint={"effect": effect.pk, "response_status": delivery.status_code},
             outcome=Outcome.EFFECT_REJECTED,
             field=effect.name,
-            detail=f"HTTP {delivery.status_code}: {delivery.body[:300]}",
+            # Not the receiver's answer: the run's reason is read by everyone who reads the
+            # run (auditors too); the answer is kept with the effect for those who handle
+            # deliveries (automation.effects.selectors.sees_effect_answers).
+            detail=f"HTTP {delivery.status_code}: the receiver refused the effect",
             finished_at=now,
         )
     elif outcome == DeliveryResult.UNCERTAIN:
