@@ -239,6 +239,8 @@ INTERNAL = {
     "http://100.64.0.1/hook": "100.64.0.1 is a non-public address",
     "http://0.0.0.0/hook": "0.0.0.0 is an unspecified address",
     "http://224.0.0.1/hook": "224.0.0.1 is a multicast address",
+    "http://[2002:7f00:1::]/hook": "2002:7f00:1:: is a loopback address",  # 6to4
+    "http://[64:ff9b::a9fe:a9fe]/hook": "64:ff9b::a9fe:a9fe is a link-local address",  # NAT64
 }
 
 
@@ -285,6 +287,27 @@ def test_the_operator_allows_an_internal_host_by_name_and_port(
     (received,) = downstream.requests
     assert received.signature_valid
     assert received.headers["Host"] == f"localhost:{port}"
+
+
+@pytest.mark.parametrize(
+    ("allowed", "url", "refused"),
+    [
+        (["10.20.0.0/16"], "http://10.20.3.4/hook", False),
+        (["10.20.0.0/16"], "http://10.21.3.4/hook", True),
+        (["*"], "http://169.254.169.254/hook", False),
+        (["helpdesk.internal"], "http://10.20.3.4/hook", True),  # a name allows that name only
+    ],
+)
+def test_the_allow_list_takes_networks_names_or_everything(
+    policy: None, settings: SettingsWrapper, allowed: list[str], url: str, refused: bool
+) -> None:
+    settings.GATEHOUSE_EFFECT_PRIVATE_HOSTS = allowed
+    if refused:
+        assert "GATEHOUSE_EFFECT_PRIVATE_HOSTS" in refusal_at_save(sending(url))
+    else:
+        roles_ensure()
+        version, _ = policy_version_create(document=with_effects(sending(url)))
+        assert version.parsed.business.effects[EFFECT].http is not None
 
 
 def test_the_connection_goes_to_the_address_checked_never_to_a_second_lookup(
