@@ -165,7 +165,10 @@ def checked_address(host: str, port: int) -> IPAddress:
     connection takes is not ours to choose). Connecting to this address, and not to the name
     again, means a second lookup cannot answer differently (DNS rebinding). Raises
     EgressRefused, or OSError when the name does not resolve."""
-    addresses = resolve(host, port)
+    try:
+        addresses = resolve(host, port)
+    except ValueError as exc:  # OSError (no answer now) is the caller's: a retry may resolve
+        raise EgressRefused(f"the host name {host!r} cannot be looked up") from exc
     refusal = _first_refusal(host, port, addresses)
     if refusal is not None:
         raise EgressRefused(refusal)
@@ -190,6 +193,8 @@ def url_refusal(url: str) -> str | None:
     port = port or (443 if parts.scheme.lower() == "https" else 80)
     try:
         addresses = resolve(host, port)
-    except (OSError, UnicodeError):
+    except OSError:
         return None
+    except ValueError:  # a label too long for IDNA, a NUL: no lookup can be made of it
+        return "the address's host name cannot be looked up"
     return _first_refusal(host, port, addresses)

@@ -76,7 +76,10 @@ def pinned(url: str, headers: dict[str, str]) -> tuple[httpx.URL, dict[str, str]
     was checked at, and the request's extensions: the Host header (set in `headers`) and TLS
     (the certificate is checked against the name, sent as SNI) still say the name. Raises
     EgressRefused, or OSError when the name does not resolve."""
-    target = httpx.URL(url)
+    try:
+        target = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise EgressRefused(f"the address cannot be read: {exc}") from exc
     host = target.raw_host.decode("ascii")
     port = target.port or (443 if target.scheme == "https" else 80)
     address = checked_address(host, port)

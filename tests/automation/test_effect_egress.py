@@ -254,6 +254,12 @@ def test_an_internal_address_in_any_form_is_refused_at_save(
     assert "GATEHOUSE_EFFECT_PRIVATE_HOSTS" in message
 
 
+def test_a_host_name_no_lookup_can_be_made_of_is_refused_at_save(policy: None) -> None:
+    message = refusal_at_save(sending(f"https://{'a' * 64}.example/hook"))
+
+    assert f"{PLACE}.url: the address's host name cannot be looked up" in message
+
+
 def test_an_internal_address_is_refused_by_the_catalogue_check_too(
     policy: None, private_hosts_refused: None
 ) -> None:
