@@ -205,10 +205,10 @@ class HttpAdapter:
             return Delivery(DeliveryResult.RETRY, error_class=type(exc).__name__, detail=str(exc))
         except (httpx.LocalProtocolError, httpx.UnsupportedProtocol, UnicodeEncodeError) as exc:
             # The request could not be written as it is: refused before a byte was sent, so
-            # it is a definite failure, never "uncertain".
-            return Delivery(
-                DeliveryResult.NOT_SENT, error_class=type(exc).__name__, detail=str(exc)
-            )
+            # it is a definite failure, never "uncertain". The library's message is not kept:
+            # it may quote a header's value, which may be a secret.
+            detail = "the request could not be written as it is (a header value or the address)"
+            return Delivery(DeliveryResult.NOT_SENT, error_class=type(exc).__name__, detail=detail)
         except httpx.TransportError as exc:
             # Sent (or partly sent) and no answer: it may or may not have happened downstream.
             return Delivery(
