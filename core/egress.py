@@ -115,11 +115,13 @@ def _allowed_entries() -> list[str]:
 def _allowed(host: str, port: int, address: IPAddress) -> bool:
     """Whether GATEHOUSE_EFFECT_PRIVATE_HOSTS lets an effect reach `address` (an internal
     one) as `host:port`: `*`, a network holding it, or the host name (with its port)."""
+    forms = [address, *filter(None, [_embedded_ipv4(address)])]  # 127.0.0.0/8: ::ffff:127.0.0.1
     for entry in _allowed_entries():
         if entry == "*":
             return True
         try:
-            if address in ipaddress.ip_network(entry, strict=False):
+            network = ipaddress.ip_network(entry, strict=False)
+            if any(form in network for form in forms):
                 return True
             continue
         except ValueError:

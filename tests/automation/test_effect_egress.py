@@ -302,6 +302,7 @@ def test_the_operator_allows_an_internal_host_by_name_and_port(
         (["10.20.0.0/16"], "http://10.21.3.4/hook", True),
         (["*"], "http://169.254.169.254/hook", False),
         (["helpdesk.internal"], "http://10.20.3.4/hook", True),  # a name allows that name only
+        (["127.0.0.0/8"], "http://[::ffff:127.0.0.1]:8000/hook", False),  # its IPv6 form too
     ],
 )
 def test_the_allow_list_takes_networks_names_or_everything(
