@@ -40,9 +40,25 @@ def env_map(name: str) -> dict[str, str]:
     return {key.strip(): value.strip() for key, _, value in pairs if key.strip() and value.strip()}
 
 
+def env_list(name: str, default: str = "") -> list[str]:
+    """'a, b,c' -> ['a', 'b', 'c']."""
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
 DEBUG = env_bool("GATEHOUSE_DEBUG", False)
-# The demo key is only good for a laptop; production sets GATEHOUSE_SECRET_KEY.
-SECRET_KEY = os.environ.get("GATEHOUSE_SECRET_KEY", "insecure-demo-key-change-me")
+# The key signs sessions and password resets: a public one lets anyone forge them. Only a
+# laptop in debug mode (bin/demo; the dev settings give the tests theirs) runs without one.
+DEMO_SECRET_KEY = "insecure-demo-key-change-me"  # noqa: S105 - public on purpose
+SECRET_KEY = os.environ.get("GATEHOUSE_SECRET_KEY", "").strip()
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "GATEHOUSE_SECRET_KEY is not set: give the server a long random secret key "
+            "(python -c 'import secrets; print(secrets.token_urlsafe(50))'), or set "
+            "GATEHOUSE_DEBUG=1 on a laptop to run with the public demo key "
+            "(docs/operating.md: settings)"
+        )
+    SECRET_KEY = DEMO_SECRET_KEY
 ALLOWED_HOSTS = [
     h.strip()
     for h in os.environ.get("GATEHOUSE_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
@@ -436,6 +452,15 @@ GATEHOUSE: dict[str, Any] = {
     # the reports permission may read it.
     "METRICS_TOKEN": os.environ.get("GATEHOUSE_METRICS_TOKEN", ""),
 }
+
+# What effects may send and where (core/egress.py, docs/security.md: effects). The names of
+# the environment variables a catalogue may name as secrets (`{secret: NAME}`); the server's
+# own variables (GATEHOUSE_*, DATABASE_URL, DJANGO_*, PG*) never, even when listed here.
+GATEHOUSE_EFFECT_SECRETS = frozenset(env_list("GATEHOUSE_EFFECT_SECRETS"))
+# The internal addresses (loopback, link-local, private, ...) HTTP effects may reach: networks
+# (10.20.0.0/16, 127.0.0.1) or host names with an optional port (helpdesk.internal:8443), or
+# `*` for any. Empty: none, every effect goes to a public address.
+GATEHOUSE_EFFECT_PRIVATE_HOSTS = env_list("GATEHOUSE_EFFECT_PRIVATE_HOSTS")
 
 # The SMTP server `email_reply` effects send through (automation/effects/smtp.py): STARTTLS
 # with EMAIL_USE_TLS, credentials only from the environment.

@@ -181,6 +181,11 @@ STAGE_OUTCOMES: dict[str, Term] = {
     StageOutcome.UNWRITABLE: Term(
         "Could not be recorded", "The local record could not be written as it was."
     ),
+    StageOutcome.NOT_SENT: Term(
+        "Not sent",
+        "Gatehouse refused to send it: a secret, an address or a header the settings do not "
+        "allow. Nothing left.",
+    ),
 }
 
 # Rule ids are "<kind>.<detail>": the kind names what the rule checks.
