@@ -297,7 +297,9 @@ def approvals_decide_bulk(
         if request is None:
             results.append(BulkResult(request_id, "missing", "no such request"))
             continue
-        why = bulk_refusal(request) if approve else ""
+        # The same rules for a rejection as for an approval: what policy asks to be decided
+        # one at a time (or by more than one person) is never rejected in a batch either.
+        why = bulk_refusal(request)
         stale = binding_refusal(request=request, binding=binding, now=now_)
         if why or stale:
             code = stale or Refusal.FORBIDDEN

@@ -57,6 +57,9 @@ class AuditAction(models.TextChoices):
     RUN_RESUMED = "run.resumed"
     RUN_REPLAYED = "run.replayed"
     RUN_REPLAY_STARTED = "run.replay_started"
+    # A run a recovery batch worked, on the trail of the person who prepared the batch when
+    # someone else started it (the items are the starter's): both acted on the run.
+    RUN_BATCH_PREPARED = "run.batch_prepared"
     RUN_NUDGED = "run.nudged"
     SWEEP_NUDGED = "sweep.nudged"
     RUN_WAITING = "run.waiting"  # its classifier's server turned it away without a call

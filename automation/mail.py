@@ -5,6 +5,13 @@ returns what it could read and that list. The standard library's parser undernea
 fail on input it was never meant for; the caller (`services/intake.py`) turns that into a
 problem too. The caller stores the raw bytes before calling it, so a message nobody can read
 is still kept, exactly as it came.
+
+One message cannot exhaust the machine reading it (`MailLimits`, from settings). The standard
+header parser grows quadratically with the encoded words of one header (50,000 of them, 850
+KB, take over 20 GB), so header lines are counted as the parser splits them, before any is
+parsed: the bytes of all of them, of each one, and their encoded words. A message over one
+of those limits raises `MessageOverBudget` with its reason; the caller keeps it as a refused
+record. HTML is read up to a size, and its conversion to text is linear.
 """
 
 from __future__ import annotations
@@ -18,16 +25,128 @@ import re
 from dataclasses import dataclass, field
 from email.headerregistry import Address
 from email.message import EmailMessage, Message
+from email.policy import EmailPolicy
 from html.parser import HTMLParser
 from typing import Any
 
+from automation.conf import setting
 from automation.schemas import SUBJECT_LIMIT
+from core.codes import MailRefusal
 
 # Text taken from one attachment; the whole event keeps within the intake contract's limits.
 ATTACHMENT_TEXT_LIMIT = 8_000
 BODY_LIMIT = 20_000
 TEXT_TYPES = {"text/plain", "text/csv", "text/tab-separated-values", "text/markdown"}
 MESSAGE_ID = re.compile(r"<([^<>\s]+)>")
+
+
+@dataclass(frozen=True)
+class MailLimits:
+    """What reading one message may take: GATEHOUSE_MAX_HEADER_BLOCK_BYTES (every header line
+    of the message, its parts' included), GATEHOUSE_MAX_HEADER_BYTES (one header, its folded
+    lines together), GATEHOUSE_MAX_ENCODED_WORDS (`=?` in all header lines) and
+    GATEHOUSE_MAX_HTML_BYTES (HTML converted to text; the rest is not read)."""
+
+    header_block_bytes: int
+    header_bytes: int
+    encoded_words: int
+    html_bytes: int
+
+    @classmethod
+    def from_settings(cls) -> MailLimits:
+        return cls(
+            header_block_bytes=setting("MAX_HEADER_BLOCK_BYTES"),
+            header_bytes=setting("MAX_HEADER_BYTES"),
+            encoded_words=setting("MAX_ENCODED_WORDS"),
+            html_bytes=setting("MAX_HTML_BYTES"),
+        )
+
+
+class MessageOverBudget(ValueError):
+    """A message over a reading limit: not read further. `code` says which limit."""
+
+    def __init__(self, code: MailRefusal, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# The headers read for their structure cost the standard parser more than linear time: a From
+# of 500 addresses (4 KiB) takes it 0.4 s, parsed twice for a forwarded message; a 32 KiB one
+# 4.5 s; a Content-Type of 3,000 parameters 0.2 s at each of the dozen reads of a part. Real
+# ones are far shorter: these bounds are fixed, below GATEHOUSE_MAX_HEADER_BYTES.
+ADDRESS_HEADERS = {"from", "sender", "reply-to"}
+ADDRESS_HEADER_BYTES = 512
+# '@', ',' and '(' in one of them: an address tried parses its comments anew.
+ADDRESSES = 10
+MIME_HEADER_BYTES = 4 * 1024  # Content-*
+MIME_PARAMETERS = 50  # ';' in one of them
+# Attachments read (the event keeps as many): a forwarded message is parsed again to be kept.
+ATTACHMENT_COUNT = 50
+
+
+class _HeaderBudget:
+    """The header lines of one message counted against its limits, as they are split."""
+
+    def __init__(self, limits: MailLimits) -> None:
+        self.limits = limits
+        self.block_bytes = 0
+        self.encoded_words = 0
+
+    def count(self, name: str, value: str) -> None:
+        size = len(name) + len(value)
+        self.block_bytes += size
+        self.encoded_words += value.count("=?")
+        limits = self.limits
+        lower = name.lower()
+        mime = lower.startswith("content-")
+        limit = limits.header_bytes
+        if lower in ADDRESS_HEADERS or mime:
+            limit = min(limit, MIME_HEADER_BYTES if mime else ADDRESS_HEADER_BYTES)
+        if size > limit:
+            raise MessageOverBudget(
+                MailRefusal.HEADER_TOO_LONG,
+                f"has a {name[:100]!r} header of {size:,} bytes, over the limit of {limit:,} "
+                "for one header",
+            )
+        if mime and value.count(";") > MIME_PARAMETERS:
+            raise MessageOverBudget(
+                MailRefusal.HEADER_TOO_LONG,
+                f"has a {name[:100]!r} header of more than {MIME_PARAMETERS} parameters",
+            )
+        if lower in ADDRESS_HEADERS and sum(map(value.count, "@,(")) > ADDRESSES:
+            raise MessageOverBudget(
+                MailRefusal.HEADER_TOO_LONG,
+                f"has a {name[:100]!r} header of more than {ADDRESSES} addresses and comments",
+            )
+        if self.block_bytes > limits.header_block_bytes:
+            raise MessageOverBudget(
+                MailRefusal.HEADERS_TOO_LONG,
+                f"has more than {limits.header_block_bytes:,} bytes of header lines",
+            )
+        if self.encoded_words > limits.encoded_words:
+            raise MessageOverBudget(
+                MailRefusal.TOO_MANY_ENCODED_WORDS,
+                f"has more than {limits.encoded_words:,} encoded words (=?...?=) in its headers",
+            )
+
+
+class _BoundedPolicy(EmailPolicy):
+    """policy.default, with each header line counted against the message's budget when the
+    parser has split it and before anything parses it (the parser calls header_source_parse
+    once per header of every part, nested messages included, before it reads any of them)."""
+
+    budget: _HeaderBudget | None = None
+
+    def __init__(self, budget: _HeaderBudget) -> None:
+        super().__init__()
+        # A policy's attributes are read-only once made; EmailPolicy sets its own this way.
+        object.__setattr__(self, "budget", budget)
+
+    def header_source_parse(self, sourcelines: list[str]) -> tuple[str, str]:
+        name, value = super().header_source_parse(sourcelines)
+        if self.budget is not None:
+            self.budget.count(name, value)
+        return name, value
 
 
 @dataclass
@@ -125,8 +244,19 @@ class _TextFromHtml(HTMLParser):
         if not self.skipping:
             self.parts.append(data)
 
+    def close(self) -> None:
+        # What feed() could not finish is an unterminated tag, comment or declaration ('<!--'
+        # with no '-->', '<a ' with no '>'). CPython's close() before 3.11.13 (gh-135462)
+        # re-scans it to the end from each '<' in it: quadratic, a minute for 400 KB of
+        # '<!--'. At the end of input such a construct runs to the end and is no text (HTML5's
+        # "EOF in tag" and "EOF in comment"), which is what CPython does since: dropped here.
+        if self.rawdata.startswith("<"):
+            self.rawdata = ""
+        super().close()
+
 
 def html_to_text(markup: str) -> str:
+    """HTML as readable text, in time linear in its length."""
     parser = _TextFromHtml()
     parser.feed(markup)
     parser.close()
@@ -167,7 +297,7 @@ def _pdf_text(data: bytes, notes: list[str], name: str) -> str:
         return ""
 
 
-def _attachment(part: Message, notes: list[str], number: int) -> Attachment:
+def _attachment(part: Message, notes: list[str], number: int, limits: MailLimits) -> Attachment:
     content_type = part.get_content_type()
     name = part.get_filename() or f"part-{number}"
     if content_type == "message/rfc822":
@@ -176,7 +306,7 @@ def _attachment(part: Message, notes: list[str], number: int) -> Attachment:
         data = inner_message.as_bytes() if isinstance(inner_message, Message) else b""
         text = ""
         if isinstance(inner_message, Message):
-            text = _forwarded_text(inner_message, notes)
+            text = _forwarded_text(inner_message, notes, limits)
             name = part.get_filename() or f"{inner_message.get('subject', 'message')}.eml"
     else:
         payload = part.get_payload(decode=True)
@@ -195,8 +325,8 @@ def _attachment(part: Message, notes: list[str], number: int) -> Attachment:
     )
 
 
-def _forwarded_text(inner: Message, notes: list[str]) -> str:
-    body, _ = _bodies(inner, notes, [])
+def _forwarded_text(inner: Message, notes: list[str], limits: MailLimits) -> str:
+    body, _ = _bodies(inner, notes, [], limits)
     values = ((name, _header(inner, name, notes)) for name in ("From", "Date", "Subject"))
     header = "\n".join(f"{name}: {value}" for name, value in values if value)
     return f"{header}\n\n{body}".strip()
@@ -222,25 +352,43 @@ def _leaves(part: Message) -> Any:
             yield from _leaves(sub)
 
 
-def _bodies(message: Message, notes: list[str], attachments: list[Attachment]) -> tuple[str, str]:
+def _bodies(
+    message: Message, notes: list[str], attachments: list[Attachment], limits: MailLimits
+) -> tuple[str, str]:
     """(body text, format). Prefers text/plain; falls back to HTML reduced to text."""
     plain: list[str] = []
     markup: list[str] = []
+    skipped = 0
     for number, part in enumerate(_leaves(message), start=1):
         content_type = part.get_content_type()
         if part.get_content_disposition() == "attachment" or (
             content_type not in {"text/plain", "text/html"} and part is not message
         ):
-            attachments.append(_attachment(part, notes, number))
+            if len(attachments) < ATTACHMENT_COUNT:
+                attachments.append(_attachment(part, notes, number, limits))
+            else:
+                skipped += 1
         elif content_type == "text/html":
             markup.append(_decoded_text(part, notes))
         elif content_type == "text/plain":
             plain.append(_decoded_text(part, notes))
+    if skipped:
+        notes.append(f"{skipped} attachments past the first {ATTACHMENT_COUNT} were not read")
     if plain:
         return "\n\n".join(p.strip() for p in plain if p.strip()), "plain"
     if markup:
-        return "\n\n".join(html_to_text(m) for m in markup), "html"
+        return html_to_text(_within(markup, limits.html_bytes, notes)), "html"
     return "", "none"
+
+
+def _within(markup: list[str], limit: int, notes: list[str]) -> str:
+    """The HTML parts, joined, up to `limit` characters: the text body keeps only its first
+    BODY_LIMIT characters, so what lies past that much markup is never read."""
+    joined = "\n\n".join(markup)
+    if len(joined) <= limit:
+        return joined
+    notes.append(f"the HTML is {len(joined):,} characters: only its first {limit:,} were read")
+    return joined[:limit]
 
 
 def _sender(message: EmailMessage, problems: list[tuple[str, str]]) -> tuple[str, str]:
@@ -262,14 +410,16 @@ def _sender(message: EmailMessage, problems: list[tuple[str, str]]) -> tuple[str
     return addresses[0].addr_spec.lower(), addresses[0].display_name
 
 
-def parse_message(raw: bytes) -> ParsedMail:
+def parse_message(raw: bytes, limits: MailLimits | None = None) -> ParsedMail:
     """Everything Gatehouse reads from one message. What is wrong with it is listed as problems;
-    only a failure of the standard library's parser itself raises."""
+    a message over a reading limit (`limits`, else the settings') raises MessageOverBudget,
+    and only a failure of the standard library's parser itself raises otherwise."""
+    limits = limits or MailLimits.from_settings()
     problems: list[tuple[str, str]] = []
     notes: list[str] = []
     raw_hash = hashlib.sha256(raw).hexdigest()
-    message = email.message_from_bytes(raw, policy=email.policy.default)
-    assert isinstance(message, EmailMessage)  # noqa: S101 - guaranteed by policy.default
+    message = email.message_from_bytes(raw, policy=_BoundedPolicy(_HeaderBudget(limits)))
+    assert isinstance(message, EmailMessage)  # noqa: S101 - guaranteed by an EmailPolicy
     if not message.keys():
         problems.append(("message", "has no header lines: this is not an e-mail message"))
     for defect in message.defects:
@@ -282,7 +432,7 @@ def parse_message(raw: bytes) -> ParsedMail:
     sender, sender_name = _sender(message, problems) if message.keys() else ("", "")
     subject = _header(message, "Subject", notes)
     attachments: list[Attachment] = []
-    body, body_format = _bodies(message, notes, attachments)
+    body, body_format = _bodies(message, notes, attachments, limits)
     if not body.strip() and not subject.strip() and not any(a.text for a in attachments):
         problems.append(("body", "has no text to read: no subject, body or readable attachment"))
     in_reply_to = next(iter(message_ids(_header(message, "In-Reply-To", notes))), "")
@@ -298,7 +448,7 @@ def parse_message(raw: bytes) -> ParsedMail:
         references=[ref[:200] for ref in references][-20:],
         body=body.strip()[:BODY_LIMIT] or "(no text body)",
         body_format=body_format,
-        attachments=attachments[:50],
+        attachments=attachments,
         problems=problems,
         notes=notes[:20],
     )

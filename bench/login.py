@@ -58,6 +58,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    # Production's settings start only with a key; a local benchmark's own will do.
+    os.environ.setdefault("GATEHOUSE_SECRET_KEY", "bench-only-not-secret")
     django.setup()
     print(json.dumps(measure(args.runs)))
 

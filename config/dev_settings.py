@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import os
 
+# The tests and the demo run without a secret key of their own: the public demo key (which
+# production refuses). Set before production's settings read it; the servers the tests start
+# with the production settings inherit it.
+os.environ.setdefault("GATEHOUSE_SECRET_KEY", "insecure-demo-key-change-me")
+
 from config.settings import *  # noqa: F403
-from config.settings import INSTALLED_APPS, env_bool, env_float
+from config.settings import INSTALLED_APPS, env_bool, env_float, env_list
 
 INSTALLED_APPS = [*INSTALLED_APPS, "devtools", "devtools.receiver"]
 
@@ -25,3 +30,11 @@ FAULT_KILL_AFTER_DOWNSTREAM = env_bool("GATEHOUSE_FAULT_KILL_AFTER_DOWNSTREAM", 
 # A marker file; while it exists, the first worker to reach a classifier call removes it and
 # dies there (SIGKILL).
 FAULT_KILL_ONCE = os.environ.get("GATEHOUSE_FAULT_KILL_ONCE", "")
+# The demo's effects go to its receiver on this machine, and the tests' to receivers on
+# 127.0.0.1: loopback is allowed here, never by production's default.
+GATEHOUSE_EFFECT_PRIVATE_HOSTS = env_list("GATEHOUSE_EFFECT_PRIVATE_HOSTS", "127.0.0.0/8,::1")
+# The variable the demo's notifications are signed with (bin/demo sets it to the receiver's
+# secret: the receiver's own setting, a GATEHOUSE_ variable, is the server's and never sent).
+GATEHOUSE_EFFECT_SECRETS = frozenset(
+    env_list("GATEHOUSE_EFFECT_SECRETS", "DEMO_RECEIVER_SIGNING_KEY")
+)

@@ -12,6 +12,8 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from core.middleware import static_file_headers
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -38,9 +40,25 @@ def env_map(name: str) -> dict[str, str]:
     return {key.strip(): value.strip() for key, _, value in pairs if key.strip() and value.strip()}
 
 
+def env_list(name: str, default: str = "") -> list[str]:
+    """'a, b,c' -> ['a', 'b', 'c']."""
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
 DEBUG = env_bool("GATEHOUSE_DEBUG", False)
-# The demo key is only good for a laptop; production sets GATEHOUSE_SECRET_KEY.
-SECRET_KEY = os.environ.get("GATEHOUSE_SECRET_KEY", "insecure-demo-key-change-me")
+# The key signs sessions and password resets: a public one lets anyone forge them. Only a
+# laptop in debug mode (bin/demo; the dev settings give the tests theirs) runs without one.
+DEMO_SECRET_KEY = "insecure-demo-key-change-me"  # noqa: S105 - public on purpose
+SECRET_KEY = os.environ.get("GATEHOUSE_SECRET_KEY", "").strip()
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "GATEHOUSE_SECRET_KEY is not set: give the server a long random secret key "
+            "(python -c 'import secrets; print(secrets.token_urlsafe(50))'), or set "
+            "GATEHOUSE_DEBUG=1 on a laptop to run with the public demo key "
+            "(docs/operating.md: settings)"
+        )
+    SECRET_KEY = DEMO_SECRET_KEY
 ALLOWED_HOSTS = [
     h.strip()
     for h in os.environ.get("GATEHOUSE_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
@@ -66,7 +84,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: every answer under /api/ is JSON, whichever middleware or view made it.
+    # Outermost: a HEAD answer leaves without a body, whoever made it (core/middleware.py).
+    "core.middleware.HeadWithoutBodyMiddleware",
+    # Then: every answer under /api/ is JSON, whichever middleware or view made it.
     "automation.api.ApiErrorsAsJsonMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -272,6 +292,8 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 # WhiteNoise serves collected files in production (`collectstatic`); without them it
 # serves straight from the apps' static folders (the console's).
 WHITENOISE_USE_FINDERS = True
+# WhiteNoise answers before the middleware that sets the pages' security headers runs.
+WHITENOISE_ADD_HEADERS_FUNCTION = static_file_headers
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -292,6 +314,13 @@ if env_bool("GATEHOUSE_BEHIND_PROXY", False):
 # since anyone can send the header. N: the N-th address from the right is the client's.
 TRUSTED_PROXIES = env_int("GATEHOUSE_TRUSTED_PROXIES", 0)
 SESSION_COOKIE_HTTPONLY = True
+# A sign-in lasts a working day, not Django's two weeks: a session cookie left on a shared
+# or stolen machine stops opening the console by the next morning. Counted from the sign-in
+# (the session is not renewed on every request).
+SESSION_HOURS = env_int("GATEHOUSE_SESSION_HOURS", 12)
+if SESSION_HOURS < 1:
+    raise ImproperlyConfigured("GATEHOUSE_SESSION_HOURS must be a whole number of hours, 1 or more")
+SESSION_COOKIE_AGE = SESSION_HOURS * 3600
 X_FRAME_OPTIONS = "DENY"
 
 # django-q2 delivers a task at least once: the database row, not the message, is the truth.
@@ -369,6 +398,13 @@ GATEHOUSE: dict[str, Any] = {
     "MAILBOX_BACKOFF_MAX_SECONDS": env_int("GATEHOUSE_MAILBOX_BACKOFF_MAX", 60),
     # Largest e-mail message accepted (raw bytes, attachments included).
     "MAX_MESSAGE_BYTES": env_int("GATEHOUSE_MAX_MESSAGE_BYTES", 10 * 1024 * 1024),
+    # What reading one message may take (automation.mail.MailLimits): the header lines of all
+    # its parts, one header (folded lines together), the encoded words (=?...?=) in them, and
+    # the HTML converted to text. A message over a header limit is kept as a refused record.
+    "MAX_HEADER_BLOCK_BYTES": env_int("GATEHOUSE_MAX_HEADER_BLOCK_BYTES", 256 * 1024),
+    "MAX_HEADER_BYTES": env_int("GATEHOUSE_MAX_HEADER_BYTES", 16 * 1024),
+    "MAX_ENCODED_WORDS": env_int("GATEHOUSE_MAX_ENCODED_WORDS", 1000),
+    "MAX_HTML_BYTES": env_int("GATEHOUSE_MAX_HTML_BYTES", 1024 * 1024),
     "CLASSIFIER_DEADLINE_SECONDS": env_int("GATEHOUSE_CLASSIFIER_DEADLINE", 20),
     "CLASSIFIER_MAX_ATTEMPTS": env_int("GATEHOUSE_CLASSIFIER_MAX_ATTEMPTS", 3),
     # The openai-compatible classifier: any chat-completions server (hosted, vLLM, Ollama,
@@ -416,6 +452,15 @@ GATEHOUSE: dict[str, Any] = {
     # the reports permission may read it.
     "METRICS_TOKEN": os.environ.get("GATEHOUSE_METRICS_TOKEN", ""),
 }
+
+# What effects may send and where (core/egress.py, docs/security.md: effects). The names of
+# the environment variables a catalogue may name as secrets (`{secret: NAME}`); the server's
+# own variables (GATEHOUSE_*, DATABASE_URL, DJANGO_*, PG*) never, even when listed here.
+GATEHOUSE_EFFECT_SECRETS = frozenset(env_list("GATEHOUSE_EFFECT_SECRETS"))
+# The internal addresses (loopback, link-local, private, ...) HTTP effects may reach: networks
+# (10.20.0.0/16, 127.0.0.1) or host names with an optional port (helpdesk.internal:8443), or
+# `*` for any. Empty: none, every effect goes to a public address.
+GATEHOUSE_EFFECT_PRIVATE_HOSTS = env_list("GATEHOUSE_EFFECT_PRIVATE_HOSTS")
 
 # The SMTP server `email_reply` effects send through (automation/effects/smtp.py): STARTTLS
 # with EMAIL_USE_TLS, credentials only from the environment.

@@ -181,6 +181,11 @@ STAGE_OUTCOMES: dict[str, Term] = {
     StageOutcome.UNWRITABLE: Term(
         "Could not be recorded", "The local record could not be written as it was."
     ),
+    StageOutcome.NOT_SENT: Term(
+        "Not sent",
+        "Gatehouse refused to send it: a secret, an address or a header the settings do not "
+        "allow. Nothing left.",
+    ),
 }
 
 # Rule ids are "<kind>.<detail>": the kind names what the rule checks.
@@ -257,6 +262,9 @@ AUDIT: dict[str, Term] = {
     AuditAction.RUN_RESUMED: Term("Resumed", "Continued from a stored checkpoint."),
     AuditAction.RUN_REPLAYED: Term("Replayed", "A new run was started from this one's input."),
     AuditAction.RUN_REPLAY_STARTED: Term("Started as a replay", "Made from an earlier input."),
+    AuditAction.RUN_BATCH_PREPARED: Term(
+        "Prepared in a batch", "A person chose the run for a batch someone else started."
+    ),
     AuditAction.RUN_NUDGED: Term("Nudged", "Its next step was sent again."),
     AuditAction.SWEEP_NUDGED: Term("Nudged by the sweep", "A lost step was sent again."),
     AuditAction.RUN_WAITING: Term(

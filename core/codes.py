@@ -72,3 +72,12 @@ class Refusal(StrEnum):
     BAD_ACTION = "bad_action"
     TOO_MANY = "too_many"
     TOO_LONG = "too_long"
+
+
+class MailRefusal(StrEnum):
+    """Why a request was kept as a refused record, unread: stored on its run's checkpoint."""
+
+    TOO_LARGE = "too_large"  # over GATEHOUSE_MAX_MESSAGE_BYTES (or _EVENT_BYTES)
+    HEADERS_TOO_LONG = "headers_too_long"  # over GATEHOUSE_MAX_HEADER_BLOCK_BYTES
+    HEADER_TOO_LONG = "header_too_long"  # one header over GATEHOUSE_MAX_HEADER_BYTES
+    TOO_MANY_ENCODED_WORDS = "too_many_encoded_words"  # over GATEHOUSE_MAX_ENCODED_WORDS

@@ -1,10 +1,13 @@
-"""Security headers Django 5.2 does not set by itself, and refusing what no field accepts."""
+"""Security headers Django 5.2 does not set by itself, answers to HEAD without a body, and
+refusing what no field accepts."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from wsgiref.headers import Headers
 
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, QueryDict
+from django.http.response import HttpResponseBase
 
 # No inline script anywhere: text from requests and from the model can never run as code.
 CONTENT_SECURITY_POLICY = "; ".join(
@@ -47,6 +50,44 @@ DENIED_FEATURES = (
     "xr-spatial-tracking",
 )
 PERMISSIONS_POLICY = ", ".join(f"{feature}=()" for feature in DENIED_FEATURES)
+
+
+def static_file_headers(headers: Headers, path: str, url: str) -> None:
+    """WhiteNoise's hook for the files it serves (WHITENOISE_ADD_HEADERS_FUNCTION): it
+    answers before the middleware below it runs, so a static file gets the pages' security
+    headers here (an SVG or an HTML file among them cannot run script, be framed or ask for
+    a camera)."""
+    headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+    headers["X-Frame-Options"] = "DENY"
+    headers["Permissions-Policy"] = PERMISSIONS_POLICY
+    headers["Referrer-Policy"] = "same-origin"
+
+
+class HeadWithoutBodyMiddleware:
+    """An answer to HEAD is the answer to GET without its body: its headers, Content-Length
+    included. Django's development server drops the body itself, but a WSGI server need not
+    (gunicorn sends it), and on a kept-alive connection the client would read those bytes as
+    the start of the next answer: a proxy reusing the connection could hand one person's
+    page to another. First in MIDDLEWARE, so it sees every answer (static files too)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        response = self.get_response(request)
+        if request.method == "HEAD":
+            without_body(response)
+        return response
+
+
+def without_body(response: HttpResponseBase) -> None:
+    """Drop the body, keeping the headers that describe it. A stream (a file, a download) is
+    not read: its closers stay registered, so the server still closes what it holds."""
+    if isinstance(response, HttpResponse):
+        response.headers.setdefault("Content-Length", str(len(response.content)))
+        response.content = b""
+    elif response.streaming:
+        response.streaming_content = []  # type: ignore[attr-defined]
 
 
 class ContentSecurityPolicyMiddleware:

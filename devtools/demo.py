@@ -137,9 +137,10 @@ AMOUNT_APPROVAL = {
 
 
 # The demo's internal notifications leave over HTTP for the demo receiver under /demo/,
-# signed with the secret bin/demo makes for each start (by the variable's name).
+# signed with the secret bin/demo makes for each start (by the name of the variable it is
+# declared for effects under: config/dev_settings.py).
 RECEIVER_EFFECT = "send_internal_notification"
-RECEIVER_SIGNING_VARIABLE = "GATEHOUSE_DEMO_RECEIVER_SECRET"
+RECEIVER_SIGNING_VARIABLE = "DEMO_RECEIVER_SIGNING_KEY"
 
 
 def _receiver_port() -> str:

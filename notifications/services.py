@@ -12,7 +12,12 @@ The events, each read from the approvals and runs as they are:
   time policy gives before it escalates;
 - it escalated (the members of the group it escalated to);
 - it is about to expire: the same last part of the time before it expires;
-- a run someone owns (claimed from a queue) is held again.
+- a run someone owns (claimed from a queue) is held again;
+- a comment mentions people or groups: those of them who may read the run (the run page's
+  check), never the writer.
+
+Whatever sending one row raises is that row's failure (retried, then given up), never the
+queue's: a malformed address stops no one else's mail.
 
 A message says what is asked, of whom and by when, with a link to the evidence; it never
 carries a decision (no link decides anything).
@@ -21,7 +26,6 @@ carries a decision (no link decides anything).
 from __future__ import annotations
 
 import logging
-import smtplib
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -49,6 +53,7 @@ from approvals.models import ApprovalRequest, ApprovalStatus, Delegation
 from audit.models import AuditAction, AuditEvent
 from automation.conf import setting
 from automation.models import Run, RunComment, State
+from automation.runs.comments import group_may_read_run, may_read_run
 from notifications.models import Channel, Kind, Mode, Notification, Preference, Status
 
 logger = logging.getLogger("gatehouse.notifications")
@@ -109,6 +114,7 @@ def notifications_find(*, now: datetime) -> int:
     users |= {uid for e in events for uid in e.people}
     modes = _modes(users)
     runs = _runs({e.run_id for e in events if e.run_id is not None})
+    readers = _readers(events, members)
     rows = []
     for event in events:
         told = [(uid, g) for g in event.groups for uid in members.get(g, ())]
@@ -117,6 +123,8 @@ def notifications_find(*, now: datetime) -> int:
         told = [(uid, "") for uid in event.people] + told  # named first: told by name
         if event.comment is not None:  # the writer is not told of their own words
             told = [(uid, g) for uid, g in told if uid != event.comment.author_id]
+            # A mention gives no right to read: who may not read the run is not told of it.
+            told = [(uid, g) for uid, g in told if (uid, event.run_id) in readers]
         seen: set[int] = set()
         for user_id, group in told:
             if user_id in seen:  # in two of the groups: told once
@@ -132,7 +140,7 @@ def notifications_find(*, now: datetime) -> int:
                     group=group,
                     run_id=event.run_id,
                     approval=event.approval,
-                    subject=subject[:300],
+                    subject=one_line(subject)[:300],
                     body=body,
                     status={
                         Mode.OFF: Status.OFF,
@@ -164,6 +172,8 @@ def _chat_rows(event: Event, run: dict[str, Any] | None, now: datetime) -> list[
     for group in event.groups:
         if group not in chats:
             continue
+        if event.comment is not None and not group_may_read_run(group, event.run_id or 0):
+            continue  # a group that may not read the run: its chat is not told of a mention
         subject, body = _message(event, group, run, personal=False)
         rows.append(
             Notification(
@@ -173,7 +183,7 @@ def _chat_rows(event: Event, run: dict[str, Any] | None, now: datetime) -> list[
                 group=group,
                 run_id=event.run_id,
                 approval=event.approval,
-                subject=subject[:300],
+                subject=one_line(subject)[:300],
                 body=body,
                 next_attempt_at=now,
                 created_at=now,
@@ -338,6 +348,29 @@ def _delegated(now: datetime) -> Iterable[Event]:
             )
 
 
+def _readers(events: list[Event], members: dict[str, list[int]]) -> set[tuple[int, int]]:
+    """(person, run) for each person a mention would tell who may read the run, by the run
+    page's own check (automation.runs.comments.may_read_run). Those already told are not
+    asked again: the comments of the last two days are looked at every minute."""
+    offered: dict[str, tuple[int, int]] = {}
+    for event in events:
+        if event.comment is not None and event.run_id is not None:
+            named = {*event.people, *(uid for g in event.groups for uid in members.get(g, ()))}
+            offered |= {f"{event.key}:{uid}": (event.run_id, uid) for uid in named}
+    told = set(Notification.objects.filter(key__in=offered).values_list("key", flat=True))
+    wanted: dict[int, set[int]] = defaultdict(set)
+    for key, (run_id, uid) in offered.items():
+        if key not in told:
+            wanted[run_id].add(uid)
+    people = User.objects.in_bulk({uid for ids in wanted.values() for uid in ids})
+    return {
+        (uid, run_id)
+        for run_id, ids in wanted.items()
+        for uid in ids
+        if uid in people and may_read_run(people[uid], run_id)
+    }
+
+
 def _members(groups: set[str]) -> dict[str, list[int]]:
     """The active members of each group, by name (one query)."""
     found: dict[str, list[int]] = defaultdict(list)
@@ -479,8 +512,11 @@ def _send_next(now: datetime) -> str | None:
             return _give_up(row, "the person has no e-mail address")
         try:
             _mail(address, row.subject, row.body)
-        except (smtplib.SMTPException, OSError) as exc:
-            return _failed(row, f"{type(exc).__name__}: {exc}", now)
+        # Whatever one row raises is that row's failure: a malformed address (ValueError,
+        # HeaderParseError) caught only as SMTP errors were left the row first in the queue,
+        # failing every minute, and no later row was ever sent.
+        except Exception as exc:
+            return _failed(row, _reason(exc), now)
     else:
         chat = webhooks().get(row.group)
         if chat is None:
@@ -509,8 +545,8 @@ def _post(chat: tuple[Channel, str], row: Notification) -> str:
         }
     try:
         answer = httpx.post(url, json=payload, timeout=10)
-    except httpx.HTTPError as exc:
-        return f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # any (httpx.InvalidURL is no HTTPError): this row's failure
+        return _reason(exc)
     if answer.is_success:
         return ""
     return f"HTTP {answer.status_code} {answer.text[:200]}"
@@ -527,19 +563,32 @@ def _mail(address: str, subject: str, body: str) -> None:
     ).send()
 
 
+def _reason(exc: Exception) -> str:
+    """What went wrong, as the run page shows it: one line, no NUL (PostgreSQL refuses one in
+    a text column, which would fail the row's own record of its failure)."""
+    return one_line(f"{type(exc).__name__}: {exc}")
+
+
+def one_line(text: str) -> str:
+    """`text` on one line, without control characters: a subject or an error may carry a name
+    from outside (a username from the company sign-in), and a line break in a header is
+    refused by the mail library."""
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
+
+
 def _failed(row: Notification, error: str, now: datetime) -> str:
     if row.attempts >= MAX_ATTEMPTS:
         return _give_up(row, error)
     wait = BACKOFF_SECONDS[min(row.attempts - 1, len(BACKOFF_SECONDS) - 1)]
     row.next_attempt_at = now + timedelta(seconds=wait)
-    row.last_error = error[:1000]
+    row.last_error = one_line(error)[:1000]
     row.save(update_fields=["next_attempt_at", "last_error", "attempts"])
     logger.warning("could not tell %s of %s: %s", row.user, row.kind, error)
     return "retry"
 
 
 def _give_up(row: Notification, error: str) -> str:
-    row.status, row.last_error = Status.FAILED, error[:1000]
+    row.status, row.last_error = Status.FAILED, one_line(error)[:1000]
     row.save(update_fields=["status", "last_error", "attempts"])
     logger.warning("gave up telling %s of %s: %s", row.user, row.kind, error)
     return "failed"
@@ -575,8 +624,8 @@ def _digest_for(user_id: int, now: datetime) -> int:
         return 0
     try:
         _mail(person.email, f"Your Gatehouse digest: {len(rows)} things", digest_text(rows))
-    except (smtplib.SMTPException, OSError) as exc:
-        logger.warning("the digest for %s was not sent: %s", person, exc)
+    except Exception as exc:  # one person's digest (a malformed address) stops nobody else's
+        logger.warning("the digest for %s was not sent: %s", person.pk, _reason(exc))
         return 0
     Notification.objects.filter(pk__in=[r.pk for r in rows]).update(
         status=Status.DIGESTED, sent_at=now

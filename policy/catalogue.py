@@ -15,7 +15,9 @@ undefined names refused (`TEMPLATES`): a template can read the values it is give
 nothing else. An HTTP body is written as a YAML structure whose strings are templates, and
 is sent as JSON made from the rendered structure, so no value can break out of its string.
 A secret is never a value in the document: it is `{secret: VARIABLE}`, the name of an
-environment variable read when the effect is delivered.
+environment variable read when the effect is delivered, one the operator declared for effects
+and none of the server's own (core.egress: checked when a version is saved, with the settings
+of the address an HTTP effect may reach and the header values it may send).
 
 Typed values reach templates typed: an amount is `params.amount.value` (a decimal, as text)
 and `params.amount.currency` (ISO 4217), a date is ISO. Filters write them for people, with
@@ -48,9 +50,18 @@ from jinja2.sandbox import (
     UNSAFE_METHOD_ATTRIBUTES,
 )
 from jinja2.utils import pass_context
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
+from core.egress import header_value_refusal, secret_refusal, url_refusal
 from core.limits import NOTE
 from policy.sandbox import BudgetedSandbox, render
 
@@ -302,6 +313,45 @@ class Secret(Strict):
     secret: EnvName
 
 
+def _new_version(info: ValidationInfo) -> bool:
+    """Whether the document is about to be stored (policy.schemas.NEW_VERSION): what the
+    settings allow is checked then; a version stored before is read back as it was (and its
+    deliveries are checked again, automation.effects.http)."""
+    return isinstance(info.context, dict) and bool(info.context.get("new_version"))
+
+
+def _declared(secret: Secret, info: ValidationInfo) -> Secret:
+    if _new_version(info):
+        refusal = secret_refusal(secret.secret)
+        if refusal is not None:
+            raise PydanticCustomError("undeclared_secret", refusal)
+    return secret
+
+
+# Template syntax in a header value: headers are sent as written, never rendered.
+TEMPLATE_SYNTAX = re.compile(r"\{[{%#]")
+
+
+def _sendable(value: str | Secret, info: ValidationInfo) -> str | Secret:
+    if isinstance(value, Secret):
+        return _declared(value, info)
+    if not _new_version(info):
+        return value
+    refusal = header_value_refusal(value)
+    if refusal is None and TEMPLATE_SYNTAX.search(value):
+        refusal = (
+            "a header value is sent as written, not rendered as a template: write the value "
+            "out, or send what varies in the body"
+        )
+    if refusal is not None:
+        raise PydanticCustomError("header_value", refusal)
+    return value
+
+
+# A secret an effect sends: one the operator declared for effects (core.egress).
+EffectSecret = Annotated[Secret, AfterValidator(_declared)]
+HeaderValue = Annotated[str | Secret, AfterValidator(_sendable)]
+
 # Header names whose value is a credential: given as a value, it would sit in every version
 # and every diff. A catalogue names the variable instead (`{secret: HELPDESK_TOKEN}`).
 CREDENTIAL_HEADER = re.compile(r"authorization|token|secret|api[-_]?key|password|cookie", re.I)
@@ -328,11 +378,12 @@ class HttpConfig(Strict):
         Field(max_length=2000),
         _words_if_not(r"https?://\S+", "must be an address starting with https:// or http://"),
     ]
-    headers: dict[HeaderName, str | Secret] = Field(default_factory=dict, max_length=30)
+    # Sent as written (no templates), a credential by the name of its variable.
+    headers: dict[HeaderName, HeaderValue] = Field(default_factory=dict, max_length=30)
     # The JSON body, as a structure whose strings are templates.
     body: Any = None
     idempotency_header: HeaderName = "Idempotency-Key"
-    signing: Secret | None = None
+    signing: EffectSecret | None = None
     connect_timeout: Annotated[float, Field(gt=0, le=60)] = 3.0
     read_timeout: Annotated[float, Field(gt=0, le=300)] = 10.0
     max_attempts: Annotated[int, Field(ge=1, le=50)] = 6
@@ -341,11 +392,15 @@ class HttpConfig(Strict):
 
     @field_validator("url")
     @classmethod
-    def _no_credentials_in_url(cls, url: str) -> str:
+    def _no_credentials_in_url(cls, url: str, info: ValidationInfo) -> str:
         if USERINFO.match(url):
             raise ValueError(
                 "the address carries a user name or password: name a secret in a header instead"
             )
+        if _new_version(info):
+            refusal = url_refusal(url)
+            if refusal is not None:
+                raise PydanticCustomError("effect_address", refusal)
         return url
 
     @field_validator("headers")
@@ -429,9 +484,6 @@ class EffectSpec(Strict):
         found: list[tuple[str, str]] = []
         if self.http is not None:
             found += _strings(self.http.body, "http.body")
-            found += [
-                (f"http.headers.{n}", v) for n, v in self.http.headers.items() if isinstance(v, str)
-            ]
         if self.email_reply is not None:
             for language, message in self.email_reply.templates.items():
                 where = f"email_reply.templates.{language}"

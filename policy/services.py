@@ -206,6 +206,7 @@ def _version_create(document: PolicyDocument, author: User | None) -> tuple[Poli
     problem = version_name_problem(document.version)
     if problem is not None:
         raise PolicyError(problem, where="version")
+    _checked_as_new(document)
     _groups_exist(document)
     version = PolicyVersion.objects.create(
         name=document.version,
@@ -217,6 +218,15 @@ def _version_create(document: PolicyDocument, author: User | None) -> tuple[Poli
     )
     _forget_businesses()
     return version, True
+
+
+def _checked_as_new(document: PolicyDocument) -> None:
+    """Whoever built the document (a form, a file, a command), it is held to every rule a new
+    version is (NEW_VERSION): what its effects may send, and where, by the settings of now."""
+    try:
+        PolicyDocument.model_validate(document.stored(), context=NEW_VERSION)
+    except ValidationError as exc:
+        raise PolicyError(describe_validation_error(exc)) from exc
 
 
 def _groups_exist(document: PolicyDocument) -> None:

@@ -20,7 +20,22 @@ from policy.schemas import NEW_VERSION, PolicyDocument
 from policy.services import parse_policy_text, policy_version_activate, policy_version_create
 
 # The variable a test's HTTP effects are signed with (tests set it with monkeypatch).
-SIGNING_VARIABLE = "GATEHOUSE_TEST_SIGNING_SECRET"
+SIGNING_VARIABLE = "TEST_EFFECT_SIGNING_SECRET"
+# Every variable the tests' catalogues (and the shipped examples they load) name as a secret:
+# declared for effects in every test (tests/conftest.py), as an operator would.
+TEST_SECRETS = frozenset(
+    {
+        SIGNING_VARIABLE,
+        "TEST_EFFECT_HELPDESK_TOKEN",
+        "TEST_EFFECT_WARRANTY_DESK_TOKEN",
+        "HELPDESK_TOKEN",
+        "HELPDESK_SIGNING_KEY",
+        "HELPDESK_AUTHORIZATION",
+        "PAYMENTS_AUTHORIZATION",
+        "PAYMENTS_SIGNING_KEY",
+        "DESK_WEBHOOK_TOKEN",
+    }
+)
 _numbers = itertools.count(1)
 
 
@@ -41,9 +56,12 @@ def email_reply_effect(templates: dict[str, dict[str, str]], **config: Any) -> d
     }
 
 
-def with_effects(effects: dict[str, dict[str, Any]], **changes: Any) -> PolicyDocument:
+def with_effects(
+    effects: dict[str, dict[str, Any]], *, checked: bool = True, **changes: Any
+) -> PolicyDocument:
     """The active document with these catalogue effects (added or replaced) and top-level
-    `changes`, under a new version name."""
+    `changes`, under a new version name; `checked=False` skips the checks of a save (what a
+    version written straight into the table would be)."""
     active = PolicyVersion.objects.get(is_active=True)
     data = active.parsed.stored()
     catalogue = changes.pop("catalogue", None) or data.get("catalogue")
@@ -57,7 +75,7 @@ def with_effects(effects: dict[str, dict[str, Any]], **changes: Any) -> PolicyDo
             **entry,
         }
     data.update(catalogue=catalogue, version=f"{active.name}-fx{next(_numbers)}", **changes)
-    return PolicyDocument.model_validate(data, context=NEW_VERSION)
+    return PolicyDocument.model_validate(data, context=NEW_VERSION if checked else None)
 
 
 def activate_effects(effects: dict[str, dict[str, Any]], **changes: Any) -> PolicyVersion:
@@ -66,6 +84,17 @@ def activate_effects(effects: dict[str, dict[str, Any]], **changes: Any) -> Poli
     roles_ensure()
     version, _ = policy_version_create(document=with_effects(effects, **changes))
     return policy_version_activate(name=version.name)
+
+
+def force_effects(effects: dict[str, dict[str, Any]]) -> PolicyVersion:
+    """with_effects(...) written straight into the table and activated, past every check a
+    save makes: what a delivery must still refuse to send."""
+    roles_ensure()
+    document = with_effects(effects, checked=False)
+    PolicyVersion.objects.create(
+        name=document.version, document=document.stored(), checksum=document.checksum()
+    )
+    return policy_version_activate(name=document.version)
 
 
 # A business of its own for the correction form's tests (tests/data/venue-hire-1.yaml).

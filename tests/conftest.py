@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections import deque
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -30,6 +31,7 @@ from core import embedded_db
 from core.dispatch import Message, inline
 from policy import selectors
 from policy.services import policy_ensure_defaults
+from tests.catalogues import TEST_SECRETS
 
 
 @pytest.fixture(scope="session")
@@ -39,6 +41,15 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
     process is gone) is dropped before this run creates its own."""
     if settings.GATEHOUSE_EMBEDDED_DATABASE:
         settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = embedded_db.test_database()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def effect_secrets_of_the_tests() -> None:
+    """The variables the tests' catalogues name as secrets are declared for effects, in this
+    process and in every server or worker a test starts (they read the environment)."""
+    names = sorted(settings.GATEHOUSE_EFFECT_SECRETS | TEST_SECRETS)
+    os.environ["GATEHOUSE_EFFECT_SECRETS"] = ",".join(names)
+    settings.GATEHOUSE_EFFECT_SECRETS = frozenset(names)
 
 
 def make_event(**overrides: Any) -> dict[str, Any]:

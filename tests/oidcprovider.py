@@ -37,6 +37,10 @@ class Provider:
     # The claims of whoever signs in next: sub, preferred_username, email, groups.
     person: dict[str, Any] = field(default_factory=dict)
     id_token_changes: dict[str, Any] = field(default_factory=dict)
+    # The `kid` the id_tokens' header names (none: a header without one), and how many other
+    # keys the JWKS publishes beside the signing one.
+    kid: str | None = KEY_ID
+    other_keys: int = 0
     key: rsa.RSAPrivateKey = field(
         default_factory=lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048)
     )
@@ -71,7 +75,12 @@ class Provider:
 
     def jwks(self) -> dict[str, Any]:
         public = RSAAlgorithm.to_jwk(self.key.public_key(), as_dict=True)
-        return {"keys": [{**public, "kid": KEY_ID, "alg": "RS256", "use": "sig"}]}
+        keys = [{**public, "kid": KEY_ID, "alg": "RS256", "use": "sig"}]
+        for number in range(self.other_keys):
+            other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            public = RSAAlgorithm.to_jwk(other.public_key(), as_dict=True)
+            keys.append({**public, "kid": f"other-key-{number}", "alg": "RS256", "use": "sig"})
+        return {"keys": keys}
 
     def authorize(self, query: dict[str, str]) -> str:
         """Where the browser goes next: back to the client with a code and the state."""
@@ -105,7 +114,8 @@ class Provider:
         }
         access_token = secrets.token_urlsafe(16)
         self.access_tokens[access_token] = claims
-        signed = jwt.encode(id_token, self.key, algorithm="RS256", headers={"kid": KEY_ID})
+        header = {"kid": self.kid} if self.kid is not None else None
+        signed = jwt.encode(id_token, self.key, algorithm="RS256", headers=header)
         return {
             "access_token": access_token,
             "token_type": "Bearer",

@@ -37,9 +37,10 @@ def _answers(port: int) -> bool:
 
 
 @contextlib.contextmanager
-def gunicorn(timeout: float = 60) -> Iterator[str]:
+def gunicorn(timeout: float = 60, threads: int = 1) -> Iterator[str]:
     """gunicorn on a free port with the production settings; yields its base URL. The
-    test's rows must be committed (transaction=True) for the server to see them."""
+    test's rows must be committed (transaction=True) for the server to see them. With
+    `threads` over 1 its worker is a threaded one, which keeps connections alive."""
     connection.close()  # the server's workers use their own sessions
     port = _free_port()
     env = {
@@ -48,7 +49,16 @@ def gunicorn(timeout: float = 60) -> Iterator[str]:
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "GATEHOUSE_LOG_LEVEL": "WARNING",
     }
-    command = [sys.executable, "-m", "gunicorn", "config.wsgi", "-w", "1"]
+    command = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "config.wsgi",
+        "-w",
+        "1",
+        "--threads",
+        str(threads),
+    ]
     server = subprocess.Popen(  # noqa: S603 - our own interpreter, fixed arguments
         [*command, "-b", f"127.0.0.1:{port}"],
         cwd=REPO,

@@ -63,3 +63,34 @@ def test_the_dev_settings_add_the_development_tools_to_production() -> None:
         app for app in dev_settings.INSTALLED_APPS if app not in production_settings.INSTALLED_APPS
     ]
     assert added == ["devtools", "devtools.receiver"]
+
+
+SHOW_KEY = (
+    "import django; django.setup(); from django.conf import settings; print(settings.SECRET_KEY)"
+)
+
+
+def _start(**env: str) -> subprocess.CompletedProcess[str]:
+    """Load the production settings in a fresh process with this environment (no key of the
+    tests', no debug mode unless given)."""
+    unset = ("GATEHOUSE_SECRET_KEY", "GATEHOUSE_DEBUG")
+    clean = {k: v for k, v in os.environ.items() if k not in unset}
+    env = {**clean, "DJANGO_SETTINGS_MODULE": "config.settings", **env}
+    command = [sys.executable, "-c", SHOW_KEY]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)  # noqa: S603
+
+
+def test_production_refuses_to_start_without_a_secret_key() -> None:
+    refused = _start()
+    assert refused.returncode != 0
+    assert "GATEHOUSE_SECRET_KEY is not set" in refused.stderr
+    assert refused.stdout == ""
+
+    assert _start(GATEHOUSE_SECRET_KEY=" ").returncode != 0  # blank is no key
+    started = _start(GATEHOUSE_SECRET_KEY="k" * 50)
+    assert (started.returncode, started.stdout.strip()) == (0, "k" * 50)
+
+
+def test_only_a_laptop_in_debug_mode_runs_with_the_public_demo_key() -> None:
+    started = _start(GATEHOUSE_DEBUG="1")
+    assert (started.returncode, started.stdout.strip()) == (0, production_settings.DEMO_SECRET_KEY)

@@ -12,6 +12,13 @@ by key. Two attempts never carry the same signature, even within one second.
 
 An answer that says the effect was already performed (a 2xx, or a 409 marked with
 `Idempotent-Replayed: true` or a JSON body with `"already_performed": true`) is a delivery.
+
+Before anything is sent, each attempt checks again what the catalogue was checked for when
+it was saved (core.egress): every secret is one declared for effects and none of the server's,
+every header value can be sent as it is, and every address the host resolves to is one the
+settings allow. The connection then goes to the address that was checked, never to the name
+again (a second lookup could answer otherwise). A refusal sends nothing: the attempt is
+NOT_SENT, and the run waits for a person.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import httpx
 
 from automation.effects.base import Delivery
 from automation.effects.models import DeliveryResult, Effect
+from core.egress import EgressRefused, checked_address, header_value_refusal, secret_refusal
 from policy.catalogue import HttpConfig, Secret
 from policy.schemas import canonical_json
 
@@ -52,10 +60,31 @@ class MissingSecret(Exception):
 
 
 def secret_value(secret: Secret) -> str:
+    """The value of a secret the settings let effects send. Raises EgressRefused for one they
+    do not (whatever the stored document says), MissingSecret for one that is not set."""
+    refusal = secret_refusal(secret.secret)
+    if refusal is not None:
+        raise EgressRefused(refusal)
     value = os.environ.get(secret.secret, "")
     if not value:
         raise MissingSecret(f"the environment variable {secret.secret} is not set")
     return value
+
+
+def pinned(url: str, headers: dict[str, str]) -> tuple[httpx.URL, dict[str, str]]:
+    """The address to send to, with the host the settings allow replaced by the address it
+    was checked at, and the request's extensions: the Host header (set in `headers`) and TLS
+    (the certificate is checked against the name, sent as SNI) still say the name. Raises
+    EgressRefused, or OSError when the name does not resolve."""
+    try:
+        target = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise EgressRefused(f"the address cannot be read: {exc}") from exc
+    host = target.raw_host.decode("ascii")
+    port = target.port or (443 if target.scheme == "https" else 80)
+    address = checked_address(host, port)
+    headers["Host"] = target.netloc.decode("ascii")
+    return target.copy_with(host=str(address)), {"sni_hostname": host}
 
 
 def new_nonce() -> str:
@@ -131,7 +160,8 @@ class HttpAdapter:
         self.deadline_seconds = config.deadline_seconds
 
     def request(self, effect: Effect) -> tuple[bytes, dict[str, str]]:
-        """The body and headers one attempt sends. Raises MissingSecret."""
+        """The body and headers one attempt sends. Raises MissingSecret, or EgressRefused for
+        a secret or a header value that may not be sent (its value is never in the message)."""
         rendered = (effect.payload.get("request") or {}).get("body")
         body = canonical_json(effect.payload if rendered is None else rendered).encode()
         headers = {"Content-Type": "application/json"}
@@ -143,23 +173,42 @@ class HttpAdapter:
             headers[SIGNATURE_HEADER] = sign(
                 secret, body, timestamp=int(time.time()), nonce=new_nonce()
             )
+        for name, value in headers.items():
+            refusal = header_value_refusal(value)
+            if refusal is not None:
+                raise EgressRefused(f"header {name}: {refusal}")
         return body, headers
 
     def deliver(self, effect: Effect) -> Delivery:
         try:
             body, headers = self.request(effect)
+            url, extensions = pinned(self.config.url, headers)
         except MissingSecret as exc:
             # Nothing was sent; once the variable is set, a retry sends it.
             return Delivery(DeliveryResult.RETRY, error_class="MissingSecret", detail=str(exc))
+        except EgressRefused as exc:
+            return Delivery(DeliveryResult.NOT_SENT, error_class="EgressRefused", detail=str(exc))
+        except OSError as exc:  # the name does not resolve (now): nothing was sent
+            return Delivery(DeliveryResult.RETRY, error_class="NameNotResolved", detail=str(exc))
         timeout = httpx.Timeout(self.config.read_timeout, connect=self.config.connect_timeout)
         try:
             # No client-side retries: the outbox owns every retry and counts each attempt.
             with httpx.Client(timeout=timeout, follow_redirects=False) as client:
                 response = client.request(
-                    self.config.method, self.config.url, content=body, headers=headers
+                    self.config.method,
+                    url,
+                    content=body,
+                    headers=headers,
+                    extensions=extensions,
                 )
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             return Delivery(DeliveryResult.RETRY, error_class=type(exc).__name__, detail=str(exc))
+        except (httpx.LocalProtocolError, httpx.UnsupportedProtocol, UnicodeEncodeError) as exc:
+            # The request could not be written as it is: refused before a byte was sent, so
+            # it is a definite failure, never "uncertain". The library's message is not kept:
+            # it may quote a header's value, which may be a secret.
+            detail = "the request could not be written as it is (a header value or the address)"
+            return Delivery(DeliveryResult.NOT_SENT, error_class=type(exc).__name__, detail=detail)
         except httpx.TransportError as exc:
             # Sent (or partly sent) and no answer: it may or may not have happened downstream.
             return Delivery(

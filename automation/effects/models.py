@@ -70,6 +70,9 @@ class DeliveryResult(models.TextChoices):
     REJECTED = "rejected"  # refused for good (4xx, a record that cannot be written)
     UNCERTAIN = "uncertain"  # sent, no answer: it may have been performed
     LOST = "lost"  # the worker died before it recorded the attempt
+    # Refused before anything was sent: a secret, an address or a header value the settings
+    # do not allow (core.egress). Definite: a person changes the settings or the catalogue.
+    NOT_SENT = "not_sent"
 
 
 class EffectAttempt(models.Model):

@@ -4,10 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Count, Q
 
 from automation.effects.models import Effect, EffectControl, EffectStatus
 from policy.selectors import stored_businesses
+
+# Who reads what a receiver answered (the start of its body, kept with the effect and its
+# attempts): the people who handle deliveries, to diagnose one. It is another system's text,
+# which may carry its data or its internals: auditors and approvers see the status only.
+TECHNICAL_DETAIL_PERMISSIONS = ("automation.recover_run", "automation.change_effectcontrol")
+
+
+def sees_effect_answers(user: User | AnonymousUser) -> bool:
+    """Whether `user` may read the receivers' answers to effects."""
+    return any(user.has_perm(permission) for permission in TECHNICAL_DETAIL_PERMISSIONS)
 
 
 @dataclass(frozen=True)

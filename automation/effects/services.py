@@ -376,6 +376,8 @@ def _apply(
         outcome = DeliveryResult.RETRY  # the receiver deduplicates by key: sending again is safe
     if outcome == DeliveryResult.DELIVERED:
         _delivered(effect, run, delivery, now, stage=stage)
+    elif outcome == DeliveryResult.NOT_SENT:
+        _hold_not_sent(effect, run, delivery, stage)
     elif outcome == DeliveryResult.REJECTED:
         _finish(effect, EffectStatus.REJECTED)
         record_transition(
@@ -386,7 +388,10 @@ def _apply(
             checkpoint={"effect": effect.pk, "response_status": delivery.status_code},
             outcome=Outcome.EFFECT_REJECTED,
             field=effect.name,
-            detail=f"HTTP {delivery.status_code}: {delivery.body[:300]}",
+            # Not the receiver's answer: the run's reason is read by everyone who reads the
+            # run (auditors too); the answer is kept with the effect for those who handle
+            # deliveries (automation.effects.selectors.sees_effect_answers).
+            detail=f"HTTP {delivery.status_code}: the receiver refused the effect",
             finished_at=now,
         )
     elif outcome == DeliveryResult.UNCERTAIN:
@@ -402,6 +407,24 @@ def _apply(
         )
     else:
         _retry_or_hold(effect, run, delivery, now, stage)
+
+
+def _hold_not_sent(effect: Effect, run: Run, delivery: Delivery, stage: Stage) -> None:
+    """Hold the run for a person: Gatehouse refused to send the effect as it stands (a secret,
+    an address or a header the settings do not allow). Nothing left, so it is no uncertain
+    delivery; the effect keeps its key and waits with no next attempt, since sending again
+    is refused the same way. Staff retry it once the settings or the catalogue allow it."""
+    effect.status = EffectStatus.RETRY_WAIT
+    effect.next_attempt_at = None
+    effect.last_error = f"{delivery.error_class}: {delivery.detail}"
+    effect.save()
+    _hold_unavailable(
+        effect,
+        run,
+        StageOutcome.NOT_SENT,
+        f"not sent: {delivery.detail}",
+        stage=stage,
+    )
 
 
 def _retry_or_hold(

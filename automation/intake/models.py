@@ -75,7 +75,8 @@ class IntakeRecord(models.Model):
     raw_sha256 = models.CharField(max_length=64, blank=True, editable=False)
     # Bytes of the request as it came: of all of it, also when only its head is kept.
     size = models.PositiveBigIntegerField(editable=False)
-    # Over the size limit: `raw` is only its first bytes, and no event was read from it.
+    # Over the size limit or a reading limit (automation.mail.MailLimits): `raw` is only its
+    # first bytes, and no event was read from it; its run's checkpoint names the reason.
     refused = models.BooleanField(default=False, editable=False)
 
     class Meta:

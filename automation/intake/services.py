@@ -21,7 +21,7 @@ from audit.models import AuditAction, AuditEvent
 from automation.classifiers import classifier_versions
 from automation.conf import setting
 from automation.intake.models import MAIL_SCOPE, ApiToken, IntakeChannel, IntakeRecord
-from automation.mail import parse_message
+from automation.mail import MessageOverBudget, parse_message
 from automation.runs.journal import (
     Stage,
     audit_fields,
@@ -46,7 +46,7 @@ from automation.schemas import (
     storage_problems,
     validation_problems,
 )
-from core.codes import Outcome
+from core.codes import MailRefusal, Outcome
 from core.dispatch import Priority, enqueue_after_commit, message_row
 from policy.catalogue import Catalogue
 from policy.evaluation import check_request_allowed
@@ -273,15 +273,25 @@ def _oversized(raw: bytes) -> Oversized:
 
 @transaction.atomic(durable=True)
 def intake_refuse_oversized(
-    *, channel: IntakeChannel, request: Oversized, content_type: str, source: str
+    *,
+    channel: IntakeChannel,
+    request: Oversized,
+    content_type: str,
+    source: str,
+    over_budget: MessageOverBudget | None = None,
 ) -> IntakeResult:
-    """Keep a request over the limit as a refused record (its size, its hash, its first
-    bytes; never the whole body) with an `invalid_event` run that says why."""
-    return _refuse(channel, request, content_type, source)
+    """Keep a request over the size limit, or a message over a reading limit (`over_budget`),
+    as a refused record (its size, its hash, its first bytes; never the whole body) with an
+    `invalid_event` run that says why, its reason code on the run's checkpoint."""
+    return _refuse(channel, request, content_type, source, over_budget)
 
 
 def _refuse(
-    channel: IntakeChannel, request: Oversized, content_type: str, source: str
+    channel: IntakeChannel,
+    request: Oversized,
+    content_type: str,
+    source: str,
+    over_budget: MessageOverBudget | None = None,
 ) -> IntakeResult:
     """intake_refuse_oversized in the caller's transaction."""
     intake = IntakeRecord.objects.create(
@@ -293,18 +303,23 @@ def _refuse(
         content_type=content_type,
         source=source,
     )
-    limit = message_limit(content_type)
-    what = "an e-mail message" if content_type == MAIL_TYPE else "a request"
-    problem = FieldProblem(
-        field="message" if content_type == MAIL_TYPE else "body",
-        message=(
-            f"is {_bytes(intake.size)}, over the limit of {_bytes(limit)} for {what}: it was "
-            f"not read; only its size, its SHA-256 and its first {_bytes(len(intake.raw))} "
-            "are kept"
-        ),
-    )
+    kept = f"only its size, its SHA-256 and its first {_bytes(len(intake.raw))} are kept"
+    if over_budget is not None:
+        reason = over_budget.code
+        problem = FieldProblem(field="message", message=f"{over_budget}: it was not read; {kept}")
+    else:
+        reason = MailRefusal.TOO_LARGE
+        limit = message_limit(content_type)
+        what = "an e-mail message" if content_type == MAIL_TYPE else "a request"
+        problem = FieldProblem(
+            field="message" if content_type == MAIL_TYPE else "body",
+            message=(
+                f"is {_bytes(intake.size)}, over the limit of {_bytes(limit)} for {what}: it "
+                f"was not read; {kept}"
+            ),
+        )
     # Named by its content, like a message that cannot be read: the same bytes, one name.
-    run = _create_invalid_run(intake, f"sha256:{intake.raw_sha256}", [problem])
+    run = _create_invalid_run(intake, f"sha256:{intake.raw_sha256}", [problem], refused=reason)
     return log_admission(IntakeResult(Outcome.INVALID_EVENT, intake, run, [problem]))
 
 
@@ -351,6 +366,14 @@ def intake_submit(
             return received
         with transaction.atomic(durable=True):
             return intake_admit(intake=IntakeRecord.objects.create(**record), parsed=parsed)
+    except MessageOverBudget as exc:  # raised by the parse, before anything was written
+        return intake_refuse_oversized(
+            channel=channel,
+            request=_oversized(raw),
+            content_type=content_type,
+            source=source,
+            over_budget=exc,
+        )
     except Exception as exc:
         _keep_raw(record, exc)
         raise
@@ -438,10 +461,14 @@ def intake_submit_in_transaction(
     it did (the classifier evaluation). A failure is the caller's to handle."""
     if len(raw) > message_limit(content_type):
         return _refuse(channel, _oversized(raw), content_type, source)
+    try:
+        parsed = _parse_event(raw, content_type, channel_business(channel))
+    except MessageOverBudget as exc:
+        return _refuse(channel, _oversized(raw), content_type, source, exc)
     record = IntakeRecord.objects.create(
         channel=channel, raw=raw, content_type=content_type, source=source
     )
-    return intake_admit(intake=record)
+    return intake_admit(intake=record, parsed=parsed)
 
 
 def _keep_raw(record: dict[str, Any], error: Exception) -> None:
@@ -507,9 +534,12 @@ def _validated(
 
 
 def _parse_mail(raw: bytes) -> tuple[MailEvent | None, Any, list[FieldProblem]]:
-    """An e-mail read into its event. A message that cannot be read names why."""
+    """An e-mail read into its event. A message that cannot be read names why; one over a
+    reading limit raises MessageOverBudget (the caller keeps it as a refused record)."""
     try:
         parsed = parse_message(raw)
+    except MessageOverBudget:
+        raise
     except Exception as exc:  # the email package itself failed on input it does not expect
         event_id = f"sha256:{hashlib.sha256(raw).hexdigest()}"
         problem = FieldProblem(field="message", message=f"could not be parsed: {exc}")
@@ -579,16 +609,21 @@ def _run_fields(channel: IntakeChannel, content_type: str, event_id: str) -> dic
     }
 
 
-def _create_invalid_run(intake: IntakeRecord, event_id: str, problems: list[FieldProblem]) -> Run:
+def _create_invalid_run(
+    intake: IntakeRecord, event_id: str, problems: list[FieldProblem], refused: str = ""
+) -> Run:
     run = _new_run(intake, event_id)
     run.save()
     detail = json.dumps([p.model_dump() for p in problems])
+    checkpoint: dict[str, Any] = {"problems": json.loads(detail)}
+    if refused:  # kept unread: why, as a code
+        checkpoint["refused"] = refused
     record_transition(
         run,
         run.fail,
         stage=Stage(StageName.INTAKE),
         stage_outcome=StageOutcome.INVALID_EVENT,
-        checkpoint={"problems": json.loads(detail)},
+        checkpoint=checkpoint,
         outcome=Outcome.INVALID_EVENT,
         field=problems[0].field,
         detail=detail,

@@ -72,6 +72,16 @@ class RecoveryBatch(ProgressJob):
     previewed_at = models.DateTimeField(null=True, blank=True)
     preview_policy = models.CharField(max_length=100, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    # Who started it: each item is done as them, on their permission and on their record
+    # (separation of duties: they acted on every run it works). Blank on a batch started
+    # before this was kept, whose items are done as its creator.
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+    )
 
     class Meta:
         verbose_name_plural = "recovery batches"

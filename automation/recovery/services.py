@@ -91,6 +91,8 @@ def _record(
     batch: RecoveryBatch | None = None,
     **data: Any,
 ) -> RecoveryAction:
+    if batch is not None and batch.created_by_id != user.pk:
+        data["prepared_by"] = batch.created_by.get_username()
     return RecoveryAction.objects.create(
         run=run, action=action, actor=user, reason=reason, result=result, batch=batch, data=data
     )
@@ -568,7 +570,7 @@ def batch_create(
     if action not in BATCH_ACTIONS:
         raise ServiceError(Refusal.BAD_ACTION, f"a batch can {' or '.join(BATCH_ACTIONS)}")
     ids = batch_select(queue=queue, since=since, until=until)
-    batch = _batch_new(action, queue, (since, until), user, reason, ids)
+    batch = _batch_new(action, queue, (since, until), user, reason, ids, started=True)
     if in_worker:
         enqueue_after_commit(BATCH_TASK, batch.pk, priority=Priority.URGENT)
     return batch
@@ -639,8 +641,11 @@ def batch_start(*, batch_id: int, user: User) -> RecoveryBatch:
             )
         batch.run_ids = doable
         batch.status = BatchStatus.QUEUED
+        # Its items are done as the person who starts it, who may not be the one who
+        # prepared it: both are on the record of every run it works (separation of duties).
+        batch.started_by = user
         batch.started_at = timezone.now()
-        batch.save(update_fields=["run_ids", "status", "started_at"])
+        batch.save(update_fields=["run_ids", "status", "started_by", "started_at"])
         enqueue_after_commit(BATCH_TASK, batch.pk, priority=Priority.URGENT)
         return batch
 
@@ -667,7 +672,8 @@ def held_effects_batch(
     _require(user, "recover_run")
     outcome = outcome or Outcome.EFFECT_UNAVAILABLE
     ids = held_effects_select(outcome=outcome, since=since, until=until)
-    return _batch_new(RecoveryKind.RETRY_EFFECT, outcome, (since, until), user, reason, ids)
+    kind = RecoveryKind.RETRY_EFFECT
+    return _batch_new(kind, outcome, (since, until), user, reason, ids, started=True)
 
 
 def _batch_new(
@@ -677,7 +683,10 @@ def _batch_new(
     user: User,
     reason: str,
     run_ids: list[int],
+    *,
+    started: bool = False,
 ) -> RecoveryBatch:
+    """A new batch by `user`; `started`: they start it now too (no preview to start from)."""
     since, until = window
     return RecoveryBatch.objects.create(
         action=action,
@@ -687,6 +696,8 @@ def _batch_new(
         reason=_reason(reason),
         created_by=user,
         run_ids=run_ids,
+        started_by=user if started else None,
+        started_at=timezone.now() if started else None,
     )
 
 
@@ -724,18 +735,44 @@ def batch_step(*, batch_id: int) -> bool:
         return True
 
 
+def batch_actor(batch: RecoveryBatch) -> User:
+    """Whom a batch's items are done as: whoever started it (its creator, for a batch
+    started before the starter was kept)."""
+    return batch.started_by or batch.created_by
+
+
 def _batch_item(batch: RecoveryBatch, run_id: int) -> tuple[bool, str]:
+    actor = batch_actor(batch)
     try:
         with transaction.atomic():  # a savepoint: an item that fails rolls back alone
             if batch.action == RecoveryKind.REPLAY:
-                _replay(run_id, batch.created_by, batch.reason, batch)
+                _replay(run_id, actor, batch.reason, batch)
+                _prepared(batch, run_id, actor)
                 return True, ""
             effect_only = batch.action == RecoveryKind.RETRY_EFFECT
-            result = _retry(run_id, batch.created_by, batch.reason, batch, effect_only)
+            result = _retry(run_id, actor, batch.reason, batch, effect_only)
             ok = result != Outcome.STATE_CONFLICT
+            if ok:
+                _prepared(batch, run_id, actor)
             return ok, "" if ok else "not retryable in its current state"
     except (ServiceError, PermissionDenied, ValueError) as exc:
         return False, str(exc)
+
+
+def _prepared(batch: RecoveryBatch, run_id: int, actor: User) -> None:
+    """Put whoever prepared the batch on the trail of a run it worked, when someone else
+    started it: they chose the run and wrote the reason, so they acted on it too and may
+    not approve it, nor a replay of it (approvals.selectors reads the trail)."""
+    if batch.created_by_id == actor.pk:
+        return
+    record_audit(
+        Run.objects.get(pk=run_id),
+        AuditAction.RUN_BATCH_PREPARED,
+        actor=batch.created_by,
+        batch=batch.pk,
+        started_by=actor.pk,
+        reason=batch.reason,
+    )
 
 
 def batch_process(*, batch_id: int) -> RecoveryBatch:

@@ -12,9 +12,11 @@ import re
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group, Permission, User
 from django.db import transaction
+from django.db.models import Q
 
+from approvals.models import ApprovalRequest
 from approvals.selectors import visible_requests
 from audit.models import AuditAction
 from audit.services import audit_record
@@ -36,6 +38,38 @@ WORKS_ON_RUNS = (
     "automation.correct_run",
     "approvals.decide_approvalrequest",
 )
+
+
+def may_read_run(user: User, run_id: int) -> bool:
+    """Whoever reads runs; and an approver, a run with a request routed to one of their
+    groups. The run page's check, and whom a mention may tell of the run."""
+    if user.has_perm("automation.view_run"):
+        return True
+    return (
+        user.has_perm("approvals.view_approvalrequest")
+        and visible_requests(user).filter(run_id=run_id).exists()
+    )
+
+
+def group_may_read_run(group: str, run_id: int) -> bool:
+    """Whether the group's own permissions let a member read the run, as `may_read_run`
+    asks of a person: whom a group's chat may be told of it (a chat is no one to ask)."""
+    granted = set(
+        Permission.objects.filter(group__name=group).values_list(
+            "content_type__app_label", "codename"
+        )
+    )
+    if ("automation", "view_run") in granted:
+        return True
+    if ("approvals", "view_approvalrequest") not in granted:
+        return False
+    requests = ApprovalRequest.objects.filter(run_id=run_id)
+    if ("approvals", "view_all_approvalrequests") not in granted:
+        # Routed to the group, or escalated to it (approvals.selectors.visible_requests).
+        requests = requests.filter(
+            Q(group=group) | Q(escalate_to=group, escalated_at__isnull=False)
+        )
+    return requests.exists()
 
 
 def may_comment(user: User, run_id: int) -> bool:

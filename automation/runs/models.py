@@ -768,6 +768,7 @@ class StageOutcome(models.TextChoices):
     UNCERTAIN = "uncertain"
     UNAVAILABLE = "unavailable"  # the delivery budget ran out
     UNWRITABLE = "unwritable"  # the local record cannot be written as it is
+    NOT_SENT = "not_sent"  # refused before sending: what or where the settings do not allow
 
 
 class StageRecord(models.Model):

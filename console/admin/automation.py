@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from automation.classifiers.base import CLASSIFIERS
+from automation.effects.selectors import sees_effect_answers
 from automation.effects.services import DELIVERABLE, effect_pause, effect_resume
 from automation.intake.services import api_tokens_revoke
 from automation.models import (
@@ -97,17 +98,29 @@ class EffectInline(ReadOnlyInline):
     fields = ["name", "status", "attempts", "idempotency_key", "response_ref", "delivered_at"]
 
 
+ATTEMPT_FIELDS = [
+    "attempt",
+    "started_at",
+    "duration_ms",
+    "outcome",
+    "status_code",
+    "error_class",
+    "detail",
+]
+
+
 class EffectAttemptInline(ReadOnlyInline):
     model = EffectAttempt
-    fields = [
-        "attempt",
-        "started_at",
-        "duration_ms",
-        "outcome",
-        "status_code",
-        "error_class",
-        "detail",
-    ]
+    fields = [*ATTEMPT_FIELDS]
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:  # type: ignore[override]
+        # An attempt's detail is the start of the receiver's answer when it had one.
+        if sees_effect_answers(request.user):
+            return ATTEMPT_FIELDS
+        return [name for name in ATTEMPT_FIELDS if name != "detail"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return self.get_fields(request, obj)
 
 
 class CommentInline(ReadOnlyInline):
@@ -508,6 +521,10 @@ class EffectAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
         "search). Index lookups only; no partial words."
     )
     list_select_related = ["run"]
+
+    def get_exclude(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        # The receiver's answer, to the people who handle deliveries only (sees_effect_answers).
+        return [] if sees_effect_answers(request.user) else ["response_body"]
 
     def search_condition(self, term: str) -> Q:
         return Q(idempotency_key=term) | Q(run_id__in=_run_ids(term))

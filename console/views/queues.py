@@ -224,7 +224,9 @@ BATCH_ROWS_SHOWN = 200
 @login_required
 @permission_required(VIEW_RUNS, raise_exception=True)
 def batch(request: AuthenticatedHttpRequest, batch_id: int) -> HttpResponse:
-    item = get_object_or_404(RecoveryBatch.objects.select_related("created_by"), pk=batch_id)
+    item = get_object_or_404(
+        RecoveryBatch.objects.select_related("created_by", "started_by"), pk=batch_id
+    )
     percent = 100 * item.done // item.total if item.total else 100
     now = timezone.now()
     age = (now - item.previewed_at).total_seconds() if item.previewed_at else None

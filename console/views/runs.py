@@ -42,7 +42,7 @@ from automation.recovery.services import (
     run_retry,
     run_retry_effect,
 )
-from automation.runs.comments import may_comment, run_comment_add
+from automation.runs.comments import may_comment, may_read_run, run_comment_add
 from automation.schemas import FieldProblem
 from console import statechart
 from console.forms.correction import correction_form
@@ -59,16 +59,6 @@ from core.http import AuthenticatedHttpRequest
 from notifications.services import run_notifications
 
 
-def _may_read(user: User, run: Run) -> bool:
-    """Whoever reads runs; and an approver, a run with a request routed to them."""
-    if user.has_perm(VIEW_RUNS):
-        return True
-    return (
-        user.has_perm("approvals.view_approvalrequest")
-        and approval_selectors.visible_requests(user).filter(run=run).exists()
-    )
-
-
 @require_GET
 @login_required
 def run_page(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
@@ -77,7 +67,7 @@ def run_page(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
         pk=run_id,
     )
     user = request.user
-    if not _may_read(user, run):
+    if not may_read_run(user, run.pk):
         raise PermissionDenied("you may not read this run")
     context = {
         "run": run,

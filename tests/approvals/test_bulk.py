@@ -87,6 +87,27 @@ def test_not_offered_nor_decided_without_policy_or_with_two_approvers(
     assert "Approve selected" not in page
 
 
+def test_nor_rejected_without_policy_or_with_two_approvers(pipeline: Pipeline, ana: User) -> None:
+    """A bulk rejection obeys the same rules as a bulk approval: it used to decide requests
+    policy asks to be decided one at a time, and close a two-approver request at once."""
+    plain = waiting(pipeline, "evt-plain")  # policy-1: no bulk
+    results = approvals_decide_bulk(
+        seen={plain.pk: plain.binding()}, user=ana, approve=False, comment="no"
+    )
+    assert (results[0].code, results[0].message) == (
+        "forbidden",
+        "skipped: policy asks for this effect's requests to be decided one at a time",
+    )
+    bulk_policy(approvers=2)
+    two = waiting(pipeline, "evt-two")
+    results = approvals_decide_bulk(
+        seen={two.pk: two.binding()}, user=ana, approve=False, comment="no"
+    )
+    assert results[0].message == "skipped: it needs more than one approver"
+    assert not ApprovalDecision.objects.exists()
+    assert {r.status for r in ApprovalRequest.objects.all()} == {ApprovalStatus.PENDING}
+
+
 def test_the_inbox_offers_it_and_the_result_page_lists_each(pipeline: Pipeline, ana: User) -> None:
     bulk_policy()
     requests = [waiting(pipeline, f"evt-page-{n}") for n in range(2)]

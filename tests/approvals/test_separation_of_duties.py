@@ -18,17 +18,42 @@ import time_machine
 from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from approvals import selectors
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
-from approvals.services import approval_decide
+from approvals.services import (
+    approval_assign,
+    approval_claim,
+    approval_decide,
+    approvals_decide_bulk,
+    delegation_give,
+)
 from audit.models import AuditEvent
-from automation.models import Effect, EffectStatus, Outcome, Run, State
+from automation.models import (
+    Effect,
+    EffectStatus,
+    Outcome,
+    RecoveryAction,
+    RecoveryBatch,
+    Run,
+    State,
+)
 from automation.pipeline.operations import run_reconsider, sweep_due
-from automation.recovery.services import run_correct, run_replay, run_resume, run_retry
+from automation.recovery.preview import preview_runs
+from automation.recovery.services import (
+    batch_preview,
+    batch_start,
+    queue_assign,
+    run_correct,
+    run_replay,
+    run_resume,
+    run_retry,
+)
 from automation.roles import roles_ensure
 from core.errors import ServiceError
 from devtools.services import checkpoint_import, run_nudge
+from tests.approvals.test_bulk import bulk_policy
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
 EVENT_ID = "evt-sod"
@@ -405,3 +430,190 @@ def test_an_approver_who_approved_is_told_the_next_approval_is_someone_elses(
     }
     answer = client.post(reverse("approvals:decide", args=[request.pk]), form, follow=True)
     assert why in [str(m) for m in answer.context["messages"]]
+
+
+# --- hand-offs: a batch someone else prepared, and every path that acts for someone ---------
+
+
+def prepared(lead: User, action: str, run_ids: list[int] | None = None) -> RecoveryBatch:
+    """A batch previewed by `lead`: over the queue's held runs (a retry), or over the runs
+    given (a replay of finished runs, which no queue holds: chosen as by hand)."""
+    now = timezone.now()
+    batch = batch_preview(
+        action=action,
+        queue=Outcome.RETRY_EXHAUSTED,
+        since=now - timedelta(hours=1),
+        until=now + timedelta(minutes=1),
+        user=lead,
+        reason="customers asked again",
+    )
+    if run_ids is not None:
+        rows = [r.as_dict() for r in preview_runs(run_ids=run_ids, action=action, user=lead)]
+        RecoveryBatch.objects.filter(pk=batch.pk).update(run_ids=run_ids, preview=rows)
+    return batch
+
+
+def started(pipeline: Pipeline, batch: RecoveryBatch, user: User) -> RecoveryBatch:
+    with pipeline.capture():
+        batch_start(batch_id=batch.pk, user=user)
+    pipeline.drain()
+    batch.refresh_from_db()
+    assert (batch.status, batch.failures) == ("finished", [])
+    return batch
+
+
+def replayed_in_batch(pipeline: Pipeline, previewer: User, starter: User) -> Run:
+    """A rejected run replayed by a batch `previewer` prepared and `starter` started."""
+    original = rejected(pipeline, awaiting_approval(pipeline))
+    batch = prepared(previewer, "replay", [original.pk])
+    pipeline.record(EVENT_ID, [decision_for(SECURITY)])
+    started(pipeline, batch, starter)
+    replay = Run.objects.get(replay_of=original)
+    assert replay.state == State.APPROVAL_REQUIRED
+    return replay
+
+
+def test_whoever_starts_a_replay_batch_another_prepared_cannot_approve_its_replays(
+    pipeline: Pipeline,
+) -> None:
+    lee, kim = member("lee", "ops-leads"), member("kim", "ops-leads")
+    replay = replayed_in_batch(pipeline, lee, kim)
+    escalate(pipeline, replay)
+    assert "ops-leads" in pending_of(replay).visible_groups()
+
+    assert refusal(pipeline, replay, kim) == "separation_of_duties"
+    assert refusal(pipeline, replay, lee) == "separation_of_duties"
+    assert not selectors.can_decide(kim, pending_of(replay))
+    assert selectors.inbox_count(kim, pending_of(replay).created_at) == 0
+
+    assert_nothing_delivered(replay)
+    assert decide(pipeline, replay, member("max", "ops-leads")) == "approved"
+    assert refreshed(replay).state == State.COMPLETED
+
+
+def test_a_batch_item_is_on_the_record_of_its_starter_and_its_preparer(
+    pipeline: Pipeline,
+) -> None:
+    lee, kim = member("lee", "ops-leads"), member("kim", "ops-leads")
+    replay = replayed_in_batch(pipeline, lee, kim)
+    original = replay.replay_of
+    assert original is not None
+
+    assert original.audit_events.filter(action="run.replay", actor=kim).exists()
+    assert replay.audit_events.filter(action="run.replay_started", actor=kim).exists()
+    (chose,) = original.audit_events.filter(action="run.batch_prepared")
+    assert chose.actor == lee and chose.data["started_by"] == kim.pk
+    done = RecoveryAction.objects.get(run=replay)
+    assert (done.actor, done.data["prepared_by"]) == (kim, "lee")
+    batch = RecoveryBatch.objects.get()
+    assert (batch.created_by, batch.started_by) == (lee, kim)
+    client = Client()
+    client.force_login(lee)
+    page = client.get(reverse("queues:batch", args=[batch.pk])).content.decode()
+    assert "Prepared by lee" in page
+    assert 'started by <span data-testid="batch-started-by">kim</span>' in page
+
+
+def test_whoever_starts_a_retry_batch_another_prepared_cannot_approve_the_runs(
+    pipeline: Pipeline,
+) -> None:
+    lee = member("lee", "ops-leads", "security-approvers")
+    kim = member("kim", "ops-leads", "security-approvers")
+    run = pipeline.run(pipeline.submit(SECURITY, [TIMEOUT, TIMEOUT]))
+    assert run.queue == Outcome.RETRY_EXHAUSTED
+    pipeline.record(EVENT_ID, [TIMEOUT, TIMEOUT, decision_for(SECURITY)])
+    started(pipeline, prepared(lee, "retry"), kim)
+    assert refreshed(run).state == State.APPROVAL_REQUIRED
+
+    assert refusal(pipeline, run, kim) == "separation_of_duties"
+    assert refusal(pipeline, run, lee) == "separation_of_duties"
+
+    assert_nothing_delivered(run)
+    assert decide(pipeline, run, member("ana", "security-approvers")) == "approved"
+
+
+def test_one_who_prepares_and_starts_a_batch_alone_is_on_its_record_once(
+    pipeline: Pipeline,
+) -> None:
+    lee = member("lee", "ops-leads", "security-approvers")
+    replay = replayed_in_batch(pipeline, lee, lee)
+
+    assert refusal(pipeline, replay, lee) == "separation_of_duties"
+    assert not AuditEvent.objects.filter(action="run.batch_prepared").exists()
+    assert "prepared_by" not in RecoveryAction.objects.get(run=replay).data
+
+
+def bulk_approved(pipeline: Pipeline, run: Run, user: User, others: dict[str, User]) -> None:
+    request = pending_of(run)
+    with pipeline.capture():
+        (result,) = approvals_decide_bulk(
+            seen={request.pk: request.binding()}, user=user, approve=True
+        )
+    pipeline.drain()
+    assert result.code == "separation_of_duties", result
+
+
+def decided_for(pipeline: Pipeline, run: Run, user: User, others: dict[str, User]) -> None:
+    """`user` away, their approvals delegated to fred: fred may not decide for them."""
+    now = timezone.now()
+    delegation_give(
+        delegator=user,
+        delegate=others["fred"],
+        starts_at=now - timedelta(minutes=1),
+        ends_at=now + timedelta(hours=8),
+        reason="holiday",
+        by=user,
+    )
+    with pytest.raises(ServiceError, match="kim acted on this run, so nobody decides it"):
+        decide(pipeline, run, others["fred"])
+
+
+def assigned(pipeline: Pipeline, run: Run, user: User, others: dict[str, User]) -> None:
+    with pytest.raises(ServiceError, match="kim acted on this run"):
+        approval_assign(
+            request_id=pending_of(run).pk, assignee=user, by=others["max"], now=timezone.now()
+        )
+    with pytest.raises(ServiceError, match="kim acted on this run"):
+        approval_claim(request_id=pending_of(run).pk, user=user, now=timezone.now())
+    assert pending_of(run).assignee is None
+
+
+HAND_OFFS: dict[str, Callable[[Pipeline, Run, User, dict[str, User]], None]] = {
+    "bulk": bulk_approved,
+    "delegation": decided_for,
+    "assign": assigned,
+}
+
+
+@pytest.mark.parametrize("hand_off", HAND_OFFS.values(), ids=HAND_OFFS.keys())
+def test_the_batch_starter_gets_no_decision_through_another_hand_off(
+    pipeline: Pipeline, hand_off: Callable[[Pipeline, Run, User, dict[str, User]], None]
+) -> None:
+    bulk_policy()  # the replay is decided under today's policy: one that allows bulk
+    kim = member("kim", "ops-leads", "security-approvers")
+    others = {"fred": member("fred", "finance-approvers"), "max": member("max", "ops-leads")}
+    replay = replayed_in_batch(pipeline, member("lee", "ops-leads"), kim)
+    assert pending_of(replay).evidence["bulk"]
+
+    hand_off(pipeline, replay, kim, others)
+
+    assert_nothing_delivered(replay)
+    assert pending_of(replay).status == ApprovalStatus.PENDING
+
+
+def test_whoever_is_given_a_queue_item_and_corrects_it_cannot_approve_it(
+    pipeline: Pipeline,
+) -> None:
+    lead = member("lee", "ops-leads")
+    sam = member("sam", "ops-leads", "security-approvers")
+    run = pipeline.run(pipeline.submit(SECURITY, [TIMEOUT, TIMEOUT]))
+    queue_assign(run_id=run.pk, user=lead, assignee=sam, reason="sam reads these")
+    with pipeline.capture():
+        run_correct(run_id=run.pk, user=sam, corrected=READING, reason="read it")
+    pipeline.drain()
+    assert refreshed(run).state == State.APPROVAL_REQUIRED
+
+    assert refusal(pipeline, run, sam) == "separation_of_duties"
+
+    assert_nothing_delivered(run)
+    assert decide(pipeline, run, member("ana", "security-approvers")) == "approved"

@@ -25,6 +25,7 @@ from automation.roles import roles_ensure
 from core.errors import state_conflict
 from tests.catalogues import SIGNING_VARIABLE, activate_effects, http_effect
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
+from tests.downstream import running_downstream
 
 
 @pytest.fixture
@@ -301,3 +302,33 @@ def test_each_operation_checks_the_permission_its_transition_declares() -> None:
     for name, operation in RECOVERY_OPERATIONS.items():
         declared = {t.permission for t in getattr(Run, name)._django_fsm.transitions.values()}
         assert declared == {operation.permission}, name
+
+
+# --- what a receiver answered: to the people who handle deliveries only ----------------------
+
+
+def test_a_receivers_answer_is_shown_to_delivery_staff_and_never_to_auditors(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(SIGNING_VARIABLE, "s" * 32)
+    answer = {"error": "upstream-internal-detail-7f3a"}
+    with running_downstream("s" * 32) as downstream:
+        downstream.then(("status", 503, {}, answer))
+        roles_ensure()
+        activate_effects({"create_follow_up": http_effect(downstream.url, max_attempts=1)})
+        event = make_event(event_id="evt-answer")
+        run = pipeline.run(pipeline.submit(event, [decision_for(event)]))
+    effect = Effect.objects.get(run=run)
+    assert "upstream-internal-detail-7f3a" in effect.response_body
+    page = reverse("admin:automation_effect_change", args=[effect.pk])
+
+    for who, groups in {"auditor": ("auditors",), "approver": ("security-approvers",)}.items():
+        shown = _staff_client(who, *groups).get(page)
+        assert shown.status_code in (200, 403), who
+        assert b"upstream-internal-detail-7f3a" not in shown.content, who
+    auditor = _staff_client("aud2", "auditors").get(page)
+    assert auditor.status_code == 200
+    assert effect.idempotency_key.encode() in auditor.content  # the rest of the page is there
+    for who, groups in {"staff": ("recovery-staff",), "lead": ("ops-leads",)}.items():
+        shown = _staff_client(who, *groups).get(page)
+        assert b"upstream-internal-detail-7f3a" in shown.content, who

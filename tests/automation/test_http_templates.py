@@ -15,7 +15,7 @@ from tests.conftest import Pipeline, decision_for, make_event
 from tests.downstream import Downstream, running_downstream
 
 SECRET = "t" * 32
-TOKEN_VARIABLE = "GATEHOUSE_TEST_HELPDESK_TOKEN"
+TOKEN_VARIABLE = "TEST_EFFECT_HELPDESK_TOKEN"
 BODY = {
     "ticket": {
         "subject": "{{ run.subject }}",

@@ -9,6 +9,7 @@ import email
 import email.policy
 import json
 import os
+import resource
 import signal
 import ssl
 import subprocess
@@ -32,8 +33,9 @@ from automation.intake.services import channel_get_or_create
 from automation.mail import parse_message
 from automation.models import Effect, IntakeChannel, IntakeRecord, Mailbox, Run, State
 from automation.roles import roles_ensure
-from core.codes import Outcome
+from core.codes import MailRefusal, Outcome
 from core.dispatch import inline
+from tests.automation.test_mail_budget import MEMORY_LIMIT, bomb
 from tests.catalogues import activate_effects, email_reply_effect
 from tests.conftest import Pipeline
 from tests.database import database_url
@@ -93,6 +95,7 @@ class Watcher:
 
     def __init__(self, server: Dovecot, *, port: int | None = None, **options: Any) -> None:
         self.env_settings: dict[str, str] = options.pop("env", {})
+        self.memory: int | None = options.pop("memory", None)  # its address space, in bytes
         self.settings = settings_for(server, port, **options)
         self.process: subprocess.Popen[bytes] | None = None
         self.log = Path(server.root) / f"watcher-{time.monotonic_ns()}.log"
@@ -115,8 +118,12 @@ class Watcher:
             stdout=self.log.open("wb"),
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=self._limit if self.memory else None,
         )
         return self
+
+    def _limit(self) -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (self.memory, self.memory))
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -271,6 +278,28 @@ def test_malformed_and_oversized_mail_is_refused_set_aside_and_the_watcher_goes_
     finally:
         client.logout()
     assert all(REFUSED in f for f in flags.values()) and len(flags) == 2
+
+
+def test_the_850_kb_message_is_refused_within_512_mb_and_the_watcher_goes_on(
+    server: Dovecot, start: Callable[..., Watcher]
+) -> None:
+    # On code that parsed its header whole, the watcher grew past 20 GB reading it, and a
+    # watcher killed mid-read read the same message again on restart.
+    watcher = start(memory=MEMORY_LIMIT)
+    wait_for(status("idle"), 30, "the watcher to wait in IDLE", watcher)
+
+    server.append(bomb(), mail(2))
+    wait_for(lambda: len(server.uids("Rejected")) == 1, 30, "the message rejected", watcher)
+    wait_for(lambda: len(server.uids("Processed")) == 1, 30, "the good one taken", watcher)
+
+    refused = IntakeRecord.objects.get(refused=True)
+    assert (refused.size, len(bytes(refused.raw))) == (len(bomb()), 64 * 1024)
+    checkpoint = refused.runs.get().checkpoints.get()
+    assert checkpoint.data["refused"] == MailRefusal.HEADER_TOO_LONG
+    assert "request 2" in Run.objects.exclude(outcome=Outcome.INVALID_EVENT).get().intake.text
+    assert watcher.alive()
+    assert watcher.terminate() == 0
+    assert "1 taken, 1 refused" in watcher.output()
 
 
 def test_the_server_restarting_mid_idle_is_survived_and_mail_meanwhile_is_taken(

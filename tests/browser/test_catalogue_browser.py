@@ -38,7 +38,7 @@ from playwright.sync_api import BrowserContext, Page, expect
 
 MAIL = Path(__file__).resolve().parents[1] / "data" / "mail"
 QUOTE = "01-quote-request-northwind.eml"
-TOKEN_VARIABLE = "GATEHOUSE_TEST_WARRANTY_DESK_TOKEN"
+TOKEN_VARIABLE = "TEST_EFFECT_WARRANTY_DESK_TOKEN"
 FIELDS = """serial_number: reference, required, label Serial number, pattern SN-[0-9]{6}
 purchase_date: date, required, label Purchase date
 """

@@ -531,3 +531,17 @@ def test_a_body_template_the_sandbox_would_refuse_is_refused_when_saved(client: 
         "Body > Ticket > Subject: the template uses the filter 'attr', which templates may not use."
     )
     assert not PolicyVersion.objects.filter(name="warranty-1").exists()
+
+
+def test_a_server_secret_is_refused_at_the_settings_with_its_header(client: Client) -> None:
+    data = warranty(starting_values(client))
+    data["new_effect-settings"] = TICKET_SETTINGS.replace(
+        "{secret: HELPDESK_TOKEN}", "{secret: GATEHOUSE_SECRET_KEY}"
+    )
+
+    page = refused(client, data)
+
+    assert error_next_to(page, "new_effect-settings").startswith(
+        "Headers > Authorization: GATEHOUSE_SECRET_KEY is a setting of the Gatehouse server"
+    )
+    assert "New effect > Adapter settings" in summary(page)

@@ -14,10 +14,12 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
+from django.utils.html import escape
 
 from audit.models import AuditAction, AuditEvent
 from automation.roles import roles_ensure
-from console.oidc import REFUSED
+from console.models import CompanyIdentity
+from console.oidc import BAD_CLAIMS, LINKED_ELSEWHERE, LOCAL_ACCOUNT, REFUSED
 from tests.oidcprovider import Provider, running_provider
 
 pytestmark = pytest.mark.django_db
@@ -180,3 +182,114 @@ def test_the_provider_never_signs_in_as_a_local_superuser(
     assert local.status_code == 302 and client.session["_auth_user_id"] == str(
         User.objects.get(username="dana").pk
     )
+
+
+def refused_with(client: Client, answer: Any, message: str) -> None:
+    """The sign-in ended on the login page, saying `message`, with nobody signed in."""
+    assert answer.status_code == 302 and answer["Location"] == reverse("login")
+    page = client.get(answer["Location"])
+    assert page.status_code == 200 and escape(message) in page.content.decode()
+    assert "_auth_user_id" not in client.session
+
+
+def test_a_local_account_with_a_password_is_never_taken_over(
+    provider: Provider, client: Client
+) -> None:
+    dana = User.objects.create_user("dana", "dana.local@example.com", "local-password-1")
+    dana.groups.add(Group.objects.get(name="finance-approvers"))
+    trail = AuditEvent.objects.count()
+
+    answer = sign_in(client)
+
+    refused_with(client, answer, LOCAL_ACCOUNT.format(username="dana"))
+    dana.refresh_from_db()
+    assert dana.email == "dana.local@example.com"
+    assert groups_of("dana") == {"finance-approvers"}
+    assert not CompanyIdentity.objects.exists() and AuditEvent.objects.count() == trail
+    # The local password is the account's, and still works.
+    local = client.post(reverse("login"), {"username": "dana", "password": "local-password-1"})
+    assert local.status_code == 302 and client.session["_auth_user_id"] == str(dana.pk)
+
+
+def test_the_account_is_found_by_the_providers_subject_not_by_the_username(
+    provider: Provider, client: Client
+) -> None:
+    sign_in(client)
+    dana = User.objects.get(username="dana")
+    link = CompanyIdentity.objects.get(user=dana)
+    assert (link.issuer, link.subject) == (provider.issuer, "00u-dana")
+    client.logout()
+
+    # Renamed at the provider: still the same account.
+    provider.person = {**DANA, "preferred_username": "dana.renamed"}
+    sign_in(client)
+    assert client.session["_auth_user_id"] == str(dana.pk)
+    assert not User.objects.filter(username="dana.renamed").exists()
+    client.logout()
+
+    # Another person the provider calls "dana": not Dana's account.
+    provider.person = {**DANA, "sub": "00u-impostor", "email": "impostor@example.com"}
+    answer = sign_in(client)
+    refused_with(client, answer, LINKED_ELSEWHERE.format(username="dana"))
+    dana.refresh_from_db()
+    assert dana.email == "dana@example.com" and groups_of("dana") == {"security-approvers"}
+
+
+def test_an_account_without_a_password_and_no_link_is_linked_at_its_first_sign_in(
+    provider: Provider, client: Client
+) -> None:
+    # Made by an earlier company sign-in (before links were kept), or by an administrator.
+    dana = User.objects.create_user("dana", "dana@example.com")
+    assert not dana.has_usable_password()
+
+    sign_in(client)
+
+    assert client.session["_auth_user_id"] == str(dana.pk)
+    assert CompanyIdentity.objects.get(user=dana).subject == "00u-dana"
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        pytest.param({"preferred_username": "mallory\nBcc: everyone"}, id="line-break"),
+        pytest.param({"preferred_username": "mallory\x00"}, id="nul"),
+        pytest.param({"preferred_username": "mal lory"}, id="space"),
+        pytest.param({"preferred_username": "m" * 151}, id="too-long"),
+        pytest.param({"preferred_username": ["mallory"]}, id="not-text"),
+        pytest.param({"email": "mallory@@example.com"}, id="bad-address"),
+        pytest.param({"email": "mallory@example.com\r\nBcc: x@example.com"}, id="address-crlf"),
+    ],
+)
+def test_claims_a_local_account_could_not_have_are_refused(
+    provider: Provider, client: Client, claims: dict[str, Any]
+) -> None:
+    provider.person = {**DANA, "sub": "00u-mallory", "preferred_username": "mallory", **claims}
+
+    answer = sign_in(client)
+
+    refused_with(client, answer, BAD_CLAIMS)
+    assert not User.objects.exclude(username="").exists()
+    assert not CompanyIdentity.objects.exists()
+
+
+def test_an_id_token_without_kid_uses_the_providers_only_key(
+    provider: Provider, client: Client
+) -> None:
+    provider.kid = None
+
+    answer = sign_in(client)
+
+    assert answer.status_code == 302 and answer["Location"] == "/"
+    assert client.session["_auth_user_id"] == str(User.objects.get(username="dana").pk)
+
+
+def test_an_id_token_without_kid_among_several_keys_is_refused_on_the_login_page(
+    provider: Provider, client: Client
+) -> None:
+    provider.kid = None
+    provider.other_keys = 1
+
+    answer = sign_in(client)
+
+    refused_with(client, answer, REFUSED)
+    assert not User.objects.filter(username="dana").exists()

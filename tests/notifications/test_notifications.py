@@ -392,3 +392,126 @@ def test_a_digest_of_thousands_lists_the_first_and_says_how_many_more_and_where(
     assert set(Notification.objects.filter(user=daily).values_list("status", flat=True)) == {
         Status.DIGESTED
     }
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        pytest.param("broken@@shop.example\nBcc: everyone@shop.example", id="line-break"),
+        pytest.param("a@b@shop.example", id="two-at-signs"),
+        pytest.param("dana@shop example", id="space-in-domain"),
+    ],
+)
+def test_one_malformed_address_is_that_rows_failure_and_the_rest_are_sent(
+    pipeline: Pipeline, outbox: Inbox, address: str
+) -> None:
+    request = waiting_request(pipeline)
+    broken = member("broken", request.group)  # first: its row is the first in the queue
+    User.objects.filter(pk=broken.pk).update(email=address)
+    member("alice", request.group)
+    member("bob", request.group)
+    now = timezone.now() + timedelta(seconds=1)
+    notifications_find(now=now)
+
+    assert notifications_send(now=now) == {"sent": 2, "failed": 0, "retry": 1}
+
+    assert sent_to(outbox) == Counter({"alice@shop.example": 1, "bob@shop.example": 1})
+    row = Notification.objects.get(user=broken)
+    assert (row.status, row.attempts) == (Status.PENDING, 1)
+    assert "Invalid address" in row.last_error and row.next_attempt_at > now
+    assert "\n" not in row.last_error
+    # Retried with backoff, and given up after the last attempt: never the queue's failure.
+    for _ in range(10):
+        row.refresh_from_db()
+        if row.status != Status.PENDING:
+            break
+        notifications_send(now=row.next_attempt_at)
+    row.refresh_from_db()
+    assert (row.status, row.attempts) == (Status.FAILED, 6)
+    assert len(outbox.received) == 2
+
+
+def test_a_writer_whose_username_has_a_line_break_stops_nobodys_mail(
+    pipeline: Pipeline, outbox: Inbox
+) -> None:
+    request = waiting_request(pipeline)
+    roles_ensure()
+    writer = member("ev\nil", request.group, "ops-leads")
+    named = member("named", "ops-leads")
+    Notification.objects.all().delete()
+    run_comment_add(
+        run_id=request.run_id, author=writer, body="@named please look", now=timezone.now()
+    )
+    member("alice", request.group)  # and a request told after the mention
+    later = waiting_request(pipeline, "evt-later")
+    now = timezone.now() + timedelta(seconds=1)
+
+    notify()
+    notifications_send(now=now)
+
+    told = sent_to(outbox)
+    assert told[named.email] == 1 and told["alice@shop.example"] >= 1
+    subject = next(r for r in outbox.received if r.recipients == [named.email]).message["Subject"]
+    assert "\n" not in subject and subject.startswith("ev il mentions you")
+    assert Notification.objects.filter(approval=later, status=Status.SENT).exists()
+
+
+def test_a_mention_tells_only_those_who_may_read_the_run(
+    pipeline: Pipeline, outbox: Inbox, chat: str, settings: Any
+) -> None:
+    request = waiting_request(pipeline)  # routed to the security approvers
+    roles_ensure()
+    settings.GATEHOUSE = {
+        **settings.GATEHOUSE,
+        "NOTIFY_WEBHOOKS": {
+            "finance-approvers": f"slack:{chat}/finance",
+            request.group: f"slack:{chat}/security",
+        },
+    }
+    writer = member("writer", "ops-leads")
+    approver = member("approver", request.group)  # the run has a request for them: may read
+    member("auditor", "auditors")  # reads every run
+    outsider = member("outsider", "finance-approvers")  # no request of this run is theirs
+    member("nobody")  # in no group at all
+    Notification.objects.all().delete()
+    run_comment_add(
+        run_id=request.run_id,
+        author=writer,
+        body=f"@approver @auditor @outsider @nobody and @finance-approvers, @{request.group}",
+        now=timezone.now(),
+    )
+    now = timezone.now()
+    notifications_find(now=now)
+    notifications_send(now=now)
+
+    told = Notification.objects.filter(kind=Kind.MENTIONED)
+    assert sorted(told.exclude(user=None).values_list("user__username", flat=True)) == [
+        "approver",
+        "auditor",
+    ]
+    mentioned = Counter(
+        r.recipients[0] for r in outbox.received if "mentions" in r.message["Subject"]
+    )
+    assert mentioned == Counter({approver.email: 1, "auditor@shop.example": 1})
+    assert outsider.email not in sent_to(outbox)
+    # Only the chat of a group that may read the run is told of the comment.
+    assert [path for path, _ in ChatReceiver.posted if "mentions" in _["text"]] == ["/security"]
+
+
+def test_a_chat_webhook_that_is_no_url_is_that_rows_failure(
+    pipeline: Pipeline, outbox: Inbox, settings: Any
+) -> None:
+    request = waiting_request(pipeline)
+    settings.GATEHOUSE = {
+        **settings.GATEHOUSE,
+        "NOTIFY_WEBHOOKS": {request.group: "slack:http://[::1/broken"},  # httpx.InvalidURL
+    }
+    member("alice", request.group)
+    now = timezone.now() + timedelta(seconds=1)
+    notifications_find(now=now)
+
+    assert notifications_send(now=now) == {"sent": 1, "failed": 0, "retry": 1}
+
+    assert sent_to(outbox) == Counter({"alice@shop.example": 1})
+    chat_row = Notification.objects.get(channel="slack")
+    assert chat_row.status == Status.PENDING and "InvalidURL" in chat_row.last_error

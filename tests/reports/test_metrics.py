@@ -153,6 +153,7 @@ def test_effect_deliveries_are_counted_by_result_and_the_outbox_by_status() -> N
         (("result", "lost"),): 1,
         (("result", "rejected"),): 1,
         (("result", "uncertain"),): 0,
+        (("result", "not_sent"),): 0,
     }
     assert named(samples, "gatehouse_effect_outbox") == {
         (("effect", "send_internal_notification"), ("status", "retry_wait")): 1
