@@ -63,6 +63,10 @@ FIND_LIMIT = 500
 SEND_LIMIT = 200
 MAX_ATTEMPTS = 6
 BACKOFF_SECONDS = (30, 120, 600, 1800, 3600)
+# A digest lists this many things, each line cut at DIGEST_LINE characters, and says how many
+# more there are (20,000 things once made one message of 15 MB).
+DIGEST_ITEMS = 50
+DIGEST_LINE = 300
 
 
 def near_fraction() -> float:
@@ -618,11 +622,8 @@ def _digest_for(user_id: int, now: datetime) -> int:
     person = rows[0].user if rows else None
     if person is None or not person.email:
         return 0
-    parts = [f"What waited for you since your last digest ({len(rows)}):", ""]
-    for row in rows:
-        parts += [f"- {row.subject}", *(f"  {line}" for line in row.body.splitlines()[2:5]), ""]
     try:
-        _mail(person.email, f"Your Gatehouse digest: {len(rows)} things", "\n".join(parts))
+        _mail(person.email, f"Your Gatehouse digest: {len(rows)} things", digest_text(rows))
     except Exception as exc:  # one person's digest (a malformed address) stops nobody else's
         logger.warning("the digest for %s was not sent: %s", person.pk, _reason(exc))
         return 0
@@ -630,6 +631,20 @@ def _digest_for(user_id: int, now: datetime) -> int:
         status=Status.DIGESTED, sent_at=now
     )
     return 1
+
+
+def digest_text(rows: list[Notification]) -> str:
+    """The digest's body: the first DIGEST_ITEMS things, then how many more and where the
+    console lists them, so a morning after a flood is one message of a few pages."""
+    parts = [f"What waited for you since your last digest ({len(rows)}):", ""]
+    for row in rows[:DIGEST_ITEMS]:
+        lines = [line[:DIGEST_LINE] for line in row.body.splitlines()[2:5]]
+        parts += [f"- {row.subject}", *(f"  {line}" for line in lines), ""]
+    more = len(rows) - DIGEST_ITEMS
+    if more > 0:
+        link = base_url() + reverse("me:work")
+        parts += [f"… and {more:,} more: your work in the console lists them, {link}", ""]
+    return "\n".join(parts)
 
 
 # --- what the run page shows -----------------------------------------------------------------

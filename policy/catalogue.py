@@ -48,7 +48,6 @@ from jinja2.sandbox import (
     UNSAFE_FUNCTION_ATTRIBUTES,
     UNSAFE_GENERATOR_ATTRIBUTES,
     UNSAFE_METHOD_ATTRIBUTES,
-    SandboxedEnvironment,
 )
 from jinja2.utils import pass_context
 from pydantic import (
@@ -64,6 +63,7 @@ from pydantic_core import PydanticCustomError
 
 from core.egress import header_value_refusal, secret_refusal, url_refusal
 from core.limits import NOTE
+from policy.sandbox import BudgetedSandbox, render
 
 Name = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,59}$")]
 Label = Annotated[str, Field(min_length=1, max_length=100)]
@@ -100,8 +100,9 @@ NESTED_QUANTIFIER = re.compile(r"\([^()]*[+*}][^()]*\)\s*[+*{]")
 MAX_CUES = 2000
 MAX_CUE_WEIGHT = 10
 
-# The sandbox every template of a catalogue is parsed and rendered in.
-TEMPLATES = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+# The sandbox every template of a catalogue is parsed and rendered in, with its budget
+# (policy.sandbox): render them with `render_template`.
+TEMPLATES = BudgetedSandbox(undefined=StrictUndefined, autoescape=False)
 # The variable that tells the filters the language a reply is written in (no template
 # names it: the template checks allow only TEMPLATE_ROOTS).
 LOCALE = "gatehouse_locale"
@@ -170,9 +171,18 @@ def _isodate(value: Any) -> str:
         raise TemplateRuntimeError(str(exc)) from None
 
 
-TEMPLATES.filters.update(
+TEMPLATES.add_filters(
     {"money": _filter(money_text), "date": _filter(date_text), "isodate": _isodate}
 )
+
+
+def render_template(text: str, values: dict[str, Any], *, where: str) -> str:
+    """A catalogue template rendered in the sandbox within its budget. Raises
+    policy.sandbox.TemplateFailed naming `where` (`effects.open_ticket.http.body`), whatever
+    went wrong."""
+    return render(TEMPLATES, text, values, where)
+
+
 # What a template may read: the effect's parameters, and the run and its customer.
 TEMPLATE_ROOTS = frozenset({"params", "run", "customer"})
 # What a parameter's value may read besides: the fields of the reading.
@@ -614,10 +624,13 @@ def _unsafe_name(name: str) -> bool:
 def template_refusal(tree: nodes.Template) -> str | None:
     """Why the sandbox would refuse this template when it is rendered, found in its syntax
     tree before it is stored (None when nothing is): a private or unsafe attribute, a filter
-    or test the environment does not have or a template may not use, another template."""
+    or test the environment does not have or a template may not use, another template, a
+    loop that calls itself."""
     others = (nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)
     if tree.find(others) is not None:  # type: ignore[arg-type]  # find takes a tuple too
         return "a template cannot include, import or extend another template"
+    if any(loop.recursive for loop in tree.find_all(nodes.For)):
+        return "a loop cannot be recursive: write the levels out"
     for checked in (
         _read_refusal(tree),
         next(filter(None, map(_filter_refusal, tree.find_all(nodes.Filter))), None),

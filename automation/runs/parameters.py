@@ -18,20 +18,21 @@ import re
 from dataclasses import dataclass
 from typing import Any, cast
 
-from jinja2 import TemplateError, UndefinedError
+from jinja2 import TemplateError
 
 from automation.extraction import CURRENCIES, in_minor_units, parse_amount, parse_date
 from automation.runs.models import Run
 from automation.schemas import FieldProblem
 from policy.catalogue import (
     LOCALE,
-    TEMPLATES,
     Catalogue,
     FieldType,
     Money,
     ParameterSpec,
+    render_template,
     template_names,
 )
+from policy.sandbox import TemplateFailed
 
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 MAX_TEXT = 2000
@@ -104,7 +105,8 @@ def effect_parameters(
     problems: list[FieldProblem] = []
     declared = business.request_types.get(str(reading.get("category", "")))
     for name, parameter in spec.parameters.items():
-        value = _rendered(parameter, {**context, "params": template_params(values)})
+        where = f"effects.{effect}.parameters.{name}.value"
+        value = _rendered(parameter, {**context, "params": template_params(values)}, where)
         read = field_read(parameter)
         # A reference read from a field is held to the field's own pattern too.
         own = declared.fields.get(read) if declared is not None and read else None
@@ -149,7 +151,8 @@ def template_params(values: dict[str, Any]) -> dict[str, Any]:
 def _request_problems(
     business: Catalogue, effect: str, run: Run, reading: dict[str, Any], values: dict[str, Any]
 ) -> list[FieldProblem]:
-    """A request the effect's templates cannot be rendered for (a value they cannot use)."""
+    """A request the effect's templates cannot be rendered for (a value they cannot use, or
+    a template over its budget), the template named."""
     try:
         effect_request(business, effect, run, reading, values)
     except TemplateError as exc:
@@ -167,7 +170,7 @@ def effect_request(
     """What an `http` or `email_reply` effect sends, rendered from the run when the effect is
     written, so every attempt sends the same and the run shows what went out. Secrets are not
     in it: a header that names one is filled in when the request is made. Raises
-    TemplateError.
+    TemplateFailed, naming the template that failed (`effects.<effect>.http.body...`).
 
     Templates get the typed values (`params`): a date is ISO unless a filter writes it
     otherwise (`| date` in the reply's language), an amount `params.amount.value` and
@@ -181,10 +184,11 @@ def effect_request(
         "run": run_context(run, reading),
         "customer": customer_context(run, business),
     }
+    where = f"effects.{effect}"
     if spec.http is not None:
         request: dict[str, Any] = {"method": spec.http.method, "url": spec.http.url}
         if spec.http.body is not None:
-            request["body"] = _structure(spec.http.body, context)
+            request["body"] = _structure(spec.http.body, context, f"{where}.http.body")
         return request
     config = spec.email_reply
     if config is None:
@@ -200,38 +204,37 @@ def effect_request(
     # The message answered: its Message-ID, which a mail's event id is unless it had none.
     mail = bool(event.get("sender"))
     answered = run.event_id if mail and not run.event_id.startswith("sha256:") else ""
+    where = f"{where}.email_reply.templates.{language}"
     return {
         "to": str(event.get("sender") or ""),
         "language": language,
-        "subject": _text(message.subject, reply).replace("\n", " ").strip(),
-        "body": _text(message.body, reply),
+        "subject": _text(message.subject, reply, f"{where}.subject").replace("\n", " ").strip(),
+        "body": _text(message.body, reply, f"{where}.body"),
         "in_reply_to": answered,
         "references": [*thread, *([answered] if answered else [])],
     }
 
 
-def _text(template: str, context: dict[str, Any]) -> str:
-    return TEMPLATES.from_string(template).render(**context)
+def _text(template: str, context: dict[str, Any], where: str) -> str:
+    return render_template(template, context, where=where)
 
 
-def _structure(value: Any, context: dict[str, Any]) -> Any:
+def _structure(value: Any, context: dict[str, Any], where: str) -> Any:
     """A body structure with each string rendered: values never change its shape."""
     if isinstance(value, str):
-        return _text(value, context)
+        return _text(value, context, where)
     if isinstance(value, dict):
-        return {key: _structure(item, context) for key, item in value.items()}
+        return {key: _structure(item, context, f"{where}.{key}") for key, item in value.items()}
     if isinstance(value, list):
-        return [_structure(item, context) for item in value]
+        return [_structure(item, context, f"{where}.{i}") for i, item in enumerate(value)]
     return value
 
 
-def _rendered(parameter: ParameterSpec, context: dict[str, Any]) -> str:
+def _rendered(parameter: ParameterSpec, context: dict[str, Any], where: str) -> str:
     try:
-        return TEMPLATES.from_string(parameter.value).render(**context).strip()
-    except UndefinedError:
-        return ""  # a field the reading does not have: missing
-    except TemplateError as exc:
-        return f"\x00{exc}"
+        return render_template(parameter.value, context, where=where).strip()
+    except TemplateFailed as exc:
+        return "" if exc.missing else f"\x00{exc}"  # missing: a field the reading lacks
 
 
 def _problem(parameter: ParameterSpec, value: str, effect: str, pattern: str | None) -> str:

@@ -18,7 +18,7 @@ from automation.intake.customers import customers_load
 from automation.intake.services import channel_get_or_create
 from automation.models import Effect, IntakeChannel, Run, State
 from automation.roles import roles_ensure
-from policy.catalogue import TEMPLATES, Catalogue, Money, reference_catalogue
+from policy.catalogue import Catalogue, Money, reference_catalogue, render_template
 from tests.catalogues import SIGNING_VARIABLE, activate_effects, email_reply_effect, http_effect
 from tests.conftest import Pipeline, decision_for, make_event
 from tests.downstream import Downstream, running_downstream
@@ -209,6 +209,7 @@ def test_the_catalogue_accepts_the_parts_of_a_typed_value_and_its_filters() -> N
 def test_the_filters_write_money_and_dates_as_each_language_does(
     language: str, money: str, day: str
 ) -> None:
-    template = TEMPLATES.from_string("{{ a | money(l) }}|{{ d | date(l) }}|{{ a }}")
+    template = "{{ a | money(l) }}|{{ d | date(l) }}|{{ a }}"
     amount = Money({"value": "2340.00", "currency": "GBP"})
-    assert template.render(a=amount, d="2026-12-03", l=language) == f"{money}|{day}|2340.00 GBP"
+    values = {"a": amount, "d": "2026-12-03", "l": language}
+    assert render_template(template, values, where="test") == f"{money}|{day}|2340.00 GBP"

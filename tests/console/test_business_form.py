@@ -499,6 +499,26 @@ def test_a_route_owned_by_an_unknown_group_is_refused_at_its_field_not_as_a_take
     assert "Finance > Owned by: There is no group named 'claims-desk'." in summary(page)
 
 
+@pytest.mark.parametrize(
+    ("template", "why"),
+    [
+        ("{% for c in run.subject recursive %}{{ loop(c) }}{% endfor %}", "cannot be recursive"),
+        ("{% include 'other.txt' %}", "cannot include, import or extend another template"),
+    ],
+)
+def test_a_body_template_that_recurses_or_includes_is_refused_at_its_field(
+    client: Client, template: str, why: str
+) -> None:
+    settings = TICKET_SETTINGS.replace('"Warranty claim {{ params.serial }}"', f'"{template}"')
+    data = warranty(starting_values(client)) | {"new_effect-settings": settings}
+
+    page = refused(client, data)
+
+    shown = error_next_to(page, "new_effect-settings")
+    assert shown.startswith("Body > Ticket > Subject: ") and why in shown
+    assert not PolicyVersion.objects.filter(name="warranty-1").exists()
+
+
 def test_a_body_template_the_sandbox_would_refuse_is_refused_when_saved(client: Client) -> None:
     settings = TICKET_SETTINGS.replace(
         '"Warranty claim {{ params.serial }}"', "\"{{ run.subject | attr('__class__') }}\""

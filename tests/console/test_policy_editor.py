@@ -506,6 +506,34 @@ def test_a_route_owned_by_an_unknown_group_is_refused_in_its_own_words_in_the_ya
     assert not PolicyVersion.objects.filter(name="claims-2").exists()
 
 
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{% for c in run.subject recursive %}{{ loop(c) }}{% endfor %}",
+        "{% extends 'other.txt' %}",
+    ],
+)
+def test_a_template_that_recurses_or_extends_is_refused_in_the_yaml_with_its_place(
+    client: Client, template: str
+) -> None:
+    document = PolicyVersion.objects.get(is_active=True).parsed.stored()
+    catalogue = reference_catalogue().model_dump(mode="json", exclude_none=True)
+    catalogue["effects"]["create_follow_up"] |= {
+        "adapter": "http",
+        "http": {"url": "https://desk.example.com/tickets", "body": {"subject": template}},
+    }
+    text = yaml.safe_dump({**document, "version": "loops-1", "catalogue": catalogue})
+
+    response = client.post(NEW, {"document": text, "base": "policy-1", "yaml": "1"})
+
+    assert response.status_code == 400
+    page = html.unescape(response.content.decode())
+    # The place the template is at, in the sentence that says why.
+    assert "effects.create_follow_up.http.body.subject: a " in page.lower()
+    assert ("cannot be recursive" in page) or ("cannot include, import or extend" in page)
+    assert not PolicyVersion.objects.filter(name="loops-1").exists()
+
+
 # --- money: the base currency and the rates ---------------------------------------------------
 
 

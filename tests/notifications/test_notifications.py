@@ -361,6 +361,39 @@ def test_a_mention_tells_the_person_and_the_group_once_but_not_the_writer(
     assert f"/runs/{request.run_id}/#comment-{comment.pk}" in text
 
 
+def test_a_digest_of_thousands_lists_the_first_and_says_how_many_more_and_where(
+    db: None, outbox: Inbox
+) -> None:
+    daily = member("daily")
+    now = timezone.now()
+    body = "A request waits.\n\nAsked: approve it.\nOf: you.\n" + "By: tomorrow. " * 100
+    Notification.objects.bulk_create(
+        Notification(
+            key=f"waiting:{n}:{daily.pk}",
+            kind=Kind.WAITING,
+            user=daily,
+            subject=f"A request waits for you: thing {n}",
+            body=body,
+            status=Status.DIGEST,
+            created_at=now - timedelta(seconds=5000 - n),
+        )
+        for n in range(5000)
+    )
+
+    assert notifications_digest(now=now) == 1
+
+    (digest,) = outbox.received
+    text = digest.message.get_content().replace("\r\n", "\n")
+    assert digest.message["Subject"] == "Your Gatehouse digest: 5000 things"
+    assert len(text) < 40_000  # 5,000 things listed in full made about 4 MB
+    assert "thing 0\n" in text and "thing 49\n" in text and "thing 50\n" not in text
+    assert "and 4,950 more: your work in the console lists them, http" in text
+    assert reverse("me:work") in text
+    assert set(Notification.objects.filter(user=daily).values_list("status", flat=True)) == {
+        Status.DIGESTED
+    }
+
+
 @pytest.mark.parametrize(
     "address",
     [

@@ -365,6 +365,11 @@ UNSAFE_TEMPLATES = {
     "{{ params.serial | sort(attribute='__class__') }}": "'sort' is given '__class__'",
     "{{ params.serial | selectattr('__dict__') | list }}": "'selectattr' is given '__dict__'",
     "{% include 'other.txt' %}": "cannot include, import or extend another template",
+    "{% import 'other.txt' as other %}": "cannot include, import or extend another template",
+    "{% from 'other.txt' import x %}": "cannot include, import or extend another template",
+    "{% extends 'other.txt' %}": "cannot include, import or extend another template",
+    # A RecursionError when rendered, which held nothing and left the run where it was.
+    "{% for c in run.subject recursive %}{{ loop(c) }}{% endfor %}": "a loop cannot be recursive",
 }
 
 
