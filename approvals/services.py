@@ -19,6 +19,7 @@ from audit.services import audit_record
 from core.codes import Outcome, Refusal
 from core.dispatch import Priority, enqueue_after_commit
 from core.errors import ServiceError
+from core.inputs import RANGE_MESSAGE, in_calendar
 from core.limits import within
 from policy.schemas import ApprovalRule
 
@@ -350,6 +351,10 @@ def delegation_give(
         raise ServiceError(Refusal.BAD_ACTION, "choose someone else to decide for you")
     if not delegate.is_active or not delegate.has_perm("approvals.decide_approvalrequest"):
         raise ServiceError(Refusal.FORBIDDEN, f"{delegate.get_username()} may not decide approvals")
+    if not (in_calendar(starts_at) and in_calendar(ends_at)):
+        # Stored, a window's end past year 9999 (in UTC) could not be read back: the pages
+        # and the notify task that read delegations would fail for everyone.
+        raise ServiceError(Refusal.BAD_ACTION, RANGE_MESSAGE)
     if ends_at <= starts_at:
         raise ServiceError(Refusal.BAD_ACTION, "the end must come after the start")
     within(reason, what="the reason")
