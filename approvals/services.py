@@ -13,7 +13,13 @@ from django.utils import timezone
 
 from approvals.binding import Binding
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, Delegation
-from approvals.selectors import bulk_allowed, conflicted_user_ids, delegators_of, user_groups
+from approvals.selectors import (
+    bulk_allowed,
+    conflicted_user_ids,
+    delegations,
+    delegators_of,
+    user_groups,
+)
 from audit.models import AuditAction
 from audit.services import audit_record
 from core.codes import Outcome, Refusal
@@ -381,7 +387,7 @@ def delegation_give(
 @transaction.atomic(durable=True)
 def delegation_end(*, delegation_id: int, by: User, now: datetime) -> Delegation:
     """End a delegation now (it would have ended by itself at its end)."""
-    delegation = Delegation.objects.select_for_update().get(pk=delegation_id)
+    delegation = delegations().select_for_update().get(pk=delegation_id)
     if by.pk not in (delegation.delegator_id, delegation.delegate_id) and not by.has_perm(
         "approvals.assign_approvalrequest"
     ):

@@ -130,9 +130,8 @@ def delegation(request: AuthenticatedHttpRequest) -> HttpResponse:
         if form.is_valid() and _give_delegation(request, form):
             return redirect("me:delegation")
     now = timezone.now()
-    mine = Delegation.objects.filter(Q(delegator=user) | Q(delegate=user)).select_related(
-        "delegator", "delegate"
-    )
+    mine = approval_selectors.delegations().filter(Q(delegator=user) | Q(delegate=user))
+    mine = mine.select_related("delegator", "delegate")
     context = {
         "form": form,
         "given": [d for d in mine[:100] if d.delegator_id == user.pk],

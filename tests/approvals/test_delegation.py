@@ -280,3 +280,39 @@ def test_a_window_typed_in_the_form_is_given(people: dict[str, User]) -> None:
     refused = client.post(reverse("me:delegation"), {"delegate": "\u00b2", **window})
     assert "Choose a person." in refused.content.decode()
     assert client.post(reverse("me:delegation"), {"end": "\u00b2"}).status_code == 404
+
+
+# What the unbounded page stored, moved there by SQL (a datetime cannot hold it).
+PAST_THE_CALENDAR = {
+    "year-10000": "UPDATE approvals_delegation SET ends_at = ends_at + interval '8000 years' "
+    "WHERE id = %s",
+    "before-year-1": "UPDATE approvals_delegation SET starts_at = starts_at - interval "
+    "'2100 years' WHERE id = %s",
+}
+
+
+@pytest.mark.parametrize("statement", PAST_THE_CALENDAR.values(), ids=PAST_THE_CALENDAR.keys())
+def test_a_window_stored_past_the_calendar_before_it_was_refused_breaks_nothing(
+    pipeline: Pipeline, people: dict[str, User], statement: str
+) -> None:
+    """A row given before windows were bounded: psycopg cannot read it back, so it is in force
+    for nobody, and every page and task that reads delegations goes on."""
+    from django.db import connection
+
+    from notifications.tasks import notify
+
+    request = waiting(pipeline, "evt-stored-far")
+    give(people)
+    (stored,) = people["ana"].delegations_given.values_list("pk", flat=True)
+    with connection.cursor() as cursor:
+        cursor.execute(statement, [stored])
+    ana, fred = Client(), Client()
+    ana.force_login(people["ana"])
+    fred.force_login(people["fred"])
+
+    for client in (ana, fred):
+        assert client.get(reverse("me:delegation")).status_code == 200
+    assert fred.post(reverse("me:delegation"), {"end": stored}).status_code == 404
+    notify()
+    assert ana.get(reverse("approvals:evidence", args=[request.pk])).status_code == 200
+    assert request not in selectors.visible_requests(people["fred"])
