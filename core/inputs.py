@@ -115,6 +115,18 @@ class BoundedDateTimeField(forms.DateTimeField):
         ]
 
 
+class BoundedSplitDateTimeField(forms.SplitDateTimeField):
+    """The admin's date-and-time pair (a date box and a time box), between EARLIEST and the
+    end of LATEST, as BoundedDateTimeField."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validators += [
+            MinValueValidator(FIRST_MOMENT, message=RANGE_MESSAGE),
+            MaxValueValidator(LAST_MOMENT, message=RANGE_MESSAGE),
+        ]
+
+
 def check_window(form: forms.Form, first: str, last: str) -> None:
     """A time window whose start is not after its end (both given, or either missing)."""
     start, end = form.cleaned_data.get(first), form.cleaned_data.get(last)
