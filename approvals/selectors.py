@@ -20,6 +20,7 @@ from django.utils.timesince import timesince, timeuntil
 
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, Delegation
 from audit.models import APPROVAL_ACTIONS, NOT_A_HAND, AuditAction, AuditEvent
+from core.inputs import FIRST_MOMENT, LAST_MOMENT
 from core.keyset import Cursor, keyset_page
 
 # Rows on one inbox page (keyset pages follow): enough to work through, quick to draw.
@@ -33,9 +34,17 @@ def user_groups(user: User) -> set[str]:
     return set(_group_names(user).values_list("name", flat=True))
 
 
+def delegations() -> QuerySet[Delegation]:
+    """Every delegation whose window lies inside the calendar, which is every one given since
+    delegation_give bounds it. One stored before (ending in year 10000 in UTC, or starting
+    before year 1) cannot be read back by psycopg: left out here, in the database's own
+    filter, it is in force for nobody instead of failing every page and task that reads it."""
+    return Delegation.objects.filter(starts_at__gte=FIRST_MOMENT, ends_at__lte=LAST_MOMENT)
+
+
 def delegations_now(*, now: datetime | None = None) -> QuerySet[Delegation]:
     now = now or timezone.now()
-    return Delegation.objects.filter(
+    return delegations().filter(
         starts_at__lte=now, ends_at__gt=now, ended_early_at__isnull=True, delegator__is_active=True
     )
 

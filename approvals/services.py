@@ -13,12 +13,19 @@ from django.utils import timezone
 
 from approvals.binding import Binding
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, Delegation
-from approvals.selectors import bulk_allowed, conflicted_user_ids, delegators_of, user_groups
+from approvals.selectors import (
+    bulk_allowed,
+    conflicted_user_ids,
+    delegations,
+    delegators_of,
+    user_groups,
+)
 from audit.models import AuditAction
 from audit.services import audit_record
 from core.codes import Outcome, Refusal
 from core.dispatch import Priority, enqueue_after_commit
 from core.errors import ServiceError
+from core.inputs import RANGE_MESSAGE, in_calendar
 from core.limits import within
 from policy.schemas import ApprovalRule
 
@@ -352,6 +359,10 @@ def delegation_give(
         raise ServiceError(Refusal.BAD_ACTION, "choose someone else to decide for you")
     if not delegate.is_active or not delegate.has_perm("approvals.decide_approvalrequest"):
         raise ServiceError(Refusal.FORBIDDEN, f"{delegate.get_username()} may not decide approvals")
+    if not (in_calendar(starts_at) and in_calendar(ends_at)):
+        # Stored, a window's end past year 9999 (in UTC) could not be read back: the pages
+        # and the notify task that read delegations would fail for everyone.
+        raise ServiceError(Refusal.BAD_ACTION, RANGE_MESSAGE)
     if ends_at <= starts_at:
         raise ServiceError(Refusal.BAD_ACTION, "the end must come after the start")
     within(reason, what="the reason")
@@ -378,7 +389,7 @@ def delegation_give(
 @transaction.atomic(durable=True)
 def delegation_end(*, delegation_id: int, by: User, now: datetime) -> Delegation:
     """End a delegation now (it would have ended by itself at its end)."""
-    delegation = Delegation.objects.select_for_update().get(pk=delegation_id)
+    delegation = delegations().select_for_update().get(pk=delegation_id)
     if by.pk not in (delegation.delegator_id, delegation.delegate_id) and not by.has_perm(
         "approvals.assign_approvalrequest"
     ):

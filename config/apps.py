@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from django.contrib.admin.apps import AdminConfig
 
 
@@ -11,6 +13,7 @@ class GatehouseAdminConfig(AdminConfig):
     def ready(self) -> None:
         super().ready()  # every app's admin is registered by now
         _login_attempts_without_cleanup_action()
+        _admin_dates_bounded()
 
 
 def _login_attempts_without_cleanup_action() -> None:
@@ -26,3 +29,30 @@ def _login_attempts_without_cleanup_action() -> None:
 
     admin.site.unregister(AccessAttempt)
     admin.site.register(AccessAttempt, LoginAttemptAdmin)
+
+
+def _admin_dates_bounded() -> None:
+    """Every date and time typed into the admin, ours and the libraries' (a django-q
+    schedule's next run), lies between core.inputs' bounds, as in the console: the admin's
+    own fields take any year a datetime holds."""
+    from django.apps import apps
+    from django.contrib import admin
+    from django.db import models
+
+    from core.inputs import BoundedDateField, BoundedSplitDateTimeField
+
+    bounded: dict[type[models.Field[Any, Any]], dict[str, Any]] = {
+        models.DateTimeField: {"form_class": BoundedSplitDateTimeField},
+        models.DateField: {"form_class": BoundedDateField},
+    }
+    for model in apps.get_models():
+        if not admin.site.is_registered(model):
+            continue
+        # ModelAdmin.__init__ gives each admin its own deep copy of the admin's field
+        # defaults (with its widgets): changing it changes that admin's forms only.
+        overrides = cast(
+            "dict[type[models.Field[Any, Any]], dict[str, Any]]",
+            admin.site.get_model_admin(model).formfield_overrides,
+        )
+        for field, options in bounded.items():
+            overrides.setdefault(field, {}).update(options)

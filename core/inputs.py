@@ -1,5 +1,5 @@
 """What a request carries, read with bounds: numbers, and the dates and times people type into
-the console (filters, periods, windows).
+the console (filters, periods, windows, a delegation's window, a policy's dates).
 
 A number taken from a request (a run number in a search box, a simulation's id in a form, a
 rate typed into a field) is ASCII digits only, and not too many of them: str.isdigit() is
@@ -77,6 +77,19 @@ class AsciiFloatField(forms.FloatField):
 EARLIEST = date(1970, 1, 1)
 LATEST = date(2999, 12, 31)
 RANGE_MESSAGE = f"Enter a date between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}."
+# The same bounds as moments. A time typed with an offset (9999-12-31T23:59-14:00) is, in
+# UTC, a moment of year 10000, which PostgreSQL stores and psycopg cannot read back: every
+# page and task reading that row would fail. Compared as moments, it is simply too late.
+FIRST_MOMENT = datetime.combine(EARLIEST, time.min, UTC)
+LAST_MOMENT = datetime.combine(LATEST, time.max, UTC)
+
+
+def in_calendar(moment: date | datetime) -> bool:
+    """Whether a date, or an aware date and time, lies between EARLIEST and LATEST: what a
+    service that stores a date someone gave checks (the forms check it first)."""
+    if isinstance(moment, datetime):
+        return FIRST_MOMENT <= moment <= LAST_MOMENT
+    return EARLIEST <= moment <= LATEST
 
 
 class BoundedDateField(forms.DateField):
@@ -97,8 +110,20 @@ class BoundedDateTimeField(forms.DateTimeField):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.validators += [
-            MinValueValidator(datetime.combine(EARLIEST, time.min, UTC), message=RANGE_MESSAGE),
-            MaxValueValidator(datetime.combine(LATEST, time.max, UTC), message=RANGE_MESSAGE),
+            MinValueValidator(FIRST_MOMENT, message=RANGE_MESSAGE),
+            MaxValueValidator(LAST_MOMENT, message=RANGE_MESSAGE),
+        ]
+
+
+class BoundedSplitDateTimeField(forms.SplitDateTimeField):
+    """The admin's date-and-time pair (a date box and a time box), between EARLIEST and the
+    end of LATEST, as BoundedDateTimeField."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validators += [
+            MinValueValidator(FIRST_MOMENT, message=RANGE_MESSAGE),
+            MaxValueValidator(LAST_MOMENT, message=RANGE_MESSAGE),
         ]
 
 

@@ -50,6 +50,7 @@ from django.db.models import (
 from django.urls import reverse
 
 from approvals.models import ApprovalRequest, ApprovalStatus, Delegation
+from approvals.selectors import delegations
 from audit.models import AuditAction, AuditEvent
 from automation.conf import setting
 from automation.models import Run, RunComment, State
@@ -328,9 +329,8 @@ def _mentioned(now: datetime) -> Iterable[Event]:
 def _delegated(now: datetime) -> Iterable[Event]:
     """Delegations given lately that are not over: each delegate told once."""
     given = list(
-        Delegation.objects.filter(
-            created_at__gte=now - HANDOFF_WINDOW, ends_at__gt=now, ended_early_at__isnull=True
-        )
+        delegations()
+        .filter(created_at__gte=now - HANDOFF_WINDOW, ends_at__gt=now, ended_early_at__isnull=True)
         .select_related("delegator")
         .order_by("created_at")[:FIND_LIMIT]
     )

@@ -22,6 +22,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from core.inputs import RANGE_MESSAGE, in_calendar
 from core.limits import NOTE
 from policy.catalogue import (
     Catalogue,
@@ -123,6 +124,16 @@ class MoneyPolicy(Strict):
     base_currency: Currency
     rates_as_of: date
     rates: dict[Currency, Annotated[Decimal, Field(gt=0)]] = Field(default_factory=dict)
+
+    @field_validator("rates_as_of")
+    @classmethod
+    def _rates_dated_in_calendar(cls, day: date, info: ValidationInfo) -> date:
+        # A new version's day lies where every date typed into the console does (core.inputs);
+        # one stored before the bound must still be readable, or its runs could not be decided.
+        new = isinstance(info.context, dict) and info.context.get("new_version")
+        if new and not in_calendar(day):
+            raise PydanticCustomError("date_out_of_range", RANGE_MESSAGE)
+        return day
 
     @model_validator(mode="after")
     def _base_is_one(self) -> MoneyPolicy:

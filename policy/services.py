@@ -208,6 +208,8 @@ def _version_create(document: PolicyDocument, author: User | None) -> tuple[Poli
         raise PolicyError(problem, where="version")
     _checked_as_new(document)
     _groups_exist(document)
+    if author is not None:
+        _approvers_exist(document)
     version = PolicyVersion.objects.create(
         name=document.version,
         document=document.stored(),
@@ -240,6 +242,25 @@ def _groups_exist(document: PolicyDocument) -> None:
             owners[f"catalogue.effects.{name}.record.group"] = effect.record.group
     known = set(Group.objects.filter(name__in=owners.values()).values_list("name", flat=True))
     for where, group in sorted(owners.items()):
+        if group not in known:
+            raise PolicyError(f"there is no group named {group!r}", where=where)
+
+
+def _approvers_exist(document: PolicyDocument) -> None:
+    """A version a person writes (the console's editors) names only groups that exist for its
+    approval rules: a misspelt team would leave every request it should decide waiting for no
+    one, then escalate to no one. (The shipped files and `load_policy` are not held to it:
+    they are loaded before `setup_roles` makes the groups.)"""
+    rules = {f"approvals.{effect}": rule for effect, rule in document.approvals.items()}
+    if document.amount_approval is not None:
+        rules["amount_approval"] = document.amount_approval
+    for name, signal in document.signals.items():
+        if signal.approval is not None:
+            rules[f"signals.{name}.approval"] = signal.approval
+    named = {f"{place}.group": rule.group for place, rule in rules.items()}
+    named |= {f"{p}.escalate_to": r.escalate_to for p, r in rules.items() if r.escalate_to}
+    known = set(Group.objects.filter(name__in=named.values()).values_list("name", flat=True))
+    for where, group in sorted(named.items()):
         if group not in known:
             raise PolicyError(f"there is no group named {group!r}", where=where)
 

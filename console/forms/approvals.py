@@ -6,6 +6,7 @@ from django import forms
 
 from approvals.binding import Binding
 from console.forms.text import FreeTextField
+from core.inputs import ID_DIGITS, BoundedDateTimeField, NumberField
 
 
 class DecisionForm(forms.Form):
@@ -38,3 +39,21 @@ class DecisionForm(forms.Form):
             policy_version=self.cleaned_data["seen_policy_version"],
             effect=self.cleaned_data["seen_effect"],
         )
+
+
+class DelegationForm(forms.Form):
+    """Out of office (console/templates/me/delegation.html): who decides for me, and the
+    window, each end a bounded date and time; the service checks the rest (who may be given
+    it, an end after the start, the reason's length)."""
+
+    delegate = NumberField(
+        min_value=1,
+        max_value=10**ID_DIGITS - 1,
+        label="Who decides for me",
+        error_messages=dict.fromkeys(
+            ("required", "invalid", "min_value", "max_value"), "Choose a person."
+        ),
+    )
+    starts_at = BoundedDateTimeField(label="From")
+    ends_at = BoundedDateTimeField(label="Until")
+    reason = forms.CharField(required=False, strip=False, label="Why")

@@ -40,6 +40,7 @@ from console.forms.policy import (
 )
 from console.forms.text import FreeTextField
 from console.vocabulary import humanize
+from core.inputs import parse_number
 from policy.catalogue import EffectSpec, FieldSpec
 from policy.models import PolicyVersion
 from policy.schemas import NEW_VERSION, PolicyDocument
@@ -741,4 +742,7 @@ class BusinessForm(NewVersionForm):
 
 
 def _dotted(place: str) -> Path:
-    return tuple(int(part) if part.isdigit() else part for part in place.split("."))
+    """A dotted place as a path: its list positions as numbers (ASCII digits only: a name
+    the person typed may hold a '²', which isdigit() takes and int() refuses)."""
+    parts = place.split(".")
+    return tuple(part if (number := parse_number(part)) is None else number for part in parts)

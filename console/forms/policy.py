@@ -23,7 +23,7 @@ from pydantic_core import ErrorDetails
 from console.forms.text import FreeTextField
 from console.vocabulary import Kind, humanize, label, tier_term
 from core.errors import plain_message
-from core.inputs import AsciiDecimalField, AsciiFloatField, NumberField
+from core.inputs import AsciiDecimalField, AsciiFloatField, BoundedDateField, NumberField
 from policy.models import PolicyVersion
 from policy.schemas import (
     MAX_PHRASE_CHARS,
@@ -316,7 +316,7 @@ class PolicyForm(NewVersionForm):
             "compared as numbers, whatever their currency."
         ),
     )
-    rates_as_of = forms.DateField(
+    rates_as_of = BoundedDateField(
         label="Rates as of",
         required=False,
         help_text="The day the rates were taken, as 2026-12-01.",

@@ -42,6 +42,7 @@ from console.templatetags.words import term
 from core.codes import Outcome
 from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
+from core.inputs import parse_number
 from core.keyset import NEWEST, BadCursor, Cursor, order_of, page_link, parse_cursor
 
 RESULT_MESSAGES = {
@@ -303,7 +304,9 @@ def bulk(request: AuthenticatedHttpRequest) -> HttpResponse:
     page that says what happened to each."""
     decision = request.POST.get("decision")
     comment = request.POST.get("comment", "").strip()
-    chosen = [i for i in (_int(v) for v in request.POST.getlist("request")) if i is not None]
+    chosen = [
+        i for i in (parse_number(v) for v in request.POST.getlist("request")) if i is not None
+    ]
     seen = {i: b for i in dict.fromkeys(chosen) if (b := _seen(request.POST.get(f"seen-{i}")))}
     if decision not in ("approve", "reject") or not seen:
         messages.error(request, "Select the requests to decide, then approve or reject them.")
@@ -374,7 +377,7 @@ def hand(request: AuthenticatedHttpRequest, request_id: int, action: str) -> Htt
         elif action == "assign":
             if not request.user.has_perm("approvals.assign_approvalrequest"):
                 raise PermissionDenied("you may not give requests to people")
-            chosen = _int(request.POST.get("person"))
+            chosen = parse_number(request.POST.get("person"))
             person = User.objects.filter(pk=chosen).first() if chosen is not None else None
             if person is None:
                 messages.error(request, "Choose the person to give it to.")
@@ -393,10 +396,6 @@ def hand(request: AuthenticatedHttpRequest, request_id: int, action: str) -> Htt
         return redirect("approvals:evidence", request_id=approval.pk)
     messages.success(request, HANDED[action].format(name=name))
     return redirect("approvals:evidence", request_id=approval.pk)
-
-
-def _int(value: str | None) -> int | None:
-    return int(value) if value and value.isdigit() and len(value) < 12 else None
 
 
 @require_GET

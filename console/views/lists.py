@@ -33,7 +33,10 @@ def claim_many(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
             level = messages.SUCCESS if result.claimed else messages.WARNING
             messages.add_message(request, level, claimed_text(result))
     target = request.POST.get("next", "")
-    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+    # A path on this site only: redirect() reads any other word as a URL name (a 500).
+    if target.startswith("/") and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}
+    ):
         return redirect(target)
     return redirect("queues:queue", name=name)
 

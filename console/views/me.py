@@ -3,8 +3,6 @@ how they hear of work."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
@@ -19,9 +17,11 @@ from approvals.models import Delegation
 from approvals.services import delegation_end, delegation_give
 from automation.classifiers.quality import samples_for
 from automation.recovery.selectors import claimed_runs
-from console.refusals import show_refusal
+from console.forms.approvals import DelegationForm
+from console.refusals import refusal_text, show_refusal
 from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
+from core.inputs import parse_number
 from core.keyset import BadCursor, Cursor, keyset_page, page_link, parse_cursor
 from notifications.models import Kind, Mode
 from notifications.preferences import preferences_of, preferences_set
@@ -122,45 +122,18 @@ def _cursor(text: str | None) -> Cursor | None:
 @login_required
 def delegation(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Out of office: let someone decide my approvals for a window; see and end delegations."""
-    user = request.user
+    user, form = request.user, DelegationForm()
+    if request.method == "POST" and "end" in request.POST:
+        return _end_delegation(request, parse_number(request.POST.get("end")))
     if request.method == "POST":
-        try:
-            if "end" in request.POST:
-                ended = _int(request.POST.get("end"))
-                if ended is None:
-                    raise Http404("no such delegation")
-                delegation_end(delegation_id=ended, by=user, now=timezone.now())
-                messages.success(request, "Ended: it no longer lets anyone decide for you.")
-            else:
-                delegate = User.objects.filter(pk=_int(request.POST.get("delegate")) or 0).first()
-                starts, ends = (
-                    _when(request.POST.get("starts_at")),
-                    _when(request.POST.get("ends_at")),
-                )
-                if delegate is None or starts is None or ends is None:
-                    messages.error(request, "Choose a person, a start and an end.")
-                    return redirect("me:delegation")
-                delegation_give(
-                    delegator=user,
-                    delegate=delegate,
-                    starts_at=starts,
-                    ends_at=ends,
-                    reason=request.POST.get("reason", ""),
-                    by=user,
-                )
-                messages.success(
-                    request, f"{delegate.get_username()} decides your approvals in that window."
-                )
-        except Delegation.DoesNotExist as exc:
-            raise Http404("no such delegation") from exc
-        except ServiceError as exc:
-            show_refusal(request, exc)
-        return redirect("me:delegation")
+        form = DelegationForm(request.POST)
+        if form.is_valid() and _give_delegation(request, form):
+            return redirect("me:delegation")
     now = timezone.now()
-    mine = Delegation.objects.filter(Q(delegator=user) | Q(delegate=user)).select_related(
-        "delegator", "delegate"
-    )
+    mine = approval_selectors.delegations().filter(Q(delegator=user) | Q(delegate=user))
+    mine = mine.select_related("delegator", "delegate")
     context = {
+        "form": form,
         "given": [d for d in mine[:100] if d.delegator_id == user.pk],
         "received": [d for d in mine[:100] if d.delegate_id == user.pk],
         "people": approval_selectors.delegates_for(user),
@@ -170,16 +143,39 @@ def delegation(request: AuthenticatedHttpRequest) -> HttpResponse:
     return render(request, "me/delegation.html", context)
 
 
-def _int(value: str | None) -> int | None:
-    return int(value) if value and value.isdigit() and len(value) < 12 else None
-
-
-def _when(value: str | None) -> datetime | None:
-    """A datetime-local field's value, in the site's time zone."""
-    if not value:
-        return None
+def _end_delegation(request: AuthenticatedHttpRequest, delegation_id: int | None) -> HttpResponse:
+    if delegation_id is None:
+        raise Http404("no such delegation")
     try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return timezone.make_aware(moment) if timezone.is_naive(moment) else moment
+        delegation_end(delegation_id=delegation_id, by=request.user, now=timezone.now())
+    except Delegation.DoesNotExist as exc:
+        raise Http404("no such delegation") from exc
+    except ServiceError as exc:
+        show_refusal(request, exc)
+    else:
+        messages.success(request, "Ended: it no longer lets anyone decide for you.")
+    return redirect("me:delegation")
+
+
+def _give_delegation(request: AuthenticatedHttpRequest, form: DelegationForm) -> bool:
+    """Give the delegation the valid form describes; False (the form says why) when the
+    person chosen does not exist or the service refuses."""
+    data = form.cleaned_data
+    delegate = User.objects.filter(pk=data["delegate"]).first()
+    if delegate is None:
+        form.add_error("delegate", "Choose a person.")
+        return False
+    try:
+        delegation_give(
+            delegator=request.user,
+            delegate=delegate,
+            starts_at=data["starts_at"],
+            ends_at=data["ends_at"],
+            reason=data["reason"],
+            by=request.user,
+        )
+    except ServiceError as exc:
+        form.add_error(None, refusal_text(exc))
+        return False
+    messages.success(request, f"{delegate.get_username()} decides your approvals in that window.")
+    return True

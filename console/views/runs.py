@@ -277,7 +277,10 @@ def _corrected_text(changed: dict[str, list[Any]], corrected: Run, shown: Run) -
 def _back(request: HttpRequest, run_id: int) -> HttpResponse:
     """Back to the page the form was on (a queue), or to the run page."""
     target = request.POST.get("next", "")
-    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+    # A path on this site only: redirect() reads any other word as a URL name (a 500).
+    if target.startswith("/") and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}
+    ):
         return redirect(target)
     return redirect("runs:run", run_id=run_id)
 

@@ -130,3 +130,32 @@ def test_the_inbox_offers_it_and_the_result_page_lists_each(pipeline: Pipeline, 
     # A rejection without a comment is refused before anything is decided.
     again = client.post(reverse("approvals:bulk"), {**form, "comment": ""}, follow=True)
     assert "A rejection needs a comment" in again.content.decode()
+
+
+@pytest.mark.parametrize("number", ["\u00b2", "\u0661", "\uff15"])
+def test_a_request_named_in_another_scripts_digits_is_no_request(
+    pipeline: Pipeline, ana: User, number: str
+) -> None:
+    """A superscript two passes isdigit() and int() refuses it (a 500); int() reads an
+    Arabic-Indic one and a full-width five as 1 and 5, so a look-alike would name another
+    request or person. Each is no number at all."""
+    bulk_policy()
+    request = waiting(pipeline, "evt-digits")
+    lead = User.objects.create_superuser("lead", "lead@example.com", None)
+    client = Client()
+    client.force_login(ana)
+    form = {"decision": "approve", "comment": "", "request": [number, request.pk]}
+    form |= {
+        f"seen-{n}": "|".join(request.binding().as_dict().values()) for n in (number, request.pk)
+    }
+
+    answer = client.post(reverse("approvals:bulk"), form)
+
+    assert answer.status_code == 200
+    assert "<strong>1</strong> decided" in answer.content.decode()
+    client.force_login(lead)
+    other = waiting(pipeline, "evt-digits-2")
+    given = client.post(reverse("approvals:hand", args=[other.pk, "assign"]), {"person": number})
+    assert given.status_code == 302
+    other.refresh_from_db()
+    assert other.assignee is None

@@ -201,3 +201,118 @@ def test_the_delegate_is_told_once(pipeline: Pipeline, people: dict[str, User]) 
     assert told.user == people["fred"] and told.run is None
     assert told.subject.startswith("You decide for ana until")
     assert "ana lets you decide their approvals while they are away." in told.body
+
+
+# Ends of the calendar a datetime-local field can be made to send. The first two, read in
+# their own offset, are moments of year 10000 and year 0 in UTC, which PostgreSQL stores and
+# psycopg cannot read back (every page and task that read the row failed); the others are no
+# date a datetime holds.
+OUT_OF_RANGE = "Enter a date between 1970-01-01 and 2999-12-31."
+UNREADABLE = "Enter a valid date/time."
+FAR_ENDS = [
+    ("ends_at", "9999-12-31T23:59-14:00", OUT_OF_RANGE),
+    ("starts_at", "0001-01-01T00:00+14:00", OUT_OF_RANGE),
+    ("ends_at", "10000-01-01T00:00", UNREADABLE),
+    ("starts_at", "0000-01-01T00:00", UNREADABLE),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "shown"), FAR_ENDS, ids=[v for _, v, _ in FAR_ENDS])
+def test_a_window_past_the_calendar_is_refused_and_breaks_nothing(
+    pipeline: Pipeline, people: dict[str, User], field: str, value: str, shown: str
+) -> None:
+    from notifications.tasks import notify
+
+    request = waiting(pipeline, "evt-far")
+    ana, fred = Client(), Client()
+    ana.force_login(people["ana"])
+    fred.force_login(people["fred"])
+    window = {"starts_at": "2026-12-01T09:00", "ends_at": "2026-12-02T09:00", field: value}
+
+    answer = ana.post(
+        reverse("me:delegation"), {"delegate": people["fred"].pk, "reason": "", **window}
+    )
+
+    assert answer.status_code == 200
+    assert shown in answer.content.decode()
+    assert not people["ana"].delegations_given.exists()
+    for client in (ana, fred):
+        assert client.get(reverse("me:delegation")).status_code == 200
+    notify()
+    decide(pipeline, request, people["bea"])
+    assert ana.get(reverse("approvals:evidence", args=[request.pk])).status_code == 200
+
+
+def test_the_service_refuses_a_window_past_the_calendar(people: dict[str, User]) -> None:
+    from datetime import datetime
+    from datetime import timezone as tz
+
+    now = timezone.now()
+    for starts_at, ends_at in [
+        (now, datetime(9999, 12, 31, 23, 59, tzinfo=tz(timedelta(hours=-14)))),
+        (datetime(1, 1, 1, tzinfo=tz(timedelta(hours=14))), now),
+    ]:
+        with pytest.raises(ServiceError, match="Enter a date between 1970-01-01 and 2999-12-31"):
+            delegation_give(
+                delegator=people["ana"],
+                delegate=people["fred"],
+                starts_at=starts_at,
+                ends_at=ends_at,
+                reason="",
+                by=people["ana"],
+            )
+    assert not people["ana"].delegations_given.exists()
+
+
+def test_a_window_typed_in_the_form_is_given(people: dict[str, User]) -> None:
+    client = Client()
+    client.force_login(people["ana"])
+    window = {"starts_at": "2026-12-01T09:00", "ends_at": "2026-12-02T09:00+01:00"}
+
+    answer = client.post(
+        reverse("me:delegation"), {"delegate": people["fred"].pk, "reason": "away", **window}
+    )
+
+    assert answer.status_code == 302
+    (given,) = people["ana"].delegations_given.all()
+    assert (given.delegate, given.reason) == (people["fred"], "away")
+    assert given.ends_at.isoformat() == "2026-12-02T08:00:00+00:00"
+    refused = client.post(reverse("me:delegation"), {"delegate": "\u00b2", **window})
+    assert "Choose a person." in refused.content.decode()
+    assert client.post(reverse("me:delegation"), {"end": "\u00b2"}).status_code == 404
+
+
+# What the unbounded page stored, moved there by SQL (a datetime cannot hold it).
+PAST_THE_CALENDAR = {
+    "year-10000": "UPDATE approvals_delegation SET ends_at = ends_at + interval '8000 years' "
+    "WHERE id = %s",
+    "before-year-1": "UPDATE approvals_delegation SET starts_at = starts_at - interval "
+    "'2100 years' WHERE id = %s",
+}
+
+
+@pytest.mark.parametrize("statement", PAST_THE_CALENDAR.values(), ids=PAST_THE_CALENDAR.keys())
+def test_a_window_stored_past_the_calendar_before_it_was_refused_breaks_nothing(
+    pipeline: Pipeline, people: dict[str, User], statement: str
+) -> None:
+    """A row given before windows were bounded: psycopg cannot read it back, so it is in force
+    for nobody, and every page and task that reads delegations goes on."""
+    from django.db import connection
+
+    from notifications.tasks import notify
+
+    request = waiting(pipeline, "evt-stored-far")
+    give(people)
+    (stored,) = people["ana"].delegations_given.values_list("pk", flat=True)
+    with connection.cursor() as cursor:
+        cursor.execute(statement, [stored])
+    ana, fred = Client(), Client()
+    ana.force_login(people["ana"])
+    fred.force_login(people["fred"])
+
+    for client in (ana, fred):
+        assert client.get(reverse("me:delegation")).status_code == 200
+    assert fred.post(reverse("me:delegation"), {"end": stored}).status_code == 404
+    notify()
+    assert ana.get(reverse("approvals:evidence", args=[request.pk])).status_code == 200
+    assert request not in selectors.visible_requests(people["fred"])

@@ -590,3 +590,49 @@ def test_a_base_currency_without_a_rates_date_is_refused_at_the_date(client: Cli
     data.update(version="money-4", base_currency="EUR", rates="SEK 0.0863")
     page = refused(client, data)
     assert error_next_to(page, "rates_as_of")
+
+
+DAY_RANGE = "Enter a date between 1970-01-01 and 2999-12-31."
+
+
+@pytest.mark.parametrize("day", ["9999-12-31", "0001-01-01"])
+def test_a_rates_date_past_the_calendar_is_refused_in_the_form_and_the_yaml(
+    client: Client, day: str
+) -> None:
+    _, data = starting_values(client, "policy-1")
+    data.update(version="money-5", base_currency="EUR", rates_as_of=day, rates="SEK 0.0863")
+    assert error_next_to(refused(client, data), "rates_as_of") == DAY_RANGE
+
+    text = (
+        client.get(NEW, {"from": "policy-1"})
+        .context["text"]
+        .replace("money: null", f"money:\n  base_currency: EUR\n  rates_as_of: '{day}'")
+    )
+    response = client.post(NEW, {"document": text})
+    assert response.status_code == 400
+    assert f"<strong>Money &gt; Rates as of</strong>: {DAY_RANGE}" in response.content.decode()
+    assert not PolicyVersion.objects.filter(name="policy-2").exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "place"),
+    [
+        ("group: security-approvers", "approvals.queue_account_review.group"),
+        ("escalate_to: ops-leads", "approvals.queue_account_review.escalate_to"),
+    ],
+)
+def test_an_approval_rule_for_a_team_that_does_not_exist_is_refused_in_the_yaml(
+    client: Client, change: str, place: str
+) -> None:
+    text = client.get(NEW, {"from": "policy-1"}).context["text"]
+    assert change in text
+    name = change.split(": ")[0]
+    text = text.replace(change, f"{name}: security-aprovers")
+
+    response = client.post(NEW, {"document": text})
+
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert f'<small class="code">{place}</small>' in page
+    assert html.escape("There is no group named 'security-aprovers'") in page
+    assert not PolicyVersion.objects.filter(name="policy-2").exists()

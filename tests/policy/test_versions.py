@@ -12,6 +12,7 @@ import yaml
 from django.core.management import CommandError, call_command
 from django.db import IntegrityError, connection, connections, transaction
 
+from automation.roles import roles_ensure
 from policy.models import PolicyVersion
 from policy.schemas import PolicyDocument
 from policy.services import (
@@ -145,6 +146,7 @@ def test_a_changed_note_is_a_different_document() -> None:
 @pytest.mark.django_db
 def test_new_version_records_the_active_one_as_parent_and_author(django_user_model: Any) -> None:
     policy_ensure_defaults()
+    roles_ensure()  # the groups its approval rules name: a person's version names real ones
     author = django_user_model.objects.create_user(username="author")
 
     version, created = policy_version_create(
@@ -543,3 +545,16 @@ def test_two_activations_waiting_on_the_active_row_both_succeed_in_turn() -> Non
 
     assert len(active_names()) == 1  # the constraint holds either way
     assert results == {"policy-2": None, "policy-3": None}
+
+
+def test_a_persons_version_names_only_groups_that_exist_for_its_approvals(
+    django_user_model: Any,
+) -> None:
+    policy_ensure_defaults()  # loaded before setup_roles makes the groups: not held to it
+    author = django_user_model.objects.create_user(username="author")
+    changed = document(version="policy-2", amount_approval={"group": "finance-approvers"})
+
+    with pytest.raises(PolicyError, match="there is no group named 'finance-approvers'") as no:
+        policy_version_create(document=changed, author=author)
+    assert no.value.where == "amount_approval.group"
+    assert not PolicyVersion.objects.filter(name="policy-2").exists()
