@@ -82,6 +82,20 @@ MIME_HEADER_BYTES = 4 * 1024  # Content-*
 MIME_PARAMETERS = 50  # ';' in one of them
 # Attachments read (the event keeps as many): a forwarded message is parsed again to be kept.
 ATTACHMENT_COUNT = 50
+# PDFs whose text is read, pages of each, and what pypdf may decompress and parse for one
+# (pypdf.Configuration; its defaults allow 75 MB a stream and 300 MB of decoding work).
+PDF_FILES = 5
+PDF_PAGES = 20
+PDF_BUDGET = {
+    "zlib_maximum_output_length": 8_000_000,
+    "lzw_maximum_output_length": 8_000_000,
+    "run_length_maximum_output_length": 8_000_000,
+    "brotli_maximum_output_length": 8_000_000,
+    "array_based_stream_maximum_output_length": 8_000_000,
+    "stream_decoding_work_maximum_length": 32_000_000,
+    "stream_parsing_work_maximum_count": 500_000,
+    "xform_maximum_invocations_per_extraction": 500,
+}
 
 
 class _HeaderBudget:
@@ -286,18 +300,33 @@ def _decoded_text(part: Message, notes: list[str]) -> str:
 def _pdf_text(data: bytes, notes: list[str], name: str) -> str:
     # Here, not at the top: pypdf takes 60 ms to import, and only a message with a PDF
     # attachment needs it (every web and worker process imports this module).
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
+    from pypdf import PdfReader, apply_configuration
+    from pypdf.errors import PyPdfError
 
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        return "\n".join((page.extract_text() or "") for page in reader.pages[:20]).strip()
-    except (PdfReadError, ValueError, KeyError, TypeError) as exc:
-        notes.append(f"attachment {name!r}: PDF text could not be read ({exc})")
-        return ""
+    text: list[str] = []
+    # pypdf's own budget, tightened for text read from mail (its defaults are for documents
+    # a person opens on purpose): what one PDF may decompress and parse.
+    with apply_configuration(None, **PDF_BUDGET):
+        try:
+            for page in PdfReader(io.BytesIO(data)).pages[:PDF_PAGES]:
+                text.append(page.extract_text() or "")
+                if sum(map(len, text)) >= ATTACHMENT_TEXT_LIMIT:
+                    break  # no more is kept
+        except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            # A PDF is the sender's to write: one pypdf cannot read, or one over its budget,
+            # is a note on the run, never a message that cannot be taken.
+            notes.append(f"attachment {name!r}: PDF text could not be read ({exc})")
+            return ""
+    return "\n".join(text).strip()
 
 
-def _attachment(part: Message, notes: list[str], number: int, limits: MailLimits) -> Attachment:
+def _is_pdf(content_type: str, name: str) -> bool:
+    return content_type == "application/pdf" or name.lower().endswith(".pdf")
+
+
+def _attachment(
+    part: Message, notes: list[str], number: int, limits: MailLimits, *, read_pdf: bool = True
+) -> Attachment:
     content_type = part.get_content_type()
     name = part.get_filename() or f"part-{number}"
     if content_type == "message/rfc822":
@@ -314,8 +343,10 @@ def _attachment(part: Message, notes: list[str], number: int, limits: MailLimits
         text = ""
         if content_type in TEXT_TYPES:
             text = _decoded_text(part, notes)
-        elif content_type == "application/pdf" or name.lower().endswith(".pdf"):
+        elif _is_pdf(content_type, name) and read_pdf:
             text = _pdf_text(data, notes, name)
+        elif _is_pdf(content_type, name):
+            notes.append(f"attachment {name!r}: only the first {PDF_FILES} PDFs' text is read")
     return Attachment(
         name=str(name)[:200],
         content_type=content_type,
@@ -365,7 +396,9 @@ def _bodies(
             content_type not in {"text/plain", "text/html"} and part is not message
         ):
             if len(attachments) < ATTACHMENT_COUNT:
-                attachments.append(_attachment(part, notes, number, limits))
+                pdfs = sum(_is_pdf(a.content_type, a.name) for a in attachments)
+                read_pdf = pdfs < PDF_FILES
+                attachments.append(_attachment(part, notes, number, limits, read_pdf=read_pdf))
             else:
                 skipped += 1
         elif content_type == "text/html":

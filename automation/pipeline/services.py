@@ -25,6 +25,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from jinja2 import TemplateError
 from pydantic import ValidationError
 
 from approvals import services as approvals
@@ -75,6 +76,7 @@ from automation.runs.journal import (
 )
 from automation.runs.locking import lock_run
 from automation.runs.models import TERMINAL_STATE_LIST, Run, StageName, StageOutcome, State
+from automation.runs.parameters import unwritten
 from automation.runs.payloads import (
     binding_of,
     decided_policy_of,
@@ -899,6 +901,12 @@ def _write_effect(
     effect that fails writes no row, and the run is held with the parameters named (None).
     """
     problems = effect_problems(business, run.effect_name, run, run.classification or {})
+    payload: dict[str, Any] = {}
+    if not problems:
+        try:
+            payload = effect_payload_of(run, business)
+        except TemplateError as exc:  # within its time budget when checked, over it now
+            problems = [unwritten(run.effect_name, exc)]
     if problems:
         _hold_with_problems(run, Stage(StageName.EXECUTE), Outcome.EXTRACTION_INVALID, problems)
         return None
@@ -909,7 +917,7 @@ def _write_effect(
         idempotency_key=key,
         run=run,
         name=run.effect_name,
-        payload=effect_payload_of(run, business),
+        payload=payload,
         authorization=authorization,
         attempt_limit=attempts,
         deadline_at=deadline,

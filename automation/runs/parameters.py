@@ -156,8 +156,14 @@ def _request_problems(
     try:
         effect_request(business, effect, run, reading, values)
     except TemplateError as exc:
-        return [FieldProblem(field=f"effects.{effect}", message=f"could not be written: {exc}")]
+        return [unwritten(effect, exc)]
     return []
+
+
+def unwritten(effect: str, exc: TemplateError) -> FieldProblem:
+    """The problem of an effect whose request a template could not write (TemplateFailed
+    names the template)."""
+    return FieldProblem(field=f"effects.{effect}", message=f"could not be written: {exc}")
 
 
 def effect_request(

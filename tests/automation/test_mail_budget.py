@@ -13,6 +13,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import zlib
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -175,6 +176,66 @@ def test_only_the_first_fifty_attachments_are_read() -> None:
     parsed = parse_message(message.as_bytes())
     assert len(parsed.attachments) == 50
     assert "10 attachments past the first 50 were not read" in parsed.notes
+
+
+def pdf(content: bytes) -> bytes:
+    """A one-page PDF whose page draws `content` (its content stream, Flate-compressed)."""
+    stream = zlib.compress(content, 9)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
+        b" /Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    return bytes(out)
+
+
+def with_pdfs(*files: bytes) -> bytes:
+    message = EmailMessage()
+    message["From"] = "Claims <claims@harbour-insurance.example>"
+    message["Subject"] = "Claim documents"
+    message.set_content("The documents are attached.")
+    for n, data in enumerate(files):
+        message.add_attachment(data, maintype="application", subtype="pdf", filename=f"d{n}.pdf")
+    return message.as_bytes()
+
+
+# 60 MB of drawing operators in 88 KB: under pypdf's own limit of 75 MB a stream, which
+# decompressed it and parsed it for 6.6 s of CPU and 385 MB until its token limit raised an
+# error no one caught, and the message could not be read at all.
+PDF_BOMB = pdf(b"BT /F1 12 Tf 72 712 Td (Claim) Tj ET\n" + b"0 0 m\n" * 10_000_000)
+
+
+def test_a_pdf_decompressing_to_60_mb_is_a_note_within_a_cpu_and_memory_budget() -> None:
+    script = (
+        "from tests.automation.test_mail_budget import PDF_BOMB, with_pdfs\n"
+        "from automation.mail import parse_message\n"
+        "parsed = parse_message(with_pdfs(PDF_BOMB))\n"
+        "(attachment,) = parsed.attachments\n"
+        "assert attachment.text == '', attachment.text[:80]\n"
+        "assert any('PDF text could not be read' in note for note in parsed.notes), parsed.notes\n"
+    )
+    assert limited(script, cpu_seconds=20) == 0
+
+
+def test_the_text_of_the_first_five_pdfs_is_read_and_the_rest_noted() -> None:
+    files = [pdf(b"BT /F1 12 Tf 72 712 Td (Invoice %d) Tj ET" % n) for n in range(7)]
+    parsed = parse_message(with_pdfs(*files))
+    assert [a.text for a in parsed.attachments] == [f"Invoice {n}" for n in range(5)] + ["", ""]
+    assert "attachment 'd6.pdf': only the first 5 PDFs' text is read" in parsed.notes
 
 
 def test_a_long_but_normal_message_reads_as_before() -> None:
