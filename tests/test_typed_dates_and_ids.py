@@ -15,6 +15,7 @@ that read the row).
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -40,19 +41,20 @@ from tests.test_access_matrix import (
     refusals_unlogged,
 )
 
-# Dates at and past both ends of the calendar: with an offset that moves them past it in UTC,
-# year 0, a five-digit year, and the last and first days a datetime holds.
+# Dates past both ends of the calendar: with an offset that moves them past it in UTC, and a
+# five-digit year; GATEHOUSE_WALK_ALL=1 adds year 0 and the last and first days a datetime
+# holds (the walk takes 2.7 minutes with all nine values, a minute and a half with these
+# five: `make test` walks these).
+WALK_ALL = bool(os.environ.get("GATEHOUSE_WALK_ALL"))
 DATES = [
     "9999-12-31T23:59-14:00",
     "0001-01-01T00:00+14:00",
-    "0000-01-01",
     "10000-01-01",
-    "9999-12-31",
-    "0001-01-01",
+    *(["0000-01-01", "9999-12-31", "0001-01-01"] if WALK_ALL else []),
 ]
-# Digits str.isdigit() takes: a superscript two (int() refuses it), Arabic-Indic twelve and
-# a full-width five (int() reads them as 12 and 5).
-DIGITS = ["\u00b2", "\u0661\u0662", "\uff15"]
+# Digits str.isdigit() takes: a superscript two (int() refuses it), a full-width five (int()
+# reads it as 5) and, with GATEHOUSE_WALK_ALL, Arabic-Indic twelve (read as 12).
+DIGITS = ["\u00b2", "\uff15", *(["\u0661\u0662"] if WALK_ALL else [])]
 HOSTILE = DATES + DIGITS
 
 # Pages whose forms are not the console's to send again: signing out ends the session the
