@@ -26,4 +26,6 @@
       }
     });
   });
+  // Tests (and anyone scripting the page) know the choices now reload the fields.
+  form.setAttribute("data-ready", "");
 })();

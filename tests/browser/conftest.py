@@ -194,6 +194,19 @@ def log_in(page: Page, person: Person, path: str = "/") -> None:
     expect(page).not_to_have_url(re.compile(r"/accounts/login/"))
 
 
+def choose_in_correction(page: Page, field: str, **option: str) -> None:
+    """Choose another request type or effect in the correction form and wait for the form to
+    come back with that choice's fields. The page's script submits the form on a change; a
+    choice made before the script is ready, or a field filled while the form is being sent,
+    would be lost, so this waits for both."""
+    from playwright.sync_api import expect
+
+    expect(page.locator("form[data-correction][data-ready]")).to_have_count(1)
+    with page.expect_navigation():
+        page.get_by_label(field).select_option(**option)
+    expect(page.locator("form[data-correction][data-ready]")).to_have_count(1)
+
+
 SOURCE_SENTENCE = "Queue an account review for AC-20931."
 
 

@@ -13,7 +13,13 @@ from collections.abc import Callable
 import pytest
 
 from automation.models import Outcome, RecoveryAction, Run, State, Task
-from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, log_in, screenshot
+from tests.browser.conftest import (
+    PLAYWRIGHT_MISSING,
+    Person,
+    choose_in_correction,
+    log_in,
+    screenshot,
+)
 from tests.catalogues import activate_venue_hire
 from tests.conftest import Pipeline, make_event
 
@@ -66,11 +72,11 @@ def test_ops_lead_adds_a_missing_date_and_the_run_goes_on(
 
     # Another type brings its fields and its effect at once (the page's script); the booking
     # again brings the booking's.
-    page.get_by_label("Request type").select_option(label="Cancellation")
+    choose_in_correction(page, "Request type", label="Cancellation")
     expect(page.get_by_label("Booking reference")).to_be_visible()
     expect(page.get_by_label("Effect")).to_have_value("log_cancellation")
     expect(page.get_by_label("Event date")).to_have_count(0)
-    page.get_by_label("Request type").select_option(label="Hall booking")
+    choose_in_correction(page, "Request type", label="Hall booking")
     expect(page.get_by_label("Effect")).to_have_value("reserve_hall")
     expect(page.get_by_label("Event date")).to_be_visible()
 

@@ -15,7 +15,13 @@ from approvals.services import approval_decide
 from automation.models import Effect, EffectStatus, Outcome, Run, State
 from console.views.approvals import RESULT_MESSAGES
 from tests.approvals.claims import claims_channel, misread_van_claim
-from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, log_in, screenshot
+from tests.browser.conftest import (
+    PLAYWRIGHT_MISSING,
+    Person,
+    choose_in_correction,
+    log_in,
+    screenshot,
+)
 from tests.conftest import Pipeline
 
 pytest.importorskip("playwright.sync_api", reason=PLAYWRIGHT_MISSING, exc_type=ImportError)
@@ -52,11 +58,11 @@ def ops_lead(make_person: Callable[..., Person]) -> Person:
 def correct_as_a_van_claim(page: Page) -> None:
     """Fill the correction form: a motor claim with its registration, opened as a claim; the
     IBAN read is dropped."""
-    page.get_by_label("Request type").select_option("motor_claim")
     # The motor claim's own field comes with its type (the form is shown again for it).
+    choose_in_correction(page, "Request type", value="motor_claim")
     page.get_by_label("Registration").fill("LX21 VAN")
     page.get_by_label("Route").select_option("claims_desk")
-    page.get_by_label("Effect").select_option("open_claim")
+    choose_in_correction(page, "Effect", value="open_claim")
     page.get_by_label("Reason code").fill("van_damaged")
     iban = page.get_by_label("Iban")
     if iban.count():
