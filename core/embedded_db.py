@@ -73,6 +73,7 @@ def settings_for(data_dir: Path = DATA_DIR) -> dict[str, Any]:
         "PASSWORD": "",
         "HOST": str(server.socket_dir),
         "PORT": "",
+        "OPTIONS": {"application_name": application_name(sys.argv)},
     }
 
 
@@ -140,7 +141,10 @@ def stop(data_dir: Path = DATA_DIR, *, if_unused: bool = False) -> str:
     if if_unused:
         others = _other_sessions(server)
         if others:
-            return f"the embedded PostgreSQL is left running: {others} other session(s) use it"
+            return (
+                f"the embedded PostgreSQL in {server.data_dir} is left running: "
+                f"{len(others)} other session(s) use it: {'; '.join(others)}"
+            )
     _library().get_server(server.data_dir, cleanup_mode=None).stop()  # pg_ctl stop, fast mode
     return f"stopped the embedded PostgreSQL in {server.data_dir}"
 
@@ -232,21 +236,35 @@ def _create_database(server: Server) -> None:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
 
 
-def _other_sessions(server: Server) -> int:
-    """Client sessions other than this one, waiting a little for those that are closing."""
+def _other_sessions(server: Server) -> list[str]:
+    """Client sessions other than this one, each said as who (the program that connected,
+    see `application_name`) and on which database, after waiting a little for those that
+    are closing."""
     import psycopg
 
     deadline = time.monotonic() + CLOSING_SECONDS
     with psycopg.connect(**server.connect_kwargs(), autocommit=True) as conn:
         while True:
-            row = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity"
+            rows = conn.execute(
+                "SELECT coalesce(nullif(application_name, ''), 'a client'), datname"
+                " FROM pg_stat_activity"
                 " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
-            ).fetchone()
-            others = int(row[0]) if row else 0
-            if others == 0 or time.monotonic() > deadline:
-                return others
+                " ORDER BY backend_start"
+            ).fetchall()
+            if not rows or time.monotonic() > deadline:
+                return [f"{who} on {database}" for who, database in rows]
             time.sleep(0.2)
+
+
+def application_name(argv: list[str]) -> str:
+    """What a Gatehouse process is called in the server's list of sessions: the program and
+    its command (`manage.py runserver`, `pytest`), so a server left running says who uses it.
+    PostgreSQL keeps 63 bytes of it."""
+    if not argv or argv[0].startswith("-"):  # `python -c ...` has "-c" as its argv[0]
+        words = ["python", *argv[:1]]
+    else:
+        words = [Path(argv[0]).name, *argv[1:2]]
+    return " ".join(words).encode("ascii", "replace")[:63].decode("ascii")
 
 
 def _library() -> Any:

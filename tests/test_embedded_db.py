@@ -102,9 +102,10 @@ def test_a_stale_postmaster_pid_naming_another_live_process_is_removed_with_a_me
 
 def test_stop_if_unused_leaves_a_server_someone_is_connected_to(data_dir: Path) -> None:
     server = embedded_db.start(data_dir)
-    with psycopg.connect(**server.connect_kwargs("gatehouse")):
+    with psycopg.connect(**server.connect_kwargs("gatehouse"), application_name="a report"):
         said = embedded_db.stop(data_dir, if_unused=True)
         assert "left running" in said and "1 other session" in said
+        assert said.endswith("a report on gatehouse")  # who, and on which database
         assert embedded_db.running(data_dir) is not None
 
     assert "stopped" in embedded_db.stop(data_dir, if_unused=True)
@@ -163,11 +164,16 @@ def test_settings_without_database_url_use_the_embedded_server(tmp_path: Path) -
         "    c.execute('SELECT current_database()')\n"
         "    print(c.fetchone()[0])\n"
         "print(connection.settings_dict['HOST'])\n"
+        "with connection.cursor() as c:\n"
+        "    c.execute('SELECT application_name FROM pg_stat_activity'\n"
+        "              ' WHERE pid = pg_backend_pid()')\n"
+        "    print(c.fetchone()[0].replace(' ', '_'))\n"
     )
     try:
         done = python(["-c", script], env)
         assert done.returncode == 0, done.stderr
-        assert done.stdout.split() == ["gatehouse", str(folder.resolve())]
+        # The session says which program it is.
+        assert done.stdout.split() == ["gatehouse", str(folder.resolve()), "python_-c"]
     finally:
         embedded_db.stop(folder)
 
