@@ -9,7 +9,7 @@ from pathlib import Path
 
 from policy.catalogue import Catalogue
 from policy.schemas import ConfidencePolicy, PolicyDocument
-from policy.services import DEFAULTS_DIR, DEFAULT_VERSION, PolicyError, load_policy_yaml
+from policy.services import DEFAULT_VERSION, DEFAULTS_DIR, PolicyError, load_policy_yaml
 
 EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
 # Starting from nothing: the name proposed for the first version.

@@ -860,7 +860,22 @@ class BusinessForm(NewVersionForm):
         self._apply_signals(values, data)
         self._remove_routes(values, data)
         self._remove_effects(values, data)
+        self._one_of_each(data["catalogue"])
         return None if self.errors else data
+
+    def _one_of_each(self, catalogue: dict[str, Any]) -> None:
+        """A business has at least one request type, route and effect: said at the first
+        block that adds one (a business started from nothing has only those)."""
+        for kind, part, what in (
+            ("type", "request_types", "request type"),
+            ("route", "routes", "route"),
+            ("effect", "effects", "effect"),
+        ):
+            if not catalogue[part] and not self.has_error(f"new_{kind}-name"):
+                self.add_error(
+                    f"new_{kind}-name",
+                    f"A business needs at least one {what}: give it a name and fill in this block.",
+                )
 
     def _apply_usual_effects(
         self,
@@ -958,7 +973,7 @@ class BusinessForm(NewVersionForm):
             if sent:
                 self.add_error(
                     field,
-                    f"{', '.join(sent)} {'is' if len(sent) == 1 else 'are'} sent here: send "
+                    f"{_listed(sent)} {'is' if len(sent) == 1 else 'are'} sent here: send "
                     "them to another route first, or keep this one.",
                 )
             elif block.code in (sampled.get("routes") or {}) | (sampled.get("owners") or {}):
@@ -1101,13 +1116,13 @@ class BusinessForm(NewVersionForm):
             if usual:
                 self.add_error(
                     field,
-                    f"It is the usual effect of {', '.join(usual)}: choose another there "
+                    f"It is the usual effect of {_listed(usual)}: choose another there "
                     "first, or keep this one.",
                 )
             elif limits:
                 self.add_error(
                     field,
-                    f"The amount limits of {', '.join(limits)} are written for it: change them "
+                    f"The amount limits of {_listed(limits)} are written for it: change them "
                     "in the policy editor first, or keep this one.",
                 )
             else:
@@ -1167,9 +1182,10 @@ class BusinessForm(NewVersionForm):
     def _attribute(
         self, values: dict[str, Any], prefix: str, was: dict[str, Any]
     ) -> dict[str, Any]:
-        return self._described(values, prefix, was) | {
-            "values": _words_line(values[f"{prefix}-values"])
-        }
+        listed = _words_line(values[f"{prefix}-values"])
+        if not listed:
+            self.add_error(f"{prefix}-values", "Give it its values, separated by commas.")
+        return self._described(values, prefix, was) | {"values": listed}
 
     def _apply_signals(self, values: dict[str, Any], data: dict[str, Any]) -> None:
         """The risk signals edited, removed and added; a changed one is a new version of it
@@ -1209,6 +1225,12 @@ class BusinessForm(NewVersionForm):
         }
         self._read_boxes(values, prefix, was, signal, readers)
         return signal
+
+
+def _listed(words: list[str]) -> str:
+    """`["b", "a", "c"]` → "a, b and c" (sorted: the database keeps no key order)."""
+    ordered = sorted(words)
+    return ", ".join(ordered[:-1]) + " and " + ordered[-1] if len(ordered) > 1 else ordered[0]
 
 
 def _cue_text(cues: dict[str, list[str]]) -> str:
