@@ -926,7 +926,7 @@ class BusinessForm(NewVersionForm):
         self, values: dict[str, Any], kind: str, what: str, taken: Any
     ) -> list[tuple[int, str, str]]:
         """(number, prefix, name) of each add block of `kind` that adds one."""
-        found = []
+        found: list[tuple[int, str, str]] = []
         for number in range(1, self.shown[kind] + 1):
             prefix = add_prefix(kind, number)
             name = self._new_name(values, prefix, what, {*taken, *(n for _, _, n in found)})
