@@ -577,7 +577,7 @@ class BusinessForm(NewVersionForm):
             help_text="What an e-mail of this type wants when its words ask for no effect.",
         )
         always = forms.BooleanField(
-            label="Always its usual effect",
+            label="Always this one, whatever else the words ask",
             required=False,
             initial=bool(spec and spec.default_effect_always),
             help_text=ALWAYS_HELP,
