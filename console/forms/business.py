@@ -405,7 +405,6 @@ class BusinessForm(NewVersionForm):
             max_value=bounds[1],
             initial=initial,
             help_text=help_text,
-            widget=forms.NumberInput(attrs={"class": "short"}),
         )
 
     def _name(self, prefix: str, title: str, example: str) -> BoundField | None:
