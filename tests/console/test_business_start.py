@@ -323,6 +323,12 @@ def test_the_reference_starter_saved_carries_the_reference_catalogue(
         "sales",
         "security",
     }
+    # Untouched, every rule is the file's own: its signals keep their versions and phrases.
+    shipped = PolicyVersion.objects.get(name="default-1").document
+    kept = ("version", "note", "catalogue")
+    assert {k: v for k, v in version.document.items() if k not in kept} == {
+        k: v for k, v in shipped.items() if k not in kept
+    }
     assert PolicyVersion.objects.get(is_active=True).name == "policy-1"
 
 
