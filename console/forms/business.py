@@ -121,6 +121,8 @@ PARAMETERS_HELP = (
 
 # The document's own checks of the rules against the catalogue (policy.schemas), which name
 # the whole document: each is shown at the field of the request type or effect it names.
+ROUTED_NOWHERE = re.compile(r"^routes leave out the request type (.+), so it goes nowhere$")
+APPROVED_NOT_ALLOWED = re.compile(r"^approvals name effects that are not allowed: (.+)$")
 UNKNOWN_TIERS = re.compile(r"^amount_limits name (.+), which is no account tier of the catalogue$")
 # A type's own checks, which name the type only: the part of it each is about, in words.
 TYPE_CHECKS = (
@@ -135,8 +137,6 @@ TYPE_CHECKS = (
         "choose the usual effect it always gets, or leave this off",
     ),
 )
-ROUTED_NOWHERE = re.compile(r"^routes leave out the request type (.+), so it goes nowhere$")
-APPROVED_NOT_ALLOWED = re.compile(r"^approvals name effects that are not allowed: (.+)$")
 # What a block left out, said as what to do.
 MISSING = {
     "adapter": "choose how the effect is done: a record, an HTTP request or an e-mail reply",
@@ -357,18 +357,6 @@ class BusinessForm(NewVersionForm):
 
     def _add_prefixes(self, kind: str) -> list[str]:
         return [add_prefix(kind, n) for n in range(1, self.shown[kind] + 1)]
-
-    @property
-    def new_type(self) -> Block:
-        return self.new_types[0]
-
-    @property
-    def new_route(self) -> Block:
-        return self.new_routes[0]
-
-    @property
-    def new_effect(self) -> Block:
-        return self.new_effects[0]
 
     # --- fields, built from the base document ---
 
