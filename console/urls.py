@@ -70,6 +70,7 @@ policy_urls = (
         path("", policy.policy_list, name="list"),
         path("new", policy.policy_new, name="new"),
         path("business", business.business_edit, name="business"),
+        path("business/start", business.business_start, name="business_start"),
         path("simulations/<int:simulation_id>/", policy.simulation, name="simulation"),
         path("<str:name>/", policy.policy_detail, name="detail"),
         path("<str:name>/simulate", policy.policy_simulate, name="simulate"),

@@ -255,6 +255,7 @@ EXPECTED: dict[str, Row] = {
     "policy:detail": page(READERS),
     "policy:new": form(LEADS),
     "policy:business": form(LEADS),  # request types, routes and effects, saved as a draft
+    "policy:business_start": page(LEADS),  # from nothing or from a shipped starter
     "policy:simulate": action(LEADS),
     "policy:activate": form(LEADS),  # GET: the confirmation with its impact
     "policy:simulation": page(READERS),

@@ -12,6 +12,12 @@ Fields and cue words are written one per line, in the formats the page explains
 (`field_line`, `cue_line`); an effect's adapter settings and parameters as small YAML texts.
 A text left as it was shown keeps the base's value exactly, so an untouched form changes
 nothing.
+
+A form starts from a stored version, a shipped starter or nothing (`Start`), and shows as
+many blocks that add a request type, route, effect, customer attribute or risk signal as it
+is asked for (`shown`): the page's "Add another" buttons show it again with one more, what
+was typed kept (`typed_initial`). Removing a route, an effect or an attribute that a rule
+still names is refused at its "Remove" box, with the rule named.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from console.forms.policy import (
+    SIGNAL_ACTIONS,
     NewVersionForm,
     Path,
     deciding_groups,
@@ -40,15 +47,19 @@ from console.forms.policy import (
 )
 from console.forms.text import FreeTextField
 from console.vocabulary import humanize
-from core.inputs import parse_number
-from policy.catalogue import EffectSpec, FieldSpec
+from core.inputs import NumberField, parse_number
+from policy.catalogue import MAX_CUE_WEIGHT, EffectSpec, FieldSpec
 from policy.models import PolicyVersion
 from policy.schemas import NEW_VERSION, PolicyDocument
 from policy.services import PolicyError, load_policy_yaml
 
-# The route select's choice for the route added in the same form (no catalogue name has a +).
+# The route select's choice for the route added in the first block that adds one (no
+# catalogue name has a +); the block n adds "+new<n>".
 NEW_ROUTE = "+new"
 NEW_EFFECT = "+new"  # the same, in the usual effect's select
+# What the "Add another" buttons add, in the order of the page: the blocks each kind shows.
+ADDABLE = ("type", "route", "effect", "attribute", "signal")
+MAX_SHOWN = 30  # add blocks of one kind on one page
 ADAPTERS = [
     ("", "(choose how it is done)"),
     ("record", "Record: a task row kept in Gatehouse, for a group to work"),
@@ -74,6 +85,28 @@ CUES_HELP = (
     "One language a line: its two-letter code, a colon, then the words separated by commas, "
     "for example “en: warranty, broken, stopped working”."
 )
+SCENE_CUES_BOX_HELP = (
+    "Words that only set the scene (each counts one, whatever the weight), as the cue words: "
+    "one language a line."
+)
+WEIGHT_HELP = (
+    f"1 to {MAX_CUE_WEIGHT}: how much each cue word counts. Give more to a type whose miss "
+    "costs more. Empty: 1."
+)
+ALWAYS_HELP = "An e-mail of this type gets its usual effect whatever else its words ask."
+EFFECT_CUES_HELP = "Words of a request that ask for this effect: one language a line."
+PRIORITY_HELP = (
+    "0 to 100: when a request's words ask for two effects equally, the higher wins. Empty: 0."
+)
+VALUES_HELP = (
+    "Its values, separated by commas, each in lower-case letters, digits and underscores. "
+    "For the tier, the first is the tier of a sender who is no known customer."
+)
+PHRASES_BOX_HELP = (
+    "One language a line: its two-letter code, a colon, then the phrases separated by commas "
+    "(en: chargeback, legal action). A message containing any of them matches."
+)
+PATTERNS_HELP = "Regular expressions a message is searched for, one a line (optional)."
 SETTINGS_HELP = (
     "In YAML, the adapter's settings. HTTP: method, url, headers (a credential as "
     "{secret: VARIABLE_NAME}, never the value), body (its texts are templates). E-mail "
@@ -90,6 +123,20 @@ PARAMETERS_HELP = (
 # the whole document: each is shown at the field of the request type or effect it names.
 ROUTED_NOWHERE = re.compile(r"^routes leave out the request type (.+), so it goes nowhere$")
 APPROVED_NOT_ALLOWED = re.compile(r"^approvals name effects that are not allowed: (.+)$")
+UNKNOWN_TIERS = re.compile(r"^amount_limits name (.+), which is no account tier of the catalogue$")
+# A type's own checks, which name the type only: the part of it each is about, in words.
+TYPE_CHECKS = (
+    (
+        re.compile(r"^(.+): listed as a cue and as a scene cue; keep each word in one$"),
+        "scene_cues",
+        "{0}: listed as a cue word and as a scene cue; keep each word in one",
+    ),
+    (
+        re.compile(r"^default_effect_always needs a default_effect$"),
+        "default_effect_always",
+        "choose the usual effect it always gets, or leave this off",
+    ),
+)
 # What a block left out, said as what to do.
 MISSING = {
     "adapter": "choose how the effect is done: a record, an HTTP request or an e-mail reply",
@@ -218,8 +265,48 @@ def effect_parameters(effect: EffectSpec) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class Start:
+    """What a form starts from: a stored version, a shipped starter (its key) or nothing."""
+
+    document: PolicyDocument
+    version: PolicyVersion | None = None
+    starter: str = ""
+
+
+def add_prefix(kind: str, number: int) -> str:
+    """The prefix of the block that adds the `number`th one of a kind (new_type, new_type2)."""
+    return f"new_{kind}" if number == 1 else f"new_{kind}{number}"
+
+
+def add_choice(number: int) -> str:
+    """A select's choice for the route or effect added in block `number`."""
+    return NEW_ROUTE if number == 1 else f"{NEW_ROUTE}{number}"
+
+
+def shown_counts(data: Any) -> dict[str, int]:
+    """How many add blocks of each kind the page showed (its hidden `shown-<kind>`), one at
+    least and at most MAX_SHOWN."""
+    counts = {}
+    for kind in ADDABLE:
+        number = parse_number(str(data.get(f"shown-{kind}", "") if data else ""))
+        counts[kind] = min(max(int(number or 1), 1), MAX_SHOWN)
+    return counts
+
+
+def typed_initial(form: forms.Form) -> dict[str, Any]:
+    """What was typed into a bound form, as the initial values of the same form shown again
+    (a box left unticked stays unticked)."""
+    return {bound.name: bound.data for bound in form}
+
+
+def _words_line(text: str) -> list[str]:
+    return [word.strip() for word in text.split(",") if word.strip()]
+
+
+@dataclass(frozen=True)
 class Block:
-    """One request type, route or effect on the page (or the block that adds one)."""
+    """One request type, route, effect, attribute or signal on the page (or a block that
+    adds one)."""
 
     code: str  # "" in a block that adds one
     title: str
@@ -233,26 +320,43 @@ class Block:
 
 
 class BusinessForm(NewVersionForm):
-    """The business of `base`'s document, and the rules that name it (see document())."""
+    """The business of the start's document, and the rules that name it (see document())."""
 
-    def __init__(self, *args: Any, base: PolicyVersion, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, base: Start, shown: dict[str, int] | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
-        self.base_version = base
-        self.base_document = base.parsed
+        self.start = base
+        self.shown = shown or dict.fromkeys(ADDABLE, 1)
+        self.base_document = base.document
         self.business = self.base_document.business
-        self.fields["base"].initial = base.name
+        self.fields["base"].required = False
+        self.fields["base"].initial = base.version.name if base.version else ""
+        self.fields["start"] = forms.CharField(
+            widget=forms.HiddenInput, required=False, initial=base.starter
+        )
         self.places: dict[Path, str] = {("version",): "version", ("note",): "note"}
         self.field_places = {
             name: f"The new version > {self.fields[name].label}" for name in ("version", "note")
         }
         self.approvers = deciding_groups()
         self.owners = set(Group.objects.values_list("name", flat=True))
-        self.route_blocks = [self._route_block(name) for name in self.business.routes]
-        self.new_route = self._route_block("")
-        self.type_blocks = [self._type_block(name) for name in self.business.request_types]
-        self.new_type = self._type_block("")
-        self.effect_blocks = [self._effect_block(name) for name in self.business.effects]
-        self.new_effect = self._effect_block("")
+        self.route_blocks = [self._route_block(name, "") for name in self.business.routes]
+        self.new_routes = [self._route_block("", p) for p in self._add_prefixes("route")]
+        self.type_blocks = [self._type_block(name, "") for name in self.business.request_types]
+        self.new_types = [self._type_block("", p) for p in self._add_prefixes("type")]
+        self.effect_blocks = [self._effect_block(name, "") for name in self.business.effects]
+        self.new_effects = [self._effect_block("", p) for p in self._add_prefixes("effect")]
+        attributes = self.business.customer_attributes
+        self.attribute_blocks = [self._attribute_block(name, "") for name in attributes]
+        self.new_attributes = [
+            self._attribute_block("", p) for p in self._add_prefixes("attribute")
+        ]
+        self.signal_blocks = [self._signal_block(name, "") for name in self.base_document.signals]
+        self.new_signals = [self._signal_block("", p) for p in self._add_prefixes("signal")]
+
+    def _add_prefixes(self, kind: str) -> list[str]:
+        return [add_prefix(kind, n) for n in range(1, self.shown[kind] + 1)]
 
     # --- fields, built from the base document ---
 
@@ -260,6 +364,11 @@ class BusinessForm(NewVersionForm):
         self.fields[name] = field
         self.field_places[name] = f"{place} > {field.label}"
         return self[name]
+
+    def _typed(self, name: str) -> str:
+        """What was typed into field `name` (on this page, or the one shown before it)."""
+        source = self.data if self.is_bound else self.initial
+        return str(source.get(name) or "").strip()
 
     def _text(
         self, label: str, initial: str, help_text: str, limit: int = LINES_LIMIT
@@ -274,6 +383,18 @@ class BusinessForm(NewVersionForm):
             widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "class": "code"}),
         )
 
+    def _number(
+        self, label: str, initial: int | None, bounds: tuple[int, int], help_text: str
+    ) -> forms.Field:
+        return NumberField(
+            label=label,
+            required=False,
+            min_value=bounds[0],
+            max_value=bounds[1],
+            initial=initial,
+            help_text=help_text,
+        )
+
     def _name(self, prefix: str, title: str, example: str) -> BoundField | None:
         """The name input of a block that adds one (a name, once stored, is kept)."""
         if not prefix.startswith("new_"):
@@ -282,6 +403,10 @@ class BusinessForm(NewVersionForm):
             label="Name", required=False, max_length=60, help_text=f"{NAME_HELP} {example}"
         )
         return self._add(f"{prefix}-name", field, title)
+
+    def _remove(self, prefix: str, title: str, what: str, help_text: str) -> BoundField:
+        box = forms.BooleanField(label=f"Remove this {what}", required=False, help_text=help_text)
+        return self._add(f"{prefix}-remove", box, title)
 
     def _words(
         self, prefix: str, title: str, shown: tuple[str, str], help_text: str
@@ -311,40 +436,72 @@ class BusinessForm(NewVersionForm):
             choices.append((current, f"{current} (no such group)"))
         return choices
 
+    def _added_choices(self, kind: str, what: str) -> list[tuple[str, str]]:
+        """The choices for the ones added in this form's blocks, by what was typed in them."""
+        count = self.shown[kind]
+        choices = []
+        for number in range(1, count + 1):
+            prefix = add_prefix(kind, number)
+            typed = self._typed(f"{prefix}-label") or self._typed(f"{prefix}-name")
+            if typed:
+                words = f"{typed} (the new {what}, added below)"
+            elif count == 1:
+                words = f"The new {what}, added below"
+            else:
+                words = f"New {what} {number}, added below"
+            choices.append((add_choice(number), words))
+        return choices
+
     def _route_choices(self, current: str) -> list[tuple[str, str]]:
         routes = self.business.routes
         choices = [("", "(choose where it goes)")]
         choices += [(name, spec.label) for name, spec in routes.items()]
         if current and current not in routes:
             choices.append((current, f"{humanize(current)} (no route of the catalogue)"))
-        return [*choices, (NEW_ROUTE, "The new route, added below")]
+        return [*choices, *self._added_choices("route", "route")]
 
     def _head(
-        self, kind: str, code: str, spec: Any, new_title: str, example: str, words_help: str
+        self,
+        kind: str,
+        code: str,
+        prefix: str,
+        spec: Any,
+        words: tuple[str, str, str],
     ) -> tuple[str, str, BoundField | None, BoundField, BoundField]:
-        """A block's prefix, title, name (a new one only), label and description fields."""
-        prefix, title = (f"{kind}-{code}", spec.label) if spec else (f"new_{kind}", new_title)
-        name = self._name(prefix, title, example)
+        """A block's prefix, title, name (a new one only), label and description fields;
+        `words` are the title of a new one, the example name and the label's help."""
+        if spec:
+            prefix, title = f"{kind}-{code}", spec.label
+        else:
+            number = prefix.removeprefix(f"new_{kind}")
+            title = f"{words[0]} {number}" if number else words[0]
+        name = self._name(prefix, title, words[1])
         shown = (spec.label, spec.description) if spec else ("", "")
-        label, description = self._words(prefix, title, shown, words_help)
+        label, description = self._words(prefix, title, shown, words[2])
         return prefix, title, name, label, description
+
+    @staticmethod
+    def _testid(kind: str, code: str, prefix: str) -> str:
+        if code:
+            return f"{kind}-{code}"
+        number = prefix.removeprefix(f"new_{kind}")
+        return f"add-{kind}-{number}" if number else f"add-{kind}"
 
     def _effect_choices(self, current: str) -> list[tuple[str, str]]:
         choices = [("", "None: the words decide, else the catalogue's first effect")]
         choices += [(name, spec.label) for name, spec in self.business.effects.items()]
         if current and current not in self.business.effects:
             choices.append((current, f"{humanize(current)} (no effect of the catalogue)"))
-        return [*choices, (NEW_EFFECT, "The new effect, added below")]
+        return [*choices, *self._added_choices("effect", "effect")]
 
-    def _route_block(self, code: str) -> Block:
+    def _route_block(self, code: str, new: str) -> Block:
         spec = self.business.routes.get(code)
         prefix, title, name, label, description = self._head(
             "route",
             code,
+            new,
             spec,
-            "New route",
-            "For example warranty_desk.",
-            "What people see it called.",
+            ("New route", "For example warranty_desk.", "What people see it called."),
         )
         owner = forms.ChoiceField(
             label="Owned by",
@@ -357,24 +514,32 @@ class BusinessForm(NewVersionForm):
             },
         )
         group = self._add(f"{prefix}-group", owner, title)
+        short = [field for field in (name, label, group) if field is not None]
         if spec:
             self._route_places(code, prefix)
-        short = [field for field in (name, label, group) if field is not None]
-        return Block(code, title, f"route-{code}" if spec else "add-route", short, [description])
+            short.append(
+                self._remove(
+                    prefix, title, "route", "Only a route no request type is sent to any more."
+                )
+            )
+        return Block(code, title, self._testid("route", code, prefix), short, [description])
 
     def _route_places(self, code: str, prefix: str) -> None:
         parts = {"": "label", "label": "label", "description": "description", "group": "group"}
         self._places(("catalogue", "routes", code), prefix, {**parts, "[key]": "name"})
 
-    def _type_block(self, code: str) -> Block:
+    def _type_block(self, code: str, new: str) -> Block:
         spec = self.business.request_types.get(code)
         prefix, title, name, label, description = self._head(
             "type",
             code,
+            new,
             spec,
-            "New request type",
-            "For example warranty_claim.",
-            "What the console and the model's prompt call it.",
+            (
+                "New request type",
+                "For example warranty_claim.",
+                "What the console and the model's prompt call it.",
+            ),
         )
         sent_to = self.base_document.routes.get(code, "")
         route = forms.ChoiceField(
@@ -385,9 +550,9 @@ class BusinessForm(NewVersionForm):
             help_text="The route policy sends requests of this type to.",
         )
         fields = spec.fields if spec else {}
-        cues = spec.cues if spec else {}
         listed = "\n".join(field_line(n, f) for n, f in fields.items())
-        said = "\n".join(cue_line(language, words) for language, words in cues.items())
+        said = _cue_text(spec.cues if spec else {})
+        scene = _cue_text(spec.scene_cues if spec else {})
         short = [field for field in (name, label) if field is not None]
         short.append(self._add(f"{prefix}-route", route, title))
         usual = spec.default_effect if spec else None
@@ -398,7 +563,20 @@ class BusinessForm(NewVersionForm):
             initial=usual or "",
             help_text="What an e-mail of this type wants when its words ask for no effect.",
         )
-        short.append(self._add(f"{prefix}-effect", effect, title))
+        always = forms.BooleanField(
+            label="Always this one, whatever else the words ask",
+            required=False,
+            initial=bool(spec and spec.default_effect_always),
+            help_text=ALWAYS_HELP,
+        )
+        weight = self._number(
+            "Cue weight", spec.cue_weight if spec else None, (1, MAX_CUE_WEIGHT), WEIGHT_HELP
+        )
+        short += [
+            self._add(f"{prefix}-effect", effect, title),
+            self._add(f"{prefix}-always", always, title),
+            self._add(f"{prefix}-weight", weight, title),
+        ]
         if spec:
             remove = forms.BooleanField(
                 label="Remove this request type",
@@ -414,24 +592,28 @@ class BusinessForm(NewVersionForm):
             description,
             self._add(f"{prefix}-fields", self._text("Fields", listed, FIELDS_BOX_HELP), title),
             self._add(f"{prefix}-cues", self._text("Cue words", said, CUES_BOX_HELP), title),
+            self._add(
+                f"{prefix}-scene_cues", self._text("Scene cues", scene, SCENE_CUES_BOX_HELP), title
+            ),
         ]
-        return Block(code, title, f"type-{code}" if spec else "add-type", short, long)
+        return Block(code, title, self._testid("type", code, prefix), short, long)
 
     def _type_places(self, code: str, prefix: str) -> None:
         parts = {"": "label", "label": "label", "description": "description"}
         parts |= {"fields": "fields", "cues": "cues", "[key]": "name", "default_effect": "effect"}
+        parts |= {"scene_cues": "scene_cues", "cue_weight": "weight"}
+        parts |= {"default_effect_always": "always"}
         self._places(("catalogue", "request_types", code), prefix, parts)
         self.places[("routes", code)] = f"{prefix}-route"
 
-    def _effect_block(self, code: str) -> Block:
+    def _effect_block(self, code: str, new: str) -> Block:
         spec = self.business.effects.get(code)
         prefix, title, name, label, description = self._head(
             "effect",
             code,
+            new,
             spec,
-            "New effect",
-            "For example open_warranty_ticket.",
-            "What people see it called.",
+            ("New effect", "For example open_warranty_ticket.", "What people see it called."),
         )
         adapter = forms.ChoiceField(
             label="How it is done",
@@ -459,6 +641,9 @@ class BusinessForm(NewVersionForm):
             initial=code in self.base_document.allowed_effects,
             help_text="Off: no run may ask for it.",
         )
+        priority = self._number(
+            "Cue priority", spec.cue_priority if spec else None, (0, 100), PRIORITY_HELP
+        )
         settings = settings_text(effect_settings(spec)) if spec else ""
         parameters = settings_text(effect_parameters(spec)) if spec else ""
         short = [field for field in (name, label) if field is not None]
@@ -466,7 +651,15 @@ class BusinessForm(NewVersionForm):
             self._add(f"{prefix}-adapter", adapter, title),
             self._add(f"{prefix}-allowed", allowed, title),
             self._add(f"{prefix}-approver", approver, title),
+            self._add(f"{prefix}-priority", priority, title),
         ]
+        if spec:
+            short.append(
+                self._remove(
+                    prefix, title, "effect", "Only an effect no request type has as its usual one."
+                )
+            )
+        cues = _cue_text(spec.cues if spec else {})
         long = [
             description,
             self._add(
@@ -479,17 +672,109 @@ class BusinessForm(NewVersionForm):
                 self._text("Parameters", parameters, PARAMETERS_HELP, SETTINGS_LIMIT),
                 title,
             ),
+            self._add(f"{prefix}-cues", self._text("Cue words", cues, EFFECT_CUES_HELP), title),
         ]
         if spec:
             self._effect_places(code, prefix)
-        return Block(code, title, f"effect-{code}" if spec else "add-effect", short, long)
+        return Block(code, title, self._testid("effect", code, prefix), short, long)
 
     def _effect_places(self, code: str, prefix: str) -> None:
         parts = {"": "settings", "label": "label", "description": "description"}
         parts |= {"adapter": "adapter", "parameters": "parameters", "[key]": "name"}
+        parts |= {"cues": "cues", "cue_priority": "priority"}
         parts |= dict.fromkeys(ADAPTER_NAMES, "settings")
         self._places(("catalogue", "effects", code), prefix, parts)
         self.places[("approvals", code)] = f"{prefix}-approver"
+
+    def _attribute_block(self, code: str, new: str) -> Block:
+        spec = self.business.customer_attributes.get(code)
+        prefix, title, name, label, description = self._head(
+            "attribute",
+            code,
+            new,
+            spec,
+            (
+                "New customer attribute",
+                "For example tier (the one amount limits are written per).",
+                "What people see it called.",
+            ),
+        )
+        values = forms.CharField(
+            label="Values",
+            required=False,
+            max_length=LINES_LIMIT,
+            initial=", ".join(spec.values) if spec else "",
+            help_text=VALUES_HELP,
+        )
+        short = [field for field in (name, label) if field is not None]
+        short.append(self._add(f"{prefix}-values", values, title))
+        if spec:
+            self._attribute_places(code, prefix)
+            short.append(
+                self._remove(
+                    prefix, title, "attribute", "Only an attribute no amount limit is written per."
+                )
+            )
+        kind = "attribute"
+        return Block(code, title, self._testid(kind, code, prefix), short, [description])
+
+    def _attribute_places(self, code: str, prefix: str) -> None:
+        parts = {"": "values", "label": "label", "description": "description"}
+        parts |= {"values": "values", "[key]": "name"}
+        self._places(("catalogue", "customer_attributes", code), prefix, parts)
+
+    def _signal_block(self, code: str, new: str) -> Block:
+        signal = self.base_document.signals.get(code)
+        if signal:
+            prefix, title = f"signal-{code}", humanize(code)
+        else:
+            number = new.removeprefix("new_signal")
+            prefix, title = new, f"New risk signal {number}".strip()
+        name = self._name(prefix, title, "For example chargeback_threat.")
+        description = FreeTextField(
+            label="Description",
+            required=False,
+            initial=signal.description if signal else "",
+            widget=forms.Textarea(attrs={"rows": 2}),
+            help_text="What a match means, for whoever reads the run.",
+        )
+        action = forms.ChoiceField(
+            label="When it matches",
+            required=False,
+            choices=[("", "(choose what a match does)"), *SIGNAL_ACTIONS],
+            initial=signal.action.value if signal else "",
+        )
+        approved = signal.approval.group if signal and signal.approval else ""
+        approver = forms.ChoiceField(
+            label="Approved by",
+            required=False,
+            choices=group_choices(
+                self.approvers, "(choose when an approver must agree)", {approved}
+            ),
+            initial=approved,
+            help_text="Only used when an approver must agree.",
+        )
+        phrases = _cue_text(signal.phrases if signal else {})
+        patterns = "\n".join(signal.patterns) if signal else ""
+        short = [field for field in (name,) if field is not None]
+        short += [
+            self._add(f"{prefix}-action", action, title),
+            self._add(f"{prefix}-approver", approver, title),
+        ]
+        if signal:
+            short.append(self._remove(prefix, title, "risk signal", "Nothing else names it."))
+            self._signal_places(code, prefix)
+        long = [
+            self._add(f"{prefix}-description", description, title),
+            self._add(f"{prefix}-phrases", self._text("Phrases", phrases, PHRASES_BOX_HELP), title),
+            self._add(f"{prefix}-patterns", self._text("Patterns", patterns, PATTERNS_HELP), title),
+        ]
+        return Block(code, title, self._testid("signal", code, prefix), short, long)
+
+    def _signal_places(self, code: str, prefix: str) -> None:
+        parts = {"": "action", "action": "action", "approval": "approver", "[key]": "name"}
+        parts |= {"description": "description", "phrases": "phrases", "patterns": "patterns"}
+        self._places(("signals", code), prefix, parts)
 
     def problem_list(self) -> list[tuple[str, str]]:
         """Every problem of the form with its place in words, in the order of the page."""
@@ -528,6 +813,10 @@ class BusinessForm(NewVersionForm):
         placed = PLACED.match(text)
         if placed:
             return [((*error["loc"], *_dotted(placed.group(1))), placed.group(2))]
+        for check, part, words in TYPE_CHECKS:
+            found = check.match(text)
+            if found:
+                return [((*error["loc"], part), words.format(*found.groups()))]
         nowhere = ROUTED_NOWHERE.match(text)
         if nowhere:
             said = "choose where requests of this type go: with no route they would go nowhere"
@@ -536,6 +825,13 @@ class BusinessForm(NewVersionForm):
         if approved:
             said = "only an effect policy allows is approved: allow it, or choose nobody"
             return [(("approvals", name), said) for name in approved.group(1).split(", ")]
+        tiers = UNKNOWN_TIERS.match(text)
+        if tiers:
+            said = (
+                f"amount limits are written for {tiers.group(1)}: keep these tiers among the "
+                "values, or change the limits in the policy editor first"
+            )
+            return [(("catalogue", "customer_attributes", "tier", "values"), said)]
         return [(problem_path(error), plain_problem(error))]
 
     def _applied(self, values: dict[str, Any]) -> dict[str, Any] | None:
@@ -543,38 +839,58 @@ class BusinessForm(NewVersionForm):
         data["version"] = values["version"].strip()
         data["note"] = values["note"].strip()
         data["catalogue"] = self.business.model_dump(mode="json")
-        new_route = self._apply_routes(values, data["catalogue"]["routes"])
-        new_type = self._apply_types(values, data, new_route)
-        new_effect = self._apply_effects(values, data)
-        self._apply_usual_effects(values, data, new_type, new_effect)
+        new_routes = self._apply_routes(values, data["catalogue"]["routes"])
+        new_types = self._apply_types(values, data, new_routes)
+        new_effects = self._apply_effects(values, data)
+        self._apply_usual_effects(values, data, new_types, new_effects)
+        self._apply_attributes(values, data)
+        self._apply_signals(values, data)
+        self._remove_routes(values, data)
+        self._remove_effects(values, data)
+        self._one_of_each(data["catalogue"])
         return None if self.errors else data
 
+    def _one_of_each(self, catalogue: dict[str, Any]) -> None:
+        """A business has at least one request type, route and effect: said at the first
+        block that adds one (a business started from nothing has only those)."""
+        for kind, part, what in (
+            ("type", "request_types", "request type"),
+            ("route", "routes", "route"),
+            ("effect", "effects", "effect"),
+        ):
+            if not catalogue[part] and not self.has_error(f"new_{kind}-name"):
+                self.add_error(
+                    f"new_{kind}-name",
+                    f"A business needs at least one {what}: give it a name and fill in this block.",
+                )
+
     def _apply_usual_effects(
-        self, values: dict[str, Any], data: dict[str, Any], new_type: str | None, new: str | None
+        self,
+        values: dict[str, Any],
+        data: dict[str, Any],
+        new_types: list[tuple[str, str]],
+        added: dict[str, str],
     ) -> None:
-        """Each type's usual effect, once the effect added in this form has its name."""
+        """Each type's usual effect, once the effects added in this form have their names."""
         types = data["catalogue"]["request_types"]
         chosen = [(block.code, f"type-{block.code}") for block in self.type_blocks]
-        if new_type is not None:
-            chosen.append((new_type, "new_type"))
-        for code, prefix in chosen:
+        for code, prefix in [*chosen, *new_types]:
             if code not in types:
                 continue  # removed
             effect = values[f"{prefix}-effect"]
-            if effect == NEW_EFFECT:
-                if new is None:
+            if effect.startswith(NEW_EFFECT):
+                if effect not in added:
                     self.add_error(
                         f"{prefix}-effect",
                         "Add the new effect below (its name and how it is done), or choose "
                         "another.",
                     )
                     continue
-                effect = new
+                effect = added[effect]
             types[code].pop("default_effect", None)
             if effect:
                 types[code]["default_effect"] = effect
-            else:
-                types[code]["default_effect_always"] = False
+            types[code]["default_effect_always"] = bool(values[f"{prefix}-always"])
 
     def _new_name(self, values: dict[str, Any], prefix: str, what: str, taken: Any) -> str | None:
         """The name of the one being added in block `prefix`, or None when the block is
@@ -593,6 +909,18 @@ class BusinessForm(NewVersionForm):
             return None
         return name
 
+    def _added(
+        self, values: dict[str, Any], kind: str, what: str, taken: Any
+    ) -> list[tuple[int, str, str]]:
+        """(number, prefix, name) of each add block of `kind` that adds one."""
+        found: list[tuple[int, str, str]] = []
+        for number in range(1, self.shown[kind] + 1):
+            prefix = add_prefix(kind, number)
+            name = self._new_name(values, prefix, what, {*taken, *(n for _, _, n in found)})
+            if name is not None:
+                found.append((number, prefix, name))
+        return found
+
     def _described(
         self, values: dict[str, Any], prefix: str, was: dict[str, Any]
     ) -> dict[str, Any]:
@@ -602,15 +930,16 @@ class BusinessForm(NewVersionForm):
             "description": values[f"{prefix}-description"].strip(),
         }
 
-    def _apply_routes(self, values: dict[str, Any], routes: dict[str, Any]) -> str | None:
-        """The routes edited and the one added; its name, or None when none is."""
+    def _apply_routes(self, values: dict[str, Any], routes: dict[str, Any]) -> dict[str, str]:
+        """The routes edited and added; the added ones' names by their choice (+new2)."""
         for block in self.route_blocks:
             routes[block.code] = self._route(values, f"route-{block.code}", routes[block.code])
-        name = self._new_name(values, "new_route", "route", routes)
-        if name is not None:
-            self._route_places(name, "new_route")
-            routes[name] = self._route(values, "new_route", {})
-        return name
+        added = {}
+        for number, prefix, name in self._added(values, "route", "route", routes):
+            self._route_places(name, prefix)
+            routes[name] = self._route(values, prefix, {})
+            added[add_choice(number)] = name
+        return added
 
     def _route(self, values: dict[str, Any], prefix: str, was: dict[str, Any]) -> dict[str, Any]:
         route = self._described(values, prefix, was)
@@ -619,10 +948,34 @@ class BusinessForm(NewVersionForm):
             route["group"] = values[f"{prefix}-group"]
         return route
 
+    def _remove_routes(self, values: dict[str, Any], data: dict[str, Any]) -> None:
+        """The routes ticked for removal, unless a rule still sends work to them."""
+        types = data["catalogue"]["request_types"]
+        sampled = data.get("qa_sampling") or {}
+        for block in self.route_blocks:
+            field = f"route-{block.code}-remove"
+            if not values[field]:
+                continue
+            sent = [types[t]["label"] for t, route in data["routes"].items() if route == block.code]
+            if sent:
+                self.add_error(
+                    field,
+                    f"{_listed(sent)} {'is' if len(sent) == 1 else 'are'} sent here: send "
+                    "them to another route first, or keep this one.",
+                )
+            elif block.code in (sampled.get("routes") or {}) | (sampled.get("owners") or {}):
+                self.add_error(
+                    field,
+                    "The review after the fact samples this route: take it out of the sampling "
+                    "in the policy editor first, or keep this one.",
+                )
+            else:
+                del data["catalogue"]["routes"][block.code]
+
     def _apply_types(
-        self, values: dict[str, Any], data: dict[str, Any], new_route: str | None
-    ) -> str | None:
-        """The types edited, removed and added; the added one's name, or None."""
+        self, values: dict[str, Any], data: dict[str, Any], new_routes: dict[str, str]
+    ) -> list[tuple[str, str]]:
+        """The types edited, removed and added; (name, prefix) of each added one."""
         types = data["catalogue"]["request_types"]
         for block in self.type_blocks:
             prefix = f"type-{block.code}"
@@ -632,20 +985,37 @@ class BusinessForm(NewVersionForm):
                 data["confidence"]["per_category"].pop(block.code, None)
                 continue
             types[block.code] = self._type(values, prefix, types[block.code])
-            self._route_to(values, prefix, block.code, data["routes"], new_route)
-        name = self._new_name(values, "new_type", "request type", types)
-        if name is not None:
-            self._type_places(name, "new_type")
-            types[name] = self._type(values, "new_type", {})
-            self._route_to(values, "new_type", name, data["routes"], new_route)
-        return name
+            self._route_to(values, prefix, block.code, data["routes"], new_routes)
+        added = []
+        for _, prefix, name in self._added(values, "type", "request type", types):
+            self._type_places(name, prefix)
+            types[name] = self._type(values, prefix, {})
+            self._route_to(values, prefix, name, data["routes"], new_routes)
+            added.append((name, prefix))
+        return added
 
     def _type(self, values: dict[str, Any], prefix: str, was: dict[str, Any]) -> dict[str, Any]:
         spec = self._described(values, prefix, was)
         readers = {
             "fields": lambda text: read_field_lines(text, was.get("fields") or {}),
             "cues": read_cue_lines,
+            "scene_cues": read_cue_lines,
         }
+        self._read_boxes(values, prefix, was, spec, readers)
+        spec.pop("cue_weight", None)
+        if values[f"{prefix}-weight"] is not None:
+            spec["cue_weight"] = values[f"{prefix}-weight"]
+        return spec
+
+    def _read_boxes(
+        self,
+        values: dict[str, Any],
+        prefix: str,
+        was: dict[str, Any],
+        spec: dict[str, Any],
+        readers: dict[str, Any],
+    ) -> None:
+        """Each box `readers` names, read into `spec`; a box as shown keeps the base's value."""
         for part, read in readers.items():
             field = f"{prefix}-{part}"
             if was and _same_text(values[field], str(self.fields[field].initial)):
@@ -654,7 +1024,6 @@ class BusinessForm(NewVersionForm):
                 spec[part] = read(values[field])
             except LineProblem as exc:
                 self.add_error(field, sentence(str(exc)))
-        return spec
 
     def _route_to(
         self,
@@ -662,35 +1031,36 @@ class BusinessForm(NewVersionForm):
         prefix: str,
         code: str,
         routes: dict[str, Any],
-        new_route: str | None,
+        new_routes: dict[str, str],
     ) -> None:
         chosen = values[f"{prefix}-route"]
-        if chosen == NEW_ROUTE:
-            if new_route is None:
+        if chosen.startswith(NEW_ROUTE):
+            if chosen not in new_routes:
                 self.add_error(
                     f"{prefix}-route",
                     "Add the new route below (its name and who owns it), or choose another.",
                 )
                 return
-            chosen = new_route
+            chosen = new_routes[chosen]
         if chosen:
             routes[code] = chosen
         else:
             routes.pop(code, None)  # the schema says the type goes nowhere, at this field
 
-    def _apply_effects(self, values: dict[str, Any], data: dict[str, Any]) -> str | None:
-        """The effects edited and added; the added one's name, or None."""
+    def _apply_effects(self, values: dict[str, Any], data: dict[str, Any]) -> dict[str, str]:
+        """The effects edited and added; the added ones' names by their choice (+new2)."""
         effects = data["catalogue"]["effects"]
         for block in self.effect_blocks:
             prefix = f"effect-{block.code}"
             effects[block.code] = self._effect(values, prefix, effects[block.code])
             self._allowed(values, prefix, block.code, data)
-        name = self._new_name(values, "new_effect", "effect", effects)
-        if name is not None:
-            self._effect_places(name, "new_effect")
-            effects[name] = self._effect(values, "new_effect", {})
-            self._allowed(values, "new_effect", name, data)
-        return name
+        added = {}
+        for number, prefix, name in self._added(values, "effect", "effect", effects):
+            self._effect_places(name, prefix)
+            effects[name] = self._effect(values, prefix, {})
+            self._allowed(values, prefix, name, data)
+            added[add_choice(number)] = name
+        return added
 
     def _effect(self, values: dict[str, Any], prefix: str, was: dict[str, Any]) -> dict[str, Any]:
         adapter = values[f"{prefix}-adapter"]
@@ -710,7 +1080,43 @@ class BusinessForm(NewVersionForm):
                 effect[adapter] = config
         if not (was and self._as_shown(values, parameters)):
             effect["parameters"] = self._mapping(values, parameters) or {}
+        self._read_boxes(values, prefix, was, effect, {"cues": read_cue_lines})
+        effect.pop("cue_priority", None)
+        if values[f"{prefix}-priority"] is not None:
+            effect["cue_priority"] = values[f"{prefix}-priority"]
         return effect
+
+    def _remove_effects(self, values: dict[str, Any], data: dict[str, Any]) -> None:
+        """The effects ticked for removal (out of what policy allows and approves too), unless
+        a request type has it as its usual effect or an amount limit is written for it."""
+        types = data["catalogue"]["request_types"]
+        for block in self.effect_blocks:
+            field = f"effect-{block.code}-remove"
+            if not values[field]:
+                continue
+            usual = [t["label"] for t in types.values() if t.get("default_effect") == block.code]
+            limits = [
+                tier
+                for tier, limit in data["amount_limits"].items()
+                if block.code in (limit.get("effects") or [])
+            ]
+            if usual:
+                self.add_error(
+                    field,
+                    f"It is the usual effect of {_listed(usual)}: choose another there "
+                    "first, or keep this one.",
+                )
+            elif limits:
+                self.add_error(
+                    field,
+                    f"The amount limits of {_listed(limits)} are written for it: change them "
+                    "in the policy editor first, or keep this one.",
+                )
+            else:
+                del data["catalogue"]["effects"][block.code]
+                if block.code in data["allowed_effects"]:
+                    data["allowed_effects"].remove(block.code)
+                data["approvals"].pop(block.code, None)
 
     def _as_shown(self, values: dict[str, Any], field: str) -> bool:
         def kept(text: str) -> list[str]:
@@ -739,6 +1145,83 @@ class BusinessForm(NewVersionForm):
             data["approvals"][code] = {**data["approvals"].get(code, {}), "group": group}
         else:
             data["approvals"].pop(code, None)
+
+    def _apply_attributes(self, values: dict[str, Any], data: dict[str, Any]) -> None:
+        """The customer attributes edited, removed and added."""
+        attributes = data["catalogue"]["customer_attributes"]
+        for block in self.attribute_blocks:
+            prefix = f"attribute-{block.code}"
+            if values[f"{prefix}-remove"]:
+                if block.code == "tier" and data["amount_limits"]:
+                    self.add_error(
+                        f"{prefix}-remove",
+                        "The amount limits are written per tier: take them out in the policy "
+                        "editor first, or keep it.",
+                    )
+                else:
+                    del attributes[block.code]
+                continue
+            attributes[block.code] = self._attribute(values, prefix, attributes[block.code])
+        for _, prefix, name in self._added(values, "attribute", "customer attribute", attributes):
+            self._attribute_places(name, prefix)
+            attributes[name] = self._attribute(values, prefix, {})
+
+    def _attribute(
+        self, values: dict[str, Any], prefix: str, was: dict[str, Any]
+    ) -> dict[str, Any]:
+        listed = _words_line(values[f"{prefix}-values"])
+        if not listed:
+            self.add_error(f"{prefix}-values", "Give it its values, separated by commas.")
+        return self._described(values, prefix, was) | {"values": listed}
+
+    def _apply_signals(self, values: dict[str, Any], data: dict[str, Any]) -> None:
+        """The risk signals edited, removed and added; a changed one is a new version of it
+        (the rule's text on a run names it: v2)."""
+        signals = data["signals"]
+        for block in self.signal_blocks:
+            prefix = f"signal-{block.code}"
+            if values[f"{prefix}-remove"]:
+                del signals[block.code]
+                continue
+            was = signals[block.code]
+            signal = self._signal(values, prefix, was)
+            if signal != was:
+                signal["version"] = int(was.get("version", 1)) + 1
+            signals[block.code] = signal
+        for _, prefix, name in self._added(values, "signal", "risk signal", signals):
+            self._signal_places(name, prefix)
+            signals[name] = self._signal(values, prefix, {})
+
+    def _signal(self, values: dict[str, Any], prefix: str, was: dict[str, Any]) -> dict[str, Any]:
+        action = values[f"{prefix}-action"]
+        group = values[f"{prefix}-approver"]
+        approval = None
+        if action == "approval" and group:
+            approval = {**(was.get("approval") or {}), "group": group}
+        signal = {
+            **was,
+            "description": values[f"{prefix}-description"].strip(),
+            "approval": approval,
+        }
+        signal.pop("action", None)
+        if action:
+            signal["action"] = action
+        readers = {
+            "phrases": read_cue_lines,
+            "patterns": lambda text: [ln for _, ln in _lines(text)],
+        }
+        self._read_boxes(values, prefix, was, signal, readers)
+        return signal
+
+
+def _listed(words: list[str]) -> str:
+    """`["b", "a", "c"]` → "a, b and c" (sorted: the database keeps no key order)."""
+    ordered = sorted(words)
+    return ", ".join(ordered[:-1]) + " and " + ordered[-1] if len(ordered) > 1 else ordered[0]
+
+
+def _cue_text(cues: dict[str, list[str]]) -> str:
+    return "\n".join(cue_line(language, words) for language, words in cues.items())
 
 
 def _dotted(place: str) -> Path:

@@ -43,6 +43,7 @@ PATHS: dict[str, tuple[dict[str, Any], str]] = {
     "policy:list": ({}, "/policy/"),
     "policy:new": ({}, "/policy/new"),
     "policy:business": ({}, "/policy/business"),
+    "policy:business_start": ({}, "/policy/business/start"),
     "policy:detail": ({"name": "policy-2"}, "/policy/policy-2/"),
     "policy:simulate": ({"name": "policy-2"}, "/policy/policy-2/simulate"),
     "policy:activate": ({"name": "policy-2"}, "/policy/policy-2/activate"),
