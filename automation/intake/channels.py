@@ -39,11 +39,13 @@ SECRET_FIELDS = ("secret_variable", "refresh_token_variable")
 
 
 class SetupRefused(ServiceError):
-    """A value refused, at the field it was given in."""
+    """A value refused, at the field it was given in (`at`)."""
 
-    def __init__(self, code: Refusal, message: str, *, field: str) -> None:
-        super().__init__(code, message)
+    field = ""
+
+    def at(self, field: str) -> SetupRefused:
         self.field = field
+        return self
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,8 @@ def _check_reader(name: str, *, current: str | None) -> None:
     if name == current:
         return  # kept as it is, even if it is no longer offered here
     if name not in {reader.name for reader in readers_available()}:
-        raise SetupRefused(
-            Refusal.INVALID_SETTING, "choose one of the readers listed", field="classifier"
+        raise SetupRefused(Refusal.INVALID_SETTING, "choose one of the readers listed").at(
+            "classifier"
         )
 
 
@@ -74,25 +76,22 @@ def _check_version(name: str) -> None:
         return
     version = PolicyVersion.objects.filter(name=name).values("is_active", "activated_at").first()
     if version is None:
-        raise SetupRefused(
-            Refusal.NO_SUCH_VERSION, f"there is no policy version {name}", field="policy_version"
+        raise SetupRefused(Refusal.NO_SUCH_VERSION, f"there is no policy version {name}").at(
+            "policy_version"
         )
     if not version["is_active"] and version["activated_at"] is None:
         raise SetupRefused(
             Refusal.INVALID_SETTING,
             f"{name} is a draft that was never activated: pin a version once it has been "
             "simulated and activated, or choose the active one",
-            field="policy_version",
-        )
+        ).at("policy_version")
 
 
 def _check_attempts(attempts: int) -> None:
     if not 1 <= attempts <= MOST_ATTEMPTS:
         raise SetupRefused(
-            Refusal.INVALID_SETTING,
-            f"give a number of tries from 1 to {MOST_ATTEMPTS}",
-            field="max_classifier_attempts",
-        )
+            Refusal.INVALID_SETTING, f"give a number of tries from 1 to {MOST_ATTEMPTS}"
+        ).at("max_classifier_attempts")
 
 
 def _check(chosen: ChannelSettings, *, current: str | None) -> None:
@@ -121,12 +120,9 @@ def channel_create(
         raise SetupRefused(
             Refusal.INVALID_SETTING,
             "a channel's name is letters, digits, - and _ (at most 100), for example claims-mail",
-            field="name",
-        )
+        ).at("name")
     _check(chosen, current=None)
-    taken = SetupRefused(
-        Refusal.NAME_TAKEN, f"there is a channel named {name} already", field="name"
-    )
+    taken = SetupRefused(Refusal.NAME_TAKEN, f"there is a channel named {name} already").at("name")
     if IntakeChannel.objects.filter(name=name).exists():
         raise taken
     try:
@@ -165,8 +161,7 @@ def channel_change(*, user: User, channel_id: int, chosen: ChannelSettings) -> I
         raise SetupRefused(
             Refusal.CONFIGURED_CLASSIFIER,
             f"GATEHOUSE_CHANNEL_CLASSIFIERS names {channel.name}'s reader: it is changed there",
-            field="classifier",
-        )
+        ).at("classifier")
     _check(chosen, current=channel.classifier)
     before = _described(channel)
     if chosen.classifier != channel.classifier:
@@ -207,7 +202,7 @@ def _mailbox_settings(values: dict[str, Any]) -> MailboxSettings:
     except ValidationError as exc:
         where, message = field_messages(exc, root="host")[0]
         field = where.split(".")[0]
-        raise SetupRefused(Refusal.INVALID_SETTING, message, field=field) from exc
+        raise SetupRefused(Refusal.INVALID_SETTING, message).at(field) from exc
     for field in SECRET_FIELDS:
         name = getattr(checked, field)
         if name and SERVER_VARIABLES.fullmatch(name):
@@ -215,8 +210,7 @@ def _mailbox_settings(values: dict[str, Any]) -> MailboxSettings:
                 Refusal.INVALID_SETTING,
                 f"{name} is a setting of the Gatehouse server itself: the watcher would send "
                 "it to the mailbox's server; name a variable of the mailbox's own",
-                field=field,
-            )
+            ).at(field)
     return checked
 
 
@@ -235,8 +229,7 @@ def mailbox_set(*, user: User, channel_id: int, values: dict[str, Any]) -> Mailb
         raise SetupRefused(
             Refusal.CONFIGURED_IN_SETTINGS,
             f"GATEHOUSE_MAILBOXES defines {channel.name}'s mailbox: it is changed there",
-            field="host",
-        )
+        ).at("host")
     fields = _mailbox_settings(values).fields()
     if mailbox is None:
         mailbox = Mailbox.objects.create(channel=channel, **fields)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied
-from django.forms import Form
+from django.forms import BaseForm
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
@@ -45,7 +45,7 @@ def channels(request: AuthenticatedHttpRequest) -> HttpResponse:
     return render(request, "setup/channels.html", {"rows": rows})
 
 
-def _refused_at(form: Form, refused: SetupRefused) -> None:
+def _refused_at(form: BaseForm, refused: SetupRefused) -> None:
     form.add_error(refused.field if refused.field in form.fields else None, refused.message)
 
 

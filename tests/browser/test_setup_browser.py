@@ -15,7 +15,7 @@ from tests.browser.conftest import Person, log_in, screenshot
 def test_a_superuser_on_an_empty_install_adds_an_intake_channel_from_the_setup_page(
     page: Page, transactional_db: None
 ) -> None:
-    password = "correct-horse-root-7"  # noqa: S105 - the test's own account
+    password = "correct-horse-root-7"
     root = Person(User.objects.create_superuser("root", "root@kennels.example", password), password)
 
     log_in(page, root)

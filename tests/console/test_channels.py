@@ -148,9 +148,7 @@ def test_tries_out_of_range_are_refused_at_their_field_and_the_form_keeps_the_re
 
 
 def test_a_draft_cannot_be_pinned_and_an_activated_version_can(lead: User) -> None:
-    draft, _ = policy_version_create(
-        document=parse_policy_text(_claims_draft_text())
-    )
+    draft, _ = policy_version_create(document=parse_policy_text(_claims_draft_text()))
     client = client_of(lead)
 
     offered = client.get(NEW).content.decode()

@@ -23,9 +23,9 @@ from tests.approvals.claims import CLAIMS, claims_channel
 from tests.catalogues import email_reply_effect
 
 SETUP = reverse("setup:checklist")
-DESK_TOKEN = "DESK_WEBHOOK_TOKEN"  # noqa: S105 - the name of a variable, not a secret
-TOKEN_VALUE = "desk-token-9f2c41"  # noqa: S105 - what must never be shown
-MAIL_PASSWORD = "smtp-pass-77aa"  # noqa: S105
+DESK_TOKEN = "DESK_WEBHOOK_TOKEN"
+TOKEN_VALUE = "desk-token-9f2c41"
+MAIL_PASSWORD = "smtp-pass-77aa"
 SMTP = {
     "EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",
     "EMAIL_HOST": "smtp.insurer.example",
