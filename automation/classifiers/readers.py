@@ -10,6 +10,7 @@ installed (the tests and the demo), never on a production install.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from django.apps import apps
 from django.conf import settings
@@ -38,8 +39,11 @@ def reader_words(name: str) -> str:
     if name == LEARNED:
         return "Learned reader: a model trained on the business's labelled messages, on this server"
     if name == MODEL_SERVER:
-        model, server = setting("OPENAI_MODEL"), setting("OPENAI_BASE_URL")
-        return f"Model server: the model {model} at {server} reads each message"
+        # The server by its host only: an address may carry a user name and password.
+        server = urlsplit(setting("OPENAI_BASE_URL"))
+        where = server.hostname or "the configured server"
+        where += f":{server.port}" if server.port else ""
+        return f"Model server: the model {setting('OPENAI_MODEL')} at {where} reads each message"
     if name == RECORDED:
         return "Recorded readings: answers written beforehand, for tests and the demo only"
     return name

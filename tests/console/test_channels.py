@@ -9,6 +9,7 @@ import copy
 import html
 import re
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from django.test import Client
 from django.urls import reverse
 
 from audit.models import AuditEvent
+from automation.classifiers.training import classifier_train
 from automation.conf import setting
 from automation.intake.channels import (
     ChannelSettings,
@@ -34,6 +36,8 @@ from tests.approvals.claims import CLAIMS, claims_channel
 from tests.mailboxes import make_mailbox
 
 NEW = reverse("setup:channel_new")
+# Labelled mail of the tests' data: only for a trained model to exist.
+LABELLED_MAIL = Path(__file__).resolve().parents[1] / "data" / "mail" / "labels.csv"
 LOCAL_WORDS = "Local reader: the cue words of the business, no model"
 
 
@@ -98,6 +102,21 @@ def test_the_readers_are_offered_in_words_and_a_model_server_only_once_configure
     settings.GATEHOUSE_OPENAI_CONFIGURED = True
     page = html.unescape(client_of(lead).get(NEW).content.decode())
     assert f"Model server: the model {setting('OPENAI_MODEL')} at" in page
+
+
+def test_the_learned_reader_is_offered_once_a_model_is_trained_and_stamps_its_version(
+    lead: User,
+) -> None:
+    model = classifier_train(labels=[LABELLED_MAIL]).model
+    assert "Learned reader: a model trained" in html.unescape(
+        client_of(lead).get(NEW).content.decode()
+    )
+
+    response = client_of(lead).post(NEW, new_channel(classifier="learned"))
+
+    assert response.status_code == 302
+    channel = IntakeChannel.objects.get(name="claims-mail")
+    assert (channel.classifier, channel.classifier_version) == ("learned", model.version)
 
 
 def test_an_ops_lead_adds_a_channel_with_a_reader_from_the_list(lead: User) -> None:
