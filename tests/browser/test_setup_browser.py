@@ -31,6 +31,7 @@ def test_a_superuser_on_an_empty_install_adds_an_intake_channel_from_the_setup_p
     expect(page).to_have_url(re.compile(r"/setup/channels/new$"))
     page.get_by_label("Name").fill("bookings-mail")
     page.get_by_label("Local reader: the cue words of the business, no model").check()
+    screenshot(page, "setup-new-channel")
     page.get_by_role("button", name="Add the channel").click()
 
     expect(page).to_have_url(re.compile(r"/setup/$"))
