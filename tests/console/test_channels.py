@@ -28,6 +28,7 @@ from automation.intake.channels import (
     SetupRefused,
     channel_change,
     channel_create,
+    mailbox_set,
 )
 from automation.intake.models import IntakeChannel, Mailbox
 from automation.roles import roles_ensure
@@ -375,3 +376,44 @@ def test_a_mailbox_from_the_settings_is_changed_there(root: User) -> None:
     assert "GATEHOUSE_MAILBOXES" in errors_at(response.content.decode())["host"][0]
     box.refresh_from_db()
     assert box.host == "imap.example.com"
+
+
+def test_the_mailbox_service_refuses_who_may_not_set_one_up(lead: User) -> None:
+    channel = IntakeChannel.objects.get(name="claims-api")
+
+    with pytest.raises(PermissionDenied):
+        mailbox_set(user=lead, channel_id=channel.pk, values=mailbox_values())
+    assert not Mailbox.objects.exists()
+
+
+def test_two_superusers_adding_one_channels_mailbox_at_once_make_one(
+    transactional_db: None,
+) -> None:
+    roots = [User.objects.create_superuser(f"root{n}", None, None) for n in (1, 2)]
+    channel = IntakeChannel.objects.create(
+        name="claims-mail", workflow_version="workflow-1", prompt_version="prompt-1"
+    )
+    folders: list[str] = []
+    start = threading.Barrier(2)
+
+    def add(user: User, folder: str) -> None:
+        try:
+            start.wait()
+            values = {**mailbox_values(), "folder": folder, "use_idle": True, "port": 993}
+            values["poll_seconds"] = 60
+            mailbox_set(user=user, channel_id=channel.pk, values=values)
+            folders.append(folder)
+        finally:
+            connection.close()
+
+    threads = [
+        threading.Thread(target=add, args=(u, f)) for u, f in zip(roots, ["A", "B"], strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(folders) == ["A", "B"]  # the second changed the one the first added
+    box = Mailbox.objects.get(channel=channel)
+    assert box.folder == folders[-1]
