@@ -92,6 +92,9 @@ class AuditAction(models.TextChoices):
     POLICY_ACTIVATED = "policy.activated"
     API_TOKEN_REVOKED = "api_token.revoked"  # noqa: S105 - an action name, not a secret
     CHANNEL_CLASSIFIER_CHANGED = "channel.classifier_changed"
+    CHANNEL_CREATED = "channel.created"
+    CHANNEL_CHANGED = "channel.changed"
+    MAILBOX_SET = "mailbox.set"
     CLASSIFIER_PROMOTED = "classifier.promoted"
     CLASSIFIER_ROLLED_BACK = "classifier.rolled_back"
     CUSTOMERS_LOADED = "customers.loaded"

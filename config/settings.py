@@ -453,6 +453,11 @@ GATEHOUSE: dict[str, Any] = {
     "METRICS_TOKEN": os.environ.get("GATEHOUSE_METRICS_TOKEN", ""),
 }
 
+# Whether the operator named a model server (GATEHOUSE_OPENAI_BASE_URL): only then is its
+# reader offered for a channel in the console (automation/classifiers/readers.py); the
+# address above is only the default of a model server on this machine.
+GATEHOUSE_OPENAI_CONFIGURED = bool(os.environ.get("GATEHOUSE_OPENAI_BASE_URL", "").strip())
+
 # What effects may send and where (core/egress.py, docs/security.md: effects). The names of
 # the environment variables a catalogue may name as secrets (`{secret: NAME}`); the server's
 # own variables (GATEHOUSE_*, DATABASE_URL, DJANGO_*, PG*) never, even when listed here.

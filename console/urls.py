@@ -15,6 +15,7 @@ its paths do not.
     integrators:*         /integrators/                  the API reference
     about:*               /about/                        the run states explained
     me:*                  /me/                           the signed-in person's own settings
+    setup:*               /setup/                        what the install lacks; intake channels
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from console.views import (
     queues,
     reports,
     runs,
+    setup,
 )
 
 home_urls = [path("", home.home, name="home")]
@@ -141,4 +143,15 @@ me_urls = (
         path("delegation/", me.delegation, name="delegation"),
     ],
     "me",
+)
+
+setup_urls = (
+    [
+        path("", setup.checklist, name="checklist"),
+        path("channels/", setup.channels, name="channels"),
+        path("channels/new", setup.channel_new, name="channel_new"),
+        path("channels/<slug:name>/", setup.channel_edit, name="channel_edit"),
+        path("channels/<slug:name>/mailbox", setup.mailbox, name="mailbox"),
+    ],
+    "setup",
 )

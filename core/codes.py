@@ -63,6 +63,10 @@ class Refusal(StrEnum):
     # Classifiers
     CONFIGURED_CLASSIFIER = "configured_classifier"  # set in the settings, not the console
     NOT_A_SHADOW = "not_a_shadow"  # only a shadow classifier can be promoted
+    # Setting up: channels and mailboxes in the console
+    NAME_TAKEN = "name_taken"  # another one has this name
+    CONFIGURED_IN_SETTINGS = "configured_in_settings"  # defined by a setting, changed there
+    INVALID_SETTING = "invalid_setting"  # a value the setting it is for cannot take
     # What the person gave
     REASON_REQUIRED = "reason_required"
     COMMENT_REQUIRED = "comment_required"

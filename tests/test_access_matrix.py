@@ -291,6 +291,14 @@ EXPECTED: dict[str, Row] = {
     "approvals:hand[claim]": action(frozenset({SECURITY, SUPERUSER})),
     "approvals:hand[assign]": action(frozenset({OPS, SUPERUSER})),
     "approvals:hand[release]": action(frozenset({OPS, SUPERUSER})),
+    # --- console: setting up (what the install lacks, intake channels, mailboxes) -----------
+    "setup:checklist": page(LEADS),
+    "setup:channels": page(LEADS),
+    "setup:channel_new": form(LEADS),
+    "setup:channel_edit": form(LEADS),
+    # A mailbox names an environment variable whose value its watcher sends to its host: as in
+    # the admin, only a superuser sets one up or changes it.
+    "setup:mailbox": form(SU),
     # --- reports and metrics -----------------------------------------------------------------
     "reports:dashboard": page(REPORTERS),
     "reports:csv": page(REPORTERS),
@@ -493,6 +501,8 @@ VARIANTS: dict[str, dict[str, Kwargs]] = {
     "quality:review": {"": lambda w: {"review_id": _qa_review(w, "completed")}},
     "quality:reconcile": {"": lambda w: {"review_id": _qa_review(w, "other-channel")}},
     "quality:channel": {"": lambda w: {"name": SHADOWED}},
+    "setup:channel_edit": {"": lambda w: {"name": SHADOWED}},
+    "setup:mailbox": {"": lambda w: {"name": SHADOWED}},
     "quality:comparison": {"": lambda w: {"name": SHADOWED, "classifier": "heuristic"}},
     "quality:promote": {"": lambda w: {"name": SHADOWED, "classifier": "heuristic"}},
     "quality:rollback": {"": lambda w: {"promotion_id": ClassifierPromotion.objects.get().pk}},

@@ -123,8 +123,8 @@ class MailboxSettings(BaseModel):
 
 def mailbox_for(channel_name: str) -> Mailbox:
     """The channel's mailbox: from GATEHOUSE_MAILBOXES (written over its row, so the settings
-    hold) or else as set up in the admin. Raises MailboxNotConfigured, or ValueError for
-    settings that do not hold."""
+    hold) or else as set up in the console or the admin. Raises MailboxNotConfigured, or
+    ValueError for settings that do not hold."""
     configured = setting("MAILBOXES").get(channel_name)
     if configured is not None:
         values = MailboxSettings.model_validate(configured).fields()
@@ -136,8 +136,8 @@ def mailbox_for(channel_name: str) -> Mailbox:
     found = Mailbox.objects.select_related("channel").filter(channel__name=channel_name).first()
     if found is None:
         raise MailboxNotConfigured(
-            f"no mailbox is set up for the channel {channel_name!r}: add one in the admin "
-            "(Mailboxes) or in GATEHOUSE_MAILBOXES"
+            f"no mailbox is set up for the channel {channel_name!r}: add one in the console "
+            "(Setup, Intake channels), in the admin (Mailboxes) or in GATEHOUSE_MAILBOXES"
         )
     return found
 

@@ -205,3 +205,8 @@ def mailbox_views(*, now: datetime | None = None) -> list[MailboxView]:
     today = timezone.localdate(now)
     boxes = Mailbox.objects.select_related("channel").order_by("channel__name")
     return [mailbox_view(box, now=now, today=today) for box in boxes]
+
+
+def channels_for_setup() -> list[IntakeChannel]:
+    """Every intake channel by name, with its mailbox if it has one (one query)."""
+    return list(IntakeChannel.objects.select_related("mailbox").order_by("name")[:500])

@@ -1,5 +1,7 @@
 """The console's start page: each role lands where its work is, the queues for whoever reads
-runs and the inbox for an approver; a person with neither is told they have no role."""
+runs and the inbox for an approver; a person with neither is told they have no role. An
+administrator (who sets channels up: a superuser, an ops lead) lands on the setup page while
+the install lacks something it cannot start without (console.setup)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 
+from automation.intake.channels import CHANGE_CHANNEL
+from console.setup import start_needs_setup
 from console.views.staff import VIEW_RUNS
 from core.http import AuthenticatedHttpRequest
 
@@ -14,6 +18,8 @@ from core.http import AuthenticatedHttpRequest
 @login_required
 def home(request: AuthenticatedHttpRequest) -> HttpResponse:
     user = request.user
+    if user.has_perm(CHANGE_CHANNEL) and start_needs_setup():
+        return redirect("setup:checklist")
     if user.has_perm(VIEW_RUNS):
         return redirect("queues:list")
     if user.has_perm("approvals.view_approvalrequest"):

@@ -93,9 +93,9 @@ def claims_channel(name: str = "claims-mail") -> IntakeChannel:
     # The business's approver groups hold the approver role's permissions, as a shipped
     # approver group does (automation.roles).
     approver = Group.objects.get(name="finance-approvers").permissions.all()
-    for name in GROUPS:
-        group, _ = Group.objects.get_or_create(name=name)
-        if name in APPROVER_GROUPS:
+    for group_name in GROUPS:
+        group, _ = Group.objects.get_or_create(name=group_name)
+        if group_name in APPROVER_GROUPS:
             group.permissions.set(approver)
     version, _ = policy_version_create(
         document=parse_policy_text(yaml.safe_dump(copy.deepcopy(CLAIMS)))

@@ -82,6 +82,12 @@ PATHS: dict[str, tuple[dict[str, Any], str]] = {
     "me:work": ({}, "/me/work/"),
     "me:decided": ({}, "/me/decided/"),
     "me:delegation": ({}, "/me/delegation/"),
+    # setting up
+    "setup:checklist": ({}, "/setup/"),
+    "setup:channels": ({}, "/setup/channels/"),
+    "setup:channel_new": ({}, "/setup/channels/new"),
+    "setup:channel_edit": ({"name": "claims-mail"}, "/setup/channels/claims-mail/"),
+    "setup:mailbox": ({"name": "claims-mail"}, "/setup/channels/claims-mail/mailbox"),
 }
 
 
@@ -132,5 +138,6 @@ def test_no_page_is_left_under_a_domain_app_name() -> None:
         "integrators",
         "me",
         "about",
+        "setup",
     }
     assert console_urls.home_urls[0].name == "home"

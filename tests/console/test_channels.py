@@ -1,0 +1,419 @@
+"""Intake channels and their mailboxes in the console: a channel's reader is chosen from the
+readers that exist, in words, its versions filled from the reader; every refusal is shown at
+its field and changes nothing; a mailbox names its secrets by variable, never a server's own,
+and only a superuser sets one up."""
+
+from __future__ import annotations
+
+import copy
+import html
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from django.contrib.auth.models import Group, User
+from django.core.exceptions import PermissionDenied
+from django.db import connection
+from django.test import Client
+from django.urls import reverse
+
+from audit.models import AuditEvent
+from automation.classifiers.training import classifier_train
+from automation.conf import setting
+from automation.intake.channels import (
+    ChannelSettings,
+    SetupRefused,
+    channel_change,
+    channel_create,
+    mailbox_set,
+)
+from automation.intake.models import IntakeChannel, Mailbox
+from automation.roles import roles_ensure
+from policy.services import parse_policy_text, policy_version_create
+from tests.approvals.claims import CLAIMS, claims_channel
+from tests.mailboxes import make_mailbox
+
+NEW = reverse("setup:channel_new")
+# Labelled mail of the tests' data: only for a trained model to exist.
+LABELLED_MAIL = Path(__file__).resolve().parents[1] / "data" / "mail" / "labels.csv"
+LOCAL_WORDS = "Local reader: the cue words of the business, no model"
+
+
+def client_of(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def lead(db: None) -> User:
+    claims_channel("claims-api")  # the claims desk: its teams, its active version
+    user = User.objects.create_user("lena")
+    user.groups.add(Group.objects.get(name="ops-leads"))
+    return user
+
+
+@pytest.fixture
+def root(db: None) -> User:
+    return User.objects.create_superuser("root", "root@insurer.example", None)
+
+
+def new_channel(**changes: Any) -> dict[str, Any]:
+    return {
+        "name": "claims-mail",
+        "classifier": "heuristic",
+        "policy_version": "",
+        "max_classifier_attempts": "3",
+        "shares_mail_identity": "on",
+        **changes,
+    }
+
+
+def errors_at(page: str) -> dict[str, list[str]]:
+    """Each field's errors, as the page shows them under the field."""
+    found: dict[str, list[str]] = {}
+    for block in re.split(r'data-testid="field-(?!error")', page)[1:]:
+        name = block.split('"', 1)[0]
+        messages = [
+            html.unescape(part.split("</p>", 1)[0])
+            for part in block.split('<p class="error" data-testid="field-error">')[1:]
+        ]
+        if messages:
+            found[name] = messages
+    return found
+
+
+# --- adding a channel -----------------------------------------------------------------------------
+
+
+def test_the_readers_are_offered_in_words_and_a_model_server_only_once_configured(
+    lead: User, settings: Any
+) -> None:
+    page = html.unescape(client_of(lead).get(NEW).content.decode())
+
+    assert LOCAL_WORDS in page
+    assert "Recorded readings: answers written beforehand, for tests and the demo only" in page
+    assert 'value="openai-compatible"' not in page and "Model server" not in page
+    assert 'value="learned"' not in page  # no model is trained
+    assert "The active one, whichever it is when a request is decided" in page
+
+    settings.GATEHOUSE_OPENAI_CONFIGURED = True
+    page = html.unescape(client_of(lead).get(NEW).content.decode())
+    assert f"Model server: the model {setting('OPENAI_MODEL')} at" in page
+
+
+def test_the_learned_reader_is_offered_once_a_model_is_trained_and_stamps_its_version(
+    lead: User,
+) -> None:
+    model = classifier_train(labels=[LABELLED_MAIL]).model
+    assert "Learned reader: a model trained" in html.unescape(
+        client_of(lead).get(NEW).content.decode()
+    )
+
+    response = client_of(lead).post(NEW, new_channel(classifier="learned"))
+
+    assert response.status_code == 302
+    channel = IntakeChannel.objects.get(name="claims-mail")
+    assert (channel.classifier, channel.classifier_version) == ("learned", model.version)
+
+
+def test_an_ops_lead_adds_a_channel_with_a_reader_from_the_list(lead: User) -> None:
+    response = client_of(lead).post(NEW, new_channel())
+
+    assert response.status_code == 302 and response["Location"] == reverse("setup:checklist")
+    channel = IntakeChannel.objects.get(name="claims-mail")
+    assert (channel.classifier, channel.classifier_version) == ("heuristic", "heuristic-3")
+    assert channel.prompt_version == setting("PROMPT_VERSION")
+    assert channel.workflow_version == setting("WORKFLOW_VERSION")
+    assert (channel.policy_version, channel.max_classifier_attempts) == ("", 3)
+    assert channel.shares_mail_identity
+    event = AuditEvent.objects.get(action="channel.created")
+    assert event.actor == lead and event.data["channel"] == "claims-mail"
+    assert event.data["reader"] == LOCAL_WORDS
+
+
+def test_a_reader_not_in_the_list_is_refused_at_its_field(lead: User) -> None:
+    response = client_of(lead).post(NEW, new_channel(classifier="openai-compatible"))
+
+    assert response.status_code == 400
+    assert list(errors_at(response.content.decode())) == ["classifier"]
+    assert not IntakeChannel.objects.filter(name="claims-mail").exists()
+
+
+def test_a_name_taken_or_not_a_slug_is_refused_at_the_name(lead: User) -> None:
+    client = client_of(lead)
+    taken = client.post(NEW, new_channel(name="claims-api"))
+    bad = client.post(NEW, new_channel(name="claims mail!"))
+
+    assert taken.status_code == bad.status_code == 400
+    assert errors_at(taken.content.decode()) == {
+        "name": ["there is a channel named claims-api already"]
+    }
+    assert list(errors_at(bad.content.decode())) == ["name"]
+    assert IntakeChannel.objects.count() == 1
+
+
+def test_tries_out_of_range_are_refused_at_their_field_and_the_form_keeps_the_rest(
+    lead: User,
+) -> None:
+    response = client_of(lead).post(NEW, new_channel(max_classifier_attempts="40"))
+
+    page = response.content.decode()
+    assert list(errors_at(page)) == ["max_classifier_attempts"]
+    assert 'value="claims-mail"' in page  # what was typed is still there
+    assert not IntakeChannel.objects.filter(name="claims-mail").exists()
+
+
+def test_a_draft_cannot_be_pinned_and_an_activated_version_can(lead: User) -> None:
+    draft, _ = policy_version_create(document=parse_policy_text(_claims_draft_text()))
+    client = client_of(lead)
+
+    offered = client.get(NEW).content.decode()
+    assert 'value="claims-1"' in offered and f'value="{draft.name}"' not in offered
+    with pytest.raises(SetupRefused) as refused:
+        channel_create(
+            user=lead,
+            name="claims-pinned",
+            chosen=ChannelSettings("heuristic", draft.name, 3),
+            shares_mail_identity=True,
+        )
+    assert refused.value.field == "policy_version" and "never activated" in refused.value.message
+
+    response = client.post(NEW, new_channel(policy_version="claims-1"))
+    assert response.status_code == 302
+    assert IntakeChannel.objects.get(name="claims-mail").policy_version == "claims-1"
+
+
+def _claims_draft_text() -> str:
+    document = copy.deepcopy(CLAIMS)
+    document["version"] = "claims-draft"
+    return yaml.safe_dump(document)
+
+
+def test_two_people_adding_one_name_at_once_get_one_channel_and_a_refusal(
+    transactional_db: None,
+) -> None:
+    roles_ensure()
+    lead = User.objects.create_user("lena")
+    lead.groups.add(Group.objects.get(name="ops-leads"))
+    results: list[str] = []
+    start = threading.Barrier(2)
+
+    def add() -> None:
+        try:
+            start.wait()
+            channel_create(
+                user=lead,
+                name="claims-mail",
+                chosen=ChannelSettings("heuristic", "", 3),
+                shares_mail_identity=True,
+            )
+            results.append("added")
+        except SetupRefused as refused:
+            results.append(refused.code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=add) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(results) == ["added", "name_taken"]
+    assert IntakeChannel.objects.filter(name="claims-mail").count() == 1
+
+
+# --- changing a channel ---------------------------------------------------------------------------
+
+
+def test_changing_the_reader_stamps_its_versions_and_keeps_name_and_identity(lead: User) -> None:
+    channel = IntakeChannel.objects.get(name="claims-api")
+    edit = reverse("setup:channel_edit", args=[channel.name])
+    page = client_of(lead).get(edit).content.decode()
+    assert 'name="name"' not in page and 'name="shares_mail_identity"' not in page
+
+    response = client_of(lead).post(
+        edit, {"classifier": "heuristic", "policy_version": "", "max_classifier_attempts": "2"}
+    )
+
+    assert response.status_code == 302
+    channel.refresh_from_db()
+    assert (channel.name, channel.classifier) == ("claims-api", "heuristic")
+    assert channel.classifier_version == "heuristic-3"
+    assert channel.max_classifier_attempts == 2
+    event = AuditEvent.objects.get(action="channel.changed")
+    assert event.data["before"]["classifier_version"] == "recorded-classifier-1"
+    assert event.data["after"]["classifier_version"] == "heuristic-3"
+
+
+def test_a_reader_the_settings_name_for_the_channel_is_changed_there(
+    lead: User, settings: Any
+) -> None:
+    settings.GATEHOUSE = {**settings.GATEHOUSE, "CHANNEL_CLASSIFIERS": {"claims-api": "recorded"}}
+    channel = IntakeChannel.objects.get(name="claims-api")
+
+    response = client_of(lead).post(
+        reverse("setup:channel_edit", args=[channel.name]),
+        {"classifier": "heuristic", "policy_version": "", "max_classifier_attempts": "3"},
+    )
+
+    assert response.status_code == 400
+    assert "GATEHOUSE_CHANNEL_CLASSIFIERS" in errors_at(response.content.decode())["classifier"][0]
+    channel.refresh_from_db()
+    assert channel.classifier == "recorded"
+
+
+def test_who_may_not_change_channels_is_refused_by_the_service_too(db: None) -> None:
+    roles_ensure()
+    approver = User.objects.create_user("ana")
+    approver.groups.add(Group.objects.get(name="security-approvers"))
+
+    assert client_of(approver).post(NEW, new_channel()).status_code == 403
+    with pytest.raises(PermissionDenied):
+        channel_create(
+            user=approver,
+            name="claims-mail",
+            chosen=ChannelSettings("heuristic", "", 3),
+            shares_mail_identity=True,
+        )
+    channel = claims_channel("claims-api")
+    with pytest.raises(PermissionDenied):
+        channel_change(
+            user=approver, channel_id=channel.pk, chosen=ChannelSettings("heuristic", "", 3)
+        )
+    assert not IntakeChannel.objects.filter(name="claims-mail").exists()
+
+
+# --- mailboxes ------------------------------------------------------------------------------------
+
+
+def mailbox_values(**changes: Any) -> dict[str, Any]:
+    return {
+        "host": "imap.insurer.example",
+        "port": "993",
+        "security": "tls",
+        "tls_ca_file": "",
+        "username": "claims@insurer.example",
+        "auth": "password",
+        "secret_variable": "CLAIMS_IMAP_PASSWORD",
+        "oauth_token_url": "",
+        "oauth_client_id": "",
+        "oauth_scope": "",
+        "refresh_token_variable": "",
+        "folder": "INBOX",
+        "after_taking": "move",
+        "processed_folder": "Processed",
+        "rejected_folder": "Rejected",
+        "sent_folder": "",
+        "use_idle": "on",
+        "poll_seconds": "60",
+        **changes,
+    }
+
+
+def test_a_superuser_adds_a_channels_mailbox_naming_its_password_by_variable(root: User) -> None:
+    channel = claims_channel("claims-mail")
+    url = reverse("setup:mailbox", args=[channel.name])
+
+    response = client_of(root).post(url, mailbox_values())
+
+    assert response.status_code == 302
+    box = Mailbox.objects.get(channel=channel)
+    assert (box.host, box.username) == ("imap.insurer.example", "claims@insurer.example")
+    assert box.secret_variable == "CLAIMS_IMAP_PASSWORD" and not box.from_settings
+    event = AuditEvent.objects.get(action="mailbox.set")
+    assert event.actor == root and event.data["secret_variable"] == "CLAIMS_IMAP_PASSWORD"
+
+    changed = client_of(root).post(url, mailbox_values(folder="Claims", poll_seconds="30"))
+    assert changed.status_code == 302
+    box.refresh_from_db()
+    assert (box.folder, box.poll_seconds) == ("Claims", 30)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("secret_variable", "GATEHOUSE_SECRET_KEY"),
+        ("secret_variable", "DATABASE_URL"),
+        ("refresh_token_variable", "PGPASSWORD"),
+        ("secret_variable", "hunter2 is my password"),
+    ],
+)
+def test_a_mailbox_may_not_name_a_server_variable_nor_a_value(
+    root: User, field: str, value: str
+) -> None:
+    channel = claims_channel("claims-mail")
+
+    response = client_of(root).post(
+        reverse("setup:mailbox", args=[channel.name]), mailbox_values(**{field: value})
+    )
+
+    assert response.status_code == 400
+    assert list(errors_at(response.content.decode())) == [field]
+    assert not Mailbox.objects.exists()
+
+
+def test_an_ops_lead_may_not_set_up_a_mailbox(lead: User) -> None:
+    url = reverse("setup:mailbox", args=["claims-api"])
+
+    assert client_of(lead).get(url).status_code == 403
+    assert client_of(lead).post(url, mailbox_values()).status_code == 403
+    assert not Mailbox.objects.exists()
+
+
+def test_a_mailbox_from_the_settings_is_changed_there(root: User) -> None:
+    box = make_mailbox("support", from_settings=True)
+    url = reverse("setup:mailbox", args=["support"])
+
+    assert "defined by the GATEHOUSE_MAILBOXES setting" in client_of(root).get(url).content.decode()
+    response = client_of(root).post(url, mailbox_values(host="evil.example.net"))
+
+    assert response.status_code == 400
+    assert "GATEHOUSE_MAILBOXES" in errors_at(response.content.decode())["host"][0]
+    box.refresh_from_db()
+    assert box.host == "imap.example.com"
+
+
+def test_the_mailbox_service_refuses_who_may_not_set_one_up(lead: User) -> None:
+    channel = IntakeChannel.objects.get(name="claims-api")
+
+    with pytest.raises(PermissionDenied):
+        mailbox_set(user=lead, channel_id=channel.pk, values=mailbox_values())
+    assert not Mailbox.objects.exists()
+
+
+def test_two_superusers_adding_one_channels_mailbox_at_once_make_one(
+    transactional_db: None,
+) -> None:
+    roots = [User.objects.create_superuser(f"root{n}", None, None) for n in (1, 2)]
+    channel = IntakeChannel.objects.create(
+        name="claims-mail", workflow_version="workflow-1", prompt_version="prompt-1"
+    )
+    folders: list[str] = []
+    start = threading.Barrier(2)
+
+    def add(user: User, folder: str) -> None:
+        try:
+            start.wait()
+            values = {**mailbox_values(), "folder": folder, "use_idle": True, "port": 993}
+            values["poll_seconds"] = 60
+            mailbox_set(user=user, channel_id=channel.pk, values=values)
+            folders.append(folder)
+        finally:
+            connection.close()
+
+    threads = [
+        threading.Thread(target=add, args=(u, f)) for u, f in zip(roots, ["A", "B"], strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(folders) == ["A", "B"]  # the second changed the one the first added
+    box = Mailbox.objects.get(channel=channel)
+    assert box.folder == folders[-1]
