@@ -15,6 +15,7 @@ its paths do not.
     integrators:*         /integrators/                  the API reference
     about:*               /about/                        the run states explained
     me:*                  /me/                           the signed-in person's own settings
+    tasks:*               /tasks/                        a team's tasks (record effects)
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from console.views import (
     queues,
     reports,
     runs,
+    tasks,
 )
 
 home_urls = [path("", home.home, name="home")]
@@ -137,7 +139,21 @@ me_urls = (
         path("work/", me.my_work, name="work"),
         path("decided/", me.decided_by_me, name="decided"),
         path("notifications/", me.notification_settings, name="notifications"),
+        path("notifications/received/", me.notification_list, name="notification_list"),
+        path("notifications/read", me.notification_read, name="notification_read"),
+        path("team-queue/", me.team_queue, name="team_queue"),
         path("delegation/", me.delegation, name="delegation"),
     ],
     "me",
+)
+
+task_urls = (
+    [
+        path("", tasks.task_list, name="list"),
+        path("<int:task_id>/", tasks.task_page, name="task"),
+        path("<int:task_id>/comments", tasks.task_comment, name="comment"),
+        # claim, release, done: after the fixed name above, which it would otherwise take
+        path("<int:task_id>/<slug:action>", tasks.task_action, name="action"),
+    ],
+    "tasks",
 )

@@ -52,6 +52,7 @@ from django.urls import reverse
 from approvals.models import ApprovalRequest, ApprovalStatus, Delegation
 from approvals.selectors import delegations
 from audit.models import AuditAction, AuditEvent
+from audit.services import audit_record
 from automation.conf import setting
 from automation.models import Run, RunComment, State
 from automation.runs.comments import group_may_read_run, may_read_run
@@ -657,3 +658,43 @@ def run_notifications(run_id: int) -> list[Notification]:
         .select_related("user")
         .order_by("created_at", "pk")[:200]
     )
+
+
+# --- what a person reads in the console ---------------------------------------------------
+
+
+def my_notifications(user: User, *, unread_only: bool = False) -> QuerySet[Notification]:
+    """The person's own notifications, what each is about joined (notification_user_idx). A
+    kind they turned off was never meant for them to hear of: it is left out."""
+    rows = (
+        Notification.objects.filter(user=user)
+        .exclude(status=Status.OFF)
+        .select_related("run", "approval", "task")
+    )
+    return rows.filter(read_at__isnull=True) if unread_only else rows
+
+
+def unread_count(user: User, *, limit: int) -> int:
+    """How many of the person's notifications are unread, counted up to `limit` only: an
+    index-only count of notification_unread_idx."""
+    unread = Notification.objects.filter(user=user, read_at__isnull=True).exclude(status=Status.OFF)
+    return unread.values("pk")[:limit].count()
+
+
+@transaction.atomic(durable=True)
+def notifications_mark_read(*, user: User, notification_id: int | None, now: datetime) -> int:
+    """Mark one of the person's notifications read, or all of their unread ones: one
+    conditional UPDATE of their own unread rows, so another person's row is never touched and
+    one read before keeps the time it was read. The number marked; an audit row if any."""
+    rows = Notification.objects.filter(user=user, read_at__isnull=True)
+    if notification_id is not None:
+        rows = rows.filter(pk=notification_id)
+    marked = rows.update(read_at=now)
+    if marked:
+        audit_record(
+            action=AuditAction.NOTIFICATIONS_READ,
+            actor=user,
+            marked=marked,
+            notification=notification_id,
+        )
+    return marked

@@ -1,4 +1,5 @@
-"""Reads of a run's own record for the pages: its comment thread."""
+"""Reads of a run's own record for the pages: its comment thread (and the same shape for a
+task's thread)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import User
 
+from automation.effects.models import TaskComment
 from automation.runs.comments import body_pieces
 from automation.runs.models import RunComment
 
@@ -15,7 +17,7 @@ from automation.runs.models import RunComment
 class ShownComment:
     """A comment as its thread shows it: the body in pieces, each mention marked."""
 
-    comment: RunComment
+    comment: RunComment | TaskComment
     pieces: list[tuple[str, bool]]
 
 
@@ -28,7 +30,9 @@ def comment_thread(run_id: int) -> list[ShownComment]:
     return shown(comments, dict(people) if mentioned else {})
 
 
-def shown(comments: Iterable[RunComment], usernames: Mapping[int, str]) -> list[ShownComment]:
+def shown(
+    comments: Iterable[RunComment | TaskComment], usernames: Mapping[int, str]
+) -> list[ShownComment]:
     """Each comment with its mentions marked: the groups it names, and the people by the
     usernames given (those it names, by id)."""
     found = []
