@@ -52,10 +52,10 @@ def task_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     """The tasks of the person's teams (every team's for whoever reads every run), open ones
     first by default, oldest or newest first, fifty a page."""
     query, user = request.GET, request.user
-    teams = task_teams(user)
-    team = query.get("team", "")
-    if team and team not in teams:
-        team = ""  # a team the person does not see: the list of all they may see
+    teams, reads_every_task = task_teams(user), user.has_perm(READS_EVERY_TASK)
+    team = query.get("team", "")[:150]
+    if team and team not in teams and not reads_every_task:
+        team = ""  # a team the person is not in: the list of all they may see
     status = query.get("status", TASK_OPEN)
     status = status if status in TASK_STATUSES else TASK_OPEN
     order = order_of(query)
@@ -76,7 +76,7 @@ def task_list(request: AuthenticatedHttpRequest) -> HttpResponse:
         "other_order": order_link(query, "oldest" if order == NEWEST else NEWEST),
         "next_link": page_link(query, "after", page.next),
         "previous_link": page_link(query, "before", page.previous),
-        "reads_every_task": user.has_perm(READS_EVERY_TASK),
+        "reads_every_task": reads_every_task,
     }
     return render(request, "tasks/list.html", context)
 
