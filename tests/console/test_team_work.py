@@ -8,16 +8,19 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 from django.core.cache import cache
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
 from automation.effects.models import Task, TaskComment
+from automation.effects.task_work import task_comment_add
 from automation.intake.services import intake_submit
 from automation.roles import roles_ensure
 from notifications.models import Kind, Notification
 from notifications.services import notifications_find
-from tests.approvals.claims import CORRECTED, claims_channel, van_mail
+from tests.approvals.claims import CORRECTED, VAN_MAIL_ID, claims_channel, van_mail
 from tests.conftest import Pipeline, _user
 from tests.team_work import DESK, claims_task, held_claim, unsure_of_claims
 
@@ -231,3 +234,43 @@ def test_mark_all_read_marks_only_my_own(claims: Pipeline) -> None:
 
     assert Notification.objects.get(user=manager).read_at is not None
     assert Notification.objects.get(user=second).read_at is None
+
+
+def _queries(client: Client, url: str) -> int:
+    client.get(url)  # sessions, permission caches and the like are warm, as in use
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200, url
+    return len(captured)
+
+
+def _another_task(claims: Pipeline, number: int, author: User) -> Task:
+    mail = van_mail().replace(VAN_MAIL_ID.encode(), f"<van-{number}@fleet.example>".encode())
+    task = claims_task(claims, mail=mail)
+    task_comment_add(task_id=task.pk, author=author, body=f"@dev look {number}", now=timezone.now())
+    return task
+
+
+def test_the_team_pages_cost_the_same_queries_for_three_tasks_as_for_one(
+    claims: Pipeline, member: User
+) -> None:
+    colleague = _user("dev", DESK, email="dev@insurer.example")
+    first = _another_task(claims, 1, member)
+    client = signed_in(colleague)
+    pages = [
+        reverse("tasks:list"),
+        reverse("tasks:list") + "?status=all&order=newest",
+        reverse("tasks:task", args=[first.pk]),
+        reverse("me:notification_list"),
+        reverse("me:team_queue"),
+    ]
+    notifications_find(now=timezone.now())
+    with_one = [_queries(client, url) for url in pages]
+
+    for number in (2, 3):
+        _another_task(claims, number, member)
+        task_comment_add(task_id=first.pk, author=member, body="and @dev", now=timezone.now())
+    notifications_find(now=timezone.now())
+    with_three = [_queries(client, url) for url in pages]
+
+    assert with_three == with_one
+    assert Notification.objects.filter(user=colleague).count() == 5

@@ -81,6 +81,14 @@ PATHS: dict[str, tuple[dict[str, Any], str]] = {
     "me:work": ({}, "/me/work/"),
     "me:decided": ({}, "/me/decided/"),
     "me:delegation": ({}, "/me/delegation/"),
+    "me:notification_list": ({}, "/me/notifications/received/"),
+    "me:notification_read": ({}, "/me/notifications/read"),
+    "me:team_queue": ({}, "/me/team-queue/"),
+    # a team's tasks
+    "tasks:list": ({}, "/tasks/"),
+    "tasks:task": ({"task_id": 6}, "/tasks/6/"),
+    "tasks:comment": ({"task_id": 6}, "/tasks/6/comments"),
+    "tasks:action": ({"task_id": 6, "action": "claim"}, "/tasks/6/claim"),
 }
 
 
@@ -131,5 +139,6 @@ def test_no_page_is_left_under_a_domain_app_name() -> None:
         "integrators",
         "me",
         "about",
+        "tasks",
     }
     assert console_urls.home_urls[0].name == "home"
