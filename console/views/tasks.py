@@ -35,8 +35,16 @@ from console.refusals import show_refusal
 from core.codes import Refusal
 from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
-from core.keyset import NEWEST, BadCursor, Cursor, keyset_page, order_link, order_of, page_link
-from core.keyset import parse_cursor as parse_position
+from core.keyset import (
+    NEWEST,
+    BadCursor,
+    Cursor,
+    keyset_page,
+    order_link,
+    order_of,
+    page_link,
+    parse_cursor,
+)
 
 TASK_PAGE = 50
 DONE_WORDS = {
@@ -49,8 +57,8 @@ DONE_WORDS = {
 @require_GET
 @login_required
 def task_list(request: AuthenticatedHttpRequest) -> HttpResponse:
-    """The tasks of the person's teams (every team's for whoever reads every run), open ones
-    first by default, oldest or newest first, fifty a page."""
+    """The tasks of the person's teams (every team's for whoever reads every run): the open
+    ones unless asked for the done ones or both, oldest or newest first, fifty a page."""
     query, user = request.GET, request.user
     teams, reads_every_task = task_teams(user), user.has_perm(READS_EVERY_TASK)
     team = query.get("team", "")[:150]
@@ -86,7 +94,7 @@ def _position(text: str | None) -> Cursor | None:
     if not text:
         return None
     try:
-        return parse_position(text)
+        return parse_cursor(text)
     except BadCursor:
         return None
 
