@@ -88,6 +88,13 @@ class AuditAction(models.TextChoices):
     APPROVAL_RELEASED = "approval.released"
     DELEGATION_GIVEN = "delegation.given"
     DELEGATION_ENDED = "delegation.ended"
+    # A record effect's task, worked by its team (automation.effects.task_work).
+    TASK_CLAIMED = "task.claimed"
+    TASK_RELEASED = "task.released"
+    TASK_DONE = "task.done"
+    TASK_COMMENTED = "task.commented"
+    # A person marked their notifications read in the console.
+    NOTIFICATIONS_READ = "notifications.read"
     # Policy and configuration.
     POLICY_ACTIVATED = "policy.activated"
     API_TOKEN_REVOKED = "api_token.revoked"  # noqa: S105 - an action name, not a secret

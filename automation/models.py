@@ -26,6 +26,7 @@ from automation.effects.models import (  # noqa: F401
     EffectControl,
     EffectStatus,
     Task,
+    TaskComment,
 )
 from automation.intake.models import (  # noqa: F401
     MAIL_SCOPE,

@@ -38,3 +38,11 @@ GATEHOUSE_EFFECT_PRIVATE_HOSTS = env_list("GATEHOUSE_EFFECT_PRIVATE_HOSTS", "127
 GATEHOUSE_EFFECT_SECRETS = frozenset(
     env_list("GATEHOUSE_EFFECT_SECRETS", "DEMO_RECEIVER_SIGNING_KEY")
 )
+
+# The demo's mail (notifications, replies) is written to files in this folder, one file per
+# message, instead of being sent (bin/demo sets it to .demo/mail); unset, mail goes as the
+# production settings say (the tests use Django's in-memory outbox).
+DEMO_MAIL_DIR = os.environ.get("GATEHOUSE_DEMO_MAIL_DIR", "")
+if DEMO_MAIL_DIR:
+    EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
+    EMAIL_FILE_PATH = DEMO_MAIL_DIR

@@ -123,6 +123,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "console.context_processors.navigation",
+                "console.context_processors.unread",
                 "console.context_processors.sign_in",
             ],
         },

@@ -18,6 +18,7 @@ from console.urls import (
     report_urls,
     run_urls,
     setup_urls,
+    task_urls,
 )
 from reports.metrics import metrics_view
 
@@ -46,6 +47,7 @@ urlpatterns = [
     path("about/", include(about_urls)),
     path("me/", include(me_urls)),
     path("setup/", include(setup_urls)),
+    path("tasks/", include(task_urls)),
     path("", include(home_urls)),
 ]
 

@@ -16,6 +16,7 @@ its paths do not.
     about:*               /about/                        the run states explained
     me:*                  /me/                           the signed-in person's own settings
     setup:*               /setup/                        what the install lacks; intake channels
+    tasks:*               /tasks/                        a team's tasks (record effects)
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from console.views import (
     reports,
     runs,
     setup,
+    tasks,
 )
 
 home_urls = [path("", home.home, name="home")]
@@ -140,6 +142,9 @@ me_urls = (
         path("work/", me.my_work, name="work"),
         path("decided/", me.decided_by_me, name="decided"),
         path("notifications/", me.notification_settings, name="notifications"),
+        path("notifications/received/", me.notification_list, name="notification_list"),
+        path("notifications/read", me.notification_read, name="notification_read"),
+        path("team-queue/", me.team_queue, name="team_queue"),
         path("delegation/", me.delegation, name="delegation"),
     ],
     "me",
@@ -154,4 +159,15 @@ setup_urls = (
         path("channels/<slug:name>/mailbox", setup.mailbox, name="mailbox"),
     ],
     "setup",
+)
+
+task_urls = (
+    [
+        path("", tasks.task_list, name="list"),
+        path("<int:task_id>/", tasks.task_page, name="task"),
+        path("<int:task_id>/comments", tasks.task_comment, name="comment"),
+        # claim, release, done: after the fixed name above, which it would otherwise take
+        path("<int:task_id>/<slug:action>", tasks.task_action, name="action"),
+    ],
+    "tasks",
 )

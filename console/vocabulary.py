@@ -297,6 +297,15 @@ AUDIT: dict[str, Term] = {
     AuditAction.APPROVAL_RELEASED: Term("Given back", "The request went back to its group."),
     AuditAction.DELEGATION_GIVEN: Term("Delegated", "Someone decides for a person away."),
     AuditAction.DELEGATION_ENDED: Term("Delegation ended", "It ended before its time."),
+    AuditAction.TASK_CLAIMED: Term("Task taken", "A member of the team took the task."),
+    AuditAction.TASK_RELEASED: Term("Task given back", "The task went back to its team."),
+    AuditAction.TASK_DONE: Term("Task done", "A member of the team marked the task done."),
+    AuditAction.TASK_COMMENTED: Term(
+        "Commented on a task", "A person wrote on the task's thread; a comment changes nothing."
+    ),
+    AuditAction.NOTIFICATIONS_READ: Term(
+        "Notifications read", "A person marked their notifications read."
+    ),
     AuditAction.ACCOUNT_ROLES_FOLLOWED_PROVIDER: Term(
         "Roles from sign-in", "The company's sign-in changed a person's roles."
     ),

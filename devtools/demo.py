@@ -49,6 +49,13 @@ DEMO_USERS = {
     "recovery": ["recovery-staff"],
     "auditor": ["auditors"],
 }
+# Each demo user's address: notifications and @mentions reach them, and the demo's mail is
+# written to files (bin/demo: .demo/mail/), never sent.
+DEMO_MAIL_DOMAIN = "gatehouse.example"
+
+
+def demo_address(username: str) -> str:
+    return f"{username}@{DEMO_MAIL_DOMAIN}"
 
 
 @dataclass
@@ -67,6 +74,7 @@ def _demo_user(username: str, groups: list[str]) -> str:
     user.set_password(password)
     user.is_staff = True
     user.is_superuser = username == "admin"
+    user.email = demo_address(username)
     user.save()
     user.groups.set(Group.objects.filter(name__in=groups))
     return password

@@ -68,8 +68,14 @@ class Notification(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
+    # The task it is about (a mention on a task's thread).
+    task = models.ForeignKey(
+        "automation.Task", null=True, on_delete=models.PROTECT, related_name="+"
+    )
     created_at = models.DateTimeField()
     sent_at = models.DateTimeField(null=True, blank=True)
+    # When the person marked it read in the console (none: unread). Sending does not read it.
+    read_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["created_at", "pk"]
@@ -82,6 +88,19 @@ class Notification(models.Model):
             ),
             # The run page: WHERE run_id = ... ORDER BY created_at.
             models.Index(fields=["run", "created_at"], name="notification_run_idx"),
+            # My notifications: WHERE user_id = ... AND status <> off ORDER BY created_at, id.
+            models.Index(
+                fields=["user", "created_at"],
+                condition=~models.Q(status="off"),
+                name="notification_user_idx",
+            ),
+            # The unread count in the navigation: WHERE user_id = ... AND read_at IS NULL AND
+            # status <> off (an index-only count of a person's unread rows).
+            models.Index(
+                fields=["user"],
+                condition=models.Q(read_at__isnull=True) & ~models.Q(status="off"),
+                name="notification_unread_idx",
+            ),
             # The digest: WHERE status = digest AND user_id = ...
             models.Index(
                 fields=["user", "created_at"],

@@ -52,8 +52,10 @@ from django.urls import reverse
 from approvals.models import ApprovalRequest, ApprovalStatus, Delegation
 from approvals.selectors import delegations
 from audit.models import AuditAction, AuditEvent
+from audit.services import audit_record
 from automation.conf import setting
-from automation.models import Run, RunComment, State
+from automation.effects.task_work import may_read_task
+from automation.models import Run, RunComment, State, TaskComment
 from automation.runs.comments import group_may_read_run, may_read_run
 from notifications.models import Channel, Kind, Mode, Notification, Preference, Status
 
@@ -91,7 +93,14 @@ class Event:
     owner_id: int | None = None  # or told as the run's owner
     people: tuple[int, ...] = ()  # or told by name (a comment's mentions)
     comment: RunComment | None = None
+    task_comment: TaskComment | None = None  # or a comment on a task's thread
     delegation: Delegation | None = None
+
+    @property
+    def author_id(self) -> int | None:
+        """Who wrote the comment the event is about (none for any other event)."""
+        written = self.comment or self.task_comment
+        return written.author_id if written is not None else None
 
 
 def notifications_find(*, now: datetime) -> int:
@@ -105,6 +114,7 @@ def notifications_find(*, now: datetime) -> int:
         *_expiring(now),
         *_held(),
         *_mentioned(now),
+        *_task_mentioned(now),
         *_delegated(now),
     ]
     if not events:
@@ -116,16 +126,22 @@ def notifications_find(*, now: datetime) -> int:
     modes = _modes(users)
     runs = _runs({e.run_id for e in events if e.run_id is not None})
     readers = _readers(events, members)
+    task_readers = _task_readers(events, members)
     rows = []
     for event in events:
         told = [(uid, g) for g in event.groups for uid in members.get(g, ())]
         if event.owner_id is not None:
             told.append((event.owner_id, ""))
         told = [(uid, "") for uid in event.people] + told  # named first: told by name
-        if event.comment is not None:  # the writer is not told of their own words
-            told = [(uid, g) for uid, g in told if uid != event.comment.author_id]
+        if event.author_id is not None:  # the writer is not told of their own words
+            told = [(uid, g) for uid, g in told if uid != event.author_id]
+        if event.comment is not None:
             # A mention gives no right to read: who may not read the run is not told of it.
             told = [(uid, g) for uid, g in told if (uid, event.run_id) in readers]
+        if event.task_comment is not None:  # nor who may not read the task, of it
+            told = [
+                (uid, g) for uid, g in told if (uid, event.task_comment.task_id) in task_readers
+            ]
         seen: set[int] = set()
         for user_id, group in told:
             if user_id in seen:  # in two of the groups: told once
@@ -141,6 +157,7 @@ def notifications_find(*, now: datetime) -> int:
                     group=group,
                     run_id=event.run_id,
                     approval=event.approval,
+                    task_id=event.task_comment.task_id if event.task_comment else None,
                     subject=one_line(subject)[:300],
                     body=body,
                     status={
@@ -175,6 +192,8 @@ def _chat_rows(event: Event, run: dict[str, Any] | None, now: datetime) -> list[
             continue
         if event.comment is not None and not group_may_read_run(group, event.run_id or 0):
             continue  # a group that may not read the run: its chat is not told of a mention
+        if event.task_comment is not None and group != event.task_comment.task.group:
+            continue  # a task's thread: only its own team's chat is told of a mention
         subject, body = _message(event, group, run, personal=False)
         rows.append(
             Notification(
@@ -326,6 +345,50 @@ def _mentioned(now: datetime) -> Iterable[Event]:
         )
 
 
+def _task_mentioned(now: datetime) -> Iterable[Event]:
+    """Comments on tasks that mention people or groups, each told once
+    (task_comment_mentions_idx)."""
+    comments = list(
+        TaskComment.objects.filter(created_at__gte=now - MENTION_WINDOW)
+        .exclude(mentions=NO_MENTIONS)
+        .select_related("author", "task")
+        .order_by("created_at")[:FIND_LIMIT]
+    )
+    for comment in comments:
+        mentions = comment.mentions or {}
+        yield Event(
+            Kind.MENTIONED,
+            f"task_mentioned:{comment.pk}",
+            comment.task.run_id,
+            None,
+            groups=tuple(str(g) for g in mentions.get("groups", [])),
+            people=tuple(int(u) for u in mentions.get("users", [])),
+            task_comment=comment,
+        )
+
+
+def _task_readers(events: list[Event], members: dict[str, list[int]]) -> set[tuple[int, int]]:
+    """(person, task) for each person a mention on a task's thread would tell who may read
+    the task, by the task page's own check (automation.effects.task_work.may_read_task)."""
+    offered: dict[int, set[int]] = defaultdict(set)
+    tasks = {}
+    for event in events:
+        if event.task_comment is not None:
+            task = event.task_comment.task
+            tasks[task.pk] = task
+            offered[task.pk] |= {
+                *event.people,
+                *(u for g in event.groups for u in members.get(g, ())),
+            }
+    people = User.objects.in_bulk({uid for ids in offered.values() for uid in ids})
+    return {
+        (uid, task_id)
+        for task_id, ids in offered.items()
+        for uid in ids
+        if uid in people and may_read_task(people[uid], tasks[task_id])
+    }
+
+
 def _delegated(now: datetime) -> Iterable[Event]:
     """Delegations given lately that are not over: each delegate told once."""
     given = list(
@@ -422,7 +485,20 @@ def _message(
     what = f"run {event.run_id}"
     if run and run.get("event_id"):
         what += f" ({run['event_id']})"
-    if event.comment is not None:
+    if event.task_comment is not None:
+        noted = event.task_comment
+        link = base_url() + reverse("tasks:task", args=[noted.task_id]) + f"#comment-{noted.pk}"
+        whom = f"the {group} group" if group else "you"
+        lines = [
+            f"{noted.author.get_username()} mentions {whom} in a comment on task "
+            f"{noted.task_id} ({noted.task.subject or noted.task.effect}):",
+            "",
+            *(f"> {line}" for line in noted.body.splitlines()[:20]),
+            "",
+            f"The comment and the task: {link}",
+        ]
+        subject = f"{noted.author.get_username()} mentions {whom} on task {noted.task_id}"
+    elif event.comment is not None:
         comment = event.comment
         link = base_url() + reverse("runs:run", args=[event.run_id]) + f"#comment-{comment.pk}"
         whom = f"the {group} group" if group else "you"
@@ -657,3 +733,43 @@ def run_notifications(run_id: int) -> list[Notification]:
         .select_related("user")
         .order_by("created_at", "pk")[:200]
     )
+
+
+# --- what a person reads in the console ---------------------------------------------------
+
+
+def my_notifications(user: User, *, unread_only: bool = False) -> QuerySet[Notification]:
+    """The person's own notifications, what each is about joined (notification_user_idx). A
+    kind they turned off was never meant for them to hear of: it is left out."""
+    rows = (
+        Notification.objects.filter(user=user)
+        .exclude(status=Status.OFF)
+        .select_related("run", "approval", "task")
+    )
+    return rows.filter(read_at__isnull=True) if unread_only else rows
+
+
+def unread_count(user: User, *, limit: int) -> int:
+    """How many of the person's notifications are unread, counted up to `limit` only: an
+    index-only count of notification_unread_idx."""
+    unread = Notification.objects.filter(user=user, read_at__isnull=True).exclude(status=Status.OFF)
+    return unread.values("pk")[:limit].count()
+
+
+@transaction.atomic(durable=True)
+def notifications_mark_read(*, user: User, notification_id: int | None, now: datetime) -> int:
+    """Mark one of the person's notifications read, or all of their unread ones: one
+    conditional UPDATE of their own unread rows, so another person's row is never touched and
+    one read before keeps the time it was read. The number marked; an audit row if any."""
+    rows = Notification.objects.filter(user=user, read_at__isnull=True)
+    if notification_id is not None:
+        rows = rows.filter(pk=notification_id)
+    marked = rows.update(read_at=now)
+    if marked:
+        audit_record(
+            action=AuditAction.NOTIFICATIONS_READ,
+            actor=user,
+            marked=marked,
+            notification=notification_id,
+        )
+    return marked

@@ -61,6 +61,7 @@ from automation.models import (
     Run,
     Simulation,
 )
+from automation.models import Task as TaskRow
 from automation.recovery.services import batch_create
 from automation.recovery.simulation import simulation_start
 from automation.roles import roles_ensure
@@ -244,6 +245,18 @@ EXPECTED: dict[str, Row] = {
     "me:work": page(SIGNED_IN),  # a person's own work: everyone has a list, if empty
     "me:decided": page(SIGNED_IN),
     "me:delegation": form(SIGNED_IN),  # their own delegations; a refused one changes nothing
+    # Their own notifications: everyone has a list, if empty; marking touches only their own.
+    "me:notification_list": page(SIGNED_IN),
+    "me:notification_read": action(SIGNED_IN),
+    # The held runs of the routes their teams own: everyone has one, if empty.
+    "me:team_queue": page(SIGNED_IN),
+    # A team's tasks (here the security approvers' account review): everyone has a list, if
+    # empty; a task is read by its team and whoever reads every run, worked by its team and
+    # whoever works queues too (an auditor reads it only). Another team's task answers 404.
+    "tasks:list": page(SIGNED_IN),
+    "tasks:task": page(READERS | {SECURITY}),
+    "tasks:comment": action(RECOVERERS | {SECURITY}),
+    "tasks:action": action(RECOVERERS | {SECURITY}),
     "runs:raw": page(READERS),
     "runs:raw_download": page(READERS),
     "runs:correct": form(LEADS),
@@ -462,6 +475,12 @@ def _request(name: str) -> Kwargs:
 PER_REQUEST = {name: _request(name) for name in ("security", "finance", "escalated")}
 
 
+def _task(w: World) -> int:
+    """The task the approved account review (a record effect for the security approvers)
+    keeps."""
+    return TaskRow.objects.get(run=w.runs["security-done"]).pk
+
+
 def _qa_review(w: World, run: str) -> int:
     return QAReview.objects.get(run=w.runs[run]).pk
 
@@ -477,6 +496,9 @@ VARIANTS: dict[str, dict[str, Kwargs]] = {
     "queues:claim_many": {"": lambda w: {"name": w.runs["held"].queue}},
     "queues:effect_control": {"": lambda w: {"name": "create_follow_up", "action": "pause"}},
     "runs:run": {name: _run(name) for name in ("held", "security", "finance")},
+    "tasks:task": {"": lambda w: {"task_id": _task(w)}},
+    "tasks:comment": {"": lambda w: {"task_id": _task(w)}},
+    "tasks:action": {"": lambda w: {"task_id": _task(w), "action": "claim"}},
     "runs:comment": {name: _run(name) for name in ("held", "security", "finance")},
     "runs:raw": {"": _run("held")},
     "runs:raw_download": {"": _run("held")},

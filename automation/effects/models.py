@@ -3,6 +3,8 @@ local effects write."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
@@ -132,9 +134,78 @@ class Task(models.Model):
     subject = models.CharField(max_length=SUBJECT_LIMIT, blank=True)  # held whole
     payload = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
+    # Who works on it: taken by one member of the group (claimed), then done, with a note.
+    # Written only by automation.effects.task_work, under the row's lock.
+    claimed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,  # task_claimed_idx
+    )
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    done_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    done_at = models.DateTimeField(null=True, blank=True)
+    note = models.TextField(blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["effect", "created_at"], name="task_effect_created_idx")]
+        indexes = [
+            models.Index(fields=["effect", "created_at"], name="task_effect_created_idx"),
+            # A team's list: WHERE group IN (...) [AND done_at IS NULL] ORDER BY created_at, id.
+            models.Index(fields=["group", "created_at"], name="task_group_created_idx"),
+            # The open tasks at large (those who read every run): WHERE done_at IS NULL
+            # ORDER BY created_at, id.
+            models.Index(
+                fields=["created_at"],
+                condition=models.Q(done_at__isnull=True),
+                name="task_open_created_idx",
+            ),
+            # The tasks a person holds: WHERE claimed_by_id = ... AND done_at IS NULL.
+            models.Index(
+                fields=["claimed_by", "created_at"],
+                condition=models.Q(claimed_by__isnull=False, done_at__isnull=True),
+                name="task_claimed_idx",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.effect} for {self.group or self.route or 'nobody'}: {self.subject}"
+
+    @property
+    def is_done(self) -> bool:
+        return self.done_at is not None
+
+
+class TaskComment(models.Model):
+    """What a person wrote on a task's thread, as written, never edited: like a run's comment
+    (automation.runs.models.RunComment), with the people and groups it mentions."""
+
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="comments")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    body = models.TextField()
+    mentions = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        indexes = [
+            # The task's thread, oldest first: WHERE task_id = ... ORDER BY created_at
+            models.Index(fields=["task", "created_at"], name="task_comment_thread_idx"),
+            # Who to tell: WHERE created_at >= ... among the comments that mention someone.
+            models.Index(
+                fields=["created_at"],
+                condition=~models.Q(mentions={"users": [], "groups": []}),
+                name="task_comment_mentions_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"comment by {self.author} on task {self.task_id}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise ValueError("a comment is never edited")
+        super().save(*args, **kwargs)

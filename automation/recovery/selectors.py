@@ -131,6 +131,29 @@ def queue_items(*, queue: str, filters: QueueFilters, now: datetime) -> Page[Run
     )
 
 
+def team_queue_items(
+    *, routes: list[str], after: Cursor | None, before: Cursor | None, order: str
+) -> Page[Run]:
+    """A page of the held runs of these routes, whatever their queue: a team's own queue.
+    The held runs are few beside all runs; they are read by run_held_queue_idx (queue <> '')
+    and the route is checked on those rows."""
+    runs = (
+        Run.objects.exclude(queue="")
+        .filter(route__in=routes)
+        .select_related("owner", "channel")
+        .defer(*RUN_DOCUMENTS)
+        .annotate(**run_list_columns(), list_amount=_AMOUNT)
+    )
+    return keyset_page(
+        runs,
+        time_field="queued_at",
+        size=QUEUE_PAGE_SIZE,
+        after=after,
+        before=before,
+        descending=order == NEWEST,
+    )
+
+
 def queue_due_at(run: Run) -> datetime | None:
     """When a held run is due to be worked: QUEUE_SLA after it was queued."""
     return run.queued_at + QUEUE_SLA if run.queued_at else None

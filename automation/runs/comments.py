@@ -9,6 +9,7 @@ that a notification can find later whom a comment asked to read it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -24,6 +25,7 @@ from automation.runs.models import Run, RunComment
 from core.codes import Refusal
 from core.errors import ServiceError
 from core.limits import COMMENT, within
+from policy.selectors import stored_businesses
 
 # "@name": a username or a group's name, as stored. Not an e-mail address (a@b.c: the "@"
 # follows a letter), and a full stop or hyphen at the end is the sentence's, not the name's.
@@ -40,15 +42,35 @@ WORKS_ON_RUNS = (
 )
 
 
+def owned_routes(groups: Iterable[str]) -> list[str]:
+    """The routes of the active business that one of these groups owns (its catalogue's
+    `routes.<name>.group`); none while no version is active (the reference catalogue is a
+    sample, not anyone's business)."""
+    businesses = stored_businesses()
+    if businesses.active_version is None:
+        return []
+    names = set(groups)
+    return sorted(name for name, route in businesses.active.routes.items() if route.group in names)
+
+
+def user_routes(user: User) -> list[str]:
+    """The routes the person's teams own in the active business."""
+    return owned_routes(user.groups.values_list("name", flat=True))
+
+
 def may_read_run(user: User, run_id: int) -> bool:
-    """Whoever reads runs; and an approver, a run with a request routed to one of their
-    groups. The run page's check, and whom a mention may tell of the run."""
+    """Whoever reads runs; an approver, a run with a request routed to one of their groups;
+    and a member of the team that owns the run's route in the active business (their team's
+    queue), no other route's. The run page's check, and whom a mention may tell of the run."""
     if user.has_perm("automation.view_run"):
         return True
-    return (
+    if (
         user.has_perm("approvals.view_approvalrequest")
         and visible_requests(user).filter(run_id=run_id).exists()
-    )
+    ):
+        return True
+    routes = user_routes(user)
+    return bool(routes) and Run.objects.filter(pk=run_id, route__in=routes).exists()
 
 
 def group_may_read_run(group: str, run_id: int) -> bool:
@@ -60,6 +82,9 @@ def group_may_read_run(group: str, run_id: int) -> bool:
         )
     )
     if ("automation", "view_run") in granted:
+        return True
+    routes = owned_routes([group])
+    if routes and Run.objects.filter(pk=run_id, route__in=routes).exists():
         return True
     if ("approvals", "view_approvalrequest") not in granted:
         return False

@@ -1,9 +1,11 @@
-"""Reads of a run's own record for the pages: its comment thread."""
+"""Reads of a run's own record for the pages: its comment thread (and the same shape for a
+task's thread)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from django.contrib.auth.models import User
 
@@ -11,11 +13,19 @@ from automation.runs.comments import body_pieces
 from automation.runs.models import RunComment
 
 
+class Commented(Protocol):
+    """A comment of a thread: a run's (RunComment) or a task's (automation's TaskComment)."""
+
+    pk: Any
+    body: str
+    mentions: Any
+
+
 @dataclass(frozen=True)
 class ShownComment:
     """A comment as its thread shows it: the body in pieces, each mention marked."""
 
-    comment: RunComment
+    comment: Any  # a Commented, with its author and time for the template
     pieces: list[tuple[str, bool]]
 
 
@@ -28,7 +38,7 @@ def comment_thread(run_id: int) -> list[ShownComment]:
     return shown(comments, dict(people) if mentioned else {})
 
 
-def shown(comments: Iterable[RunComment], usernames: Mapping[int, str]) -> list[ShownComment]:
+def shown(comments: Iterable[Commented], usernames: Mapping[int, str]) -> list[ShownComment]:
     """Each comment with its mentions marked: the groups it names, and the people by the
     usernames given (those it names, by id)."""
     found = []

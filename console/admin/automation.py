@@ -532,10 +532,20 @@ class EffectAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
 
 @admin.register(Task)
 class TaskAdmin(ReadOnlyAdminMixin, LargeTableAdmin):
-    list_display = ["id", "effect", "group", "subject", "run", "created_at"]
+    # Worked on the console's Tasks page (/tasks/); the admin only lists them.
+    list_display = [
+        "id",
+        "effect",
+        "group",
+        "subject",
+        "run",
+        "claimed_by",
+        "done_at",
+        "created_at",
+    ]
     search_fields = ["idempotency_key"]  # shows the search box; get_search_results searches
     search_help_text = "Exact match on an idempotency key or on anything that names its run."
-    list_select_related = ["run"]
+    list_select_related = ["run", "claimed_by"]
 
     def search_condition(self, term: str) -> Q:
         return Q(idempotency_key=term) | Q(run_id__in=_run_ids(term))

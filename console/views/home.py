@@ -1,7 +1,8 @@
 """The console's start page: each role lands where its work is, the queues for whoever reads
-runs and the inbox for an approver; a person with neither is told they have no role. An
-administrator (who sets channels up: a superuser, an ops lead) lands on the setup page while
-the install lacks something it cannot start without (console.setup)."""
+runs and the inbox for an approver, a team's tasks for a member of a team with neither; a
+person in no team is told they have no role. An administrator (who sets channels up: a
+superuser, an ops lead) lands on the setup page while the install lacks something it cannot
+start without (console.setup)."""
 
 from __future__ import annotations
 
@@ -24,4 +25,6 @@ def home(request: AuthenticatedHttpRequest) -> HttpResponse:
         return redirect("queues:list")
     if user.has_perm("approvals.view_approvalrequest"):
         return redirect("approvals:inbox")
+    if user.groups.exists():  # a team with no role: its tasks and queue are its work
+        return redirect("tasks:list")
     return render(request, "home/no_role.html", status=403)

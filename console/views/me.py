@@ -9,22 +9,35 @@ from django.contrib.auth.models import User
 from django.db.models import Q
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from approvals import selectors as approval_selectors
 from approvals.models import Delegation
 from approvals.services import delegation_end, delegation_give
 from automation.classifiers.quality import samples_for
-from automation.recovery.selectors import claimed_runs
+from automation.recovery.selectors import claimed_runs, team_queue_items
+from automation.runs.comments import user_routes
+from console.context_processors import unread_changed
 from console.forms.approvals import DelegationForm
 from console.refusals import refusal_text, show_refusal
 from core.errors import ServiceError
 from core.http import AuthenticatedHttpRequest
 from core.inputs import parse_number
-from core.keyset import BadCursor, Cursor, keyset_page, page_link, parse_cursor
-from notifications.models import Kind, Mode
+from core.keyset import (
+    NEWEST,
+    BadCursor,
+    Cursor,
+    keyset_page,
+    order_link,
+    order_of,
+    page_link,
+    parse_cursor,
+)
+from notifications.models import Kind, Mode, Notification
 from notifications.preferences import preferences_of, preferences_set
+from notifications.services import my_notifications, notifications_mark_read
 
 
 @require_http_methods(["GET", "POST"])
@@ -45,6 +58,95 @@ def notification_settings(request: AuthenticatedHttpRequest) -> HttpResponse:
         "email": request.user.email,
     }
     return render(request, "me/notifications.html", context)
+
+
+NOTIFICATION_PAGE = 50
+
+
+@require_GET
+@login_required
+def notification_list(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """What the person was told of, newest first (or only the unread), fifty a page, each
+    with a link to what it is about."""
+    query = request.GET
+    unread_only = query.get("show") == "unread"
+    page = keyset_page(
+        my_notifications(request.user, unread_only=unread_only),
+        time_field="created_at",
+        size=NOTIFICATION_PAGE,
+        after=_cursor(query.get("after")),
+        before=_cursor(query.get("before")),
+        descending=True,
+    )
+    context = {
+        "rows": [(n, _about(n)) for n in page.items],
+        "unread_only": unread_only,
+        "next_link": page_link(query, "after", page.next),
+        "previous_link": page_link(query, "before", page.previous),
+    }
+    return render(request, "me/notification_list.html", context)
+
+
+def _about(notification: Notification) -> tuple[str, str]:
+    """What a notification is about, as a link: (address, words)."""
+    if notification.task_id is not None:
+        return reverse("tasks:task", args=[notification.task_id]), f"Task {notification.task_id}"
+    if notification.approval_id is not None:
+        return (
+            reverse("approvals:evidence", args=[notification.approval_id]),
+            f"Request {notification.approval_id} of run {notification.run_id}",
+        )
+    if notification.run_id is not None:
+        return reverse("runs:run", args=[notification.run_id]), f"Run {notification.run_id}"
+    if notification.kind == Kind.DELEGATED:
+        return reverse("me:delegation"), "While someone is away"
+    return "", ""
+
+
+@require_POST
+@login_required
+def notification_read(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Mark one notification read (`notification`) or all of them (`all`); back to the list."""
+    one = parse_number(request.POST.get("notification"))
+    if one is None and request.POST.get("all") != "1":
+        messages.error(request, "Nothing marked: choose a notification, or mark them all read.")
+        return redirect("me:notification_list")
+    marked = notifications_mark_read(user=request.user, notification_id=one, now=timezone.now())
+    unread_changed(request.user.pk)
+    if one is not None and not marked:
+        messages.info(request, "That notification was read already.")
+    else:
+        messages.success(
+            request, f"Marked read: {marked} notification{'' if marked == 1 else 's'}."
+        )
+    target = reverse("me:notification_list")
+    return redirect(target + ("?show=unread" if request.POST.get("show") == "unread" else ""))
+
+
+@require_GET
+@login_required
+def team_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """The held runs of the routes the person's teams own in the active business, whatever
+    their queue: read-only here; the run page offers what their role may do."""
+    query = request.GET
+    routes = user_routes(request.user)
+    order = order_of(query)
+    page = team_queue_items(
+        routes=routes,
+        after=_cursor(query.get("after")),
+        before=_cursor(query.get("before")),
+        order=order,
+    )
+    now = timezone.now()
+    context = {
+        "routes": routes,
+        "runs": [(r, now - (r.queued_at or now)) for r in page.items] if routes else [],
+        "order": order,
+        "other_order": order_link(query, "oldest" if order == NEWEST else NEWEST),
+        "next_link": page_link(query, "after", page.next) if routes else "",
+        "previous_link": page_link(query, "before", page.previous) if routes else "",
+    }
+    return render(request, "me/team_queue.html", context)
 
 
 WORK_PAGE = 25

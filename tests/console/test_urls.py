@@ -88,6 +88,14 @@ PATHS: dict[str, tuple[dict[str, Any], str]] = {
     "setup:channel_new": ({}, "/setup/channels/new"),
     "setup:channel_edit": ({"name": "claims-mail"}, "/setup/channels/claims-mail/"),
     "setup:mailbox": ({"name": "claims-mail"}, "/setup/channels/claims-mail/mailbox"),
+    "me:notification_list": ({}, "/me/notifications/received/"),
+    "me:notification_read": ({}, "/me/notifications/read"),
+    "me:team_queue": ({}, "/me/team-queue/"),
+    # a team's tasks
+    "tasks:list": ({}, "/tasks/"),
+    "tasks:task": ({"task_id": 6}, "/tasks/6/"),
+    "tasks:comment": ({"task_id": 6}, "/tasks/6/comments"),
+    "tasks:action": ({"task_id": 6, "action": "claim"}, "/tasks/6/claim"),
 }
 
 
@@ -139,5 +147,6 @@ def test_no_page_is_left_under_a_domain_app_name() -> None:
         "me",
         "about",
         "setup",
+        "tasks",
     }
     assert console_urls.home_urls[0].name == "home"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from io import StringIO
 from pathlib import Path
 
@@ -33,6 +36,35 @@ def test_the_demo_has_someone_for_every_approval_group_and_the_learning_loop() -
     assert "finance" in out.getvalue()
     assert ClassifierModel.objects.filter(is_active=True).exists()
     assert IntakeChannel.objects.get(name="email").shadow_classifiers == ["learned"]
+
+
+def test_every_demo_user_has_an_address_so_mentions_and_notifications_reach_them() -> None:
+    call_command("demo_setup", stdout=StringIO())
+
+    addresses = dict(User.objects.values_list("username", "email"))
+    assert addresses["opslead"] == "opslead@gatehouse.example"
+    assert all(addresses.values()), addresses
+
+
+def test_the_demos_mail_is_written_to_the_folder_bin_demo_names(tmp_path: Path) -> None:
+    """dev_settings with GATEHOUSE_DEMO_MAIL_DIR (bin/demo: .demo/mail) writes each message
+    to a file there."""
+    script = (
+        "import django; django.setup()\n"
+        "from django.core.mail import send_mail\n"
+        "send_mail('Hello', 'Body', 'gatehouse@localhost', ['opslead@gatehouse.example'])\n"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.dev_settings",
+        "GATEHOUSE_DEMO_MAIL_DIR": str(tmp_path),
+    }
+    subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, check=True, timeout=60)  # noqa: S603
+
+    written = list(tmp_path.iterdir())
+    assert len(written) == 1
+    assert "To: opslead@gatehouse.example" in written[0].read_text()
+    assert "GATEHOUSE_DEMO_MAIL_DIR" in (ROOT / "bin" / "demo").read_text()
 
 
 def test_a_second_start_adds_nothing() -> None:
