@@ -17,6 +17,7 @@ from console.urls import (
     queue_urls,
     report_urls,
     run_urls,
+    team_urls,
 )
 from reports.metrics import metrics_view
 
@@ -44,6 +45,7 @@ urlpatterns = [
     path("integrators/", include(integrator_urls)),
     path("about/", include(about_urls)),
     path("me/", include(me_urls)),
+    path("", include(team_urls)),
     path("", include(home_urls)),
 ]
 

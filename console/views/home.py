@@ -1,5 +1,6 @@
 """The console's start page: each role lands where its work is, the queues for whoever reads
-runs and the inbox for an approver; a person with neither is told they have no role."""
+runs, the inbox for an approver, the teams for an administrator; a person with none is told
+they have no role."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 
+from automation.roles import MANAGE_TEAMS
 from console.views.staff import VIEW_RUNS
 from core.http import AuthenticatedHttpRequest
 
@@ -18,4 +20,6 @@ def home(request: AuthenticatedHttpRequest) -> HttpResponse:
         return redirect("queues:list")
     if user.has_perm("approvals.view_approvalrequest"):
         return redirect("approvals:inbox")
+    if user.has_perm(MANAGE_TEAMS):
+        return redirect("teams:list")
     return render(request, "home/no_role.html", status=403)
