@@ -368,6 +368,9 @@ def person_deactivate(*, user_id: int, by: User) -> User:
     _check_manager(by)
     with transaction.atomic():
         admins = _administrators_locked()
+        if not User.objects.filter(pk=by.pk, is_active=True).exists():
+            # Deactivated while this waited for the lock (by the one it was deactivating).
+            raise ServiceError(Refusal.FORBIDDEN, "your account was deactivated meanwhile")
         person = _person_for_update(user_id, by)
         if person.pk == by.pk and not by.is_superuser:
             raise ServiceError(

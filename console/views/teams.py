@@ -105,10 +105,7 @@ def team_new(request: AuthenticatedHttpRequest) -> HttpResponse:
 @login_required
 @manages
 def team_page(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
-    team = _team_or_404(name)
-    change = TeamChangeForm(initial={"roles": team.roles, "description": team.description})
-    groups = ProviderGroupsForm(initial={"provider_groups": "\n".join(team.provider_groups)})
-    return _team_page(request, team, change=change, groups=groups)
+    return _team_page(request, _team_or_404(name))
 
 
 def _team_page(

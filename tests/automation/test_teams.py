@@ -8,10 +8,12 @@ approval rule names the team `claims-desk`.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
+from django.db import connection
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide
@@ -299,3 +301,40 @@ def test_every_change_is_audited_with_who_did_it_and_what_changed(admin: User) -
 def test_every_role_has_words_for_people() -> None:
     for role in ROLES.values():
         assert role.name and role.may.endswith(".") and "_" not in role.may
+
+
+@pytest.mark.django_db(transaction=True)
+def test_of_two_administrators_deactivating_each_other_at_once_one_remains() -> None:
+    """Both are active when they start: whichever takes the lock second finds the first's
+    change, and is refused instead of leaving nobody to manage teams."""
+    roles_ensure()
+    pair = [User.objects.create_user(name) for name in ("ada", "bo")]
+    for user in pair:
+        user.groups.add(Group.objects.get(name="administrators"))
+    barrier = threading.Barrier(2)
+    results: dict[str, BaseException | None] = {}
+
+    def deactivate(by: User, other: User) -> None:
+        try:
+            barrier.wait(timeout=10)
+            person_deactivate(user_id=other.pk, by=User.objects.get(pk=by.pk))
+            results[by.username] = None
+        except BaseException as exc:
+            results[by.username] = exc
+        finally:
+            connection.close()
+
+    threads = [
+        threading.Thread(target=deactivate, args=(pair[0], pair[1])),
+        threading.Thread(target=deactivate, args=(pair[1], pair[0])),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    assert administrators().count() == 1
+    refused = [exc for exc in results.values() if exc is not None]
+    assert len(results) == 2 and len(refused) == 1
+    assert isinstance(refused[0], ServiceError)
+    assert refused[0].code in (Refusal.FORBIDDEN, Refusal.LAST_ADMINISTRATOR)
