@@ -33,6 +33,7 @@ from policy.schemas import ApprovalRule
 ADVANCE_RUN_TASK = "automation.tasks.advance_run"
 
 RECORDED = "recorded"  # counted, but the request waits for another approver
+DECIDE = "approvals.decide_approvalrequest"  # a role's permission (automation.roles)
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,12 @@ def _check_decidable(
 ) -> None:
     if not _may_decide(user, request):
         raise ServiceError(Refusal.FORBIDDEN, f"you are not in the {request.group} group")
+    if not user.has_perm(DECIDE):
+        # In the group, but no role of theirs decides: a team is named by a route or a rule
+        # whatever its roles, and only the approver role (or the ops lead's) lets it decide.
+        raise ServiceError(
+            Refusal.FORBIDDEN, f"no role of your teams decides approvals for {request.group}"
+        )
     if user.pk in conflicted:
         raise ServiceError(Refusal.SEPARATION_OF_DUTIES, SEPARATION_OF_DUTIES)
     if request.status in (ApprovalStatus.STALE, ApprovalStatus.EXPIRED):
@@ -357,7 +364,7 @@ def delegation_give(
         raise ServiceError(Refusal.FORBIDDEN, "only the person or a lead delegates approvals")
     if delegate == delegator:
         raise ServiceError(Refusal.BAD_ACTION, "choose someone else to decide for you")
-    if not delegate.is_active or not delegate.has_perm("approvals.decide_approvalrequest"):
+    if not delegate.is_active or not delegate.has_perm(DECIDE):
         raise ServiceError(Refusal.FORBIDDEN, f"{delegate.get_username()} may not decide approvals")
     if not (in_calendar(starts_at) and in_calendar(ends_at)):
         # Stored, a window's end past year 9999 (in UTC) could not be read back: the pages

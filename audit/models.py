@@ -107,6 +107,15 @@ class AuditAction(models.TextChoices):
     CUSTOMERS_LOADED = "customers.loaded"
     # Accounts: a company sign-in set a person's groups from the identity provider's claim.
     ACCOUNT_ROLES_FOLLOWED_PROVIDER = "account.roles_followed_provider"
+    # Teams and people, changed in the console by an administrator.
+    TEAM_CREATED = "team.created"
+    TEAM_CHANGED = "team.changed"  # its roles or its description
+    TEAM_MEMBER_ADDED = "team.member_added"
+    TEAM_MEMBER_REMOVED = "team.member_removed"
+    TEAM_PROVIDER_GROUPS_CHANGED = "team.provider_groups_changed"
+    PERSON_ADDED = "person.added"
+    PERSON_CHANGED = "person.changed"
+    PERSON_DEACTIVATED = "person.deactivated"
 
 
 # The prefix of every approval action: rows about approvals are shown only to those who see

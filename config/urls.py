@@ -19,6 +19,7 @@ from console.urls import (
     run_urls,
     setup_urls,
     task_urls,
+    team_urls,
 )
 from reports.metrics import metrics_view
 
@@ -48,6 +49,7 @@ urlpatterns = [
     path("me/", include(me_urls)),
     path("setup/", include(setup_urls)),
     path("tasks/", include(task_urls)),
+    path("", include(team_urls)),
     path("", include(home_urls)),
 ]
 

@@ -14,8 +14,9 @@
   break-glass administrator uses a local password.
 - The signing key is the JWKS key the id_token's `kid` names; a token without `kid` is
   checked with the provider's only key, and refused when the JWKS has several.
-- At each sign-in the Gatehouse groups named in the role map are set to exactly the ones the
-  provider's groups map to; groups the map does not name are left alone. A change is written
+- At each sign-in the Gatehouse groups that are mapped (a team's sign-in groups, set on its
+  page in the console, and the role map of the settings) are set to exactly the ones the
+  provider's groups map to; groups nothing maps are left alone. A change is written
   to the audit trail.
 - A refused sign-in (a bad token, an unreachable provider, the person cancelled, claims that
   are refused, an account that is not the provider's to sign in as) ends on the login page
@@ -44,6 +45,7 @@ from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthen
 
 from audit.models import AuditAction
 from audit.services import audit_record
+from automation.teams.selectors import teams_by_provider_group
 from console.models import CompanyIdentity
 
 logger = logging.getLogger(__name__)
@@ -124,12 +126,23 @@ def provider_groups(claims: dict[str, Any]) -> list[str]:
     return [str(name) for name in value if isinstance(name, str | int)]
 
 
+def provider_map() -> dict[str, set[str]]:
+    """Each provider group and the Gatehouse groups it maps to: the teams' own sign-in groups
+    (edited on a team's page) and the deployment's role map (GATEHOUSE_OIDC_ROLE_MAP)."""
+    found = teams_by_provider_group()
+    role_map: dict[str, str] = settings.OIDC_ROLE_MAP
+    for provider_group, name in role_map.items():
+        found.setdefault(provider_group, set()).add(name)
+    return found
+
+
 def user_roles_follow_provider(*, user: User, groups: list[str], created: bool) -> None:
     """Give `user` exactly the mapped Gatehouse groups of the provider's `groups`, among the
-    groups the role map names (any other group stays as it is), and audit a change."""
-    role_map: dict[str, str] = settings.OIDC_ROLE_MAP
-    managed = set(role_map.values())
-    wanted = {role_map[name] for name in groups if name in role_map}
+    groups a team's sign-in groups or the role map name (any other group stays as it is), and
+    audit a change."""
+    mapping = provider_map()
+    managed = set().union(*mapping.values())
+    wanted = set().union(*(mapping[name] for name in groups if name in mapping))
     with transaction.atomic():
         # Two sign-ins of one person at once would each compute the change from the same
         # start and write it twice: the row lock makes the second one see the first's groups.

@@ -17,6 +17,7 @@ its paths do not.
     me:*                  /me/                           the signed-in person's own settings
     setup:*               /setup/                        what the install lacks; intake channels
     tasks:*               /tasks/                        a team's tasks (record effects)
+    teams:*               /teams/, /people/              teams, their roles and people
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from console.views import (
     runs,
     setup,
     tasks,
+    teams,
 )
 
 home_urls = [path("", home.home, name="home")]
@@ -170,4 +172,22 @@ task_urls = (
         path("<int:task_id>/<slug:action>", tasks.task_action, name="action"),
     ],
     "tasks",
+)
+
+# Mounted at the root: the teams under /teams/, the people under /people/ (so no team's name
+# can take a people page's address).
+team_urls = (
+    [
+        path("teams/", teams.team_list, name="list"),
+        path("teams/new", teams.team_new, name="new"),
+        path("teams/<str:name>/", teams.team_page, name="team"),
+        path("teams/<str:name>/roles", teams.team_roles, name="roles"),
+        path("teams/<str:name>/members", teams.team_member, name="members"),
+        path("teams/<str:name>/sign-in-groups", teams.team_provider_groups, name="provider_groups"),
+        path("people/", teams.people, name="people"),
+        path("people/new", teams.person_new, name="person_new"),
+        path("people/<int:user_id>/", teams.person_page, name="person"),
+        path("people/<int:user_id>/deactivate", teams.person_deactivate_view, name="deactivate"),
+    ],
+    "teams",
 )

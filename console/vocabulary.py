@@ -309,6 +309,16 @@ AUDIT: dict[str, Term] = {
     AuditAction.ACCOUNT_ROLES_FOLLOWED_PROVIDER: Term(
         "Roles from sign-in", "The company's sign-in changed a person's roles."
     ),
+    AuditAction.TEAM_CREATED: Term("Team made", "An administrator made a team."),
+    AuditAction.TEAM_CHANGED: Term("Team changed", "A team's roles or description changed."),
+    AuditAction.TEAM_MEMBER_ADDED: Term("Added to a team", "A person was put in a team."),
+    AuditAction.TEAM_MEMBER_REMOVED: Term("Taken out of a team", "A person left a team."),
+    AuditAction.TEAM_PROVIDER_GROUPS_CHANGED: Term(
+        "Sign-in groups changed", "The company sign-in groups that map to a team changed."
+    ),
+    AuditAction.PERSON_ADDED: Term("Person added", "An administrator added a person."),
+    AuditAction.PERSON_CHANGED: Term("Person changed", "A person's name or address changed."),
+    AuditAction.PERSON_DEACTIVATED: Term("Person deactivated", "A person can no longer sign in."),
     AuditAction.POLICY_ACTIVATED: Term("Policy activated", "A policy version became active."),
     AuditAction.API_TOKEN_REVOKED: Term("API token revoked", "An integration lost its token."),
     AuditAction.CHANNEL_CLASSIFIER_CHANGED: Term("Classifier changed", "A channel's reader."),

@@ -46,6 +46,8 @@ class Refusal(StrEnum):
     FORBIDDEN = "forbidden"  # not in the group the request is routed to
     SEPARATION_OF_DUTIES = "separation_of_duties"  # this person took part in the run
     CLAIMED = "claimed"  # somebody else works on this run
+    OWN_ACCESS = "own_access"  # a change to the person's own teams, or their team's roles
+    LAST_ADMINISTRATOR = "last_administrator"  # nobody would be left to manage teams
     # What state it is in
     STATE_CONFLICT = "state_conflict"  # the run's (or sample's, batch's) state does not allow it
     APPROVAL_STALE = Outcome.APPROVAL_STALE.value  # the request no longer matches its run
@@ -76,6 +78,7 @@ class Refusal(StrEnum):
     BAD_ACTION = "bad_action"
     TOO_MANY = "too_many"
     TOO_LONG = "too_long"
+    INVALID_INPUT = "invalid_input"  # a name (or one taken), an address, a password
 
 
 class MailRefusal(StrEnum):

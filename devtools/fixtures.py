@@ -35,6 +35,7 @@ from automation.models import (
     State,
 )
 from automation.pipeline.services import run_advance
+from automation.roles import roles_ensure
 from automation.schemas import normalize_text
 from core.dispatch import Message, drain, inline
 from core.errors import ServiceError
@@ -153,6 +154,9 @@ def _new_channel(data: dict[str, Any]) -> IntakeChannel:
 
 
 def _fixture_approver() -> User:
+    """The case set's approver, put in each request's team as it comes: the sample teams
+    hold their roles' permissions (deciding takes the approver role's)."""
+    roles_ensure()
     user, _ = User.objects.get_or_create(
         username=ACTOR, defaults={"is_active": True, "first_name": "Fixture approver"}
     )

@@ -196,6 +196,9 @@ def pipeline(db: None, channel: IntakeChannel) -> Iterator[Pipeline]:
 
 
 def _user(username: str, *groups: str, **extra: Any) -> User:
+    """A person in these sample teams, which hold their roles' permissions (roles_ensure):
+    deciding an approval takes the approver role's, as it does in production."""
+    roles_ensure()
     user = User.objects.create_user(username=username, password="pw-" + username, **extra)
     for name in groups:
         user.groups.add(Group.objects.get_or_create(name=name)[0])

@@ -2,7 +2,7 @@
 
 The URLs are walked from the URL configuration, the admin's model pages and its actions
 included, so a new page has no row in EXPECTED until someone decides who may use it, and
-the coverage test fails naming it. The roles are the five groups with the permissions
+the coverage test fails naming it. The roles are the six sample teams with the permissions
 `roles_ensure()` gives them and the staff flag the demo gives them, people without a group
 (staff or not), a superuser, nobody signed in, and the two machine credentials: an intake
 API token and the metrics token.
@@ -96,6 +96,7 @@ FINANCE = "finance-approvers"
 OPS = "ops-leads"
 RECOVERY = "recovery-staff"
 AUDITOR = "auditors"
+ADMIN = "administrators"  # the sample team with the administrator role only
 NO_GROUP = "no-group"  # an account in no group, not staff
 STAFF_NO_GROUP = "staff-no-group"  # staff in no group: what a fresh admin-made account is
 SUPERUSER = "superuser"
@@ -103,7 +104,7 @@ ANONYMOUS = "anonymous"
 INTEGRATOR = "integrator"  # not signed in; sends an intake API token
 SCRAPER = "scraper"  # not signed in; sends the metrics token
 
-GROUPS = (SECURITY, FINANCE, OPS, RECOVERY, AUDITOR)
+GROUPS = (SECURITY, FINANCE, OPS, RECOVERY, AUDITOR, ADMIN)
 ROLES = (*GROUPS, NO_GROUP, STAFF_NO_GROUP, SUPERUSER, ANONYMOUS, INTEGRATOR, SCRAPER)
 SIGNED_OUT = frozenset({ANONYMOUS, INTEGRATOR, SCRAPER})
 
@@ -117,6 +118,7 @@ RECOVERERS: Roles = frozenset({OPS, RECOVERY, SUPERUSER})  # recover_run, work_q
 LEADS: Roles = frozenset({OPS, SUPERUSER})  # channels, tokens, effects, policy, corrections
 REPORTERS: Roles = frozenset({OPS, AUDITOR, SUPERUSER})  # reports.view_reports
 HAS_ROLE: Roles = APPROVERS | READERS
+ADMINS: Roles = frozenset({ADMIN, SUPERUSER})  # automation.manage_teams: teams and people
 STAFF: Roles = frozenset({*GROUPS, STAFF_NO_GROUP, SUPERUSER})  # the demo makes every role staff
 SIGNED_IN: Roles = STAFF | {NO_GROUP}
 EVERYONE: Roles = SIGNED_IN | SIGNED_OUT
@@ -223,7 +225,7 @@ EXPECTED: dict[str, Row] = {
     "oidc_authentication_init": {"GET": same(DENY), "POST": same(DENY)},
     "oidc_authentication_callback": {"GET": same(DENY), "POST": same(DENY)},
     # --- console: home, queues, runs, recovery ---------------------------------------------
-    "home": form(HAS_ROLE),  # a redirect to the role's start page
+    "home": form(HAS_ROLE | ADMINS),  # a redirect to the role's start page
     "queues:list": page(READERS),
     "queues:queue": page(READERS),
     "queues:batch": page(READERS),
@@ -312,6 +314,17 @@ EXPECTED: dict[str, Row] = {
     # A mailbox names an environment variable whose value its watcher sends to its host: as in
     # the admin, only a superuser sets one up or changes it.
     "setup:mailbox": form(SU),
+    # --- console: teams and people, for administrators (no ops lead, unless given the role) ---
+    "teams:list": page(ADMINS),
+    "teams:new": form(ADMINS),
+    "teams:team": page(ADMINS),
+    "teams:roles": action(ADMINS),
+    "teams:members": action(ADMINS),
+    "teams:provider_groups": action(ADMINS),
+    "teams:people": page(ADMINS),
+    "teams:person_new": form(ADMINS),
+    "teams:person": form(ADMINS),
+    "teams:deactivate": action(ADMINS),
     # --- reports and metrics -----------------------------------------------------------------
     "reports:dashboard": page(REPORTERS),
     "reports:csv": page(REPORTERS),
@@ -520,6 +533,13 @@ VARIANTS: dict[str, dict[str, Kwargs]] = {
         "release": lambda w: {**_request("finance")(w), "action": "release"},
     },
     "reports:csv": {"": lambda w: {"panel": next(iter(EXPORTS))}},
+    # The ops leads' team (no administrator is in it) and a person in no team.
+    **{
+        f"teams:{name}": {"": lambda w: {"name": OPS}}
+        for name in ("team", "roles", "members", "provider_groups")
+    },
+    "teams:person": {"": lambda w: {"user_id": w.users[NO_GROUP].pk}},
+    "teams:deactivate": {"": lambda w: {"user_id": w.users[NO_GROUP].pk}},
     "quality:review": {"": lambda w: {"review_id": _qa_review(w, "completed")}},
     "quality:reconcile": {"": lambda w: {"review_id": _qa_review(w, "other-channel")}},
     "quality:channel": {"": lambda w: {"name": SHADOWED}},

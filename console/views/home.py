@@ -1,8 +1,8 @@
 """The console's start page: each role lands where its work is, the queues for whoever reads
-runs and the inbox for an approver, a team's tasks for a member of a team with neither; a
-person in no team is told they have no role. An administrator (who sets channels up: a
-superuser, an ops lead) lands on the setup page while the install lacks something it cannot
-start without (console.setup)."""
+runs, the inbox for an approver, the teams for an administrator, a team's tasks for a
+member of a team with none of those roles; a person in no team is told they have no role. An
+administrator of the install (who sets channels up: a superuser, an ops lead) lands on the
+setup page while the install lacks something it cannot start without (console.setup)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 
 from automation.intake.channels import CHANGE_CHANNEL
+from automation.roles import MANAGE_TEAMS
 from console.setup import start_needs_setup
 from console.views.staff import VIEW_RUNS
 from core.http import AuthenticatedHttpRequest
@@ -25,6 +26,8 @@ def home(request: AuthenticatedHttpRequest) -> HttpResponse:
         return redirect("queues:list")
     if user.has_perm("approvals.view_approvalrequest"):
         return redirect("approvals:inbox")
+    if user.has_perm(MANAGE_TEAMS):
+        return redirect("teams:list")
     if user.groups.exists():  # a team with no role: its tasks and queue are its work
         return redirect("tasks:list")
     return render(request, "home/no_role.html", status=403)

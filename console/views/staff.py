@@ -10,9 +10,14 @@ VIEW_RUNS = "automation.view_run"
 
 
 def assignees() -> list[User]:
-    """Who a queue item can be given to."""
+    """Who a queue item can be given to: the people of every team whose roles work the
+    queues (ops lead, recovery staff), whatever the team is called."""
     return list(
-        User.objects.filter(is_active=True, groups__name__in=["ops-leads", "recovery-staff"])
+        User.objects.filter(
+            is_active=True,
+            groups__permissions__codename="work_queue",
+            groups__permissions__content_type__app_label="automation",
+        )
         .distinct()
         .order_by("username")[:200]
     )

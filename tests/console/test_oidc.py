@@ -18,6 +18,7 @@ from django.utils.html import escape
 
 from audit.models import AuditAction, AuditEvent
 from automation.roles import roles_ensure
+from automation.teams.services import team_create, team_member_add, team_provider_groups_set
 from console.models import CompanyIdentity
 from console.oidc import BAD_CLAIMS, LINKED_ELSEWHERE, LOCAL_ACCOUNT, REFUSED
 from tests.oidcprovider import Provider, running_provider
@@ -111,6 +112,39 @@ def test_roles_follow_the_provider_at_each_sign_in(provider: Provider, client: C
     assert (
         AuditEvent.objects.filter(action=AuditAction.ACCOUNT_ROLES_FOLLOWED_PROVIDER).count() == 2
     )
+
+
+def test_a_team_mapped_in_the_console_follows_the_provider_with_the_role_map(
+    provider: Provider, client: Client
+) -> None:
+    root = User.objects.create_superuser("root", "root@example.com", None)
+    team_create(name="claims-desk", description="", roles=["approver"], by=root)
+    team_provider_groups_set(name="claims-desk", provider_groups=["Claims", "Everyone"], by=root)
+    team_create(name="fraud-team", description="", roles=["auditor"], by=root)
+    team_provider_groups_set(name="fraud-team", provider_groups=["Fraud"], by=root)
+
+    sign_in(client)  # Security (the role map) and Everyone (the claims desk's)
+
+    assert groups_of("dana") == {"security-approvers", "claims-desk"}
+    assert User.objects.get(username="dana").has_perm("approvals.decide_approvalrequest")
+    client.logout()
+
+    provider.person = {**DANA, "groups": ["Fraud"]}
+    sign_in(client)
+
+    assert groups_of("dana") == {"fraud-team"}
+    change = AuditEvent.objects.filter(action=AuditAction.ACCOUNT_ROLES_FOLLOWED_PROVIDER).latest(
+        "id"
+    )
+    assert change.data["added"] == ["fraud-team"]
+    assert change.data["removed"] == ["claims-desk", "security-approvers"]
+
+    # A team nothing maps is the console's: a sign-in neither adds nor removes it.
+    team_create(name="payments", description="", roles=["approver"], by=root)
+    team_member_add(name="payments", username="dana", by=root)
+    client.logout()
+    sign_in(client)
+    assert groups_of("dana") == {"fraud-team", "payments"}
 
 
 def test_a_person_in_no_mapped_group_signs_in_without_a_role(

@@ -8,7 +8,10 @@ from automation.roles import roles_ensure
 
 
 class Command(BaseCommand):
-    help = "Create the role groups (approvers, ops leads, recovery staff, auditors)."
+    help = (
+        "Make the sample teams with their roles (approvers, ops leads, recovery staff, "
+        "auditors, administrators) and set every team's permissions from its roles."
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         for name, count in roles_ensure().items():
