@@ -22,6 +22,7 @@ ROLES: dict[str, Q] = {
     | Q(
         codename__in=[
             "change_intakechannel",
+            "change_customer",  # the customer list: added, changed, loaded from a file
             "change_apitoken",
             "recover_run",
             "correct_run",

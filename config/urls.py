@@ -9,6 +9,7 @@ from console.oidc import CallbackView, SignInView
 from console.urls import (
     about_urls,
     approval_urls,
+    customer_urls,
     home_urls,
     integrator_urls,
     me_urls,
@@ -44,6 +45,7 @@ urlpatterns = [
     path("integrators/", include(integrator_urls)),
     path("about/", include(about_urls)),
     path("me/", include(me_urls)),
+    path("customers/", include(customer_urls)),
     path("", include(home_urls)),
 ]
 

@@ -15,6 +15,7 @@ its paths do not.
     integrators:*         /integrators/                  the API reference
     about:*               /about/                        the run states explained
     me:*                  /me/                           the signed-in person's own settings
+    customers:*           /customers/                    the customer list, a customer, a file
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from console.views import (
     about,
     approvals,
     business,
+    customers,
     home,
     integrators,
     lists,
@@ -140,4 +142,14 @@ me_urls = (
         path("delegation/", me.delegation, name="delegation"),
     ],
     "me",
+)
+
+customer_urls = (
+    [
+        path("", customers.customer_list, name="list"),
+        path("new", customers.customer_new, name="new"),
+        path("upload", customers.customer_upload, name="upload"),
+        path("<int:customer_id>/", customers.customer_edit, name="edit"),
+    ],
+    "customers",
 )

@@ -27,6 +27,7 @@ from django.forms import BoundField
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from automation.conf import setting
 from console.forms.policy import (
     NewVersionForm,
     Path,
@@ -41,7 +42,7 @@ from console.forms.policy import (
 from console.forms.text import FreeTextField
 from console.vocabulary import humanize
 from core.inputs import parse_number
-from policy.catalogue import EffectSpec, FieldSpec
+from policy.catalogue import MAX_REFERENCE_PATTERN, EffectSpec, FieldSpec
 from policy.models import PolicyVersion
 from policy.schemas import NEW_VERSION, PolicyDocument
 from policy.services import PolicyError, load_policy_yaml
@@ -77,8 +78,9 @@ CUES_HELP = (
 SETTINGS_HELP = (
     "In YAML, the adapter's settings. HTTP: method, url, headers (a credential as "
     "{secret: VARIABLE_NAME}, never the value), body (its texts are templates). E-mail "
-    "reply: templates per language (subject, body) and default_language. Record: group "
-    "(optional)."
+    "reply: templates per language (subject, body), default_language and, if the "
+    "channel's or the server's address is not the one, from_address and reply_to. Record: "
+    "group (optional)."
 )
 PARAMETERS_HELP = (
     "In YAML, each parameter's name with its value (a template reading fields.<name>, run "
@@ -253,6 +255,7 @@ class BusinessForm(NewVersionForm):
         self.new_type = self._type_block("")
         self.effect_blocks = [self._effect_block(name) for name in self.business.effects]
         self.new_effect = self._effect_block("")
+        self.matching = self._matching_fields()
 
     # --- fields, built from the base document ---
 
@@ -491,6 +494,48 @@ class BusinessForm(NewVersionForm):
         self._places(("catalogue", "effects", code), prefix, parts)
         self.places[("approvals", code)] = f"{prefix}-approver"
 
+    # --- how customers are matched (catalogue.customer_matching) ---
+
+    def _matching_fields(self) -> list[BoundField]:
+        title = "How customers are matched"
+        said = self.business.customer_matching
+        pattern = forms.CharField(
+            label="Reference pattern",
+            required=False,
+            max_length=MAX_REFERENCE_PATTERN,
+            initial=said.reference_pattern if said else "",
+            help_text=(
+                "A regular expression a customer's reference matches in full, for example "
+                "POL-[0-9]{4}-[0-9]{6}. Empty: the server's, "
+                f"{setting('CUSTOMER_REFERENCE_PATTERN')}."
+            ),
+            widget=forms.TextInput(attrs={"spellcheck": "false", "class": "code"}),
+        )
+        domains = forms.BooleanField(
+            label="A message from a customer's e-mail domain is theirs",
+            required=False,
+            initial=self.business.matching.match_sender_domain,
+            help_text="When the message names no reference.",
+        )
+        where = ("catalogue", "customer_matching")
+        self.places[where] = self.places[(*where, "reference_pattern")] = "matching-pattern"
+        self.places[(*where, "match_sender_domain")] = "matching-domains"
+        return [
+            self._add("matching-pattern", pattern, title),
+            self._add("matching-domains", domains, title),
+        ]
+
+    def _apply_matching(self, values: dict[str, Any], data: dict[str, Any]) -> None:
+        """The section as the catalogue's `customer_matching`; left as the defaults, none."""
+        pattern = values["matching-pattern"].strip() or None
+        domains = bool(values["matching-domains"])
+        matching = {"reference_pattern": pattern, "match_sender_domain": domains}
+        said = self.business.customer_matching
+        if said is not None and said.model_dump(mode="json") == matching:
+            return  # as it was: the base's exactly
+        default = pattern is None and domains
+        data["catalogue"]["customer_matching"] = None if default else matching
+
     def problem_list(self) -> list[tuple[str, str]]:
         """Every problem of the form with its place in words, in the order of the page."""
         return [
@@ -547,6 +592,7 @@ class BusinessForm(NewVersionForm):
         new_type = self._apply_types(values, data, new_route)
         new_effect = self._apply_effects(values, data)
         self._apply_usual_effects(values, data, new_type, new_effect)
+        self._apply_matching(values, data)
         return None if self.errors else data
 
     def _apply_usual_effects(
