@@ -81,6 +81,11 @@ PATHS: dict[str, tuple[dict[str, Any], str]] = {
     "me:work": ({}, "/me/work/"),
     "me:decided": ({}, "/me/decided/"),
     "me:delegation": ({}, "/me/delegation/"),
+    # customers
+    "customers:list": ({}, "/customers/"),
+    "customers:new": ({}, "/customers/new"),
+    "customers:upload": ({}, "/customers/upload"),
+    "customers:edit": ({"customer_id": 12}, "/customers/12/"),
 }
 
 
@@ -128,6 +133,7 @@ def test_no_page_is_left_under_a_domain_app_name() -> None:
         "approvals",
         "quality",
         "reports",
+        "customers",
         "integrators",
         "me",
         "about",
