@@ -94,6 +94,8 @@ TIER_LENGTH = Customer._meta.get_field("account_tier").max_length or 60
 # A domain as a sender's address ends: labels of letters, digits and dashes.
 DOMAIN = re.compile(r"(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}")
 MAX_DOMAINS = 50
+# Characters no name holds: the database refuses a NUL, and a line break splits a line.
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class CustomerInvalid(ValueError):
@@ -139,6 +141,12 @@ def customer_problems(
 ) -> dict[str, str]:
     """What is wrong with a customer, per field (nothing: it may be stored)."""
     problems: dict[str, str] = {}
+    said = {"reference": reference, "name": name, "account_tier": account_tier}
+    for field, value in said.items():
+        if CONTROL.search(value):
+            problems[field] = "holds a control character (a NUL, a line break): write it plainly"
+    if problems:
+        return problems
     if not reference:
         problems["reference"] = "give the customer's reference"
     elif len(reference) > REFERENCE_LENGTH or not rules.pattern.fullmatch(reference):

@@ -160,6 +160,13 @@ def test_a_file_that_is_no_customer_list_is_refused(lead: User, content: bytes, 
     assert not Customer.objects.exists()
 
 
+def test_a_control_character_in_a_file_is_named_not_stored(lead: User) -> None:
+    bad = CUSTOMERS_CSV.replace("Amira Haddad", "Amira\x00Haddad")
+    with pytest.raises(CustomerFileInvalid, match="line 2: holds a control character"):
+        upload(lead, bad)
+    assert not Customer.objects.exists()
+
+
 def test_the_command_loads_through_the_same_checks(insurer: None, tmp_path: Path) -> None:
     good, bad = tmp_path / "good.csv", tmp_path / "bad.csv"
     good.write_text(CUSTOMERS_CSV, encoding="utf-8")

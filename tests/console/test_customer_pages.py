@@ -86,6 +86,12 @@ def test_the_list_is_searched_by_reference_name_and_domain(
         assert 'data-testid="no-customers"' in page
 
 
+@pytest.mark.usefixtures("loaded")
+def test_a_nul_in_the_search_is_a_clear_refusal(client: Client) -> None:
+    assert client.get(LIST, {"q": "Amira\x00"}).status_code == 400
+    assert rows(client.get(LIST, {"q": "amira"}).content.decode()) == [HOUSEHOLD]
+
+
 def test_the_list_is_read_in_pages(client: Client, lead: User) -> None:
     lines = [f"POL-2026-{n:06d},Holder {n},household," for n in range(1, 61)]
     customers_upload(
