@@ -27,6 +27,7 @@ from django.core.mail import EmailMessage, get_connection
 from automation.effects.base import Delivery
 from automation.effects.models import DeliveryResult, Effect
 from automation.intake.imap import sent_copy
+from core.addresses import mail_address_refusal
 from policy.catalogue import EmailReplyConfig
 
 SENT_KEPT = 20_000  # characters of the sent message kept on the effect
@@ -66,6 +67,18 @@ def reply_message(effect: Effect) -> EmailMessage:
     )
 
 
+def _address_refusal(effect: Effect) -> str | None:
+    """Why the reply's From or Reply-To is no address to send with (a line break in one
+    would write a header of its own); None when both are."""
+    request = effect.payload.get("request") or {}
+    said = {"From": sender(effect), "Reply-To": str(request.get("reply_to") or "")}
+    for header, address in said.items():
+        refusal = mail_address_refusal(address) if address else None
+        if refusal is not None:
+            return f"the reply's {header} is not an address to send with: {refusal}"
+    return None
+
+
 def _code(exc: smtplib.SMTPException) -> int:
     if isinstance(exc, smtplib.SMTPRecipientsRefused):
         return min((code for code, _ in exc.recipients.values()), default=550)
@@ -83,6 +96,9 @@ class EmailReplyAdapter:
         self.config = config
 
     def deliver(self, effect: Effect) -> Delivery:
+        refusal = _address_refusal(effect)
+        if refusal is not None:  # saved past its checks: never sent as it is
+            return Delivery(DeliveryResult.REJECTED, detail=refusal)
         message = reply_message(effect)
         if not message.to or not message.to[0]:
             return Delivery(DeliveryResult.REJECTED, detail="the request has no sender to reply to")

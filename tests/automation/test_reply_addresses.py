@@ -13,7 +13,7 @@ import yaml
 from django.core.exceptions import ValidationError
 
 from automation.intake.services import intake_submit
-from automation.models import Effect, IntakeChannel, Run, State
+from automation.models import Effect, EffectStatus, IntakeChannel, Run, State
 from policy.services import PolicyError, parse_policy_text
 from tests.conftest import Pipeline
 from tests.insurer import (
@@ -110,3 +110,28 @@ def test_an_address_that_is_not_one_is_refused_where_it_is_saved(db: None, addre
     with pytest.raises(ValidationError) as invalid:
         channel.full_clean()
     assert set(invalid.value.message_dict) == {"reply_from"}
+
+
+def test_an_address_saved_past_its_checks_is_never_sent(db: None, inbox: Inbox) -> None:
+    activate_insurer()
+    channel = insurer_channel()
+    IntakeChannel.objects.filter(pk=channel.pk).update(
+        reply_from="claims@insurer.example\r\nBcc: all@victims.example"
+    )
+    channel.refresh_from_db()
+    pipeline = Pipeline(channel)
+    with pipeline.capture():
+        result = intake_submit(
+            channel=channel,
+            raw=claim_mail("Policy POL-2026-004211."),
+            content_type="message/rfc822",
+            source="test",
+        )
+    assert result.run is not None
+    pipeline.record(result.run.event_id, [{"type": "decision", "value": claim_reading()}])
+    pipeline.drain()
+
+    effect = Effect.objects.get(run_id=result.run.pk)
+    assert (effect.status, inbox.received) == (EffectStatus.REJECTED, [])
+    (attempt,) = effect.attempt_rows.all()
+    assert "From is not an address to send with" in attempt.detail
