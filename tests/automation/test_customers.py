@@ -8,11 +8,13 @@ import io
 from pathlib import Path
 
 import pytest
+import yaml
 from django.contrib.auth.models import Group, User
 from django.core.exceptions import PermissionDenied
 from django.core.management import CommandError, call_command
 
 from audit.models import AuditAction, AuditEvent
+from automation.classifiers import heuristic
 from automation.intake.customers import (
     MAX_FILE_BYTES,
     CustomerFileInvalid,
@@ -26,7 +28,7 @@ from automation.intake.models import Customer
 from automation.intake.services import intake_submit
 from automation.models import Run
 from automation.roles import roles_ensure
-from policy.services import policy_business
+from policy.services import parse_policy_text, policy_business
 from tests.conftest import Pipeline
 from tests.insurer import (
     CUSTOMERS_CSV,
@@ -37,6 +39,7 @@ from tests.insurer import (
     claim_mail,
     claim_reading,
     insurer_channel,
+    insurer_document,
 )
 
 
@@ -96,6 +99,20 @@ def test_a_business_that_matches_no_domains_leaves_a_domain_unmatched(lead: User
     assert by_number.customer is not None and by_number.customer.reference == LANDLORD
     # The server's pattern (CUST-nnnnn) finds nothing of the insurer's.
     assert customer_find(text=f"policy {LANDLORD}").customer is None
+
+
+def test_the_heuristic_reads_a_customer_reference_as_the_business_writes_one() -> None:
+    business = parse_policy_text(yaml.safe_dump(insurer_document())).business
+    event = {
+        "subject": "Claim",
+        "body": f"Water everywhere. Policy {LANDLORD}.",
+        "sender": "a@b.example",
+    }
+
+    fields = heuristic.read(event, business=business)["fields"]
+
+    assert fields["customer_reference"]["value"] == LANDLORD
+    assert "customer_reference" not in heuristic.read(event)["fields"]  # CUST-nnnnn only
 
 
 def test_without_a_pattern_of_its_own_the_setting_decides(db: None) -> None:
