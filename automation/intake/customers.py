@@ -21,7 +21,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from audit.models import AuditAction
 from automation.extraction import reference_pattern, references_in
@@ -96,6 +96,7 @@ DOMAIN = re.compile(r"(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a
 MAX_DOMAINS = 50
 # Characters no name holds: the database refuses a NUL, and a line break splits a line.
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+TAKEN = "there is already a customer with this reference"
 
 
 class CustomerInvalid(ValueError):
@@ -204,9 +205,12 @@ def customer_add(
     values = _checked(
         reference=reference, name=name, account_tier=account_tier, email_domains=email_domains
     )
-    if Customer.objects.filter(reference=values["reference"]).exists():
-        raise CustomerInvalid({"reference": "there is already a customer with this reference"})
-    customer = Customer.objects.create(**values)
+    try:
+        # The unique reference decides between two people adding the same one at once.
+        with transaction.atomic():
+            customer = Customer.objects.create(**values)
+    except IntegrityError as exc:
+        raise CustomerInvalid({"reference": TAKEN}) from exc
     record_audit(None, AuditAction.CUSTOMER_ADDED, actor=user, reference=customer.reference)
     return customer
 
