@@ -105,6 +105,8 @@ class AuditAction(models.TextChoices):
     CLASSIFIER_PROMOTED = "classifier.promoted"
     CLASSIFIER_ROLLED_BACK = "classifier.rolled_back"
     CUSTOMERS_LOADED = "customers.loaded"
+    CUSTOMER_ADDED = "customer.added"
+    CUSTOMER_CHANGED = "customer.changed"
     # Accounts: a company sign-in set a person's groups from the identity provider's claim.
     ACCOUNT_ROLES_FOLLOWED_PROVIDER = "account.roles_followed_provider"
     # Teams and people, changed in the console by an administrator.

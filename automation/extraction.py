@@ -32,6 +32,7 @@ from dateparser.date import DateDataParser
 
 from automation.conf import setting
 from automation.schemas import FieldProblem
+from policy.catalogue import CustomerMatching
 
 # ISO 4217 codes in everyday use; an unknown code is a misreading, not a new currency.
 CURRENCIES = frozenset(
@@ -75,15 +76,18 @@ CUSTOMER_FIELDS = frozenset({"customer_reference"})
 NUMBER_STYLES = {".": "en", ",": "de"}
 
 
-def reference_pattern() -> re.Pattern[str]:
-    """A customer reference as this deployment writes it (GATEHOUSE_CUSTOMER_REFERENCE_PATTERN)."""
-    return re.compile(setting("CUSTOMER_REFERENCE_PATTERN"))
+def reference_pattern(matching: CustomerMatching | None = None) -> re.Pattern[str]:
+    """A customer reference as the business writes it: the catalogue's pattern
+    (`customer_matching`), else the server's GATEHOUSE_CUSTOMER_REFERENCE_PATTERN."""
+    written = matching.reference_pattern if matching is not None else None
+    return re.compile(written or setting("CUSTOMER_REFERENCE_PATTERN"))
 
 
-def references_in(text: str) -> list[str]:
-    """Customer references in a text, in order of appearance, each once."""
+def references_in(text: str, pattern: re.Pattern[str] | None = None) -> list[str]:
+    """Customer references in a text (by `pattern`, else the server's), in order of
+    appearance, each once."""
     seen: dict[str, None] = {}
-    for match in reference_pattern().finditer(text):
+    for match in (pattern or reference_pattern()).finditer(text):
         seen.setdefault(match.group(0).upper(), None)
     return list(seen)
 

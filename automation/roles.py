@@ -32,6 +32,7 @@ APPROVER = (
 OPS_LEAD = VIEW_ALL | Q(
     codename__in=[
         "change_intakechannel",
+        "change_customer",  # the customer list: added, changed, loaded from a file
         "change_apitoken",
         "recover_run",
         "correct_run",
@@ -74,8 +75,9 @@ ROLES: dict[str, Role] = {
             "ops_lead",
             "Ops lead",
             "Reads every run; works and recovers the exception queues and corrects readings; "
-            "changes intake channels, API tokens and effects; writes and activates policy "
-            "versions; decides escalated requests and gives requests to people; reads reports.",
+            "changes intake channels, customers, API tokens and effects; writes and activates "
+            "policy versions; decides escalated requests and gives requests to people; reads "
+            "reports.",
             OPS_LEAD,
         ),
         Role(

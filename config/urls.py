@@ -9,6 +9,7 @@ from console.oidc import CallbackView, SignInView
 from console.urls import (
     about_urls,
     approval_urls,
+    customer_urls,
     home_urls,
     integrator_urls,
     me_urls,
@@ -49,6 +50,7 @@ urlpatterns = [
     path("me/", include(me_urls)),
     path("setup/", include(setup_urls)),
     path("tasks/", include(task_urls)),
+    path("customers/", include(customer_urls)),
     path("", include(team_urls)),
     path("", include(home_urls)),
 ]

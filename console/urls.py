@@ -18,6 +18,7 @@ its paths do not.
     setup:*               /setup/                        what the install lacks; intake channels
     tasks:*               /tasks/                        a team's tasks (record effects)
     teams:*               /teams/, /people/              teams, their roles and people
+    customers:*           /customers/                    the customer list, a customer, a file
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from console.views import (
     about,
     approvals,
     business,
+    customers,
     home,
     integrators,
     lists,
@@ -190,4 +192,14 @@ team_urls = (
         path("people/<int:user_id>/deactivate", teams.person_deactivate_view, name="deactivate"),
     ],
     "teams",
+)
+
+customer_urls = (
+    [
+        path("", customers.customer_list, name="list"),
+        path("new", customers.customer_new, name="new"),
+        path("upload", customers.customer_upload, name="upload"),
+        path("<int:customer_id>/", customers.customer_edit, name="edit"),
+    ],
+    "customers",
 )

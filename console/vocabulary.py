@@ -328,6 +328,8 @@ AUDIT: dict[str, Term] = {
     AuditAction.CLASSIFIER_PROMOTED: Term("Classifier promoted", "A shadow became the reader."),
     AuditAction.CLASSIFIER_ROLLED_BACK: Term("Classifier rolled back", "The old reader is back."),
     AuditAction.CUSTOMERS_LOADED: Term("Customers loaded", "The customer list was loaded."),
+    AuditAction.CUSTOMER_ADDED: Term("Customer added", "A customer was added to the list."),
+    AuditAction.CUSTOMER_CHANGED: Term("Customer changed", "A customer's details changed."),
 }
 
 EFFECT_STATUSES: dict[str, Term] = {

@@ -61,6 +61,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from core.addresses import mail_address_refusal
 from core.egress import header_value_refusal, secret_refusal, url_refusal
 from core.limits import NOTE
 from policy.sandbox import BudgetedSandbox, render
@@ -420,12 +421,26 @@ class MessageTemplate(Strict):
     body: Annotated[TemplateText, Field(min_length=1)]
 
 
+def _address(value: str) -> str:
+    refusal = mail_address_refusal(value)
+    if refusal is not None:
+        raise PydanticCustomError("mail_address", refusal)
+    return value
+
+
+# One e-mail address, with a display name or not, on one line (core.addresses).
+MailAddress = Annotated[str, AfterValidator(_address)]
+
+
 class EmailReplyConfig(Strict):
     """A reply to the sender, in the thread, over the SMTP server of the settings. One
-    template per language; `default_language` when the request's is not among them."""
+    template per language; `default_language` when the request's is not among them.
+    `from_address` and `reply_to` win over the intake channel's (and the server's)."""
 
     templates: dict[str, MessageTemplate] = Field(min_length=1)
     default_language: str = "en"
+    from_address: MailAddress | None = None
+    reply_to: MailAddress | None = None
 
     @model_validator(mode="after")
     def _default_template(self) -> EmailReplyConfig:
@@ -499,11 +514,37 @@ class CustomerAttribute(Strict):
     values: list[Name] = Field(min_length=1, max_length=50)
 
 
+# Characters of a customer reference pattern: a reference is an identifier, not a grammar.
+MAX_REFERENCE_PATTERN = 200
+
+
+class CustomerMatching(Strict):
+    """How a request's customer is found in the registry: a reference number in its text
+    (matched by `reference_pattern`; without one, the server's GATEHOUSE_CUSTOMER_REFERENCE_
+    PATTERN), else the sender's e-mail domain when `match_sender_domain`."""
+
+    reference_pattern: (
+        Annotated[str, Field(min_length=1, max_length=MAX_REFERENCE_PATTERN)] | None
+    ) = None
+    match_sender_domain: bool = True
+
+    @field_validator("reference_pattern")
+    @classmethod
+    def _usable(cls, pattern: str | None) -> str | None:
+        usable_pattern(pattern)
+        # A pattern that matches nothing at all would find a "reference" everywhere.
+        if pattern is not None and re.search(pattern, "") is not None:
+            raise ValueError(f"pattern {pattern!r} matches an empty text: say what a reference has")
+        return pattern
+
+
 class Catalogue(Strict):
     request_types: dict[Name, RequestTypeSpec] = Field(min_length=1, max_length=100)
     routes: dict[Name, RouteSpec] = Field(min_length=1, max_length=100)
     effects: dict[Name, EffectSpec] = Field(min_length=1, max_length=100)
     customer_attributes: dict[Name, CustomerAttribute] = Field(default_factory=dict)
+    # None: the server's setting decides, as it did before a catalogue could say.
+    customer_matching: CustomerMatching | None = None
 
     @model_validator(mode="after")
     def _templates_name_what_exists(self) -> Catalogue:
@@ -535,6 +576,11 @@ class Catalogue(Strict):
                     f"of the catalogue (it has {', '.join(self.effects)})"
                 )
         return self
+
+    @property
+    def matching(self) -> CustomerMatching:
+        """How customers are matched: the catalogue's say, else the defaults."""
+        return self.customer_matching or CustomerMatching()
 
     def tier_values(self) -> list[str]:
         tier = self.customer_attributes.get("tier")

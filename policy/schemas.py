@@ -360,10 +360,26 @@ class PolicyDocument(Strict):
         for limit in data["amount_limits"].values():
             if limit["effects"] is None:
                 del limit["effects"]
+        _without_unsaid_addresses(data)
         return canonical_json(data)
 
     def checksum(self) -> str:
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+
+def _without_unsaid_addresses(data: dict[str, Any]) -> None:
+    """A catalogue that says nothing of how customers are matched, nor of a reply's
+    addresses, keeps the checksum it had before it could."""
+    catalogue = data.get("catalogue")
+    if not isinstance(catalogue, dict):
+        return
+    if catalogue.get("customer_matching") is None:
+        catalogue.pop("customer_matching", None)
+    for effect in catalogue.get("effects", {}).values():
+        reply = effect.get("email_reply")
+        for name in ("from_address", "reply_to"):
+            if isinstance(reply, dict) and reply.get(name) is None:
+                reply.pop(name, None)
 
 
 def _all_known(names: Iterable[str], known: Iterable[str], subject: str, problem: str) -> None:

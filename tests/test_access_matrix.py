@@ -53,6 +53,7 @@ from automation.intake.services import api_token_create
 from automation.models import (
     ClassifierModel,
     ClassifierPromotion,
+    Customer,
     EffectControl,
     IntakeChannel,
     Outcome,
@@ -274,6 +275,11 @@ EXPECTED: dict[str, Row] = {
     "policy:simulate": action(LEADS),
     "policy:activate": form(LEADS),  # GET: the confirmation with its impact
     "policy:simulation": page(READERS),
+    # --- console: customers: read like runs; added, changed and loaded by the ops leads ------
+    "customers:list": page(READERS),
+    "customers:new": form(LEADS),
+    "customers:upload": form(LEADS),
+    "customers:edit": form(LEADS),
     # --- console: approvals (a request routed to another group answers 404) ------------------
     "approvals:inbox": page(HAS_ROLE),
     "approvals:evidence[security]": page(READERS | {SECURITY}),
@@ -523,6 +529,7 @@ VARIANTS: dict[str, dict[str, Kwargs]] = {
     "policy:simulate": {"": lambda w: {"name": w.draft_policy}},
     "policy:activate": {"": lambda w: {"name": w.draft_policy}},
     "policy:simulation": {"": lambda w: {"simulation_id": w.simulation.pk}},
+    "customers:edit": {"": lambda w: {"customer_id": w.first(Customer).pk}},
     "approvals:evidence": PER_REQUEST,
     "approvals:raw": PER_REQUEST,
     "approvals:raw_download": PER_REQUEST,
@@ -769,6 +776,7 @@ def build_admin_rows(users: dict[str, User]) -> None:
     ClassifierModel.objects.create(
         version="learned-matrix", checksum="0" * 64, artifact=b"", training_size=0
     )
+    Customer.objects.create(reference="CUST-40001", name="Matrix Ltd", account_tier="standard")
     effect_pause(name="create_follow_up", user=users[OPS])
     effect_resume(name="create_follow_up", user=users[OPS], rate_per_minute=None)
 

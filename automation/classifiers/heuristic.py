@@ -20,6 +20,7 @@ from automation.extraction import (
     DATE_PATTERN,
     parse_amount,
     parse_date,
+    reference_pattern,
     references_in,
 )
 from automation.language import request_language
@@ -140,12 +141,17 @@ def _source(sentences: list[str], found: str) -> str:
 
 
 def extract(
-    text: str, *, language: str | None = None, currency: str | None = None
+    text: str,
+    *,
+    language: str | None = None,
+    currency: str | None = None,
+    customer_pattern: re.Pattern[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Amounts, dates and references, each with the sentence it was read from. An amount or
     a date that reads one way is given as a fact ("2340.00 GBP", "2026-12-03"), read in the
     message's `language`; one that does not is given as written, so the checks hold it for a
-    person with the message's own words."""
+    person with the message's own words. A customer reference is one `customer_pattern`
+    (the business's, else the server's) matches."""
     sentences = _sentences(text)
     fields: dict[str, dict[str, Any]] = {}
     if match := _amount(text):
@@ -166,7 +172,7 @@ def extract(
             "confidence": 0.9,
             "source": _source(sentences, match.group(0)),
         }
-    if customers := references_in(text):
+    if customers := references_in(text, customer_pattern):
         fields["customer_reference"] = {
             "value": customers[0],
             "confidence": 0.9 if len(customers) == 1 else 0.6,
@@ -303,7 +309,11 @@ def read(
     # The language the run's enrichment names (the same reading of the same words).
     language = request_language(intent)
     # The sender's own words win.
-    fields = {**extract(original, language=language), **extract(intent, language=language)}
+    pattern = reference_pattern(business.matching)
+    fields = {
+        **extract(original, language=language, customer_pattern=pattern),
+        **extract(intent, language=language, customer_pattern=pattern),
+    }
     spec = business.request_types[category]
     for text_read in (intent, original):  # the sender's own words first
         fields.update(typed_fields(spec, text_read, fields))

@@ -9,7 +9,9 @@ again, as the same message) instead of being sent again on its own.
 
 The server, its port, STARTTLS and the credentials are Django's e-mail settings, from the
 environment (docs/operating.md): EMAIL_HOST, EMAIL_PORT, EMAIL_USE_TLS, EMAIL_HOST_USER,
-EMAIL_HOST_PASSWORD, DEFAULT_FROM_EMAIL.
+EMAIL_HOST_PASSWORD. The From and Reply-To were written into the message with it: the
+effect's `from_address` and `reply_to`, else its intake channel's, else DEFAULT_FROM_EMAIL
+and no Reply-To.
 
 A request taken from a mailbox (automation/intake/imap.py) whose `sent_folder` is set gets a
 copy of its reply appended there over IMAP after it was sent.
@@ -25,6 +27,7 @@ from django.core.mail import EmailMessage, get_connection
 from automation.effects.base import Delivery
 from automation.effects.models import DeliveryResult, Effect
 from automation.intake.imap import sent_copy
+from core.addresses import mail_address_refusal
 from policy.catalogue import EmailReplyConfig
 
 SENT_KEPT = 20_000  # characters of the sent message kept on the effect
@@ -34,9 +37,16 @@ SENT_KEPT = 20_000  # characters of the sent message kept on the effect
 MESSAGE_ID_KEY = 40
 
 
+def sender(effect: Effect) -> str:
+    """Who the reply is from: the address written into it with the effect (its catalogue
+    settings', else its channel's), else the server's DEFAULT_FROM_EMAIL."""
+    request = effect.payload.get("request") or {}
+    return str(request.get("from") or settings.DEFAULT_FROM_EMAIL)
+
+
 def message_id(effect: Effect) -> str:
     """The reply's Message-ID: the effect's key at the sender's domain, the same every time."""
-    domain = str(settings.DEFAULT_FROM_EMAIL).rpartition("@")[2].strip(" >") or "localhost"
+    domain = sender(effect).rpartition("@")[2].strip(" >") or "localhost"
     return f"<{effect.idempotency_key[:MESSAGE_ID_KEY]}@{domain}>"
 
 
@@ -50,9 +60,23 @@ def reply_message(effect: Effect) -> EmailMessage:
     return EmailMessage(
         subject=str(request.get("subject") or ""),
         body=str(request.get("body") or ""),
+        from_email=sender(effect),
         to=[str(request.get("to") or "")],
+        reply_to=[str(request["reply_to"])] if request.get("reply_to") else None,
         headers=headers,
     )
+
+
+def _address_refusal(effect: Effect) -> str | None:
+    """Why the reply's From or Reply-To is no address to send with (a line break in one
+    would write a header of its own); None when both are."""
+    request = effect.payload.get("request") or {}
+    said = {"From": sender(effect), "Reply-To": str(request.get("reply_to") or "")}
+    for header, address in said.items():
+        refusal = mail_address_refusal(address) if address else None
+        if refusal is not None:
+            return f"the reply's {header} is not an address to send with: {refusal}"
+    return None
 
 
 def _code(exc: smtplib.SMTPException) -> int:
@@ -72,6 +96,9 @@ class EmailReplyAdapter:
         self.config = config
 
     def deliver(self, effect: Effect) -> Delivery:
+        refusal = _address_refusal(effect)
+        if refusal is not None:  # saved past its checks: never sent as it is
+            return Delivery(DeliveryResult.REJECTED, detail=refusal)
         message = reply_message(effect)
         if not message.to or not message.to[0]:
             return Delivery(DeliveryResult.REJECTED, detail="the request has no sender to reply to")

@@ -7,6 +7,8 @@ from typing import Any
 
 from django.db import models
 
+from core.addresses import MAX_ADDRESS, mail_address_validator
+
 
 class Customer(models.Model):
     """A known customer: what a reference number or a sender's domain is checked against."""
@@ -43,6 +45,23 @@ class IntakeChannel(models.Model):
     # Classifiers that read every run of the channel beside the live one, without acting
     # (shadow mode): their readings are stored for comparison, never decided on.
     shadow_classifiers = models.JSONField(default=list, blank=True)
+    # Who an `email_reply` to a request of this channel is from, and where answers to it go:
+    # unless the effect's own settings say (EmailReplyConfig), else the server's
+    # DEFAULT_FROM_EMAIL and no Reply-To.
+    reply_from = models.CharField(
+        "replies from",
+        max_length=MAX_ADDRESS,
+        blank=True,
+        validators=[mail_address_validator],
+        help_text="e.g. Claims desk <claims@example.com>; empty: the server's address",
+    )
+    reply_to = models.CharField(
+        "answers to replies go to",
+        max_length=MAX_ADDRESS,
+        blank=True,
+        validators=[mail_address_validator],
+        help_text="the Reply-To of a reply; empty: none",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

@@ -1,5 +1,6 @@
 """What intake lets a sender read back: an integrator's own runs, in the API's words, and
-the first bytes of a stored request; and what staff see of the mailboxes' watchers.
+the first bytes of a stored request; what staff see of the mailboxes' watchers; and the
+customer list.
 """
 
 from __future__ import annotations
@@ -7,12 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
-from django.db.models import BinaryField
-from django.db.models.functions import Length, Substr
+from django.db.models import BinaryField, Q, TextField
+from django.db.models.functions import Cast, Length, Substr
 from django.utils import timezone
 
 from automation.api_schemas import RunDetail, RunSummary
-from automation.intake.models import IntakeChannel, IntakeRecord, Mailbox
+from automation.intake.models import Customer, IntakeChannel, IntakeRecord, Mailbox
 from automation.runs.models import Run
 
 # What an integrator's token may read: the runs taken in through its own channel, and no
@@ -210,3 +211,25 @@ def mailbox_views(*, now: datetime | None = None) -> list[MailboxView]:
 def channels_for_setup() -> list[IntakeChannel]:
     """Every intake channel by name, with its mailbox if it has one (one query)."""
     return list(IntakeChannel.objects.select_related("mailbox").order_by("name")[:500])
+
+
+# Customers shown on a page of the customer list.
+CUSTOMERS_PAGE = 50
+
+
+def customers_search(*, text: str, after: str = "") -> tuple[list[Customer], str | None]:
+    """Customers whose reference, name or an e-mail domain holds `text`, by reference, the
+    page after the reference `after`; and the reference to ask the next page after (None on
+    the last). Keyset by the unique reference: a page reads only what it shows."""
+    found = Customer.objects.order_by("reference")
+    text = text.strip()
+    if text:
+        found = found.annotate(domains=Cast("email_domains", TextField())).filter(
+            Q(reference__icontains=text) | Q(name__icontains=text) | Q(domains__icontains=text)
+        )
+    if after:
+        found = found.filter(reference__gt=after)
+    rows = list(found[: CUSTOMERS_PAGE + 1])
+    more = len(rows) > CUSTOMERS_PAGE
+    rows = rows[:CUSTOMERS_PAGE]
+    return rows, rows[-1].reference if more else None

@@ -236,14 +236,19 @@ def _enrichment(run: Run) -> dict[str, Any]:
     normalized = run.normalized or {}
     # Written as the partial indexes' condition (Run.Meta), so the counts use them.
     unfinished = Run.objects.exclude(state__in=TERMINAL_STATE_LIST).exclude(pk=run.pk)
-    match = customer_find(text=event_text(normalized), sender=normalized.get("sender", ""))
+    # The business of the version that decides the run (policy_for) says how its customers
+    # are matched, and the tier a customer nobody knows is given: its first.
+    business = policy_for(run).parsed.business
+    match = customer_find(
+        text=event_text(normalized),
+        sender=normalized.get("sender", ""),
+        matching=business.matching,
+    )
     enrichment: dict[str, Any] = match.as_enrichment()
     if match.customer is not None:
         same_customer = unfinished.filter(enrichment__customer__reference=match.customer.reference)
         enrichment["open_runs_same_customer"] = same_customer[:OPEN_RUNS_COUNTED].count()
-    # The tier a customer nobody knows is given: the business's first (policy_for: the
-    # version that decides the run).
-    default = default_tier(policy_for(run).parsed.business)
+    default = default_tier(business)
     if is_mail(normalized):
         tier = match.customer.account_tier if match.customer is not None else default
         enrichment["sender"] = normalized.get("sender")

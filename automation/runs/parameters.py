@@ -213,6 +213,9 @@ def effect_request(
     where = f"{where}.email_reply.templates.{language}"
     return {
         "to": str(event.get("sender") or ""),
+        # The effect's own addresses, else the channel's; none: the server's at sending.
+        "from": config.from_address or run.channel.reply_from,
+        "reply_to": config.reply_to or run.channel.reply_to,
         "language": language,
         "subject": _text(message.subject, reply, f"{where}.subject").replace("\n", " ").strip(),
         "body": _text(message.body, reply, f"{where}.body"),

@@ -570,6 +570,8 @@ class IntakeChannelForm(forms.ModelForm):  # type: ignore[type-arg]
             "max_classifier_attempts",
             "shares_mail_identity",
             "shadow_classifiers",
+            "reply_from",
+            "reply_to",
         ]
         field_classes = {"max_classifier_attempts": NumberField}  # ASCII digits only
 

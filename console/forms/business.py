@@ -33,6 +33,7 @@ from django.forms import BoundField
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from automation.conf import setting
 from console.forms.policy import (
     SIGNAL_ACTIONS,
     NewVersionForm,
@@ -48,7 +49,7 @@ from console.forms.policy import (
 from console.forms.text import FreeTextField
 from console.vocabulary import humanize
 from core.inputs import NumberField, parse_number
-from policy.catalogue import MAX_CUE_WEIGHT, EffectSpec, FieldSpec
+from policy.catalogue import MAX_CUE_WEIGHT, MAX_REFERENCE_PATTERN, EffectSpec, FieldSpec
 from policy.models import PolicyVersion
 from policy.schemas import NEW_VERSION, PolicyDocument
 from policy.services import PolicyError, load_policy_yaml
@@ -110,8 +111,9 @@ PATTERNS_HELP = "Regular expressions a message is searched for, one a line (opti
 SETTINGS_HELP = (
     "In YAML, the adapter's settings. HTTP: method, url, headers (a credential as "
     "{secret: VARIABLE_NAME}, never the value), body (its texts are templates). E-mail "
-    "reply: templates per language (subject, body) and default_language. Record: group "
-    "(optional)."
+    "reply: templates per language (subject, body), default_language and, if the "
+    "channel's or the server's address is not the one, from_address and reply_to. Record: "
+    "group (optional)."
 )
 PARAMETERS_HELP = (
     "In YAML, each parameter's name with its value (a template reading fields.<name>, run "
@@ -354,6 +356,7 @@ class BusinessForm(NewVersionForm):
         ]
         self.signal_blocks = [self._signal_block(name, "") for name in self.base_document.signals]
         self.new_signals = [self._signal_block("", p) for p in self._add_prefixes("signal")]
+        self.matching = self._matching_fields()
 
     def _add_prefixes(self, kind: str) -> list[str]:
         return [add_prefix(kind, n) for n in range(1, self.shown[kind] + 1)]
@@ -776,6 +779,48 @@ class BusinessForm(NewVersionForm):
         parts |= {"description": "description", "phrases": "phrases", "patterns": "patterns"}
         self._places(("signals", code), prefix, parts)
 
+    # --- how customers are matched (catalogue.customer_matching) ---
+
+    def _matching_fields(self) -> list[BoundField]:
+        title = "How customers are matched"
+        said = self.business.customer_matching
+        pattern = forms.CharField(
+            label="Reference pattern",
+            required=False,
+            max_length=MAX_REFERENCE_PATTERN,
+            initial=said.reference_pattern if said else "",
+            help_text=(
+                "A regular expression a customer's reference matches in full, for example "
+                "POL-[0-9]{4}-[0-9]{6}. Empty: the server's, "
+                f"{setting('CUSTOMER_REFERENCE_PATTERN')}."
+            ),
+            widget=forms.TextInput(attrs={"spellcheck": "false", "class": "code"}),
+        )
+        domains = forms.BooleanField(
+            label="A message from a customer's e-mail domain is theirs",
+            required=False,
+            initial=self.business.matching.match_sender_domain,
+            help_text="When the message names no reference.",
+        )
+        where = ("catalogue", "customer_matching")
+        self.places[where] = self.places[(*where, "reference_pattern")] = "matching-pattern"
+        self.places[(*where, "match_sender_domain")] = "matching-domains"
+        return [
+            self._add("matching-pattern", pattern, title),
+            self._add("matching-domains", domains, title),
+        ]
+
+    def _apply_matching(self, values: dict[str, Any], data: dict[str, Any]) -> None:
+        """The section as the catalogue's `customer_matching`; left as the defaults, none."""
+        pattern = values["matching-pattern"].strip() or None
+        domains = bool(values["matching-domains"])
+        matching = {"reference_pattern": pattern, "match_sender_domain": domains}
+        said = self.business.customer_matching
+        if said is not None and said.model_dump(mode="json") == matching:
+            return  # as it was: the base's exactly
+        default = pattern is None and domains
+        data["catalogue"]["customer_matching"] = None if default else matching
+
     def problem_list(self) -> list[tuple[str, str]]:
         """Every problem of the form with its place in words, in the order of the page."""
         return [
@@ -848,6 +893,12 @@ class BusinessForm(NewVersionForm):
         self._remove_routes(values, data)
         self._remove_effects(values, data)
         self._one_of_each(data["catalogue"])
+
+        new_route = self._apply_routes(values, data["catalogue"]["routes"])
+        new_type = self._apply_types(values, data, new_route)
+        new_effect = self._apply_effects(values, data)
+        self._apply_usual_effects(values, data, new_type, new_effect)
+        self._apply_matching(values, data)
         return None if self.errors else data
 
     def _one_of_each(self, catalogue: dict[str, Any]) -> None:

@@ -96,6 +96,11 @@ PATHS: dict[str, tuple[dict[str, Any], str]] = {
     "tasks:task": ({"task_id": 6}, "/tasks/6/"),
     "tasks:comment": ({"task_id": 6}, "/tasks/6/comments"),
     "tasks:action": ({"task_id": 6, "action": "claim"}, "/tasks/6/claim"),
+    # customers
+    "customers:list": ({}, "/customers/"),
+    "customers:new": ({}, "/customers/new"),
+    "customers:upload": ({}, "/customers/upload"),
+    "customers:edit": ({"customer_id": 12}, "/customers/12/"),
 }
 
 
@@ -143,6 +148,7 @@ def test_no_page_is_left_under_a_domain_app_name() -> None:
         "approvals",
         "quality",
         "reports",
+        "customers",
         "integrators",
         "me",
         "about",
