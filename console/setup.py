@@ -19,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import Group
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from pydantic import BaseModel
 
 from automation.classifiers.readers import reader_words
@@ -56,17 +56,8 @@ class Step:
         return not self.done and not self.optional
 
 
-def _url(name: str, fallback: str) -> str:
-    try:
-        return reverse(name)
-    except NoReverseMatch:
-        return reverse(fallback)
-
-
 def teams_url() -> str:
-    # Teams get pages of their own in the console (teams:list, another part of this work);
-    # until those are installed, a team is a group in the admin.
-    return _url("teams:list", "admin:auth_group_changelist")
+    return reverse("teams:list")
 
 
 def _active() -> tuple[PolicyVersion | None, Catalogue | None]:
@@ -85,6 +76,7 @@ def approver_teams_step() -> Step:
         Group.objects.filter(
             permissions__content_type__app_label="approvals",
             permissions__codename="decide_approvalrequest",
+            user__is_active=True,  # a team nobody is in approves nothing
         )
         .distinct()
         .values_list("name", flat=True)
@@ -92,7 +84,8 @@ def approver_teams_step() -> Step:
     said = (
         f"Teams that decide approvals: {_names(teams)}."
         if teams
-        else "No team may decide approvals yet: make one and give it the approver role."
+        else "No team with people in it may decide approvals yet: make one, give it the "
+        "approver role and add people."
     )
     return Step("approver-team", "A team that approves", bool(teams), said, teams_url(), "Teams")
 
@@ -237,11 +230,7 @@ def customers_step() -> Step:
         if count
         else "Optional: requests are read without knowing their senders."
     )
-    try:
-        link: str | None = reverse("customers:list")
-    except NoReverseMatch:
-        # No console page yet: the operator loads the list (manage.py load_customers).
-        link, said = None, f"{said} The list is loaded from a CSV file by the operator."
+    link = reverse("customers:list")
     return Step(
         "customers",
         "Customers",

@@ -25,6 +25,7 @@ from automation.conf import setting
 from automation.intake.imap import MailboxSettings
 from automation.intake.models import IntakeChannel, Mailbox
 from automation.runs.journal import record_audit
+from core.addresses import mail_address_refusal
 from core.codes import Refusal
 from core.egress import SERVER_VARIABLES
 from core.errors import ServiceError, field_messages
@@ -55,6 +56,10 @@ class ChannelSettings:
     classifier: str
     policy_version: str  # empty: the version active when a run is decided
     max_classifier_attempts: int
+    # Who the channel's replies are from and where answers go (empty: the server's address,
+    # no Reply-To); an effect's own settings come first (automation/runs/parameters.py).
+    reply_from: str = ""
+    reply_to: str = ""
 
 
 def _may_change_channels(user: User) -> None:
@@ -98,6 +103,11 @@ def _check(chosen: ChannelSettings, *, current: str | None) -> None:
     _check_reader(chosen.classifier, current=current)
     _check_version(chosen.policy_version)
     _check_attempts(chosen.max_classifier_attempts)
+    for field in ("reply_from", "reply_to"):
+        value = getattr(chosen, field)
+        refusal = mail_address_refusal(value) if value else None
+        if refusal is not None:
+            raise SetupRefused(Refusal.INVALID_SETTING, refusal).at(field)
 
 
 def _stamp(classifier: str) -> dict[str, str]:
@@ -135,6 +145,8 @@ def channel_create(
                 policy_version=chosen.policy_version,
                 max_classifier_attempts=chosen.max_classifier_attempts,
                 shares_mail_identity=shares_mail_identity,
+                reply_from=chosen.reply_from,
+                reply_to=chosen.reply_to,
             )
     except IntegrityError as exc:
         raise taken from exc
@@ -146,6 +158,8 @@ def channel_create(
         reader=reader_words(chosen.classifier),
         classifier_version=channel.classifier_version,
         policy_version=chosen.policy_version,
+        reply_from=chosen.reply_from,
+        reply_to=chosen.reply_to,
     )
     return channel
 
@@ -169,7 +183,9 @@ def channel_change(*, user: User, channel_id: int, chosen: ChannelSettings) -> I
             setattr(channel, key, value)
     channel.policy_version = chosen.policy_version
     channel.max_classifier_attempts = chosen.max_classifier_attempts
-    channel.save(update_fields=[*_stamp_fields(), "policy_version", "max_classifier_attempts"])
+    channel.reply_from, channel.reply_to = chosen.reply_from, chosen.reply_to
+    changed = ["policy_version", "max_classifier_attempts", "reply_from", "reply_to"]
+    channel.save(update_fields=[*_stamp_fields(), *changed])
     record_audit(
         None,
         AuditAction.CHANNEL_CHANGED,
@@ -190,6 +206,8 @@ def _described(channel: IntakeChannel) -> dict[str, Any]:
         "classifier_version": channel.classifier_version,
         "policy_version": channel.policy_version,
         "max_classifier_attempts": channel.max_classifier_attempts,
+        "reply_from": channel.reply_from,
+        "reply_to": channel.reply_to,
     }
 
 

@@ -892,13 +892,8 @@ class BusinessForm(NewVersionForm):
         self._apply_signals(values, data)
         self._remove_routes(values, data)
         self._remove_effects(values, data)
-        self._one_of_each(data["catalogue"])
-
-        new_route = self._apply_routes(values, data["catalogue"]["routes"])
-        new_type = self._apply_types(values, data, new_route)
-        new_effect = self._apply_effects(values, data)
-        self._apply_usual_effects(values, data, new_type, new_effect)
         self._apply_matching(values, data)
+        self._one_of_each(data["catalogue"])
         return None if self.errors else data
 
     def _one_of_each(self, catalogue: dict[str, Any]) -> None:

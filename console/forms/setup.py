@@ -12,6 +12,7 @@ from automation.classifiers.readers import reader_words, readers_available
 from automation.intake.channels import MOST_ATTEMPTS, ChannelSettings
 from automation.intake.models import IntakeChannel, Mailbox
 from console.admin.automation import MailboxForm as AdminMailboxForm
+from core.addresses import MAX_ADDRESS
 from core.inputs import NumberField
 from policy.models import PolicyVersion
 
@@ -60,6 +61,19 @@ class ChannelForm(forms.Form):
         initial=3,
         help_text="Before the request goes to a person.",
     )
+    reply_from = forms.CharField(
+        label="Replies are from",
+        required=False,
+        max_length=MAX_ADDRESS,
+        help_text="For example Claims desk <claims@example.com>. Empty: the server's address. "
+        "An e-mail reply effect may name its own.",
+    )
+    reply_to = forms.CharField(
+        label="Answers to replies go to",
+        required=False,
+        max_length=MAX_ADDRESS,
+        help_text="The Reply-To of the channel's replies. Empty: none.",
+    )
     shares_mail_identity = forms.BooleanField(
         label="Takes real mail: a message another mail channel already took in is the same "
         "request here",
@@ -82,6 +96,8 @@ class ChannelForm(forms.Form):
                 classifier=channel.classifier,
                 policy_version=channel.policy_version,
                 max_classifier_attempts=channel.max_classifier_attempts,
+                reply_from=channel.reply_from,
+                reply_to=channel.reply_to,
             )
         elif field.choices:
             self.initial.setdefault("classifier", field.choices[0][0])
@@ -92,6 +108,8 @@ class ChannelForm(forms.Form):
             classifier=data["classifier"],
             policy_version=data["policy_version"],
             max_classifier_attempts=data["max_classifier_attempts"],
+            reply_from=data["reply_from"].strip(),
+            reply_to=data["reply_to"].strip(),
         )
 
 

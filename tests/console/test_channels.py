@@ -417,3 +417,36 @@ def test_two_superusers_adding_one_channels_mailbox_at_once_make_one(
     assert sorted(folders) == ["A", "B"]  # the second changed the one the first added
     box = Mailbox.objects.get(channel=channel)
     assert box.folder == folders[-1]
+
+
+def test_a_channels_reply_addresses_are_set_in_the_console_and_a_line_break_is_refused(
+    lead: User,
+) -> None:
+    client = client_of(lead)
+    made = client.post(
+        NEW,
+        new_channel(
+            reply_from="Claims desk <claims@insurer.example>",
+            reply_to="claims-team@insurer.example",
+        ),
+    )
+    assert made.status_code == 302
+    channel = IntakeChannel.objects.get(name="claims-mail")
+    assert (channel.reply_from, channel.reply_to) == (
+        "Claims desk <claims@insurer.example>",
+        "claims-team@insurer.example",
+    )
+    assert AuditEvent.objects.get(action="channel.created").data["reply_from"] == channel.reply_from
+
+    edit = reverse("setup:channel_edit", args=["claims-mail"])
+    injected = "claims@insurer.example\r\nBcc: everyone@elsewhere.example"
+    refused = client.post(edit, {**new_channel(), "reply_from": injected})
+    assert refused.status_code == 400
+    assert list(errors_at(refused.content.decode())) == ["reply_from"]
+    channel.refresh_from_db()
+    assert channel.reply_from == "Claims desk <claims@insurer.example>"  # unchanged
+
+    cleared = client.post(edit, {**new_channel(), "reply_from": "", "reply_to": ""})
+    assert cleared.status_code == 302
+    channel.refresh_from_db()
+    assert (channel.reply_from, channel.reply_to) == ("", "")

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from django.contrib.auth.models import Group, User
+from django.db.models import QuerySet
 from django.test import Client
 from django.urls import reverse
 
@@ -61,8 +62,15 @@ def claims_with_effects() -> dict[str, Any]:
     return document
 
 
+def deciders() -> QuerySet[Group]:
+    return Group.objects.filter(permissions__codename="decide_approvalrequest").distinct()
+
+
 def set_up_claims_desk() -> None:
     claims_channel()
+    # Someone in each team that approves: a team nobody is in approves nothing.
+    clara = User.objects.create_user("clara", "clara@insurer.example")
+    clara.groups.add(*deciders())
     version, _ = policy_version_create(
         document=parse_policy_text(yaml.safe_dump(claims_with_effects()))
     )
@@ -107,9 +115,8 @@ def test_an_empty_install_lists_what_is_missing_in_order_with_where_to_do_it(roo
         ("customers", "Optional"),
     ]
     assert "4 things still missing" in page
-    # Teams are the admin's groups until the console has team pages of its own.
-    groups = reverse("admin:auth_group_changelist")
-    assert f'href="{groups}" data-testid="link-approver-team"' in page
+    assert f'href="{reverse("teams:list")}" data-testid="link-approver-team"' in page
+    assert f'href="{reverse("customers:list")}" data-testid="link-customers"' in page
     assert f'href="{reverse("policy:business")}" data-testid="link-policy"' in page
     assert f'href="{reverse("setup:channel_new")}" data-testid="link-channel"' in page
     assert "the API needs none" in step_text(page, "mailbox")
@@ -246,3 +253,13 @@ def test_a_route_naming_a_team_that_is_gone_is_missing(root: Client) -> None:
     assert states(page)["route-teams"] == "Missing"
     assert "do not exist: payments-desk" in step_text(page, "route-teams")
     assert root.get(reverse("home"))["Location"] == SETUP
+
+
+def test_a_team_that_may_approve_but_has_nobody_in_it_is_still_missing(root: Client) -> None:
+    set_up_claims_desk()
+    User.objects.filter(username="clara").update(is_active=False)
+
+    page = root.get(SETUP).content.decode()
+
+    assert states(page)["approver-team"] == "Missing"
+    assert "add people" in step_text(page, "approver-team")

@@ -101,6 +101,17 @@ PATHS: dict[str, tuple[dict[str, Any], str]] = {
     "customers:new": ({}, "/customers/new"),
     "customers:upload": ({}, "/customers/upload"),
     "customers:edit": ({"customer_id": 12}, "/customers/12/"),
+    # teams and people
+    "teams:list": ({}, "/teams/"),
+    "teams:new": ({}, "/teams/new"),
+    "teams:team": ({"name": "claims-desk"}, "/teams/claims-desk/"),
+    "teams:roles": ({"name": "claims-desk"}, "/teams/claims-desk/roles"),
+    "teams:members": ({"name": "claims-desk"}, "/teams/claims-desk/members"),
+    "teams:provider_groups": ({"name": "claims-desk"}, "/teams/claims-desk/sign-in-groups"),
+    "teams:people": ({}, "/people/"),
+    "teams:person_new": ({}, "/people/new"),
+    "teams:person": ({"user_id": 7}, "/people/7/"),
+    "teams:deactivate": ({"user_id": 7}, "/people/7/deactivate"),
 }
 
 
@@ -154,5 +165,6 @@ def test_no_page_is_left_under_a_domain_app_name() -> None:
         "about",
         "setup",
         "tasks",
+        "teams",
     }
     assert console_urls.home_urls[0].name == "home"
