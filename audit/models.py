@@ -97,6 +97,7 @@ class AuditAction(models.TextChoices):
     NOTIFICATIONS_READ = "notifications.read"
     # Policy and configuration.
     POLICY_ACTIVATED = "policy.activated"
+    API_TOKEN_ISSUED = "api_token.issued"  # noqa: S105 - an action name, not a secret
     API_TOKEN_REVOKED = "api_token.revoked"  # noqa: S105 - an action name, not a secret
     CHANNEL_CLASSIFIER_CHANGED = "channel.classifier_changed"
     CHANNEL_CREATED = "channel.created"

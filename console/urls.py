@@ -161,6 +161,12 @@ setup_urls = (
         path("channels/new", setup.channel_new, name="channel_new"),
         path("channels/<slug:name>/", setup.channel_edit, name="channel_edit"),
         path("channels/<slug:name>/mailbox", setup.mailbox, name="mailbox"),
+        path("channels/<slug:name>/tokens/new", setup.token_new, name="token_new"),
+        path(
+            "channels/<slug:name>/tokens/<int:token_id>/revoke",
+            setup.token_revoke,
+            name="token_revoke",
+        ),
     ],
     "setup",
 )

@@ -320,6 +320,9 @@ AUDIT: dict[str, Term] = {
     AuditAction.PERSON_CHANGED: Term("Person changed", "A person's name or address changed."),
     AuditAction.PERSON_DEACTIVATED: Term("Person deactivated", "A person can no longer sign in."),
     AuditAction.POLICY_ACTIVATED: Term("Policy activated", "A policy version became active."),
+    AuditAction.API_TOKEN_ISSUED: Term(
+        "API token issued", "An integration was given a token for a channel (its key shown once)."
+    ),
     AuditAction.API_TOKEN_REVOKED: Term("API token revoked", "An integration lost its token."),
     AuditAction.CHANNEL_CLASSIFIER_CHANGED: Term("Classifier changed", "A channel's reader."),
     AuditAction.CHANNEL_CREATED: Term("Channel added", "A new way in for requests."),

@@ -51,6 +51,7 @@ from approvals.services import approval_decide, approval_escalate
 from automation.effects.services import effect_pause, effect_resume
 from automation.intake.services import api_token_create
 from automation.models import (
+    ApiToken,
     ClassifierModel,
     ClassifierPromotion,
     Customer,
@@ -320,6 +321,8 @@ EXPECTED: dict[str, Row] = {
     # A mailbox names an environment variable whose value its watcher sends to its host: as in
     # the admin, only a superuser sets one up or changes it.
     "setup:mailbox": form(SU),
+    "setup:token_new": action(LEADS),
+    "setup:token_revoke": action(LEADS),
     # --- console: teams and people, for administrators (no ops lead, unless given the role) ---
     "teams:list": page(ADMINS),
     "teams:new": form(ADMINS),
@@ -500,6 +503,11 @@ def _task(w: World) -> int:
     return TaskRow.objects.get(run=w.runs["security-done"]).pk
 
 
+def _partner_token(w: World) -> dict[str, Any]:
+    token = ApiToken.objects.select_related("channel").get(name="partner")
+    return {"name": token.channel.name, "token_id": token.pk}
+
+
 def _qa_review(w: World, run: str) -> int:
     return QAReview.objects.get(run=w.runs[run]).pk
 
@@ -552,6 +560,8 @@ VARIANTS: dict[str, dict[str, Kwargs]] = {
     "quality:channel": {"": lambda w: {"name": SHADOWED}},
     "setup:channel_edit": {"": lambda w: {"name": SHADOWED}},
     "setup:mailbox": {"": lambda w: {"name": SHADOWED}},
+    "setup:token_new": {"": lambda w: {"name": SHADOWED}},
+    "setup:token_revoke": {"": lambda w: _partner_token(w)},
     "quality:comparison": {"": lambda w: {"name": SHADOWED, "classifier": "heuristic"}},
     "quality:promote": {"": lambda w: {"name": SHADOWED, "classifier": "heuristic"}},
     "quality:rollback": {"": lambda w: {"promotion_id": ClassifierPromotion.objects.get().pk}},

@@ -23,7 +23,8 @@ from audit.models import AuditAction
 from automation.classifiers.readers import reader_versions, reader_words, readers_available
 from automation.conf import setting
 from automation.intake.imap import MailboxSettings
-from automation.intake.models import IntakeChannel, Mailbox
+from automation.intake.models import ApiToken, IntakeChannel, Mailbox
+from automation.intake.services import api_token_create
 from automation.runs.journal import record_audit
 from core.addresses import mail_address_refusal
 from core.codes import Refusal
@@ -209,6 +210,38 @@ def _described(channel: IntakeChannel) -> dict[str, Any]:
         "reply_from": channel.reply_from,
         "reply_to": channel.reply_to,
     }
+
+
+# --- API tokens ------------------------------------------------------------------------------
+
+CHANGE_TOKEN = "automation.change_apitoken"  # noqa: S105 - a permission, not a secret
+TOKEN_NAME_LIMIT = 100
+
+
+@transaction.atomic(durable=True)
+def api_token_issue(*, user: User, channel_id: int, name: str) -> tuple[ApiToken, str]:
+    """A bearer token for the channel, named for the integration that uses it: the key is
+    returned once (only its SHA-256 is stored) and the issue is audited, never the key."""
+    if not user.has_perm(CHANGE_TOKEN):
+        raise PermissionDenied("you need the change_apitoken permission")
+    name = name.strip()
+    if not name or len(name) > TOKEN_NAME_LIMIT or not name.isprintable():
+        raise SetupRefused(
+            Refusal.INVALID_SETTING,
+            f"name the token for who uses it, on one line (at most {TOKEN_NAME_LIMIT}), "
+            "for example claims-portal",
+        ).at("name")
+    channel = IntakeChannel.objects.get(pk=channel_id)
+    taken = SetupRefused(Refusal.NAME_TAKEN, f"there is a token named {name} already").at("name")
+    if ApiToken.objects.filter(name=name).exists():
+        raise taken
+    try:
+        with transaction.atomic():  # issued by someone else at the same moment
+            token, key = api_token_create(name=name, channel=channel)
+    except IntegrityError as exc:
+        raise taken from exc
+    record_audit(None, AuditAction.API_TOKEN_ISSUED, actor=user, token=name, channel=channel.name)
+    return token, key
 
 
 # --- mailboxes ---------------------------------------------------------------------------------

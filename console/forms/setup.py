@@ -9,7 +9,7 @@ from typing import Any, cast
 from django import forms
 
 from automation.classifiers.readers import reader_words, readers_available
-from automation.intake.channels import MOST_ATTEMPTS, ChannelSettings
+from automation.intake.channels import MOST_ATTEMPTS, TOKEN_NAME_LIMIT, ChannelSettings
 from automation.intake.models import IntakeChannel, Mailbox
 from console.admin.automation import MailboxForm as AdminMailboxForm
 from core.addresses import MAX_ADDRESS
@@ -122,3 +122,13 @@ class MailboxForm(AdminMailboxForm):
 
     def values(self) -> dict[str, Any]:
         return {name: self.cleaned_data[name] for name in self.Meta.fields}
+
+
+class TokenForm(forms.Form):
+    """A new API token for a channel, named for the integration that will use it."""
+
+    name = forms.CharField(
+        label="Who uses it",
+        max_length=TOKEN_NAME_LIMIT,
+        help_text="A name for the integration, for example claims-portal. The key is shown once.",
+    )

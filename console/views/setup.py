@@ -9,21 +9,25 @@ from django.core.exceptions import PermissionDenied
 from django.forms import BaseForm
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from automation.classifiers.readers import reader_words
 from automation.intake.channels import (
     ADD_MAILBOX,
     CHANGE_CHANNEL,
     CHANGE_MAILBOX,
+    CHANGE_TOKEN,
     SetupRefused,
+    api_token_issue,
     channel_change,
     channel_create,
     mailbox_set,
 )
-from automation.intake.models import IntakeChannel, Mailbox
+from automation.intake.models import ApiToken, IntakeChannel, Mailbox
 from automation.intake.selectors import channels_for_setup
-from console.forms.setup import ChannelForm, MailboxForm
+from automation.intake.services import api_tokens_revoke
+from console.forms.setup import ChannelForm, MailboxForm, TokenForm
 from console.setup import setup_steps
 from core.http import AuthenticatedHttpRequest
 
@@ -86,8 +90,54 @@ def channel_edit(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
             messages.success(request, f"Saved the channel {channel.name}.")
             return redirect("setup:channels")
     status = 400 if form.is_bound else 200
-    context = {"form": form, "channel": channel}
+    return _channel_page(request, channel, form, TokenForm(), status=status)
+
+
+def _channel_page(
+    request: AuthenticatedHttpRequest,
+    channel: IntakeChannel,
+    form: ChannelForm,
+    token_form: TokenForm,
+    *,
+    status: int,
+) -> HttpResponse:
+    tokens = ApiToken.objects.filter(channel=channel).order_by("-is_active", "name")[:200]
+    context = {"form": form, "channel": channel, "token_form": token_form, "tokens": tokens}
     return render(request, "setup/channel.html", context, status=status)
+
+
+@require_POST
+@never_cache  # the answer holds the key, shown once: no cache keeps it
+@login_required
+@permission_required(CHANGE_TOKEN, raise_exception=True)
+def token_new(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
+    """Issue a token for the channel; the page that answers shows its key, once."""
+    channel = get_object_or_404(IntakeChannel, name=name)
+    token_form = TokenForm(request.POST)
+    if token_form.is_valid():
+        try:
+            token, key = api_token_issue(
+                user=request.user, channel_id=channel.pk, name=token_form.cleaned_data["name"]
+            )
+        except SetupRefused as refused:
+            _refused_at(token_form, refused)
+        else:
+            return render(
+                request, "setup/token.html", {"channel": channel, "token": token, "key": key}
+            )
+    return _channel_page(request, channel, ChannelForm(channel=channel), token_form, status=400)
+
+
+@require_POST
+@login_required
+@permission_required(CHANGE_TOKEN, raise_exception=True)
+def token_revoke(request: AuthenticatedHttpRequest, name: str, token_id: int) -> HttpResponse:
+    token = get_object_or_404(ApiToken, pk=token_id, channel__name=name)
+    if api_tokens_revoke(token_ids=[token.pk], user=request.user):
+        messages.success(
+            request, f"Revoked the token {token.name}: its key is refused from now on."
+        )
+    return redirect("setup:channel_edit", name=name)
 
 
 @require_http_methods(["GET", "POST"])

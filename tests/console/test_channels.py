@@ -30,8 +30,9 @@ from automation.intake.channels import (
     channel_create,
     mailbox_set,
 )
-from automation.intake.models import IntakeChannel, Mailbox
+from automation.intake.models import ApiToken, IntakeChannel, Mailbox
 from automation.roles import roles_ensure
+from automation.runs.models import Run
 from policy.services import parse_policy_text, policy_version_create
 from tests.approvals.claims import CLAIMS, claims_channel
 from tests.mailboxes import make_mailbox
@@ -450,3 +451,90 @@ def test_a_channels_reply_addresses_are_set_in_the_console_and_a_line_break_is_r
     assert cleared.status_code == 302
     channel.refresh_from_db()
     assert (channel.reply_from, channel.reply_to) == ("", "")
+
+
+# --- API tokens -----------------------------------------------------------------------------------
+
+
+def send_mail_with(key: str, message_id: str) -> Any:
+    message = (
+        f"From: Dana <dana@household.example>\r\nTo: claims@insurer.example\r\n"
+        f"Subject: Hail damage to our roof\r\nMessage-ID: <{message_id}>\r\n\r\n"
+        "The storm last night broke tiles on our roof.\r\n"
+    )
+    return Client().post(
+        "/api/v1/events",
+        message.encode(),
+        content_type="message/rfc822",
+        headers={"authorization": f"Bearer {key}"},
+    )
+
+
+def test_an_ops_lead_issues_a_token_shown_once_that_takes_requests_and_then_revokes_it(
+    lead: User,
+) -> None:
+    client = client_of(lead)
+    assert client.post(NEW, new_channel()).status_code == 302
+    issued = client.post(
+        reverse("setup:token_new", args=["claims-mail"]), {"name": "claims-portal"}
+    )
+
+    assert issued.status_code == 200
+    assert "no-store" in issued["Cache-Control"]  # the key is in this answer only
+    key = re.search(r'data-testid="token-key" readonly value="([^"]+)"', issued.content.decode())
+    assert key is not None
+    token = ApiToken.objects.get(name="claims-portal")
+    assert token.channel.name == "claims-mail" and token.is_active
+    assert (
+        key.group(1)
+        not in client.get(reverse("setup:channel_edit", args=["claims-mail"])).content.decode()
+    )
+    event = AuditEvent.objects.get(action="api_token.issued")
+    assert event.actor == lead and event.data == {
+        "token": "claims-portal",
+        "channel": "claims-mail",
+    }
+    assert key.group(1) not in str(event.data)
+
+    # The key takes a request for the channel: an e-mail, as a mail gateway sends it.
+    sent = send_mail_with(key.group(1), "portal-1@insurer.example")
+    assert sent.status_code == 202, sent.content
+    assert Run.objects.get(event_id="portal-1@insurer.example").channel.name == "claims-mail"
+
+    revoke = reverse("setup:token_revoke", args=["claims-mail", token.pk])
+    assert client.post(revoke).status_code == 302
+    token.refresh_from_db()
+    assert not token.is_active
+    assert send_mail_with(key.group(1), "portal-2@insurer.example").status_code == 401
+
+
+def test_a_token_name_taken_or_empty_is_refused_at_its_field_and_nothing_is_issued(
+    lead: User,
+) -> None:
+    client = client_of(lead)
+    client.post(NEW, new_channel())
+    url = reverse("setup:token_new", args=["claims-mail"])
+    assert client.post(url, {"name": "claims-portal"}).status_code == 200
+
+    taken = client.post(url, {"name": "claims-portal"})
+    empty = client.post(url, {"name": "  "})
+    line_break = client.post(url, {"name": "portal\nBcc"})
+
+    for refused in (taken, empty, line_break):
+        assert refused.status_code == 400
+        assert list(errors_at(refused.content.decode())) == ["name"]
+    assert ApiToken.objects.count() == 1
+
+
+def test_a_token_of_another_channel_is_not_revoked_through_this_one(lead: User) -> None:
+    client = client_of(lead)
+    client.post(NEW, new_channel())
+    client.post(NEW, new_channel(name="partner-api"))
+    client.post(reverse("setup:token_new", args=["partner-api"]), {"name": "partner"})
+    token = ApiToken.objects.get(name="partner")
+
+    answer = client.post(reverse("setup:token_revoke", args=["claims-mail", token.pk]))
+
+    assert answer.status_code == 404
+    token.refresh_from_db()
+    assert token.is_active

@@ -88,6 +88,11 @@ PATHS: dict[str, tuple[dict[str, Any], str]] = {
     "setup:channel_new": ({}, "/setup/channels/new"),
     "setup:channel_edit": ({"name": "claims-mail"}, "/setup/channels/claims-mail/"),
     "setup:mailbox": ({"name": "claims-mail"}, "/setup/channels/claims-mail/mailbox"),
+    "setup:token_new": ({"name": "claims-mail"}, "/setup/channels/claims-mail/tokens/new"),
+    "setup:token_revoke": (
+        {"name": "claims-mail", "token_id": 3},
+        "/setup/channels/claims-mail/tokens/3/revoke",
+    ),
     "me:notification_list": ({}, "/me/notifications/received/"),
     "me:notification_read": ({}, "/me/notifications/read"),
     "me:team_queue": ({}, "/me/team-queue/"),
