@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.contrib.auth.models import AnonymousUser, User
+from django.contrib.auth.models import AnonymousUser, Group, User
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -89,6 +89,23 @@ def _may_decide(user: User | AnonymousUser, request: ApprovalRequest) -> bool:
     return bool(user_groups(user) & set(request.visible_groups()))  # with delegated groups
 
 
+def _decides_through_a_team(user: User, request: ApprovalRequest) -> bool:
+    """Whether a team that reaches this request for the person (their own, or one delegated
+    to them) holds the right to decide: the permission of one team must not decide for
+    another team the person is also in (a member of an approving team and of a team with no
+    role decides only the approving team's requests)."""
+    if user.is_superuser:
+        return True
+    if not user.has_perm(DECIDE):
+        return False
+    reached = user_groups(user) & set(request.visible_groups())
+    return Group.objects.filter(
+        name__in=reached,
+        permissions__content_type__app_label="approvals",
+        permissions__codename="decide_approvalrequest",
+    ).exists()
+
+
 def _on_behalf_of(user: User, request: ApprovalRequest) -> User | None:
     """Whom the person decides for: None in their own right (in the request's groups), else
     the one away whose approvals were delegated to them and whose group it is."""
@@ -119,11 +136,11 @@ def _check_decidable(
 ) -> None:
     if not _may_decide(user, request):
         raise ServiceError(Refusal.FORBIDDEN, f"you are not in the {request.group} group")
-    if not user.has_perm(DECIDE):
-        # In the group, but no role of theirs decides: a team is named by a route or a rule
+    if not _decides_through_a_team(user, request):
+        # In the group, but no role of it decides: a team is named by a route or a rule
         # whatever its roles, and only the approver role (or the ops lead's) lets it decide.
         raise ServiceError(
-            Refusal.FORBIDDEN, f"no role of your teams decides approvals for {request.group}"
+            Refusal.FORBIDDEN, f"no role of the team {request.group} decides approvals"
         )
     if user.pk in conflicted:
         raise ServiceError(Refusal.SEPARATION_OF_DUTIES, SEPARATION_OF_DUTIES)

@@ -125,6 +125,26 @@ def test_a_team_without_the_approver_role_cannot_approve_until_it_is_given_it(
     assert decide(pipeline, request, pia).status == ApprovalStatus.APPROVED
 
 
+def test_an_approvers_role_in_one_team_decides_nothing_for_another_team_without_it(
+    pipeline: Pipeline, admin: User
+) -> None:
+    """Pia approves for the vet desk of another business; the claims desk she is also in has
+    no role that decides: its requests are not hers to decide."""
+    pia = desk_member(admin, "auditor")
+    team_create(name="vet-desk", description="Approves vet payments.", roles=["approver"], by=admin)
+    team_member_add(name="vet-desk", username="pia", by=admin)
+    pia = User.objects.get(pk=pia.pk)
+    assert pia.has_perm("approvals.decide_approvalrequest")  # through the vet desk
+    activate_pet_insurer()
+    request = vet_bill(pipeline, "evt-vet-3")
+    assert request.group == DESK
+
+    with pytest.raises(ServiceError) as refused:
+        decide(pipeline, request, pia)
+    assert refused.value.code == Refusal.FORBIDDEN
+    assert ApprovalRequest.objects.get(pk=request.pk).status == ApprovalStatus.PENDING
+
+
 def permission_set(name: str) -> set[str]:
     group = Group.objects.get(name=name)
     return set(group.permissions.values_list("content_type__app_label", "codename"))
