@@ -66,7 +66,7 @@ def test_a_team_member_takes_a_task_comments_and_marks_it_done(
 
     notifications_find(now=timezone.now())
     colleague = new_context().new_page()
-    log_in(colleague, dev, "/me/notifications/received/")
+    log_in(colleague, dev, "/me/notifications/list/")
     expect(colleague.get_by_test_id("nav-unread-count")).to_have_text("1")
     told = colleague.get_by_test_id("notifications")
     expect(told).to_contain_text("dana mentions you on task")

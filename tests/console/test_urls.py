@@ -93,7 +93,7 @@ PATHS: dict[str, tuple[dict[str, Any], str]] = {
         {"name": "claims-mail", "token_id": 3},
         "/setup/channels/claims-mail/tokens/3/revoke",
     ),
-    "me:notification_list": ({}, "/me/notifications/received/"),
+    "me:notification_list": ({}, "/me/notifications/list/"),
     "me:notification_read": ({}, "/me/notifications/read"),
     "me:team_queue": ({}, "/me/team-queue/"),
     # a team's tasks
