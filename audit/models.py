@@ -94,6 +94,11 @@ class AuditAction(models.TextChoices):
     CHANNEL_CLASSIFIER_CHANGED = "channel.classifier_changed"
     CLASSIFIER_PROMOTED = "classifier.promoted"
     CLASSIFIER_ROLLED_BACK = "classifier.rolled_back"
+    CLASSIFIER_TRAINED = "classifier.trained"
+    CLASSIFIER_SHADOW_ADDED = "classifier.shadow_added"
+    LABELLED_SET_UPLOADED = "labelled_set.uploaded"
+    LABELLED_SET_REMOVED = "labelled_set.removed"
+    LABELLED_SET_EVALUATED = "labelled_set.evaluated"
     CUSTOMERS_LOADED = "customers.loaded"
     # Accounts: a company sign-in set a person's groups from the identity provider's claim.
     ACCOUNT_ROLES_FOLLOWED_PROVIDER = "account.roles_followed_provider"

@@ -305,6 +305,15 @@ AUDIT: dict[str, Term] = {
     AuditAction.CHANNEL_CLASSIFIER_CHANGED: Term("Classifier changed", "A channel's reader."),
     AuditAction.CLASSIFIER_PROMOTED: Term("Classifier promoted", "A shadow became the reader."),
     AuditAction.CLASSIFIER_ROLLED_BACK: Term("Classifier rolled back", "The old reader is back."),
+    AuditAction.CLASSIFIER_TRAINED: Term("Reader trained", "A learned reader was trained."),
+    AuditAction.CLASSIFIER_SHADOW_ADDED: Term(
+        "Reader put in shadow", "A reader reads a channel beside the live one."
+    ),
+    AuditAction.LABELLED_SET_UPLOADED: Term("Labelled set uploaded", "Messages with labels."),
+    AuditAction.LABELLED_SET_REMOVED: Term("Labelled set removed", "Its messages are gone."),
+    AuditAction.LABELLED_SET_EVALUATED: Term(
+        "Reader measured", "A reader was measured on a labelled set."
+    ),
     AuditAction.CUSTOMERS_LOADED: Term("Customers loaded", "The customer list was loaded."),
 }
 

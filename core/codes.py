@@ -63,6 +63,8 @@ class Refusal(StrEnum):
     # Classifiers
     CONFIGURED_CLASSIFIER = "configured_classifier"  # set in the settings, not the console
     NOT_A_SHADOW = "not_a_shadow"  # only a shadow classifier can be promoted
+    INVALID_LABELLED_SET = "invalid_labelled_set"  # an upload that cannot be stored as a set
+    NO_SUCH_READER = "no_such_reader"  # no classifier of that name exists here
     # What the person gave
     REASON_REQUIRED = "reason_required"
     COMMENT_REQUIRED = "comment_required"

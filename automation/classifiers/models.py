@@ -273,3 +273,85 @@ class ModelServer(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class LabelledSet(models.Model):
+    """A labelled set an ops lead uploaded: the upload's bytes, kept as they came before
+    anything is read from them, and the examples read from it. Every example is written
+    with the set in one transaction, or none is: a set is never half-read."""
+
+    name = models.CharField(max_length=100, unique=True)
+    filename = models.CharField(max_length=255)
+    raw = models.BinaryField()  # the upload (a .zip), as received
+    sha256 = models.CharField(max_length=64)
+    # customers.csv beside labels.csv, when the set has one: an evaluation loads it first.
+    customers = models.BinaryField(blank=True, default=b"")
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="labelled_sets"
+    )
+    uploaded_at = models.DateTimeField(default=timezone.now)
+    # Rows read but not trained on or measured, by why ({"replay": 1, "invalid": 2}).
+    left_out = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-uploaded_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class LabelledExample(models.Model):
+    """One row of a labelled set with the message it names, as bytes."""
+
+    labelled_set = models.ForeignKey(LabelledSet, on_delete=models.CASCADE, related_name="examples")
+    line = models.PositiveIntegerField()  # the row's line in labels.csv
+    file = models.CharField(max_length=255)
+    category = models.CharField(max_length=100)
+    effect = models.CharField(max_length=100, blank=True)
+    expected_intake = models.CharField(max_length=40)
+    row = models.JSONField(default=dict)  # every column of the row, as written
+    message = models.BinaryField()
+
+    class Meta:
+        ordering = ["labelled_set", "line"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["labelled_set", "file"], name="labelled_example_unique_file"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.labelled_set_id}: {self.file}"
+
+
+class EvaluationStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class LabelledSetEvaluation(models.Model):
+    """A classifier measured on a stored labelled set: asked for from the console, run by a
+    worker, its report kept (EvaluationReport.as_json) to be shown when it is done."""
+
+    labelled_set = models.ForeignKey(
+        LabelledSet, on_delete=models.CASCADE, related_name="evaluations"
+    )
+    classifier = models.CharField(max_length=50)
+    status = models.CharField(
+        max_length=20, choices=EvaluationStatus.choices, default=EvaluationStatus.QUEUED
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="evaluations"
+    )
+    requested_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    report = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-requested_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.classifier} on {self.labelled_set_id}: {self.status}"

@@ -35,6 +35,7 @@ from audit.models import AuditAction
 from automation.classifiers import classifier_versions, get_classifier
 from automation.classifiers.base import ClassifierInput, answer_of
 from automation.classifiers.models import ClassifierPromotion, Label, ShadowOutcome, ShadowReading
+from automation.classifiers.training import TrainingReport, classifier_train
 from automation.conf import setting
 from automation.intake.models import IntakeChannel
 from automation.runs.journal import record_audit
@@ -301,6 +302,41 @@ def classifier_promote(
             evidence=evidence,
         )
         return promotion
+
+
+def classifier_train_into_shadow(*, channel_id: int, people: bool, user: User) -> TrainingReport:
+    """Train the learned reader on the labelled sets stored for the business (and, with
+    `people`, the labels people gave) as `train_classifier` does with no files, and put the
+    new version in shadow on the channel: it reads beside the live reader and decides
+    nothing until it is promoted. The active learned model stays as it was."""
+    if not user.has_perm(CHANGE_CHANNEL):
+        raise PermissionDenied("changing a channel's readers needs the right to change channels")
+    IntakeChannel.objects.get(pk=channel_id)  # before the training, which takes a while
+    report = classifier_train(labels=None, people=people, activate=False)
+    version = report.model.version
+    with transaction.atomic(durable=True):
+        channel = IntakeChannel.objects.select_for_update().get(pk=channel_id)
+        record_audit(
+            None,
+            AuditAction.CLASSIFIER_TRAINED,
+            actor=user,
+            version=version,
+            trained_on=report.trained_on,
+            sources=report.model.sources,
+            not_a_type=report.not_a_type,
+        )
+        shadows = list(channel.shadow_classifiers or [])
+        if version != channel.classifier and version not in shadows:
+            channel.shadow_classifiers = [*shadows, version]
+            channel.save(update_fields=["shadow_classifiers"])
+            record_audit(
+                None,
+                AuditAction.CLASSIFIER_SHADOW_ADDED,
+                actor=user,
+                channel=channel.name,
+                classifier=version,
+            )
+    return report
 
 
 def classifier_rollback(*, promotion_id: int, user: User) -> ClassifierPromotion:
