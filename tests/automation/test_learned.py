@@ -165,7 +165,10 @@ def activate_warranty_business() -> None:
     """A version whose catalogue has the warranty claim: training learns only the request
     types of the active version."""
     catalogue = warranty_business().model_dump(mode="json", exclude_none=True)
-    routes = {**PolicyVersion.objects.get(is_active=True).parsed.routes, "warranty_claim": "commercial"}
+    routes = {
+        **PolicyVersion.objects.get(is_active=True).parsed.routes,
+        "warranty_claim": "commercial",
+    }
     activate_effects({}, catalogue=catalogue, routes=routes)
 
 
