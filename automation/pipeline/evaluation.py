@@ -19,7 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.models import AuditAction
-from automation.classifiers import classifier_exists, classifier_versions
+from automation.classifiers import LEARNED_VERSION, classifier_exists, classifier_versions
 from automation.classifiers.labelled import MANAGE_READING, labelled_set_folder
 from automation.classifiers.models import (
     ClassifierResult,
@@ -27,7 +27,7 @@ from automation.classifiers.models import (
     LabelledSet,
     LabelledSetEvaluation,
 )
-from automation.classifiers.training import TrainingError, active_model
+from automation.classifiers.training import TrainingError, active_model, stored_model
 from automation.intake.customers import customers_load_in_transaction
 from automation.intake.models import IntakeChannel
 from automation.intake.services import MAIL_TYPE, intake_submit_in_transaction
@@ -466,11 +466,12 @@ def _unanswered(run: Run) -> str | None:
 
 
 def _not_learned(classifier: str, types: set[str]) -> list[str]:
-    """The catalogue's types the active learned model has no category for."""
-    if classifier != "learned":
+    """The catalogue's types the learned model (the active one, or the one named by its
+    version) has no category for."""
+    if classifier != "learned" and not LEARNED_VERSION.fullmatch(classifier):
         return []
     try:
-        model = active_model()
+        model = active_model() if classifier == "learned" else stored_model(classifier)
     except TrainingError:
         return []
     return sorted(types - set(model.categories)) if model is not None else []

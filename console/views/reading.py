@@ -42,10 +42,10 @@ MODELS_OFFERED = 10
 
 def _readers() -> list[tuple[str, str]]:
     """The readers a set can be measured with, in words."""
-    readers = [("heuristic", "Rules reader: the catalogue's cue words and weights")]
+    readers = [("heuristic", "Rules reader (the catalogue's cue words and weights)")]
     models = list(ClassifierModel.objects.order_by("-trained_at", "-id")[:MODELS_OFFERED])
     if any(m.is_active for m in models) or ClassifierModel.objects.filter(is_active=True).exists():
-        readers.append(("learned", "Learned reader: the active trained model"))
+        readers.append(("learned", "Learned reader (the active trained model)"))
     readers += [
         (
             m.version,

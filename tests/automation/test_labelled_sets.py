@@ -9,7 +9,10 @@ import zipfile
 import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
 
 from audit.models import AuditAction, AuditEvent
 from automation.classifiers import get_classifier
@@ -241,3 +244,42 @@ def test_removing_a_set_removes_its_messages_and_keeps_its_models(
     assert labelled_set_remove(set_id=stored.pk, user=ops_lead) == "march"
     assert not LabelledExample.objects.exists()
     assert ClassifierModel.objects.filter(pk=model.pk).exists()
+
+
+def test_the_console_pages_upload_measure_and_train_in_words(
+    vet: None, ops_lead: User, client: Client
+) -> None:
+    client.force_login(ops_lead)
+    sent = SimpleUploadedFile("march.zip", vet_zip(), content_type="application/zip")
+    answer = client.post(reverse("quality:reading_upload"), {"name": "march", "upload": sent})
+    stored = LabelledSet.objects.get(name="march")
+    assert answer.url == reverse("quality:reading_set", kwargs={"set_id": stored.pk})
+    page = client.get(answer.url).content.decode()
+    assert "Prescription refill" in page and "32 rows stored" in page
+
+    channel = IntakeChannel.objects.create(name="clinic-mail", classifier="heuristic")
+    answer = client.post(reverse("quality:reading_train"), {"channel": str(channel.pk)})
+    assert answer.url == reverse("quality:channel", kwargs={"name": "clinic-mail"})
+    page = client.get(answer.url).content.decode()
+    assert "Trained on" in page and "Medical records transfer" in page
+    version = IntakeChannel.objects.get(pk=channel.pk).shadow_classifiers[0]
+    assert f"{version} reads clinic-mail in shadow" in page
+
+    answer = client.post(
+        reverse("quality:reading_evaluate", kwargs={"set_id": stored.pk}), {"classifier": version}
+    )
+    evaluation = LabelledSetEvaluation.objects.get()
+    assert evaluation.classifier == version  # a trained model, chosen by its version
+    assert answer.url == reverse(
+        "quality:reading_evaluation", kwargs={"evaluation_id": evaluation.pk}
+    )
+
+
+def test_a_refused_upload_is_named_at_its_field(vet: None, ops_lead: User, client: Client) -> None:
+    client.force_login(ops_lead)
+    sent = SimpleUploadedFile("march.zip", b"not a zip")
+    answer = client.post(reverse("quality:reading_upload"), {"name": "march", "upload": sent})
+    assert answer.status_code == 400
+    assert "not a readable .zip file" in answer.content.decode()
+    assert 'value="march"' in answer.content.decode()
+    assert not LabelledSet.objects.exists()
