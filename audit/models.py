@@ -97,6 +97,7 @@ class AuditAction(models.TextChoices):
     CLASSIFIER_TRAINED = "classifier.trained"
     CLASSIFIER_SHADOW_ADDED = "classifier.shadow_added"
     LABELLED_SET_UPLOADED = "labelled_set.uploaded"
+    LABELLED_SET_REFUSED = "labelled_set.refused"
     LABELLED_SET_REMOVED = "labelled_set.removed"
     LABELLED_SET_EVALUATED = "labelled_set.evaluated"
     CUSTOMERS_LOADED = "customers.loaded"

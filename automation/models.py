@@ -15,6 +15,7 @@ from automation.classifiers.models import (  # noqa: F401
     LabelledExample,
     LabelledSet,
     LabelledSetEvaluation,
+    LabelledSetStatus,
     LabelSource,
     ModelServer,
     QAReview,

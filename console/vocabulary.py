@@ -310,6 +310,9 @@ AUDIT: dict[str, Term] = {
         "Reader put in shadow", "A reader reads a channel beside the live one."
     ),
     AuditAction.LABELLED_SET_UPLOADED: Term("Labelled set uploaded", "Messages with labels."),
+    AuditAction.LABELLED_SET_REFUSED: Term(
+        "Labelled set refused", "An upload kept with what is wrong in it."
+    ),
     AuditAction.LABELLED_SET_REMOVED: Term("Labelled set removed", "Its messages are gone."),
     AuditAction.LABELLED_SET_EVALUATED: Term(
         "Reader measured", "A reader was measured on a labelled set."

@@ -25,10 +25,10 @@ from pathlib import Path
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from audit.models import AuditAction
-from automation.classifiers.models import LabelledExample, LabelledSet
+from automation.classifiers.models import LabelledExample, LabelledSet, LabelledSetStatus
 from automation.runs.journal import record_audit
 from core.codes import Refusal
 from core.errors import ServiceError
@@ -53,12 +53,13 @@ COLUMNS = ("file", "category", "effect", "expected_intake")
 class LabelledSetRefused(ServiceError):
     """An upload that cannot be stored: every problem found, each with where it is."""
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], *, field: str = "upload") -> None:
         shown = problems[:PROBLEMS_SHOWN]
         if len(problems) > PROBLEMS_SHOWN:
             shown.append(f"and {len(problems) - PROBLEMS_SHOWN} more problems")
         super().__init__(Refusal.INVALID_LABELLED_SET, "; ".join(shown))
         self.problems = shown
+        self.field = field  # what the person gave that is wrong: the name or the upload
 
 
 @dataclass
@@ -214,26 +215,24 @@ def _read_set(archive: _Archive) -> tuple[list[_Row], dict[str, bytes], bytes]:
 
 
 def labelled_set_upload(*, name: str, filename: str, raw: bytes, user: User) -> Upload:
-    """Store a labelled set from its .zip: the upload's bytes, then every row with its
-    message, in one transaction; refused whole, with each problem, when any row is wrong."""
+    """Store the upload's bytes as a set, then read every row with its message: all the
+    examples and the set's status in one transaction. An upload that cannot be read is kept
+    as refused, with each problem, and no example; LabelledSetRefused says why."""
     _may_manage(user)
     name = name.strip()
     if not name or len(name) > 100:
-        raise LabelledSetRefused(["give the set a name of at most 100 characters"])
-    rows, messages, customers = _read_set(_Archive(raw))
+        raise LabelledSetRefused(["give the set a name of at most 100 characters"], field="name")
+    stored = _received(name, filename, raw, user)
+    try:
+        rows, messages, customers = _read_set(_Archive(raw))
+    except LabelledSetRefused as refused:
+        _refuse(stored.pk, refused, user)
+        raise
     types = set(policy_business(name=None).request_types)
+    new = [r for r in rows if r.expected_intake == "new"]
+    not_a_type = Counter(r.category for r in new if r.category not in types)
     with transaction.atomic(durable=True):
-        if LabelledSet.objects.filter(name=name).exists():
-            raise LabelledSetRefused([f"a set named {name} is stored already"])
-        stored = LabelledSet.objects.create(
-            name=name,
-            filename=filename[:255],
-            raw=raw,
-            sha256=hashlib.sha256(raw).hexdigest(),
-            customers=customers,
-            uploaded_by=user,
-            left_out=dict(Counter(r.expected_intake for r in rows if r.expected_intake != "new")),
-        )
+        stored = LabelledSet.objects.select_for_update().get(pk=stored.pk)
         LabelledExample.objects.bulk_create(
             LabelledExample(
                 labelled_set=stored,
@@ -247,8 +246,11 @@ def labelled_set_upload(*, name: str, filename: str, raw: bytes, user: User) -> 
             )
             for r in rows
         )
-        new = [r for r in rows if r.expected_intake == "new"]
-        not_a_type = Counter(r.category for r in new if r.category not in types)
+        stored.status, stored.customers = LabelledSetStatus.READ, customers
+        stored.left_out = dict(
+            Counter(r.expected_intake for r in rows if r.expected_intake != "new")
+        )
+        stored.save(update_fields=["status", "customers", "left_out"])
         record_audit(
             None,
             AuditAction.LABELLED_SET_UPLOADED,
@@ -261,8 +263,38 @@ def labelled_set_upload(*, name: str, filename: str, raw: bytes, user: User) -> 
     return Upload(stored, len(rows), not_a_type)
 
 
+def _received(name: str, filename: str, raw: bytes, user: User) -> LabelledSet:
+    """The upload as it came, before a byte of it is read."""
+    try:
+        with transaction.atomic(durable=True):
+            return LabelledSet.objects.create(
+                name=name,
+                filename=filename[:255],
+                raw=raw,
+                sha256=hashlib.sha256(raw).hexdigest(),
+                uploaded_by=user,
+            )
+    except IntegrityError as exc:  # the name's unique constraint, also against a race
+        raise LabelledSetRefused([f"a set named {name} is stored already"], field="name") from exc
+
+
+def _refuse(set_id: int, refused: LabelledSetRefused, user: User) -> None:
+    with transaction.atomic(durable=True):
+        LabelledSet.objects.filter(pk=set_id).update(
+            status=LabelledSetStatus.REFUSED, problems=refused.problems
+        )
+        record_audit(
+            None,
+            AuditAction.LABELLED_SET_REFUSED,
+            actor=user,
+            labelled_set=set_id,
+            problems=refused.problems,
+        )
+
+
 def labelled_set_remove(*, set_id: int, user: User) -> str:
-    """Remove a set, its messages and its evaluations; the models trained on it stay."""
+    """Remove a set (read or refused), its messages and its evaluations; the models trained
+    on it stay."""
     _may_manage(user)
     with transaction.atomic(durable=True):
         stored = LabelledSet.objects.select_for_update().get(pk=set_id)

@@ -275,12 +275,23 @@ class ModelServer(models.Model):
         return self.key
 
 
-class LabelledSet(models.Model):
-    """A labelled set an ops lead uploaded: the upload's bytes, kept as they came before
-    anything is read from them, and the examples read from it. Every example is written
-    with the set in one transaction, or none is: a set is never half-read."""
+class LabelledSetStatus(models.TextChoices):
+    RECEIVED = "received"  # stored, not read yet
+    READ = "read"  # every row read, with its message: measured and trained on
+    REFUSED = "refused"  # kept with its problems; no example was written
 
-    name = models.CharField(max_length=100, unique=True)
+
+class LabelledSet(models.Model):
+    """A labelled set an ops lead uploaded: the upload's bytes, stored as they came before
+    anything is read from them, then the examples read from it. Every example is written in
+    one transaction with the set's status, or none is (a refused upload keeps its bytes and
+    its problems): a set is never half-read."""
+
+    name = models.CharField(max_length=100)
+    status = models.CharField(
+        max_length=20, choices=LabelledSetStatus.choices, default=LabelledSetStatus.RECEIVED
+    )
+    problems = models.JSONField(default=list, blank=True)  # why it was refused, each a line
     filename = models.CharField(max_length=255)
     raw = models.BinaryField()  # the upload (a .zip), as received
     sha256 = models.CharField(max_length=64)
@@ -295,6 +306,14 @@ class LabelledSet(models.Model):
 
     class Meta:
         ordering = ["-uploaded_at", "-id"]
+        constraints = [
+            # A name is one set; a refused upload does not hold it.
+            models.UniqueConstraint(
+                fields=["name"],
+                condition=~models.Q(status="refused"),
+                name="labelled_set_unique_name",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name

@@ -31,7 +31,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from automation.classifiers.heuristic import intent_text
-from automation.classifiers.models import ClassifierModel, Label, LabelledExample
+from automation.classifiers.models import (
+    ClassifierModel,
+    Label,
+    LabelledExample,
+    LabelledSetStatus,
+)
 from automation.mail import parse_message
 from automation.schemas import MailEvent
 from policy.services import policy_business
@@ -121,7 +126,8 @@ def examples_stored() -> tuple[list[Example], list[str]]:
     """The labelled e-mails of every set uploaded in the console, read as the classifier
     reads them, and the names of those sets."""
     rows = (
-        LabelledExample.objects.filter(expected_intake="new")
+        LabelledExample.objects.filter(labelled_set__status=LabelledSetStatus.READ)
+        .filter(expected_intake="new")
         .exclude(category="")
         .order_by("labelled_set__name", "line")
         .values_list("labelled_set__name", "file", "category", "message")

@@ -26,6 +26,7 @@ from automation.classifiers.models import (
     EvaluationStatus,
     LabelledSet,
     LabelledSetEvaluation,
+    LabelledSetStatus,
 )
 from automation.classifiers.training import TrainingError, active_model, stored_model
 from automation.intake.customers import customers_load_in_transaction
@@ -410,6 +411,10 @@ def labelled_set_evaluation_start(
         raise ServiceError(Refusal.NO_SUCH_READER, f"no reader named {classifier} can be measured")
     with transaction.atomic(durable=True):
         labelled_set = LabelledSet.objects.get(pk=set_id)
+        if labelled_set.status != LabelledSetStatus.READ:
+            raise ServiceError(
+                Refusal.STATE_CONFLICT, f"{labelled_set.name} was refused: there is nothing to read"
+            )
         evaluation = LabelledSetEvaluation.objects.create(
             labelled_set=labelled_set, classifier=classifier, requested_by=user
         )

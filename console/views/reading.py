@@ -101,7 +101,7 @@ def upload(request: AuthenticatedHttpRequest) -> HttpResponse:
         )
     except LabelledSetRefused as refused:
         for problem in refused.problems:
-            form.add_error("upload", problem)
+            form.add_error(refused.field, problem)
         return _sets_page(request, form, status=400)
     said = stored_businesses().active
     others = ", ".join(

@@ -33,10 +33,12 @@ from automation.models import (
     LabelledExample,
     LabelledSet,
     LabelledSetEvaluation,
+    LabelledSetStatus,
 )
 from automation.pipeline.evaluation import labelled_set_evaluation_start
 from automation.pipeline.shadow import classifier_promote, classifier_train_into_shadow
 from automation.tasks import evaluate_labelled_set
+from core.errors import ServiceError
 from policy.services import policy_business
 from tests.automation.vet_clinic import (
     LABELS,
@@ -61,9 +63,14 @@ def upload(user: User, raw: bytes, name: str = "march") -> LabelledSet:
 
 
 def refusal(user: User, raw: bytes) -> str:
+    """Why the upload was refused: kept as it came, with its problems, and nothing read."""
     with pytest.raises(LabelledSetRefused) as refused:
         upload(user, raw)
-    assert not LabelledSet.objects.exists() and not LabelledExample.objects.exists()
+    assert not LabelledExample.objects.exists()
+    kept = LabelledSet.objects.get()
+    assert (kept.status, bytes(kept.raw)) == (LabelledSetStatus.REFUSED, raw)
+    assert kept.problems == refused.value.problems
+    kept.delete()
     return str(refused.value)
 
 
@@ -203,10 +210,21 @@ def test_a_zip_without_labels_or_columns_is_refused(vet: None, ops_lead: User) -
     assert "missing columns effect, expected_intake" in refusal(ops_lead, out.getvalue())
 
 
-def test_a_name_is_one_set(vet: None, ops_lead: User) -> None:
-    upload(ops_lead, vet_zip(vet_rows(per_type=1)))
-    with pytest.raises(LabelledSetRefused, match="a set named march is stored already"):
+def test_a_name_is_one_set_and_a_refused_upload_does_not_hold_it(vet: None, ops_lead: User) -> None:
+    with pytest.raises(LabelledSetRefused):
+        upload(ops_lead, b"not a zip")
+    stored = upload(ops_lead, vet_zip(vet_rows(per_type=1)))
+    assert stored.status == LabelledSetStatus.READ
+    with pytest.raises(LabelledSetRefused, match="a set named march is stored already") as taken:
         upload(ops_lead, vet_zip(vet_rows(per_type=1)))
+    assert taken.value.field == "name"
+    assert LabelledSet.objects.filter(name="march").count() == 2  # the refused one and the set
+    with pytest.raises(ServiceError, match="was refused"):
+        labelled_set_evaluation_start(
+            set_id=LabelledSet.objects.get(status=LabelledSetStatus.REFUSED).pk,
+            classifier="heuristic",
+            user=ops_lead,
+        )
 
 
 def test_a_reader_is_measured_per_request_type_in_the_business_words(
@@ -282,4 +300,5 @@ def test_a_refused_upload_is_named_at_its_field(vet: None, ops_lead: User, clien
     assert answer.status_code == 400
     assert "not a readable .zip file" in answer.content.decode()
     assert 'value="march"' in answer.content.decode()
-    assert not LabelledSet.objects.exists()
+    assert LabelledSet.objects.get().status == LabelledSetStatus.REFUSED
+    assert not LabelledExample.objects.exists()

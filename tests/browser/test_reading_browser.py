@@ -35,7 +35,8 @@ def test_an_ops_lead_uploads_a_set_and_sees_a_reader_measured_per_type_in_words(
     page.get_by_test_id("upload").click()
     expect(page.get_by_test_id("field-error")).to_contain_text("not a readable .zip file")
     expect(page.get_by_label("Name")).to_have_value("clinic-march")  # nothing lost
-    assert not LabelledSet.objects.exists()
+    expect(page.get_by_test_id("labelled-sets")).to_contain_text("refused")  # kept as it came
+    assert LabelledSet.objects.get().problems == ["the upload is not a readable .zip file"]
 
     page.get_by_label("Labelled set (.zip)").set_input_files(good)
     page.get_by_test_id("upload").click()
