@@ -10,6 +10,7 @@ from automation.classifiers.models import (  # noqa: F401
     ClassifierModel,
     ClassifierPromotion,
     ClassifierResult,
+    ClassifierTraining,
     EvaluationStatus,
     Label,
     LabelledExample,

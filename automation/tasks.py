@@ -53,3 +53,7 @@ def shadow_read(run_id: int, classifier: str) -> str:
 
 def evaluate_labelled_set(evaluation_id: int) -> str:
     return labelled_set_evaluation_run(evaluation_id=evaluation_id)
+
+
+def train_into_shadow(training_id: int) -> str:
+    return shadow.classifier_training_run(training_id=training_id)

@@ -114,6 +114,7 @@ quality_urls = (
         path("reading/", reading.labelled_sets, name="reading"),
         path("reading/upload", reading.upload, name="reading_upload"),
         path("reading/train", reading.train, name="reading_train"),
+        path("reading/trainings/<int:training_id>/", reading.training, name="reading_training"),
         path("reading/<int:set_id>/", reading.labelled_set, name="reading_set"),
         path("reading/<int:set_id>/remove", reading.remove, name="reading_remove"),
         path("reading/<int:set_id>/evaluate", reading.evaluate, name="reading_evaluate"),

@@ -53,6 +53,7 @@ from automation.intake.services import api_token_create
 from automation.models import (
     ClassifierModel,
     ClassifierPromotion,
+    ClassifierTraining,
     EffectControl,
     IntakeChannel,
     LabelledSet,
@@ -286,6 +287,7 @@ EXPECTED: dict[str, Row] = {
     "quality:reading": page(READERS),
     "quality:reading_upload": action(LEADS),
     "quality:reading_train": action(LEADS),
+    "quality:reading_training": page(READERS),
     "quality:reading_set": page(READERS),
     "quality:reading_remove": action(LEADS),
     "quality:reading_evaluate": action(LEADS),
@@ -505,6 +507,9 @@ VARIANTS: dict[str, dict[str, Kwargs]] = {
     "quality:promote": {"": lambda w: {"name": SHADOWED, "classifier": "heuristic"}},
     "quality:rollback": {"": lambda w: {"promotion_id": ClassifierPromotion.objects.get().pk}},
     "quality:reading_set": {"": lambda w: {"set_id": LabelledSet.objects.get().pk}},
+    "quality:reading_training": {
+        "": lambda w: {"training_id": ClassifierTraining.objects.get().pk}
+    },
     "quality:reading_remove": {"": lambda w: {"set_id": LabelledSet.objects.get().pk}},
     "quality:reading_evaluate": {"": lambda w: {"set_id": LabelledSet.objects.get().pk}},
     "quality:reading_evaluation": {
@@ -736,6 +741,9 @@ def build_admin_rows(users: dict[str, User]) -> None:
     )
     LabelledSetEvaluation.objects.create(
         labelled_set=labelled, classifier="heuristic", requested_by=users[OPS]
+    )
+    ClassifierTraining.objects.create(
+        channel=IntakeChannel.objects.order_by("pk").first(), requested_by=users[OPS]
     )
     effect_pause(name="create_follow_up", user=users[OPS])
     effect_resume(name="create_follow_up", user=users[OPS], rate_per_minute=None)

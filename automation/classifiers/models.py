@@ -374,3 +374,31 @@ class LabelledSetEvaluation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.classifier} on {self.labelled_set_id}: {self.status}"
+
+
+class ClassifierTraining(models.Model):
+    """The learned reader trained on the business's stored sets, asked for from the console
+    and run by a worker; the new version is put in shadow on the channel, never made live.
+    What the training found is kept to be shown when it is done."""
+
+    # By string reference: intake, which stamps a channel with its classifier, sits above.
+    channel = models.ForeignKey("automation.IntakeChannel", on_delete=models.CASCADE)
+    people = models.BooleanField(default=False)  # people's labels as well
+    status = models.CharField(
+        max_length=20, choices=EvaluationStatus.choices, default=EvaluationStatus.QUEUED
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="trainings"
+    )
+    requested_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    version = models.CharField(max_length=40, blank=True)  # the model it made
+    # trained_on, categories, held_out, too_few, not_a_type (TrainingReport's figures)
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-requested_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"training for {self.channel_id}: {self.status}"

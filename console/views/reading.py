@@ -5,6 +5,7 @@ shadow on a channel (promoted from the channel's page, as any shadow is)."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
@@ -19,16 +20,17 @@ from automation.classifiers.labelled import (
     labelled_set_remove,
     labelled_set_upload,
 )
-from automation.classifiers.training import MIN_LABELS, TrainingError, TrainingReport
+from automation.classifiers.training import MIN_LABELS
 from automation.models import (
     ClassifierModel,
+    ClassifierTraining,
     IntakeChannel,
     LabelledExample,
     LabelledSet,
     LabelledSetEvaluation,
 )
 from automation.pipeline.evaluation import labelled_set_evaluation_start
-from automation.pipeline.shadow import classifier_train_into_shadow
+from automation.pipeline.shadow import classifier_training_start
 from console.forms.quality import EvaluateForm, LabelledSetUploadForm, TrainForm
 from console.refusals import show_refusal
 from console.views.staff import VIEW_RUNS
@@ -74,6 +76,7 @@ def _sets_page(
         "form": form,
         "train_form": TrainForm(channels=_channels()),
         "models": ClassifierModel.objects.order_by("-trained_at", "-id")[:MODELS_OFFERED],
+        "trainings": ClassifierTraining.objects.select_related("channel")[:5],
         "may_manage": request.user.has_perm(MANAGE_READING),
     }
     return render(request, "quality/reading.html", context, status=status)
@@ -210,30 +213,29 @@ def evaluation(request: AuthenticatedHttpRequest, evaluation_id: int) -> HttpRes
     return render(request, "quality/reading_evaluation.html", context)
 
 
-def _training_words(report: TrainingReport) -> list[str]:
-    """What the training learned, in the business's words."""
+def _training_words(result: dict[str, Any]) -> list[str]:
+    """What a training learned, in the business's words."""
     said = stored_businesses().active.request_types
 
     def label(name: str) -> str:
         return said[name].label if name in said else name
 
-    model = report.model
-    held = sum(f["of"] for f in report.held_out.values())
-    right = sum(f["right"] for f in report.held_out.values())
+    held = sum(f["of"] for f in result.get("held_out", {}).values())
+    right = sum(f["right"] for f in result.get("held_out", {}).values())
     lines = [
-        f"Trained on {report.trained_on} messages; it reads "
-        + ", ".join(label(n) for n in model.categories)
+        f"Trained on {result.get('trained_on', 0)} messages; it reads "
+        + ", ".join(label(n) for n in result.get("categories", []))
         + f". Of {held} messages held back to check it, {right} were read right."
     ]
     lines += [
         f"{label(name)}: {count} to train on, too few to learn (it takes {MIN_LABELS}); "
         "the rules reader reads it."
-        for name, count in report.too_few.items()
+        for name, count in result.get("too_few", {}).items()
     ]
-    if report.not_a_type:
+    if result.get("not_a_type"):
         lines.append(
             "Left out, not request types of the active version: "
-            + ", ".join(f"{name} ({count})" for name, count in report.not_a_type.items())
+            + ", ".join(f"{name} ({count})" for name, count in result["not_a_type"].items())
             + "."
         )
     return lines
@@ -247,19 +249,24 @@ def train(request: AuthenticatedHttpRequest) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, "Choose the channel the new reader reads in shadow.")
         return redirect("quality:reading")
-    channel = IntakeChannel.objects.get(pk=int(form.cleaned_data["channel"]))
     try:
-        report = classifier_train_into_shadow(
-            channel_id=channel.pk, people=form.cleaned_data["people"], user=request.user
+        training = classifier_training_start(
+            channel_id=int(form.cleaned_data["channel"]),
+            people=form.cleaned_data["people"],
+            user=request.user,
         )
-    except TrainingError as exc:
-        messages.error(request, f"Nothing was trained: {exc}.")
-        return redirect("quality:reading")
-    for line in _training_words(report):
-        messages.info(request, line)
-    messages.success(
-        request,
-        f"{report.model.version} reads {channel.name} in shadow: compare it with the live "
-        "reader, and promote it when it reads better.",
+    except IntakeChannel.DoesNotExist as exc:
+        raise Http404("no such channel") from exc
+    return redirect("quality:reading_training", training_id=training.pk)
+
+
+@require_GET
+@login_required
+@permission_required(VIEW_RUNS, raise_exception=True)
+def training(request: AuthenticatedHttpRequest, training_id: int) -> HttpResponse:
+    """A training asked for: waiting, failed, or what it learned and where it reads."""
+    found = get_object_or_404(
+        ClassifierTraining.objects.select_related("channel", "requested_by"), pk=training_id
     )
-    return redirect("quality:channel", name=channel.name)
+    context = {"training": found, "lines": _training_words(found.result) if found.result else []}
+    return render(request, "quality/reading_training.html", context)

@@ -28,6 +28,7 @@ from automation.classifiers.learned import LearnedClassifier
 from automation.classifiers.training import TrainingError, classifier_train
 from automation.models import (
     ClassifierModel,
+    ClassifierTraining,
     EvaluationStatus,
     IntakeChannel,
     LabelledExample,
@@ -36,8 +37,8 @@ from automation.models import (
     LabelledSetStatus,
 )
 from automation.pipeline.evaluation import labelled_set_evaluation_start
-from automation.pipeline.shadow import classifier_promote, classifier_train_into_shadow
-from automation.tasks import evaluate_labelled_set
+from automation.pipeline.shadow import classifier_promote, classifier_training_start
+from automation.tasks import evaluate_labelled_set, train_into_shadow
 from core.errors import ServiceError
 from policy.services import policy_business
 from tests.automation.vet_clinic import (
@@ -134,9 +135,14 @@ def test_the_console_trains_a_new_version_into_shadow_and_leaves_the_live_reader
         name="clinic-mail", classifier="heuristic", classifier_version="heuristic-3"
     )
 
-    report = classifier_train_into_shadow(channel_id=channel.pk, people=False, user=ops_lead)
+    training = classifier_training_start(channel_id=channel.pk, people=False, user=ops_lead)
+    assert training.status == EvaluationStatus.QUEUED
+    assert train_into_shadow(training.pk) == EvaluationStatus.DONE
+    assert train_into_shadow(training.pk) == "already taken"  # a message sent twice
 
-    version = report.model.version
+    training.refresh_from_db()
+    version = training.version
+    assert sorted(training.result["categories"]) == sorted(TYPES)
     channel.refresh_from_db()
     assert channel.classifier == "heuristic"
     assert channel.shadow_classifiers == [version]
@@ -156,7 +162,7 @@ def test_only_whoever_may_change_channels_uploads_or_trains(
     stored = upload(ops_lead, vet_zip())
     channel = IntakeChannel.objects.create(name="clinic-mail", classifier="heuristic")
     with pytest.raises(PermissionDenied):
-        classifier_train_into_shadow(channel_id=channel.pk, people=False, user=approver)
+        classifier_training_start(channel_id=channel.pk, people=False, user=approver)
     with pytest.raises(PermissionDenied):
         labelled_set_remove(set_id=stored.pk, user=approver)
     with pytest.raises(PermissionDenied):
@@ -277,11 +283,14 @@ def test_the_console_pages_upload_measure_and_train_in_words(
 
     channel = IntakeChannel.objects.create(name="clinic-mail", classifier="heuristic")
     answer = client.post(reverse("quality:reading_train"), {"channel": str(channel.pk)})
-    assert answer.url == reverse("quality:channel", kwargs={"name": "clinic-mail"})
+    training = ClassifierTraining.objects.get()
+    assert answer.url == reverse("quality:reading_training", kwargs={"training_id": training.pk})
+    assert "A worker is training it" in client.get(answer.url).content.decode()
+    train_into_shadow(training.pk)  # the worker
     page = client.get(answer.url).content.decode()
-    assert "Trained on" in page and "Medical records transfer" in page
+    assert "Trained on 24 messages" in page and "Medical records transfer" in page
     version = IntakeChannel.objects.get(pk=channel.pk).shadow_classifiers[0]
-    assert f"{version} reads clinic-mail in shadow" in page
+    assert f"<code>{version}</code>, reads clinic-mail in shadow" in page
 
     answer = client.post(
         reverse("quality:reading_evaluate", kwargs={"set_id": stored.pk}), {"classifier": version}
