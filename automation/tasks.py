@@ -7,6 +7,7 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed
 from automation.effects.services import effect_deliver
 from automation.models import Effect
 from automation.pipeline import shadow
+from automation.pipeline.evaluation import labelled_set_evaluation_run
 from automation.pipeline.operations import sweep_due
 from automation.pipeline.services import run_advance
 from automation.recovery.services import batch_process
@@ -48,3 +49,11 @@ def process_simulation(simulation_id: int) -> None:
 
 def shadow_read(run_id: int, classifier: str) -> str:
     return shadow.shadow_read(run_id=run_id, classifier=classifier)
+
+
+def evaluate_labelled_set(evaluation_id: int) -> str:
+    return labelled_set_evaluation_run(evaluation_id=evaluation_id)
+
+
+def train_into_shadow(training_id: int) -> str:
+    return shadow.classifier_training_run(training_id=training_id)

@@ -10,7 +10,7 @@ its paths do not.
     runs:*                /runs/                         a run and what is done to it
     policy:*              /policy/                       policy versions and simulations
     approvals:*           /approvals/                    the inbox and a request's evidence
-    quality:*             /qa/                           QA samples, classifiers in shadow
+    quality:*             /qa/                           QA, classifiers in shadow, labelled sets
     reports:*             /reports/                      the dashboard and its CSV files
     integrators:*         /integrators/                  the API reference
     about:*               /about/                        the run states explained
@@ -37,6 +37,7 @@ from console.views import (
     policy,
     quality,
     queues,
+    reading,
     reports,
     runs,
     setup,
@@ -119,6 +120,18 @@ quality_urls = (
             name="promote",
         ),
         path("promotions/<int:promotion_id>/rollback", quality.rollback, name="rollback"),
+        path("reading/", reading.labelled_sets, name="reading"),
+        path("reading/upload", reading.upload, name="reading_upload"),
+        path("reading/train", reading.train, name="reading_train"),
+        path("reading/trainings/<int:training_id>/", reading.training, name="reading_training"),
+        path("reading/<int:set_id>/", reading.labelled_set, name="reading_set"),
+        path("reading/<int:set_id>/remove", reading.remove, name="reading_remove"),
+        path("reading/<int:set_id>/evaluate", reading.evaluate, name="reading_evaluate"),
+        path(
+            "reading/evaluations/<int:evaluation_id>/",
+            reading.evaluation,
+            name="reading_evaluation",
+        ),
     ],
     "quality",
 )

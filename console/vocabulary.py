@@ -330,6 +330,18 @@ AUDIT: dict[str, Term] = {
     AuditAction.MAILBOX_SET: Term("Mailbox set up", "Where a channel takes its mail from."),
     AuditAction.CLASSIFIER_PROMOTED: Term("Classifier promoted", "A shadow became the reader."),
     AuditAction.CLASSIFIER_ROLLED_BACK: Term("Classifier rolled back", "The old reader is back."),
+    AuditAction.CLASSIFIER_TRAINED: Term("Reader trained", "A learned reader was trained."),
+    AuditAction.CLASSIFIER_SHADOW_ADDED: Term(
+        "Reader put in shadow", "A reader reads a channel beside the live one."
+    ),
+    AuditAction.LABELLED_SET_UPLOADED: Term("Labelled set uploaded", "Messages with labels."),
+    AuditAction.LABELLED_SET_REFUSED: Term(
+        "Labelled set refused", "An upload kept with what is wrong in it."
+    ),
+    AuditAction.LABELLED_SET_REMOVED: Term("Labelled set removed", "Its messages are gone."),
+    AuditAction.LABELLED_SET_EVALUATED: Term(
+        "Reader measured", "A reader was measured on a labelled set."
+    ),
     AuditAction.CUSTOMERS_LOADED: Term("Customers loaded", "The customer list was loaded."),
     AuditAction.CUSTOMER_ADDED: Term("Customer added", "A customer was added to the list."),
     AuditAction.CUSTOMER_CHANGED: Term("Customer changed", "A customer's details changed."),

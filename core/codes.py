@@ -69,6 +69,8 @@ class Refusal(StrEnum):
     NAME_TAKEN = "name_taken"  # another one has this name
     CONFIGURED_IN_SETTINGS = "configured_in_settings"  # defined by a setting, changed there
     INVALID_SETTING = "invalid_setting"  # a value the setting it is for cannot take
+    INVALID_LABELLED_SET = "invalid_labelled_set"  # an upload that cannot be stored as a set
+    NO_SUCH_READER = "no_such_reader"  # no classifier of that name exists here
     # What the person gave
     REASON_REQUIRED = "reason_required"
     COMMENT_REQUIRED = "comment_required"

@@ -54,9 +54,12 @@ from automation.models import (
     ApiToken,
     ClassifierModel,
     ClassifierPromotion,
+    ClassifierTraining,
     Customer,
     EffectControl,
     IntakeChannel,
+    LabelledSet,
+    LabelledSetEvaluation,
     Outcome,
     QAReview,
     RecoveryBatch,
@@ -304,6 +307,14 @@ EXPECTED: dict[str, Row] = {
     "quality:comparison": page(READERS),
     "quality:promote": action(LEADS),
     "quality:rollback": action(LEADS),
+    "quality:reading": page(READERS),
+    "quality:reading_upload": action(LEADS),
+    "quality:reading_train": action(LEADS),
+    "quality:reading_training": page(READERS),
+    "quality:reading_set": page(READERS),
+    "quality:reading_remove": action(LEADS),
+    "quality:reading_evaluate": action(LEADS),
+    "quality:reading_evaluation": page(READERS),
     "approvals:decide[security]": action(frozenset({SECURITY, SUPERUSER})),
     "approvals:decide[finance]": action(frozenset({FINANCE, SUPERUSER})),
     "approvals:decide[escalated]": action(frozenset({SECURITY, OPS, SUPERUSER})),
@@ -565,6 +576,15 @@ VARIANTS: dict[str, dict[str, Kwargs]] = {
     "quality:comparison": {"": lambda w: {"name": SHADOWED, "classifier": "heuristic"}},
     "quality:promote": {"": lambda w: {"name": SHADOWED, "classifier": "heuristic"}},
     "quality:rollback": {"": lambda w: {"promotion_id": ClassifierPromotion.objects.get().pk}},
+    "quality:reading_set": {"": lambda w: {"set_id": LabelledSet.objects.get().pk}},
+    "quality:reading_training": {
+        "": lambda w: {"training_id": ClassifierTraining.objects.get().pk}
+    },
+    "quality:reading_remove": {"": lambda w: {"set_id": LabelledSet.objects.get().pk}},
+    "quality:reading_evaluate": {"": lambda w: {"set_id": LabelledSet.objects.get().pk}},
+    "quality:reading_evaluation": {
+        "": lambda w: {"evaluation_id": LabelledSetEvaluation.objects.get().pk}
+    },
     "api:run": {"own-channel": _run("completed"), "other-channel": _run("other-channel")},
     "receiver:receive": {"": lambda w: {"effect": "send_internal_notification"}},
     "admin:view_on_site": {
@@ -787,6 +807,15 @@ def build_admin_rows(users: dict[str, User]) -> None:
         version="learned-matrix", checksum="0" * 64, artifact=b"", training_size=0
     )
     Customer.objects.create(reference="CUST-40001", name="Matrix Ltd", account_tier="standard")
+    labelled = LabelledSet.objects.create(
+        name="matrix-set", filename="matrix.zip", raw=b"", sha256="0" * 64, uploaded_by=users[OPS]
+    )
+    LabelledSetEvaluation.objects.create(
+        labelled_set=labelled, classifier="heuristic", requested_by=users[OPS]
+    )
+    ClassifierTraining.objects.create(
+        channel=IntakeChannel.objects.order_by("pk").first(), requested_by=users[OPS]
+    )
     effect_pause(name="create_follow_up", user=users[OPS])
     effect_resume(name="create_follow_up", user=users[OPS], rate_per_minute=None)
 

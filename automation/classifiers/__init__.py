@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import re
+
 from django.utils.module_loading import import_string
 
 from automation.classifiers.base import CLASSIFIERS, VERSIONS, Classifier, ClassifierUnavailable
 from automation.conf import setting
 
+# A learned model named by its version reads with that model (LearnedClassifier, pinned).
+LEARNED_VERSION = re.compile(r"learned-[0-9a-f]{12}")
+
 
 def get_classifier(name: str) -> Classifier:
+    if LEARNED_VERSION.fullmatch(name):
+        pinned: Classifier = import_string(CLASSIFIERS["learned"])(pinned=name)
+        return pinned
     path = CLASSIFIERS.get(name)
     if path is None:
         raise ClassifierUnavailable(f"no classifier named {name!r} is installed")
@@ -28,3 +36,12 @@ def classifier_versions(name: str) -> tuple[str, str]:
     return str(getattr(classifier, "version", name)), str(
         getattr(classifier, "prompt_version", setting("PROMPT_VERSION"))
     )
+
+
+def classifier_exists(name: str) -> bool:
+    """An installed classifier, or a stored learned model named by its version."""
+    if LEARNED_VERSION.fullmatch(name):
+        from automation.classifiers.models import ClassifierModel
+
+        return ClassifierModel.objects.filter(version=name).exists()
+    return name in CLASSIFIERS

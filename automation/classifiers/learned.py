@@ -19,27 +19,49 @@ from automation.classifiers.base import (
     recommended_route,
 )
 from automation.classifiers.heuristic import UNCLEAR, intent_text, mail_effect, read
-from automation.classifiers.training import ABSTAIN_BELOW, TrainingError, active_model
+from automation.classifiers.training import (
+    ABSTAIN_BELOW,
+    LoadedModel,
+    TrainingError,
+    active_model,
+    stored_model,
+)
 from automation.schemas import is_mail
 
 
 class LearnedClassifier:
+    """`learned` reads with the active model; named by a model's version (`learned-<checksum
+    prefix>`), it reads with that model whichever is active, which is how a model trained in
+    the console reads a channel in shadow, and after its promotion, live."""
+
     name = "learned"
     local = True
+
+    def __init__(self, pinned: str | None = None) -> None:
+        self.pinned = pinned
+        if pinned is not None:
+            self.name = pinned
+
+    def _model(self) -> LoadedModel | None:
+        return stored_model(self.pinned) if self.pinned is not None else active_model()
 
     @property
     def version(self) -> str:
         try:
-            model = active_model()
+            model = self._model()
         except TrainingError:
             return "learned-damaged"
-        return model.version if model is not None else "learned-untrained"
+        if model is None:
+            return self.pinned or "learned-untrained"
+        return model.version
 
     def classify(self, event: ClassifierInput, attempt: int, *, deadline: float) -> Any:
         try:
-            model = active_model()
+            model = self._model()
         except TrainingError as exc:  # a damaged artifact: retrying cannot mend it
             raise ClassifierRefused(str(exc)) from exc
+        if model is None and self.pinned is not None:
+            raise ClassifierRefused(f"no learned model {self.pinned} is stored")
         if model is None:
             raise ClassifierUnavailable("no learned model is trained: run train_classifier")
         normalized, business = event.normalized, event.business

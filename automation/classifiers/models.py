@@ -273,3 +273,132 @@ class ModelServer(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class LabelledSetStatus(models.TextChoices):
+    RECEIVED = "received"  # stored, not read yet
+    READ = "read"  # every row read, with its message: measured and trained on
+    REFUSED = "refused"  # kept with its problems; no example was written
+
+
+class LabelledSet(models.Model):
+    """A labelled set an ops lead uploaded: the upload's bytes, stored as they came before
+    anything is read from them, then the examples read from it. Every example is written in
+    one transaction with the set's status, or none is (a refused upload keeps its bytes and
+    its problems): a set is never half-read."""
+
+    name = models.CharField(max_length=100)
+    status = models.CharField(
+        max_length=20, choices=LabelledSetStatus.choices, default=LabelledSetStatus.RECEIVED
+    )
+    problems = models.JSONField(default=list, blank=True)  # why it was refused, each a line
+    filename = models.CharField(max_length=255)
+    raw = models.BinaryField()  # the upload (a .zip), as received
+    sha256 = models.CharField(max_length=64)
+    # customers.csv beside labels.csv, when the set has one: an evaluation loads it first.
+    customers = models.BinaryField(blank=True, default=b"")
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="labelled_sets"
+    )
+    uploaded_at = models.DateTimeField(default=timezone.now)
+    # Rows read but not trained on or measured, by why ({"replay": 1, "invalid": 2}).
+    left_out = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-uploaded_at", "-id"]
+        constraints = [
+            # A name is one set; a refused upload does not hold it.
+            models.UniqueConstraint(
+                fields=["name"],
+                condition=~models.Q(status="refused"),
+                name="labelled_set_unique_name",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class LabelledExample(models.Model):
+    """One row of a labelled set with the message it names, as bytes."""
+
+    labelled_set = models.ForeignKey(LabelledSet, on_delete=models.CASCADE, related_name="examples")
+    line = models.PositiveIntegerField()  # the row's line in labels.csv
+    file = models.CharField(max_length=255)
+    category = models.CharField(max_length=100)
+    effect = models.CharField(max_length=100, blank=True)
+    expected_intake = models.CharField(max_length=40)
+    row = models.JSONField(default=dict)  # every column of the row, as written
+    message = models.BinaryField()
+
+    class Meta:
+        ordering = ["labelled_set", "line"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["labelled_set", "file"], name="labelled_example_unique_file"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.labelled_set_id}: {self.file}"
+
+
+class EvaluationStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class LabelledSetEvaluation(models.Model):
+    """A classifier measured on a stored labelled set: asked for from the console, run by a
+    worker, its report kept (EvaluationReport.as_json) to be shown when it is done."""
+
+    labelled_set = models.ForeignKey(
+        LabelledSet, on_delete=models.CASCADE, related_name="evaluations"
+    )
+    classifier = models.CharField(max_length=50)
+    status = models.CharField(
+        max_length=20, choices=EvaluationStatus.choices, default=EvaluationStatus.QUEUED
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="evaluations"
+    )
+    requested_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    report = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-requested_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.classifier} on {self.labelled_set_id}: {self.status}"
+
+
+class ClassifierTraining(models.Model):
+    """The learned reader trained on the business's stored sets, asked for from the console
+    and run by a worker; the new version is put in shadow on the channel, never made live.
+    What the training found is kept to be shown when it is done."""
+
+    # By string reference: intake, which stamps a channel with its classifier, sits above.
+    channel = models.ForeignKey("automation.IntakeChannel", on_delete=models.CASCADE)
+    people = models.BooleanField(default=False)  # people's labels as well
+    status = models.CharField(
+        max_length=20, choices=EvaluationStatus.choices, default=EvaluationStatus.QUEUED
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="trainings"
+    )
+    requested_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    version = models.CharField(max_length=40, blank=True)  # the model it made
+    # trained_on, categories, held_out, too_few, not_a_type (TrainingReport's figures)
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-requested_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"training for {self.channel_id}: {self.status}"

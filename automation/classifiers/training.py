@@ -22,6 +22,7 @@ import csv
 import hashlib
 import pickle
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,9 +31,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from automation.classifiers.heuristic import intent_text
-from automation.classifiers.models import ClassifierModel, Label
+from automation.classifiers.models import (
+    ClassifierModel,
+    Label,
+    LabelledExample,
+    LabelledSetStatus,
+)
 from automation.mail import parse_message
 from automation.schemas import MailEvent
+from policy.services import policy_business
 
 # One labelled file in this many is held back from training, by a hash of its name.
 HOLD_BACK_ONE_IN = 4
@@ -69,6 +76,9 @@ class TrainingReport:
     held_out: dict[str, dict[str, int]] = field(default_factory=dict)
     # The types with too few labels to learn, and how many they have in the training part.
     too_few: dict[str, int] = field(default_factory=dict)
+    # Examples labelled with a category the active version has no request type for: left
+    # out of training and of the figures, by that category.
+    not_a_type: dict[str, int] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
         model = self.model
@@ -81,6 +91,10 @@ class TrainingReport:
         out += [
             f"{too_few_to_learn(name, count)}; read by the heuristic"
             for name, count in self.too_few.items()
+        ]
+        out += [
+            f"{name}: {count} labelled, not a request type of the active version; left out"
+            for name, count in self.not_a_type.items()
         ]
         for name, figures in self.held_out.items():
             right, of = figures["right"], figures["of"]
@@ -99,11 +113,27 @@ def examples_from(labels: Path) -> list[Example]:
             if row.get("expected_intake") != "new" or not row.get("category"):
                 continue
             raw = (labels.parent / row["file"]).read_bytes()
-            parsed = parse_message(raw)
-            event = MailEvent.model_validate(parsed.event())
-            text = intent_text(event.normalized())
-            found.append(Example(source, row["file"], text, row["category"]))
+            found.append(Example(source, row["file"], _read(raw), row["category"]))
     return found
+
+
+def _read(raw: bytes) -> str:
+    event = MailEvent.model_validate(parse_message(raw).event())
+    return intent_text(event.normalized())
+
+
+def examples_stored() -> tuple[list[Example], list[str]]:
+    """The labelled e-mails of every set uploaded in the console, read as the classifier
+    reads them, and the names of those sets."""
+    rows = (
+        LabelledExample.objects.filter(labelled_set__status=LabelledSetStatus.READ)
+        .filter(expected_intake="new")
+        .exclude(category="")
+        .order_by("labelled_set__name", "line")
+        .values_list("labelled_set__name", "file", "category", "message")
+    )
+    found = [Example(name, file, _read(bytes(raw)), category) for name, file, category, raw in rows]
+    return found, list(dict.fromkeys(e.source for e in found))
 
 
 # The name people's labels are reported under, beside the labelled sets' folder names.
@@ -155,14 +185,30 @@ def _cross_validated(texts: list[str], labels: list[str], smallest: int) -> floa
 
 
 def classifier_train(
-    *, labels: list[Path], people: bool = False, activate: bool = True
+    *, labels: list[Path] | None = None, people: bool = False, activate: bool = True
 ) -> TrainingReport:
     """Train on every labelled set's training part (and, with `people`, on the labels people
     gave), report on each held-back part, store the artifact as a new version (the active
-    one unless told otherwise)."""
-    examples = [example for path in labels for example in examples_from(path)]
+    one unless told otherwise). With no `labels`, the sets stored in the console are the
+    labelled sets. Only the request types of the active version are learned: an example of
+    another category is left out and counted."""
+    if labels is None:
+        examples, sources = examples_stored()
+        if not examples and not people:
+            raise TrainingError(
+                "no labelled set is stored: upload one in the console (Reading) "
+                "or name labels.csv files"
+            )
+    else:
+        examples = [example for path in labels for example in examples_from(path)]
+        sources = [str(path) for path in labels]
     if people:
         examples += examples_from_people()
+    types = set(policy_business(name=None).request_types)
+    not_a_type = dict(
+        sorted(Counter(e.category for e in examples if e.category not in types).items())
+    )
+    examples = [e for e in examples if e.category in types]
     too_few = _too_few_to_learn(examples)
     # A type the model does not learn is neither trained on nor measured on.
     examples = [e for e in examples if e.category not in too_few]
@@ -196,7 +242,7 @@ def classifier_train(
                 "categories": categories,
                 "cv_accuracy": _cross_validated(texts, targets, smallest),
                 "held_out": held_out,
-                "sources": [str(path) for path in labels] + ([PEOPLE] if people else []),
+                "sources": sources + ([PEOPLE] if people else []),
             },
         )
         if activate:
@@ -205,7 +251,7 @@ def classifier_train(
             )
             ClassifierModel.objects.filter(pk=model.pk).update(is_active=True)
             model.is_active = True
-    return TrainingReport(model, len(training), held_out, too_few)
+    return TrainingReport(model, len(training), held_out, too_few, not_a_type)
 
 
 def _too_few_to_learn(examples: list[Example]) -> dict[str, int]:
@@ -238,13 +284,25 @@ class LoadedModel:
 
 
 _LOADED: dict[str, LoadedModel] = {}
+# Models kept unpickled in a process: the active one and those reading channels by version
+# (live or in shadow) are a handful.
+KEPT_LOADED = 8
 
 
 def active_model() -> LoadedModel | None:
     """The active model, unpickled once per process (by checksum); None when none is."""
     row = ClassifierModel.objects.filter(is_active=True).values("version", "checksum").first()
-    if row is None:
-        return None
+    return _loaded(row) if row is not None else None
+
+
+def stored_model(version: str) -> LoadedModel | None:
+    """The stored model of that version (active or not), unpickled once per process; None
+    when there is none."""
+    row = ClassifierModel.objects.filter(version=version).values("version", "checksum").first()
+    return _loaded(row) if row is not None else None
+
+
+def _loaded(row: Mapping[str, Any]) -> LoadedModel:
     loaded = _LOADED.get(row["checksum"])
     if loaded is None:
         artifact = bytes(
@@ -255,6 +313,7 @@ def active_model() -> LoadedModel | None:
                 f"{row['version']}: the stored artifact does not match its checksum"
             )
         loaded = LoadedModel(row["version"], pickle.loads(artifact))  # noqa: S301 - our own artifact, checksummed
-        _LOADED.clear()
+        if len(_LOADED) >= KEPT_LOADED:
+            _LOADED.clear()
         _LOADED[row["checksum"]] = loaded
     return loaded

@@ -13,16 +13,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.utils import timezone
 
-from automation.classifiers import classifier_versions
-from automation.classifiers.models import ClassifierResult
-from automation.classifiers.training import TrainingError, active_model
+from audit.models import AuditAction
+from automation.classifiers import LEARNED_VERSION, classifier_exists, classifier_versions
+from automation.classifiers.labelled import MANAGE_READING, labelled_set_folder
+from automation.classifiers.models import (
+    ClassifierResult,
+    EvaluationStatus,
+    LabelledSet,
+    LabelledSetEvaluation,
+    LabelledSetStatus,
+)
+from automation.classifiers.training import TrainingError, active_model, stored_model
 from automation.intake.customers import customers_load_in_transaction
 from automation.intake.models import IntakeChannel
 from automation.intake.services import MAIL_TYPE, intake_submit_in_transaction
 from automation.pipeline.services import run_advance_in_transaction
+from automation.runs.journal import record_audit
 from automation.runs.models import Run, StageName, State
+from core.codes import Refusal
+from core.dispatch import Priority, enqueue_after_commit
+from core.errors import ServiceError
 from policy.services import policy_ensure_defaults_in_transaction, policy_get
 
 # The pipeline stops here for an evaluation: the decision is made, nothing is delivered.
@@ -195,6 +210,25 @@ class EvaluationReport:
             )
         return bands
 
+    def per_type(self) -> list[dict[str, Any]]:
+        """Each labelled request type in the catalogue's words: its messages, how many were
+        read as it, what the others were read as, and how many policy sent to people."""
+        table = []
+        for name in self.labelled_categories:
+            rows = self.labelled(name)
+            read_as = Counter(self.said(r.category or "(none)") for r in rows if r.category != name)
+            table.append(
+                {
+                    "type": name,
+                    "label": self.said(name),
+                    "messages": len(rows),
+                    "right": sum(r.category == name for r in rows),
+                    "read_as": dict(read_as.most_common()),
+                    "to_people": sum(r.to_people for r in rows),
+                }
+            )
+        return table
+
     def as_json(self) -> dict[str, Any]:
         caught, labelled = self.problems_caught
         wrong_through, through, wrong = self.wrong_straight_through
@@ -215,6 +249,10 @@ class EvaluationReport:
             "wrong_readings_straight_through": [wrong_through, wrong],
             "reliability": self.reliability,
             "not_learned": self.not_learned,
+            "labels": self.labels,
+            "category_correct": self.category_correct,
+            "to_people": self.to_people,
+            "per_type": self.per_type(),
             "readings": [r.__dict__ for r in self.readings],
         }
 
@@ -355,6 +393,65 @@ def _evaluate(
     return report
 
 
+EVALUATE_TASK = "automation.tasks.evaluate_labelled_set"
+# Readers that cannot be measured on a set uploaded in the console: `recorded` replays the
+# outcomes stored for a channel's own messages, which an uploaded set has none of.
+NOT_MEASURABLE = {"recorded"}
+
+
+def labelled_set_evaluation_start(
+    *, set_id: int, classifier: str, user: User
+) -> LabelledSetEvaluation:
+    """Ask a worker to measure a reader on a stored set. A set holds up to a couple of
+    thousand messages, each read through the whole pipeline (a model server's reader takes
+    seconds a message), so the measuring is a task and its report is stored."""
+    if not user.has_perm(MANAGE_READING):
+        raise PermissionDenied("only whoever may change a channel's readers measures them")
+    if classifier in NOT_MEASURABLE or not classifier_exists(classifier):
+        raise ServiceError(Refusal.NO_SUCH_READER, f"no reader named {classifier} can be measured")
+    with transaction.atomic(durable=True):
+        labelled_set = LabelledSet.objects.get(pk=set_id)
+        if labelled_set.status != LabelledSetStatus.READ:
+            raise ServiceError(
+                Refusal.STATE_CONFLICT, f"{labelled_set.name} was refused: there is nothing to read"
+            )
+        evaluation = LabelledSetEvaluation.objects.create(
+            labelled_set=labelled_set, classifier=classifier, requested_by=user
+        )
+        record_audit(
+            None,
+            AuditAction.LABELLED_SET_EVALUATED,
+            actor=user,
+            labelled_set=labelled_set.pk,
+            evaluation=evaluation.pk,
+            classifier=classifier,
+        )
+        enqueue_after_commit(EVALUATE_TASK, evaluation.pk, priority=Priority.BULK)
+    return evaluation
+
+
+def labelled_set_evaluation_run(*, evaluation_id: int) -> str:
+    """Measure the reader on the set and store the report (or why it could not be)."""
+    # Claimed by a conditional update: a message delivered twice measures the set once.
+    claimed = LabelledSetEvaluation.objects.filter(
+        pk=evaluation_id, status=EvaluationStatus.QUEUED
+    ).update(status=EvaluationStatus.RUNNING)
+    if not claimed:
+        return "already taken"
+    evaluation = LabelledSetEvaluation.objects.get(pk=evaluation_id)
+    try:
+        with labelled_set_folder(set_id=evaluation.labelled_set_id) as labels:
+            report = classifier_evaluate(labels=labels, classifier=evaluation.classifier)
+    except Exception as exc:
+        evaluation.status = EvaluationStatus.FAILED
+        evaluation.error = f"{type(exc).__name__}: {exc}"[:2000]
+    else:
+        evaluation.status, evaluation.report = EvaluationStatus.DONE, report.as_json()
+    evaluation.finished_at = timezone.now()
+    evaluation.save(update_fields=["status", "error", "report", "finished_at"])
+    return str(evaluation.status)
+
+
 # Why a classifier gave no reading, by the error its last attempt ended with.
 UNANSWERED = {
     "ClassifierTimeout": "timed out",
@@ -374,11 +471,12 @@ def _unanswered(run: Run) -> str | None:
 
 
 def _not_learned(classifier: str, types: set[str]) -> list[str]:
-    """The catalogue's types the active learned model has no category for."""
-    if classifier != "learned":
+    """The catalogue's types the learned model (the active one, or the one named by its
+    version) has no category for."""
+    if classifier != "learned" and not LEARNED_VERSION.fullmatch(classifier):
         return []
     try:
-        model = active_model()
+        model = active_model() if classifier == "learned" else stored_model(classifier)
     except TrainingError:
         return []
     return sorted(types - set(model.categories)) if model is not None else []

@@ -34,7 +34,15 @@ from pydantic import ValidationError
 from audit.models import AuditAction
 from automation.classifiers import classifier_versions, get_classifier
 from automation.classifiers.base import ClassifierInput, answer_of
-from automation.classifiers.models import ClassifierPromotion, Label, ShadowOutcome, ShadowReading
+from automation.classifiers.models import (
+    ClassifierPromotion,
+    ClassifierTraining,
+    EvaluationStatus,
+    Label,
+    ShadowOutcome,
+    ShadowReading,
+)
+from automation.classifiers.training import TrainingError, TrainingReport, classifier_train
 from automation.conf import setting
 from automation.intake.models import IntakeChannel
 from automation.runs.journal import record_audit
@@ -301,6 +309,88 @@ def classifier_promote(
             evidence=evidence,
         )
         return promotion
+
+
+TRAIN_TASK = "automation.tasks.train_into_shadow"
+
+
+def classifier_training_start(*, channel_id: int, people: bool, user: User) -> ClassifierTraining:
+    """Ask a worker to train the learned reader on the labelled sets stored for the business
+    (and, with `people`, the labels people gave), as `train_classifier` does with no files,
+    and to put the new version in shadow on the channel. A worker, since the stored sets may
+    hold thousands of messages (a couple of thousand take half a minute)."""
+    if not user.has_perm(CHANGE_CHANNEL):
+        raise PermissionDenied("changing a channel's readers needs the right to change channels")
+    with transaction.atomic(durable=True):
+        channel = IntakeChannel.objects.get(pk=channel_id)
+        training = ClassifierTraining.objects.create(
+            channel=channel, people=people, requested_by=user
+        )
+        enqueue_after_commit(TRAIN_TASK, training.pk, priority=Priority.BULK)
+    return training
+
+
+def classifier_training_run(*, training_id: int) -> str:
+    """Train, then put the new version in shadow on the channel: it reads beside the live
+    reader and decides nothing until it is promoted. The active learned model stays."""
+    # Claimed by a conditional update: a message delivered twice trains once.
+    claimed = ClassifierTraining.objects.filter(
+        pk=training_id, status=EvaluationStatus.QUEUED
+    ).update(status=EvaluationStatus.RUNNING)
+    if not claimed:
+        return "already taken"
+    training = ClassifierTraining.objects.select_related("requested_by").get(pk=training_id)
+    try:
+        report = classifier_train(labels=None, people=training.people, activate=False)
+    except TrainingError as exc:
+        return _training_failed(training, str(exc))
+    except Exception as exc:
+        return _training_failed(training, f"{type(exc).__name__}: {exc}")
+    with transaction.atomic(durable=True):
+        _into_shadow(training, report)
+    return EvaluationStatus.DONE
+
+
+def _training_failed(training: ClassifierTraining, error: str) -> str:
+    training.status, training.error = EvaluationStatus.FAILED, error[:2000]
+    training.finished_at = timezone.now()
+    training.save(update_fields=["status", "error", "finished_at"])
+    return EvaluationStatus.FAILED
+
+
+def _into_shadow(training: ClassifierTraining, report: TrainingReport) -> None:
+    version, user = report.model.version, training.requested_by
+    channel = IntakeChannel.objects.select_for_update().get(pk=training.channel_id)
+    training.status, training.version = EvaluationStatus.DONE, version
+    training.finished_at = timezone.now()
+    training.result = {
+        "trained_on": report.trained_on,
+        "categories": list(report.model.categories),
+        "held_out": report.held_out,
+        "too_few": report.too_few,
+        "not_a_type": report.not_a_type,
+    }
+    training.save(update_fields=["status", "version", "finished_at", "result"])
+    record_audit(
+        None,
+        AuditAction.CLASSIFIER_TRAINED,
+        actor=user,
+        version=version,
+        trained_on=report.trained_on,
+        sources=report.model.sources,
+        not_a_type=report.not_a_type,
+    )
+    shadows = list(channel.shadow_classifiers or [])
+    if version != channel.classifier and version not in shadows:
+        channel.shadow_classifiers = [*shadows, version]
+        channel.save(update_fields=["shadow_classifiers"])
+        record_audit(
+            None,
+            AuditAction.CLASSIFIER_SHADOW_ADDED,
+            actor=user,
+            channel=channel.name,
+            classifier=version,
+        )
 
 
 def classifier_rollback(*, promotion_id: int, user: User) -> ClassifierPromotion:

@@ -17,7 +17,7 @@ from django.urls import URLPattern, path
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from automation.classifiers.base import CLASSIFIERS
+from automation.classifiers import classifier_exists
 from automation.effects.selectors import sees_effect_answers
 from automation.effects.services import DELIVERABLE, effect_pause, effect_resume
 from automation.intake.services import api_tokens_revoke
@@ -581,7 +581,7 @@ class IntakeChannelForm(forms.ModelForm):  # type: ignore[type-arg]
 
     def clean_shadow_classifiers(self) -> list[str]:
         names = [n.strip() for n in self.cleaned_data["shadow_classifiers"].split(",") if n.strip()]
-        unknown = sorted(set(names) - set(CLASSIFIERS))
+        unknown = sorted(name for name in set(names) if not classifier_exists(name))
         if unknown:
             raise forms.ValidationError(f"not an installed classifier: {', '.join(unknown)}")
         return list(dict.fromkeys(names))

@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from django import forms
 
+from automation.classifiers.labelled import MAX_UPLOAD_BYTES
 from console.forms.ops import business_choices
 from console.forms.text import FreeTextField
 from policy.catalogue import Catalogue
@@ -40,3 +41,41 @@ class ReconcileForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="what was done about the effect that followed the wrong reading",
     )
+
+
+class LabelledSetUploadForm(forms.Form):
+    """A labelled set as one .zip: labels.csv and the .eml files its rows name."""
+
+    name = forms.CharField(max_length=100, help_text="how the set is listed, e.g. claims-march")
+    upload = forms.FileField(
+        label="Labelled set (.zip)",
+        help_text="a .zip holding labels.csv (file, category, effect, expected_intake) and "
+        "the .eml files it names; customers.csv beside it is used when measuring",
+    )
+
+    def clean_upload(self) -> Any:
+        upload = self.cleaned_data["upload"]
+        if upload.size > MAX_UPLOAD_BYTES:  # refused before a byte of it is read
+            raise forms.ValidationError(
+                f"the upload is larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MB"
+            )
+        return upload
+
+
+class EvaluateForm(forms.Form):
+    classifier = forms.ChoiceField(label="Reader")
+
+    def __init__(self, *args: Any, readers: list[tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        cast(forms.ChoiceField, self.fields["classifier"]).choices = readers
+
+
+class TrainForm(forms.Form):
+    channel = forms.ChoiceField(label="Put it in shadow on the channel")
+    people = forms.BooleanField(
+        required=False, label="Learn from the labels people gave as well (QA, corrections)"
+    )
+
+    def __init__(self, *args: Any, channels: list[tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        cast(forms.ChoiceField, self.fields["channel"]).choices = channels

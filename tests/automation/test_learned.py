@@ -19,6 +19,8 @@ from automation.intake.services import channel_get_or_create, intake_submit
 from automation.models import ClassificationAttempt, ClassifierModel, IntakeChannel, Run
 from automation.pipeline.services import run_advance
 from policy.catalogue import Catalogue, reference_catalogue
+from policy.models import PolicyVersion
+from tests.catalogues import activate_effects
 
 pytestmark = pytest.mark.django_db
 
@@ -159,9 +161,21 @@ def warranty_business() -> Catalogue:
     return Catalogue.model_validate(data)
 
 
+def activate_warranty_business() -> None:
+    """A version whose catalogue has the warranty claim: training learns only the request
+    types of the active version."""
+    catalogue = warranty_business().model_dump(mode="json", exclude_none=True)
+    routes = {
+        **PolicyVersion.objects.get(is_active=True).parsed.routes,
+        "warranty_claim": "commercial",
+    }
+    activate_effects({}, catalogue=catalogue, routes=routes)
+
+
 def test_a_type_with_too_few_labels_is_not_learned_and_is_left_to_the_heuristic(
     policy: None, tmp_path: Path
 ) -> None:
+    activate_warranty_business()
     labels = with_warranty_claims(tmp_path / "mail-warranty")
     claims = [e for e in training.examples_from(labels) if e.category == "warranty_claim"]
     assert len(claims) == 3 and not any(e.held_back for e in claims)
@@ -189,6 +203,7 @@ def test_a_type_with_too_few_labels_is_not_learned_and_is_left_to_the_heuristic(
 
 
 def test_training_needs_two_types_with_enough_labels(policy: None, tmp_path: Path) -> None:
+    activate_warranty_business()
     folder = tmp_path / "mail-warranty"
     labels = with_warranty_claims(folder)
     rows = [r for r in csv.DictReader(labels.open(encoding="utf-8"))]

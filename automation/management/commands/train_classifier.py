@@ -10,9 +10,10 @@ from automation.classifiers.training import TrainingError, classifier_train
 
 class Command(BaseCommand):
     help = (
-        "Train the `learned` classifier on labelled sets (labels.csv beside the .eml files), "
-        "holding back a fixed quarter of each to report on; store the model as a new version "
-        "and make it the active one."
+        "Train the `learned` classifier on labelled sets (labels.csv beside the .eml files; "
+        "with none named, the sets uploaded in the console), on the request types of the "
+        "active policy version, holding back a fixed quarter of each set to report on; store "
+        "the model as a new version and make it the active one."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -20,8 +21,7 @@ class Command(BaseCommand):
             "labels",
             nargs="*",
             type=Path,
-            default=[Path("tests/data/mail/labels.csv"), Path("tests/data/mail-eval/labels.csv")],
-            help="labels.csv files (default: the sample and the evaluation sets)",
+            help="labels.csv files (default: the labelled sets stored in the console)",
         )
         parser.add_argument(
             "--labels-from-people",
@@ -35,7 +35,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             report = classifier_train(
-                labels=options["labels"],
+                labels=options["labels"] or None,
                 people=options["labels_from_people"],
                 activate=not options["keep_active"],
             )
