@@ -2,9 +2,12 @@
 an empty install with only a superuser: a vet clinic's teams and people, its business started
 from nothing (three request types, two routes owned by the teams, an `http` effect naming a
 secret that the surgery team approves, an `email_reply`), simulated and activated, an intake
-channel with an API token, its clients uploaded. Then an integrator sends an e-mail with the
-key; a surgery team member approves it in the inbox and the clinic's practice system, a
-receiver on 127.0.0.1, gets the booking exactly once, with the secret's value in its header.
+channel with an API token, its clients uploaded, and the setup page shows nothing missing.
+Then an integrator posts owners' e-mails with the key: a vaccination question is answered by
+e-mail at once (a real SMTP server on 127.0.0.1 gets the reply, in its thread); a surgery
+booking waits for the surgery team. A front-desk member, whose team has no approver role, is
+refused it; a surgery team member approves it in her inbox and the clinic's practice system,
+a receiver on 127.0.0.1, gets the booking exactly once, with the secret's value in its header.
 
 Nothing after the superuser is made is written by the test: every step is a page.
 """
@@ -63,18 +66,32 @@ templates:
 """
 
 
-def surgery_mail() -> bytes:
+def owner_mail(message_id: str, subject: str, text: str) -> bytes:
     message = EmailMessage()
     message["From"] = "Maple Farm <office@maplefarm.example>"
     message["To"] = "desk@clinic.example"
-    message["Subject"] = "Surgery booking for our dog Biscuit"
-    message["Message-ID"] = "<surgery-1@maplefarm.example>"
+    message["Subject"] = subject
+    message["Message-ID"] = f"<{message_id}@maplefarm.example>"
     message["Date"] = "Thu, 03 Dec 2026 09:00:00 +0000"
-    message.set_content(
-        "Hello,\n\nplease book a surgery for Biscuit: the vet said the operation on his knee "
-        "should be done soon. Can we book the surgery next week?\n\nMaple Farm\n"
-    )
+    message.set_content(f"Hello,\n\n{text}\n\nMaple Farm\n")
     return message.as_bytes()
+
+
+def surgery_mail() -> bytes:
+    return owner_mail(
+        "surgery-1",
+        "Surgery booking for our dog Biscuit",
+        "please book a surgery for Biscuit: the vet said the operation on his knee should be "
+        "done soon. Can we book the surgery next week?",
+    )
+
+
+def vaccination_mail() -> bytes:
+    return owner_mail(
+        "vaccination-1",
+        "Booster for the puppies",
+        "our three puppies are due their vaccination booster. When can they come for the jab?",
+    )
 
 
 @pytest.fixture
@@ -230,7 +247,9 @@ def add_channel_and_token(page: Page) -> str:
     expect(page.get_by_role("status")).to_have_text("Added the channel clinic-api.")
     expect(page.get_by_test_id("state-channel")).to_have_text("Done")
 
-    page.goto("/setup/channels/clinic-api/")
+    page.get_by_test_id("link-channel").click()  # now "Intake channels"
+    page.get_by_role("link", name="clinic-api", exact=True).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Channel clinic-api")
     tokens = page.get_by_test_id("token-form")
     tokens.get_by_role("textbox").first.fill("practice-website")
     tokens.get_by_role("button", name="Issue a token").click()
@@ -266,7 +285,7 @@ def test_a_superuser_sets_a_vet_clinic_up_in_the_console_and_its_first_request_i
     live_server: Any,
     tmp_path: Path,
 ) -> None:
-    system, _ = receivers
+    system, outbox = receivers
     # An empty install: the superuser, and nothing else (no roles set up, no business).
     assert list(User.objects.values_list("username", flat=True)) == ["root"]
     assert not Group.objects.exists()
@@ -290,6 +309,7 @@ def test_a_superuser_sets_a_vet_clinic_up_in_the_console_and_its_first_request_i
     add_person(page, "frank", "Frank", FRANK_PASSWORD, "front-desk")
     page.goto("/setup/")
     expect(page.get_by_test_id("state-approver-team")).to_have_text("Done")
+    expect(page.get_by_test_id("state-route-teams")).to_have_text("Missing")  # no business yet
 
     # 3. The business, from nothing, saved as a draft, simulated and activated.
     start_the_clinic(page, system)
@@ -311,17 +331,39 @@ def test_a_superuser_sets_a_vet_clinic_up_in_the_console_and_its_first_request_i
     expect(page.get_by_test_id(f"state-secret-{SECRET}")).to_have_text("Done")
     expect(page.get_by_test_id("state-mail-server")).to_have_text("Done")
     expect(page.get_by_test_id("state-customers")).to_have_text("Done")
+    expect(page.get_by_test_id("step-route-teams")).to_contain_text(
+        "The routes' work goes to front-desk, surgery-team."
+    )
     expect(page.locator("body")).not_to_contain_text(SECRET_VALUE)
     screenshot(page, "company-setup-done")
 
     # 7. The integrator sends an owner's e-mail with the key.
     status, answer = send_mail(live_server.url, key, surgery_mail())
     assert status == 202, answer
+    # A vaccination question is answered at once by the front desk's reply, by e-mail.
+    status, answer = send_mail(live_server.url, key, vaccination_mail())
+    assert status == 202, answer
+    (reply,) = outbox.received
+    assert reply.recipients == ["office@maplefarm.example"]
+    assert reply.message["Subject"] == "Re: Booster for the puppies"
+    assert reply.message["In-Reply-To"] == "<vaccination-1@maplefarm.example>"
 
     # 8. Vera, of the surgery team, finds it in her inbox and approves it.
     vera = new_context().new_page()
     log_in(vera, Person(User.objects.get(username="vera"), VERA_PASSWORD), "/approvals/")
     vera.get_by_role("link", name=re.compile("Surgery booking for our dog Biscuit")).click()
+    expect(vera).to_have_url(re.compile(r"/approvals/\d+/$"))
+
+    # Frank, of the front desk (a team without the approver role), may not decide it.
+    frank = new_context().new_page()
+    log_in(frank, Person(User.objects.get(username="frank"), FRANK_PASSWORD), "/me/team-queue/")
+    expect(frank.locator("main")).to_contain_text(
+        "The held runs of the routes your teams own: Reception."
+    )
+    refused = frank.goto(vera.url)
+    assert refused is not None and refused.status == 403
+    expect(frank.get_by_role("button", name="Approve", exact=True)).to_have_count(0)
+
     sent = vera.get_by_test_id("effect-request")
     expect(sent).to_contain_text('"what": "Surgery booking for our dog Biscuit"')
     expect(sent).to_contain_text("credentials are added when it is sent, never shown")
