@@ -313,9 +313,9 @@ JOIN generate_series(1, 5) AS a (attempt) ON a.attempt <= e.attempts
 # The task rows of the delivered record effects (every effect of the reference business).
 LOCAL_RECORDS = """
 INSERT INTO automation_task
-    (idempotency_key, run_id, effect, "group", route, subject, payload, created_at)
+    (idempotency_key, run_id, effect, "group", route, subject, payload, created_at, note)
 SELECT e.idempotency_key, e.run_id, e.name, '', coalesce(e.payload ->> 'route', ''),
-       coalesce(e.payload ->> 'subject', ''), e.payload, e.delivered_at
+       coalesce(e.payload ->> 'subject', ''), e.payload, e.delivered_at, ''
 FROM bench_request AS r JOIN automation_effect AS e ON e.run_id = r.rid
 WHERE e.status = 'delivered'
 """
