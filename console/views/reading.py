@@ -20,6 +20,7 @@ from automation.classifiers.labelled import (
     labelled_set_remove,
     labelled_set_upload,
 )
+from automation.classifiers.readers import readers_available
 from automation.classifiers.training import MIN_LABELS
 from automation.models import (
     ClassifierModel,
@@ -43,11 +44,10 @@ MODELS_OFFERED = 10
 
 
 def _readers() -> list[tuple[str, str]]:
-    """The readers a set can be measured with, in words."""
-    readers = [("heuristic", "Rules reader (the catalogue's cue words and weights)")]
-    models = list(ClassifierModel.objects.order_by("-trained_at", "-id")[:MODELS_OFFERED])
-    if any(m.is_active for m in models) or ClassifierModel.objects.filter(is_active=True).exists():
-        readers.append(("learned", "Learned reader (the active trained model)"))
+    """The readers a set can be measured with, in words: those a channel may be given here
+    (automation.classifiers.readers, the same words), and each trained model by itself."""
+    readers = [(reader.name, reader.words) for reader in readers_available()]
+    models = ClassifierModel.objects.order_by("-trained_at", "-id")[:MODELS_OFFERED]
     readers += [
         (
             m.version,
@@ -56,7 +56,6 @@ def _readers() -> list[tuple[str, str]]:
         )
         for m in models
     ]
-    readers.append(("openai-compatible", "Language model server (the one the settings name)"))
     return readers
 
 

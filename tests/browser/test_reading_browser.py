@@ -46,10 +46,10 @@ def test_an_ops_lead_uploads_a_set_and_sees_a_reader_measured_per_type_in_words(
         expect(types).to_contain_text(label)
 
     page.get_by_label("Reader").select_option(
-        label="Rules reader (the catalogue's cue words and weights)"
+        label="Local reader: the cue words of the business, no model"
     )
     page.get_by_test_id("evaluate").click()
-    expect(page.get_by_role("heading", level=1)).to_contain_text("Rules reader")
+    expect(page.get_by_role("heading", level=1)).to_contain_text("Local reader")
     expect(page.get_by_test_id("evaluation-summary")).to_contain_text("of 8")
     table = page.get_by_test_id("per-type")
     for kind, label in LABELS.items():
