@@ -37,7 +37,7 @@ from automation.recovery.services import (
     run_resolve,
     run_resume,
 )
-from automation.roles import roles_ensure
+from automation.roles import permissions_of, roles_ensure
 from devtools.services import checkpoint_import
 from policy.models import PolicyVersion
 from policy.services import parse_policy_text, policy_version_activate, policy_version_create
@@ -107,7 +107,9 @@ _events = itertools.count(1)
 
 def _store(document: dict[str, Any]) -> PolicyVersion:
     for name in ("harbour-refunds", "harbour-payments"):
-        Group.objects.get_or_create(name=name)
+        # The agency's approving teams hold the approver role: a team decides only through it.
+        group, _ = Group.objects.get_or_create(name=name)
+        group.permissions.set(permissions_of(["approver"]))
     version, _ = policy_version_create(document=parse_policy_text(yaml.safe_dump(document)))
     return version
 
