@@ -137,7 +137,8 @@ def channel_create(
     if IntakeChannel.objects.filter(name=name).exists():
         raise taken
     try:
-        # Made by someone else at the same moment: the unique name refuses the second.
+        # Made by someone else at the same moment: the unique name refuses the second, in a
+        # savepoint that leaves the service's transaction usable.
         with transaction.atomic():
             channel = IntakeChannel.objects.create(
                 name=name,
@@ -236,7 +237,8 @@ def api_token_issue(*, user: User, channel_id: int, name: str) -> tuple[ApiToken
     if ApiToken.objects.filter(name=name).exists():
         raise taken
     try:
-        with transaction.atomic():  # issued by someone else at the same moment
+        # Issued by someone else at the same moment: a savepoint, the unique name refuses it.
+        with transaction.atomic():
             token, key = api_token_create(name=name, channel=channel)
     except IntegrityError as exc:
         raise taken from exc

@@ -195,7 +195,7 @@ def _may_change(user: User) -> None:
         raise PermissionDenied("changing customers needs the permission to change them")
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def customer_add(
     *, user: User, reference: str, name: str, account_tier: str, email_domains: list[str]
 ) -> Customer:
@@ -206,7 +206,8 @@ def customer_add(
         reference=reference, name=name, account_tier=account_tier, email_domains=email_domains
     )
     try:
-        # The unique reference decides between two people adding the same one at once.
+        # The unique reference decides between two people adding the same one at once: a
+        # savepoint, so the refusal leaves the service's transaction usable.
         with transaction.atomic():
             customer = Customer.objects.create(**values)
     except IntegrityError as exc:
@@ -215,7 +216,7 @@ def customer_add(
     return customer
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def customer_change(
     *, user: User, customer_id: int, name: str, account_tier: str, email_domains: list[str]
 ) -> Customer:

@@ -55,9 +55,9 @@ STATES = (
     + [(State.NEEDS_REVIEW, "low_confidence"), (State.NEEDS_REVIEW, "effect_unavailable")]
     + [(State.APPROVAL_REQUIRED, ""), (State.FAILED, "approval_rejected")]
 )
-# Session, user, permissions and the navigation (6), the report's transaction and its
-# work_mem (3), the five panels (11).
-QUERY_BOUND = 20
+# Session, user, permissions and the navigation (7: the inbox's count and the unread
+# notifications'), the report's transaction and its work_mem (3), the five panels (11).
+QUERY_BOUND = 21
 # Session, user, permissions (4), the report's transaction and its work_mem (3: BEGIN,
 # set_config, COMMIT), the panel's (at most 4).
 CSV_QUERY_BOUND = 11
