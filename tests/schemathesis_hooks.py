@@ -1,4 +1,4 @@
-"""What schemathesis needs to send e-mail to the intake API (tests/automation/test_openapi.py
+"""What schemathesis needs to send e-mail to the intake API (tests/automation/intake/test_openapi.py
 loads this module through SCHEMATHESIS_HOOKS): the document names the format of a
 `message/rfc822` body (`email-message`); here is how to make one and how to send it."""
 

@@ -1,7 +1,8 @@
 """`make demo` stops whole: whatever signal reaches its process group (a terminal's Ctrl-C,
 a supervisor's SIGTERM), or `make` alone, the web server, the worker and the embedded
 PostgreSQL it started all stop. Each demo runs on a data folder and a port of its own. (A
-server someone else still uses is left running, and who uses it said: tests/test_embedded_db.py.)"""
+server someone else still uses is left running, and who uses it said:
+tests/core/test_embedded_db.py.)"""
 
 from __future__ import annotations
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import yaml
 
+from tests.packages import product_sources
+
 REPO = Path(__file__).resolve().parents[1]
-PRODUCT = ["config", "core", "automation", "approvals", "policy", "audit", "reports", "console"]
 # A string that is a reference name for another reason, and why.
 NOT_THE_BUSINESS = {
     ("automation/openapi.py", "security"): "OpenAPI's own key for how a call authenticates",
@@ -34,12 +35,7 @@ def reference_names() -> frozenset[str]:
 
 
 def product_files(suffix: str) -> list[Path]:
-    return [
-        path
-        for top in PRODUCT
-        for path in sorted((REPO / top).rglob(f"*{suffix}"))
-        if "migrations" not in path.parts
-    ]
+    return list(product_sources(suffix))
 
 
 def named_in_python(path: Path) -> list[str]:

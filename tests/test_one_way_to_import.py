@@ -10,8 +10,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.packages import root_packages
+
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("automation", "approvals", "audit", "policy", "reports", "console", "config", "core")
 GATHERED = {"automation.models"}
 
 
@@ -41,7 +42,7 @@ def _defined(path: Path) -> set[str]:
 def _sources() -> list[Path]:
     found = [
         p
-        for package in (*PACKAGES, "devtools", "tests", "bench")
+        for package in (*root_packages(), "tests", "bench")
         for p in (REPO / package).rglob("*.py")
     ]
     return [p for p in found if "migrations" not in p.parts]

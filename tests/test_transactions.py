@@ -10,11 +10,11 @@ from django.db import transaction
 
 from automation.pipeline.operations import sweep_due
 from policy.services import policy_version_activate
+from tests.packages import automation_concerns
 
 REPO = Path(__file__).resolve().parents[1]
-CONCERNS = ("intake", "runs", "classifiers", "effects", "pipeline", "recovery")
 SERVICES = [
-    *sorted(p for c in CONCERNS for p in (REPO / "automation" / c).glob("*.py")),
+    *sorted(p for c in automation_concerns() for p in (REPO / "automation" / c).glob("*.py")),
     REPO / "approvals" / "services.py",
     REPO / "policy" / "services.py",
     REPO / "reports" / "rollups.py",

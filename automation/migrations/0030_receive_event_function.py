@@ -6,7 +6,7 @@ record and audit row, and its first message. Every column is named here, with th
 the ORM writes for it (the model's default where the caller gives none); a column left
 out gets its database default. It is explicit SQL, versioned with the schema: a change to
 the rows an accepted event starts with is a new migration that replaces this function.
-`tests/automation/test_throughput.py` compares every column it writes with the rows the
+`tests/automation/pipeline/test_throughput.py` compares every column it writes with the rows the
 ORM writes for the same event, and fails on a column of these tables that it neither
 writes nor leaves to a database default.
 

@@ -116,11 +116,12 @@ def team_create(*, name: str, description: str, roles: Iterable[str], by: User) 
     _check_manager(by)
     name, chosen = check_team_name(name), _checked_roles(roles)
     text = _checked_description(description)
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         if Group.objects.filter(name__iexact=name).exists():
             raise _invalid("name", f"there is already a team named {name}")
         try:
-            with transaction.atomic():  # the same name made meanwhile, by another request
+            # a savepoint: the same name made meanwhile, by another request
+            with transaction.atomic():
                 group = Group.objects.create(name=name)
         except IntegrityError as exc:
             raise _invalid("name", f"there is already a team named {name}") from exc
@@ -137,7 +138,7 @@ def team_change(*, name: str, roles: Iterable[str], description: str, by: User) 
     the team may change its description, never its roles."""
     _check_manager(by)
     chosen, text = _checked_roles(roles), _checked_description(description)
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         admins = _administrators_locked()
         team = _team_for_update(name)
         before = known_roles(team.roles)
@@ -166,7 +167,7 @@ def team_change(*, name: str, roles: Iterable[str], description: str, by: User) 
 def team_member_add(*, name: str, username: str, by: User) -> User:
     """Put the person of this username in the team."""
     _check_manager(by)
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         team = _team_for_update(name)
         person = User.objects.filter(username=username.strip()).first()
         if person is None:
@@ -190,7 +191,7 @@ def team_member_add(*, name: str, username: str, by: User) -> User:
 def team_member_remove(*, name: str, user_id: int, by: User) -> User:
     """Take the person out of the team."""
     _check_manager(by)
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         admins = _administrators_locked()
         team = _team_for_update(name)
         person = User.objects.get(pk=user_id)
@@ -242,7 +243,7 @@ def team_provider_groups_set(*, name: str, provider_groups: Iterable[str], by: U
     when they are no longer in any of them) at each company sign-in (console.oidc)."""
     _check_manager(by)
     chosen = check_provider_groups(provider_groups)
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         team = _team_for_update(name)
         before = list(team.provider_groups)
         if chosen == before:
@@ -310,11 +311,11 @@ def person_create(
         person.set_password(password)
     else:
         person.set_unusable_password()
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         if User.objects.filter(username__iexact=name).exists():
             raise _invalid("username", f"there is already a person named {name}")
         try:
-            with transaction.atomic():  # the same username made meanwhile
+            with transaction.atomic():  # a savepoint: the same username made meanwhile
                 person.save()
         except IntegrityError as exc:
             raise _invalid("username", f"there is already a person named {name}") from exc
@@ -340,7 +341,7 @@ def person_change(*, user_id: int, first_name: str, last_name: str, email: str, 
     """Change the person's name and e-mail address."""
     _check_manager(by)
     first, last, address = _checked_person(first_name=first_name, last_name=last_name, email=email)
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         person = _person_for_update(user_id, by)
         before = {"first_name": person.first_name, "last_name": person.last_name}
         before["email"] = person.email
@@ -366,7 +367,7 @@ def person_deactivate(*, user_id: int, by: User) -> User:
     history stays. Refused for one's own account (but a superuser's), and for the last active
     administrator."""
     _check_manager(by)
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         admins = _administrators_locked()
         if not User.objects.filter(pk=by.pk, is_active=True).exists():
             # Deactivated while this waited for the lock (by the one it was deactivating).

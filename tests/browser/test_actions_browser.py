@@ -13,8 +13,8 @@ from collections.abc import Callable
 import pytest
 
 from automation.models import Outcome, RecoveryAction, RecoveryBatch, Run, State
+from tests.automation.recovery.test_recovery import completed, exhausted, invalid
 from tests.automation.test_admin import awaiting_approval, held_for_its_effect
-from tests.automation.test_recovery import completed, exhausted, invalid
 from tests.browser import test_ops_browser as ops
 from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, log_in, screenshot
 from tests.conftest import Pipeline, decision_for, make_event

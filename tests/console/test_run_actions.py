@@ -20,8 +20,14 @@ from automation.models import Outcome, RecoveryAction, Run, State
 from automation.recovery.actions import run_actions
 from devtools.services import checkpoint_import
 from policy.services import DEFAULT_VERSION, REFERENCE_VERSION, policy_version_activate
+from tests.automation.recovery.test_recovery import (
+    completed,
+    exhausted,
+    good_reading,
+    invalid,
+    person,
+)
 from tests.automation.test_admin import awaiting_approval, held_for_its_effect
-from tests.automation.test_recovery import completed, exhausted, good_reading, invalid, person
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 
 DEMO_SAMPLES = Path(__file__).resolve().parents[2] / "devtools" / "demo_samples.json"

@@ -25,8 +25,8 @@ from automation.recovery.services import run_resolve, run_retry
 from core.errors import ServiceError
 from policy.schemas import PolicyDocument
 from policy.services import DEFAULTS_DIR, parse_policy_text
-from tests.automation.test_quality import sampling, straight_through
-from tests.automation.test_recovery import exhausted, person
+from tests.automation.classifiers.test_quality import sampling, straight_through
+from tests.automation.recovery.test_recovery import exhausted, person
 from tests.conftest import Pipeline, _user, make_event
 from tests.console.test_approvals import security_event, with_fields
 

@@ -1,0 +1,473 @@
+"""The run engine with its real broker: messages written with their transaction, priorities,
+a sweep that never doubles queued work, and a worker killed in the middle of a run.
+
+These tests send work through django-q2's ORM broker on PostgreSQL (no inline queue), so the
+messages are rows of `django_q_ormq` exactly as the workers see them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import time
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+from django_q.models import OrmQ
+from django_q.signing import SignedPackage
+
+from audit.models import AuditAction, AuditEvent
+from automation.intake.services import (
+    api_token_create,
+    api_token_for_intake,
+    channel_get_or_create,
+    intake_submit,
+)
+from automation.models import (
+    ApiToken,
+    ClassificationAttempt,
+    IntakeChannel,
+    IntakeRecord,
+    Outcome,
+    Run,
+    StageRecord,
+    State,
+    Task,
+)
+from automation.pipeline.operations import sweep_due
+from automation.pipeline.services import run_advance
+from automation.recovery.services import run_retry
+from automation.runs.sending import ADVANCE_RUN_TASK
+from core.broker import PriorityOrmBroker
+from core.dispatch import Priority, batch, enqueue_after_commit, oldest_unspent
+from policy.services import (
+    DEFAULTS_DIR,
+    parse_policy_text,
+    policy_version_activate,
+    policy_version_create,
+)
+from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
+from tests.servers import qcluster
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REPO = Path(__file__).resolve().parents[3]
+STAGES = ["intake", "validate", "normalize", "enrich", "classify", "decide", "execute", "complete"]
+
+
+def submit(pipeline: Pipeline, event: dict[str, Any]) -> Run:
+    """Intake as the API does it: the run and its message commit together (no inline queue)."""
+    result = intake_submit(
+        channel=pipeline.channel,
+        raw=json.dumps(event).encode(),
+        content_type="application/json",
+        source="test",
+    )
+    assert result.run is not None
+    return result.run
+
+
+def queued() -> list[tuple[str, str, tuple[Any, ...]]]:
+    """The waiting messages, oldest first: (queue, task, args)."""
+    rows = OrmQ.objects.order_by("id").values_list("key", "payload")
+    return [
+        (key, task["func"], task["args"])
+        for key, task in ((key, SignedPackage.loads(payload)) for key, payload in rows)
+    ]
+
+
+def test_intake_writes_the_run_and_its_message_in_one_transaction(pipeline: Pipeline) -> None:
+    run = submit(pipeline, make_event(event_id="evt-tx"))
+
+    assert queued() == [("gatehouse", ADVANCE_RUN_TASK, (run.pk,))]
+    run.refresh_from_db()
+    assert run.dispatched_at is not None  # a message is out for it
+
+
+def api_key(pipeline: Pipeline) -> str:
+    name = f"t-{ApiToken.objects.count()}"
+    return api_token_create(name=name, channel=pipeline.channel)[1]
+
+
+def api_post(client: Client, pipeline: Pipeline, event: dict[str, Any], key: str = "") -> Any:
+    return client.post(
+        "/api/v1/events",
+        data=json.dumps(event).encode(),
+        content_type="application/json",
+        headers={"authorization": f"Bearer {key or api_key(pipeline)}"},
+    )
+
+
+def assert_received(run_id: int, event: dict[str, Any]) -> None:
+    """The run of an accepted event at `received`, with its raw record, its intake stage, its
+    audit row and its first message."""
+    run = Run.objects.select_related("intake").get(pk=run_id)
+    raw = json.dumps(event).encode()
+    assert bytes(run.intake.raw) == raw
+    assert run.intake.raw_sha256 == hashlib.sha256(raw).hexdigest()
+    assert run.claims_identity and run.state == State.RECEIVED and run.dispatched_at
+    assert run.fingerprint and run.normalized["event_id"] == event["event_id"]
+    assert list(run.stages.values_list("stage", "outcome")) == [("intake", "accepted")]
+    audit = AuditEvent.objects.get(run=run)
+    assert (audit.action, audit.intake_id) == (AuditAction.RUN_RECEIVED, run.intake_id)
+    assert audit.data["fingerprint"] == run.fingerprint
+    assert queued()[-1] == ("gatehouse", ADVANCE_RUN_TASK, (run.pk,))
+
+
+def test_an_accepted_event_is_two_statements_each_committing_alone(
+    pipeline: Pipeline, client: Client
+) -> None:
+    key = api_key(pipeline)
+    api_post(client, pipeline, make_event(event_id="evt-first"), key)  # reads the policy, once
+    event = make_event(event_id="evt-two")
+    with CaptureQueriesContext(connection) as queries:
+        response = api_post(client, pipeline, event, key)
+
+    assert response.status_code == 202, response.content
+    # The token's check with the reads intake needs, then every row by one call of the
+    # receive function; no BEGIN or COMMIT around them (one statement is its own
+    # transaction).
+    statements = [q["sql"] for q in queries.captured_queries]
+    assert len(statements) == 2
+    token_and_ids, rows = statements
+    assert "automation_apitoken" in token_and_ids and "nextval" in token_and_ids
+    assert rows.startswith("SELECT gatehouse_receive_event(")
+    assert not [sql for sql in statements if sql in {"BEGIN", "COMMIT"} or "SAVEPOINT" in sql]
+
+    # ...and they are the rows the ORM's way writes.
+    assert_received(response.json()["run"]["id"], event)
+
+
+def test_the_receive_function_writes_every_column_the_orms_way_writes(
+    pipeline: Pipeline, client: Client
+) -> None:
+    key = api_key(pipeline)
+    fast = api_post(client, pipeline, make_event(event_id="evt-fast"), key).json()["run"]["id"]
+    token = ApiToken.objects.latest("pk")
+    with batch():  # its message is not a row of its own: intake takes the ORM's way
+        slow = intake_submit(
+            channel=pipeline.channel,
+            raw=json.dumps(make_event(event_id="evt-slow")).encode(),
+            content_type="application/json",
+            source=f"api:{token.name}",
+        ).run
+    assert slow is not None
+
+    def columns(model: Any, run_id: int, *differ: str) -> dict[str, Any]:
+        keep = [f.attname for f in model._meta.concrete_fields if f.attname not in differ]
+        found = model.objects.filter(**({"pk": run_id} if model is Run else {"run_id": run_id}))
+        return {"rows": list(found.order_by("pk").values(*keep))}
+
+    stamps = ("id", "run_id", "intake_id", "created_at", "updated_at", "dispatched_at")
+    by_event = ("event_id", "normalized", "fingerprint")
+    for model, differ in (
+        (Run, (*stamps, *by_event)),
+        (StageRecord, (*stamps, "started_at", "finished_at", "duration_ms")),
+        (AuditEvent, (*stamps, "data")),
+    ):
+        assert columns(model, fast, *differ) == columns(model, slow.pk, *differ), model
+    runs = {r.pk: r for r in Run.objects.filter(pk__in=[fast, slow.pk]).select_related("intake")}
+    intakes = [
+        IntakeRecord.objects.filter(pk=runs[pk].intake_id).values().get() for pk in (fast, slow.pk)
+    ]
+    for intake in intakes:
+        assert intake.pop("raw_sha256") == hashlib.sha256(bytes(intake.pop("raw"))).hexdigest()
+        del intake["id"], intake["received_at"]
+    assert intakes[0] == intakes[1]
+    for run in runs.values():
+        assert run.fingerprint and run.dispatched_at and run.normalized["event_id"] == run.event_id
+        audit = AuditEvent.objects.get(run=run)
+        assert audit.data == {"fingerprint": run.fingerprint} and audit.intake_id == run.intake_id
+    assert queued() == [("gatehouse", ADVANCE_RUN_TASK, (pk,)) for pk in (fast, slow.pk)]
+
+
+def test_the_token_read_with_intakes_ids_is_the_token_the_orm_reads(pipeline: Pipeline) -> None:
+    key = api_key(pipeline)
+    IntakeChannel.objects.filter(pk=pipeline.channel.pk).update(shadow_classifiers=["other"])
+
+    found = api_token_for_intake(key=key)
+
+    assert found is not None
+    token, ids = found
+    expected = ApiToken.objects.select_related("channel").get(pk=token.pk)
+    for model, read, orm in (
+        (ApiToken, token, expected),
+        (IntakeChannel, token.channel, expected.channel),
+    ):
+        columns = [f.attname for f in model._meta.concrete_fields]
+        assert [getattr(read, c) for c in columns] == [getattr(orm, c) for c in columns]
+    assert token.channel.shadow_classifiers == ["other"]  # JSON parsed as the ORM parses it
+    assert ids.policy is not None and ids.run_id > 0 and ids.intake_id > 0
+    assert api_token_for_intake(key="not-a-token") is None
+
+
+def insert_columns(sql: str) -> tuple[str, list[str]]:
+    """The table and the columns an INSERT statement names."""
+    head = sql.split(" VALUES", 1)[0].split(" SELECT", 1)[0]
+    table, _, columns = head.removeprefix("INSERT INTO ").partition(" (")
+    return table.strip('"'), [c.strip().strip('"') for c in columns.rstrip(")").split(",")]
+
+
+def function_columns(name: str) -> dict[str, set[str]]:
+    """The columns each INSERT of a database function names, by table."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_get_functiondef(%s::regproc)", [name])
+        source = cursor.fetchone()[0]
+    return {
+        table: {column.strip() for column in columns.split(",")}
+        for table, columns in re.findall(r"INSERT INTO (\w+) \(([^)]*)\)", source)
+    }
+
+
+def test_every_column_the_receive_function_leaves_out_is_the_databases_to_fill() -> None:
+    """A column added to a table an accepted event writes must be written by the function
+    (a new migration replaces it) unless PostgreSQL fills it: a db_default, a
+    GeneratedField, an identity. Left out otherwise, the ORM's way and the function's
+    would write different rows, or the function would fail."""
+    written = function_columns("gatehouse_receive_event")
+    models = (IntakeRecord, Run, StageRecord, AuditEvent, OrmQ)
+    assert sorted(written) == sorted(m._meta.db_table for m in models)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT table_name, column_name, column_default IS NOT NULL "
+            "OR is_generated = 'ALWAYS' OR is_identity = 'YES', is_generated = 'ALWAYS' "
+            "FROM information_schema.columns WHERE table_name = ANY(%s)",
+            [list(written)],
+        )
+        columns = cursor.fetchall()
+    unfilled = [f"{t}.{c}" for t, c, filled, _ in columns if c not in written[t] and not filled]
+    assert unfilled == [], f"neither written by the function nor filled by the database: {unfilled}"
+    generated = [f"{t}.{c}" for t, c, _, gen in columns if gen and c in written[t]]
+    assert generated == [], f"generated columns written by the function: {generated}"
+    # Every model field is a column the function knows or the database fills.
+    known = {(t, c) for t, c, filled, _ in columns if filled or c in written[t]}
+    for model in models:
+        for field in model._meta.concrete_fields:
+            assert (model._meta.db_table, field.column) in known, field
+
+
+def test_the_orms_way_is_one_insert_per_table_naming_the_columns_django_writes(
+    pipeline: Pipeline,
+) -> None:
+    submit(pipeline, make_event(event_id="evt-first"))  # reads the policy, once
+    event = make_event(event_id="evt-two")
+    with CaptureQueriesContext(connection) as queries:
+        run = submit(pipeline, event)  # no ids read with a token: the ORM's way
+    inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
+    written = dict(insert_columns(sql) for sql in inserts)
+    # One INSERT per table, each naming exactly the columns Django writes for its model:
+    # every concrete column but generated ones (a db_default column is written as DEFAULT).
+    # A hand-made writer that skips a column, or writes a generated one, fails here.
+    models = (IntakeRecord, Run, StageRecord, AuditEvent, OrmQ)
+    assert sorted(written) == sorted(m._meta.db_table for m in models)
+    assert len(inserts) == len(models)
+    for model in models:
+        columns = [
+            f.column
+            for f in model._meta.local_concrete_fields
+            if not f.generated and not (f.primary_key and f.db_returning)
+        ]
+        assert written[model._meta.db_table] == columns, model
+
+    assert_received(run.pk, event)
+
+
+def test_the_same_event_again_is_answered_as_a_duplicate_with_nothing_sent(
+    pipeline: Pipeline, client: Client
+) -> None:
+    first = api_post(client, pipeline, make_event(event_id="evt-again"))
+    again = api_post(client, pipeline, make_event(event_id="evt-again"))
+    changed = api_post(client, pipeline, make_event(event_id="evt-again", subject="Other"))
+
+    assert [first.status_code, again.status_code, changed.status_code] == [202, 200, 409]
+    run_id = first.json()["run"]["id"]
+    assert again.json()["run"]["id"] == changed.json()["run"]["id"] == run_id
+    assert Run.objects.count() == 1
+    assert IntakeRecord.objects.count() == 3  # every request is kept, whatever its answer
+    assert queued() == [("gatehouse", ADVANCE_RUN_TASK, (run_id,))]
+
+
+@pytest.mark.parametrize("pinned_allows", [True, False])
+def test_a_channel_pinned_to_a_policy_version_is_decided_by_it(
+    pipeline: Pipeline, client: Client, pinned_allows: bool
+) -> None:
+    document = yaml.safe_load((DEFAULTS_DIR / "policy-1.yaml").read_text())
+    effects = document["allowed_effects"]
+    others = [effect for effect in effects if effect != "create_follow_up"]
+    # The active version and the pinned one disagree about create_follow_up.
+    for name, allowed in (("pin-active", not pinned_allows), ("pin-pinned", pinned_allows)):
+        changed = {**document, "version": name, "allowed_effects": effects if allowed else others}
+        policy_version_create(document=parse_policy_text(yaml.safe_dump(changed)))
+    policy_version_activate(name="pin-active")
+    IntakeChannel.objects.filter(pk=pipeline.channel.pk).update(policy_version="pin-pinned")
+
+    response = api_post(client, pipeline, make_event(event_id="evt-pinned"))
+
+    assert response.status_code == (202 if pinned_allows else 422), response.content
+    assert bool(queued()) is pinned_allows
+
+
+def test_a_batch_sends_its_messages_in_one_statement(pipeline: Pipeline) -> None:
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries, batch(priority=Priority.BULK):
+        for n in range(5):
+            enqueue_after_commit(ADVANCE_RUN_TASK, n)
+    inserts = [q for q in queries.captured_queries if "django_q_ormq" in q["sql"]]
+    assert len(inserts) == 1
+    assert [key for key, _, _ in queued()] == ["gatehouse.bulk"] * 5
+
+
+def test_the_sweep_does_not_re_enqueue_queued_work(pipeline: Pipeline) -> None:
+    runs = [submit(pipeline, make_event(event_id=f"evt-backlog-{n}")) for n in range(3)]
+    waiting = queued()
+    # Much later, the backlog still waits: a worker has not reached these messages yet.
+    later = timezone.now() + timedelta(minutes=30)
+    Run.objects.filter(pk__in=[r.pk for r in runs]).update(updated_at=later - timedelta(hours=1))
+
+    assert sweep_due(now=later)["runs"] == 0
+    assert queued() == waiting
+    # A worker has taken them and not acknowledged them yet (they wait in its cluster, or it
+    # runs them): in a worker's hands is not lost either.
+    assert len(PriorityOrmBroker().dequeue() or []) == 3
+    assert sweep_due(now=later)["runs"] == 0
+    assert queued() == waiting
+
+    # The messages are lost (a broker without acknowledgements, a worker that died): the
+    # sweep sends exactly one new message per run.
+    OrmQ.objects.all().delete()
+    assert oldest_unspent() is None
+    assert sweep_due(now=later)["runs"] == 3
+    assert sorted(args for _, _, args in queued()) == [(r.pk,) for r in runs]
+    # ...and does not send them again while those wait.
+    assert sweep_due(now=later + timedelta(minutes=1))["runs"] == 0
+    assert len(queued()) == 3
+
+
+def test_a_persons_retry_overtakes_a_backlog_of_5000_runs(
+    pipeline: Pipeline, recoverer: User
+) -> None:
+    event = make_event(event_id="evt-held")
+    pipeline.submit(event, [TIMEOUT, TIMEOUT])  # inline: out of classifier attempts
+    held = Run.objects.get(event_id="evt-held")
+    assert (held.state, held.outcome) == (State.NEEDS_REVIEW, Outcome.RETRY_EXHAUSTED)
+    # A backlog of 5,000 runs waits in the live queue (a bulk replay would wait behind it).
+    backlog = Run.objects.bulk_create(
+        Run(
+            channel=pipeline.channel,
+            intake=held.intake,
+            event_id=f"evt-bulk-{n}",
+            workflow_version="workflow-1",
+            classifier_version="recorded-classifier-1",
+            prompt_version="prompt-1",
+        )
+        for n in range(5000)
+    )
+    with batch():
+        for run in backlog:
+            enqueue_after_commit(ADVANCE_RUN_TASK, run.pk)
+    assert OrmQ.objects.count() == 5000
+
+    run_retry(run_id=held.pk, user=recoverer, reason="classifier back")
+
+    taken = PriorityOrmBroker().dequeue()
+    assert taken is not None
+    first = SignedPackage.loads(taken[0][1])
+    assert (first["func"], first["args"]) == (ADVANCE_RUN_TASK, (held.pk,))
+    assert len(taken) == settings.Q_CLUSTER["bulk"]  # the rest of the batch is backlog
+
+
+def test_two_brokers_never_take_the_same_message(pipeline: Pipeline) -> None:
+    with batch():
+        for n in range(20):
+            enqueue_after_commit(ADVANCE_RUN_TASK, n)
+    first, second = PriorityOrmBroker(), PriorityOrmBroker()
+    taken = [pk for broker in (first, second, first) for pk, _ in broker.dequeue() or []]
+    assert len(taken) == len(set(taken)) == min(20, 3 * settings.Q_CLUSTER["bulk"])
+
+
+# --- a worker killed in the middle of a run -------------------------------------------------
+
+
+def run_cluster_until_completed(run: Run, marker: Path) -> None:
+    """One qcluster worker, which SIGKILLs itself once at the classifier call, until the run
+    completes (or 60 s pass)."""
+    cluster = qcluster(
+        FAULT_KILL_ONCE=str(marker),
+        Q_WORKERS="1",
+        Q_TIMEOUT="3",
+        Q_RETRY="4",  # the unacknowledged message comes back after this
+        STAGE_LEASE="2",  # the dead worker's classifier lease runs out
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if Run.objects.filter(pk=run.pk, state=State.COMPLETED).exists():
+                break
+            time.sleep(0.2)
+    finally:
+        os.killpg(cluster.pid, signal.SIGKILL)  # the test is about the run, not shutdown
+        cluster.wait(timeout=30)
+
+
+def test_a_worker_killed_mid_run_loses_no_step_and_repeats_no_effect(
+    pipeline: Pipeline, tmp_path: Path
+) -> None:
+    event = make_event(event_id="evt-killed")
+    pipeline.record("evt-killed", [decision_for(event)] * 2)
+    marker = tmp_path / "kill-once"
+    marker.touch()
+    run = submit(pipeline, event)
+
+    run_cluster_until_completed(run, marker)
+
+    assert not marker.exists()  # a worker did die in the classifier call
+    run.refresh_from_db()
+    assert (run.state, run.outcome) == (State.COMPLETED, Outcome.COMPLETED)
+    assert run.classify_attempts == 2  # the dead worker's attempt counts, and shows as such
+    assert ClassificationAttempt.objects.filter(run=run).count() == 1
+    stages = Counter(StageRecord.objects.filter(run=run).values_list("stage", flat=True))
+    assert stages == Counter(STAGES)  # nothing lost, nothing twice
+    assert Task.objects.filter(run=run).count() == 1
+
+
+def test_a_local_classifier_reads_inside_the_run_transaction(policy: None, tmp_path: Path) -> None:
+    """The heuristic needs no lease: a straight-through run is one transaction in its worker,
+    and a worker killed in the reading takes the whole carry with it, to be done once again."""
+    channel = channel_get_or_create(name="local", classifier="heuristic")
+    local = Pipeline(channel)
+    with CaptureQueriesContext(connection) as queries:
+        read = submit(local, make_event(event_id="evt-local"))
+        intake_commits = sum(q["sql"] == "COMMIT" for q in queries.captured_queries)
+        assert run_advance(run_id=read.pk) == State.COMPLETED
+    worker_commits = sum(q["sql"] == "COMMIT" for q in queries.captured_queries) - intake_commits
+    assert worker_commits == 1
+    read.refresh_from_db()
+    assert read.lease_expires_at is None and read.classify_attempts == 1
+
+    marker = tmp_path / "kill-once"
+    marker.touch()
+    run = submit(local, make_event(event_id="evt-local-killed"))
+    run_cluster_until_completed(run, marker)
+
+    assert not marker.exists()  # a worker did die in the reading
+    run.refresh_from_db()
+    assert (run.state, run.outcome) == (State.COMPLETED, Outcome.COMPLETED)
+    assert run.classify_attempts == 1  # the killed transaction took its attempt with it
+    assert ClassificationAttempt.objects.filter(run=run).count() == 1
+    stages = Counter(StageRecord.objects.filter(run=run).values_list("stage", flat=True))
+    assert stages == Counter(STAGES)
+    assert Task.objects.filter(run=run).count() == 1
