@@ -23,11 +23,11 @@ from approvals.selectors import (
 from audit.models import AuditAction
 from audit.services import audit_record
 from core.codes import Outcome, Refusal
-from core.dispatch import Priority, enqueue_after_commit
 from core.errors import ServiceError
 from core.inputs import RANGE_MESSAGE, in_calendar
 from core.limits import within
 from policy.schemas import ApprovalRule
+from worker.dispatch import Priority, enqueue_after_commit
 
 # The run's next step, named by path: approvals does not import automation.
 ADVANCE_RUN_TASK = "automation.tasks.advance_run"

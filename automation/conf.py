@@ -1,8 +1,8 @@
 """Typed access to the GATEHOUSE settings block (config/settings.py).
 
 Each key's type is stated once, in the overload that names it, and a test holds the
-settings to it. The block is read at every call, so a changed setting (tests change them)
-counts at once.
+settings to it; the worker wing's keys (Q_SERVES, Q_STOP_GRACE) are typed in `worker.conf`.
+The block is read at every call, so a changed setting (tests change them) counts at once.
 """
 
 from __future__ import annotations
@@ -57,9 +57,7 @@ def setting(name: IntSetting) -> int: ...
 @overload
 def setting(name: StrSetting) -> str: ...
 @overload
-def setting(name: Literal["Q_STOP_GRACE", "NOTIFY_NEAR"]) -> float: ...
-@overload
-def setting(name: Literal["Q_SERVES"]) -> list[str]: ...
+def setting(name: Literal["NOTIFY_NEAR"]) -> float: ...
 @overload
 def setting(
     name: Literal["CHANNEL_CLASSIFIERS", "OPENAI_PRICES", "NOTIFY_WEBHOOKS"],

@@ -80,7 +80,8 @@ INSTALLED_APPS = [
     "notifications",
     "reports",
     "console",  # the pages people use; above the domain apps, nothing imports it
-    "django_q",  # after automation, whose `qcluster` command replaces django-q2's
+    "worker",  # before django_q: its `qcluster` command replaces django-q2's (docs/worker.md)
+    "django_q",
 ]
 
 MIDDLEWARE = [
@@ -327,7 +328,7 @@ X_FRAME_OPTIONS = "DENY"
 # django-q2 delivers a task at least once: the database row, not the message, is the truth.
 # timeout < retry so a running task is never handed out again while it still runs; a finite
 # max_attempts and ack_failures so a poisoned message stops; our own attempt counters and
-# next_attempt_at own the business retries. automation.checks refuses anything else.
+# next_attempt_at own the business retries. worker.checks refuses anything else.
 # django-q2. With the ORM broker (the default) messages are rows written in the transaction
 # that asks for them; on PostgreSQL a NOTIFY wakes idle workers at once, so `poll` is only
 # the fallback an idle cluster checks at (lower costs an empty query per interval, higher
@@ -337,7 +338,7 @@ X_FRAME_OPTIONS = "DENY"
 Q_CLUSTER: dict[str, Any] = {
     "name": "gatehouse",
     "orm": "default",
-    "broker_class": "core.broker.PriorityOrmBroker",
+    "broker_class": "worker.broker.PriorityOrmBroker",
     "workers": env_int("GATEHOUSE_Q_WORKERS", 2),
     "timeout": env_int("GATEHOUSE_Q_TIMEOUT", 60),
     "retry": env_int("GATEHOUSE_Q_RETRY", 120),
@@ -358,10 +359,10 @@ Q_CLUSTER: dict[str, Any] = {
 if os.environ.get("GATEHOUSE_REDIS_URL"):
     Q_CLUSTER.pop("orm")
     Q_CLUSTER["redis"] = os.environ["GATEHOUSE_REDIS_URL"]
-    Q_CLUSTER["broker_class"] = "core.broker.PriorityRedisBroker"
+    Q_CLUSTER["broker_class"] = "worker.broker.PriorityRedisBroker"
 
 GATEHOUSE: dict[str, Any] = {
-    # The priority queues this process's cluster serves, first to last (core.broker).
+    # The priority queues this process's cluster serves, first to last (worker.broker).
     "Q_SERVES": [
         p.strip() for p in os.environ.get("GATEHOUSE_Q_SERVES", "urgent,live,bulk").split(",")
     ],

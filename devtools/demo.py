@@ -26,7 +26,6 @@ from automation.intake.services import (
 )
 from automation.models import ApiToken, ClassifierModel, Customer, IntakeChannel, Run
 from automation.roles import roles_ensure
-from core.dispatch import drain, inline
 from devtools.fixtures import record_classifier_outcomes
 from policy.models import PolicyVersion
 from policy.schemas import PolicyDocument
@@ -36,6 +35,7 @@ from policy.services import (
     policy_version_activate,
     policy_version_create,
 )
+from worker.dispatch import drain, inline
 
 SAMPLES = Path(__file__).resolve().parent / "demo_samples.json"
 DEMO_USERS = {

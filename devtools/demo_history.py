@@ -42,7 +42,6 @@ from automation.models import (
 from automation.pipeline.services import run_advance
 from automation.recovery.services import run_correct, run_resolve, run_retry
 from automation.roles import roles_ensure
-from core.dispatch import Message, drain, inline
 from core.errors import ServiceError
 from policy.models import PolicyVersion
 from policy.services import (
@@ -51,6 +50,7 @@ from policy.services import (
     policy_version_activate,
     policy_version_create,
 )
+from worker.dispatch import Message, drain, inline
 
 CHANNEL = "history"
 STRICT = "policy-1-strict"

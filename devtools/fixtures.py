@@ -37,11 +37,11 @@ from automation.models import (
 from automation.pipeline.services import run_advance
 from automation.roles import roles_ensure
 from automation.schemas import normalize_text
-from core.dispatch import Message, drain, inline
 from core.errors import ServiceError
 from devtools.services import checkpoint_import, checkpoint_resume, run_nudge
 from policy.models import PolicyVersion
 from policy.services import policy_ensure_defaults
+from worker.dispatch import Message, drain, inline
 
 CONTROLLED_FAILURES = {
     Outcome.INVALID_EVENT,

@@ -28,10 +28,10 @@ from automation.models import IntakeChannel, RecordedOutcome, Run, State
 from automation.pipeline.services import run_advance
 from automation.roles import roles_ensure
 from core import embedded_db
-from core.dispatch import Message, inline
 from policy import selectors
 from policy.services import policy_ensure_defaults
 from tests.catalogues import TEST_SECRETS
+from worker.dispatch import Message, inline
 
 
 @pytest.fixture(scope="session")

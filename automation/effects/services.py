@@ -49,9 +49,9 @@ from automation.runs.sending import DELIVER_EFFECT_TASK
 from automation.schemas import storable
 from automation.signals import effect_sent_downstream
 from core.codes import Outcome, Refusal
-from core.dispatch import MAX_DELAY, Priority, batch, enqueue_after_commit
 from core.errors import ServiceError
 from policy.models import PolicyVersion
+from worker.dispatch import MAX_DELAY, Priority, batch, enqueue_after_commit
 
 DELIVERABLE = [EffectStatus.PENDING, EffectStatus.RETRY_WAIT]
 # Errors no retry cures: the local record cannot be written as it is (a value longer than its

@@ -47,11 +47,11 @@ from automation.schemas import (
     validation_problems,
 )
 from core.codes import MailRefusal, Outcome
-from core.dispatch import Priority, enqueue_after_commit, message_row
 from policy.catalogue import Catalogue
 from policy.evaluation import check_request_allowed
 from policy.models import PolicyVersion, parsed_version
 from policy.services import policy_business
+from worker.dispatch import Priority, enqueue_after_commit, message_row
 
 logger = logging.getLogger(__name__)
 

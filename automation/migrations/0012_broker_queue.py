@@ -1,7 +1,7 @@
 """The broker's table: an index for taking each queue's oldest messages, and a wake-up.
 
 django-q2's ORM broker table has no index but its primary key; the workers take messages
-with WHERE key = %s AND lock < now ORDER BY id (core.broker), which this index serves.
+with WHERE key = %s AND lock < now ORDER BY id (worker.broker), which this index serves.
 On PostgreSQL a statement trigger notifies `gatehouse_q` when messages are written: the
 notification is delivered when the writing transaction commits, and wakes idle workers.
 """

@@ -36,9 +36,9 @@ from automation.pipeline.services import run_advance_in_transaction
 from automation.runs.journal import record_audit
 from automation.runs.models import Run, StageName, State
 from core.codes import Refusal
-from core.dispatch import Priority, enqueue_after_commit
 from core.errors import ServiceError
 from policy.services import policy_ensure_defaults_in_transaction, policy_get
+from worker.dispatch import Priority, enqueue_after_commit
 
 # The pipeline stops here for an evaluation: the decision is made, nothing is delivered.
 WORKING = {State.RECEIVED, State.VALIDATED, State.NORMALIZED, State.ENRICHED, State.CLASSIFIED}

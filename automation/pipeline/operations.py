@@ -28,9 +28,9 @@ from automation.runs.runlog import log_run
 from automation.runs.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK, run_send
 from automation.schemas import FieldProblem, decision_contract, validation_problems
 from core.codes import Outcome
-from core.dispatch import MAX_DELAY, batch, enqueue_after_commit, oldest_unspent
 from core.errors import state_conflict
 from core.limits import within
+from worker.dispatch import MAX_DELAY, batch, enqueue_after_commit, oldest_unspent
 
 # --- operator operations ----------------------------------------------------------------
 

@@ -62,7 +62,6 @@ from automation.effects.services import (
 from automation.extraction import extraction_problems
 from automation.intake.customers import customer_find, customers_known
 from automation.language import request_language
-from automation.pipeline import calls
 from automation.pipeline.shadow import shadows_send
 from automation.runs.backoff import backoff_delay
 from automation.runs.journal import (
@@ -99,10 +98,11 @@ from automation.schemas import (
 )
 from automation.signals import classifier_call_starting
 from core.codes import Outcome
-from core.dispatch import MAX_DELAY, batch, enqueue_after_commit
 from core.rows import insert_new
 from policy.catalogue import Catalogue
 from policy.evaluation import Verdict, approval_for, qa_sample
+from worker import pools as calls
+from worker.dispatch import MAX_DELAY, batch, enqueue_after_commit
 
 # --- carrying a run -----------------------------------------------------------------------
 

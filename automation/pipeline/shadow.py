@@ -57,10 +57,10 @@ from automation.runs.payloads import (
 )
 from automation.schemas import decision_contract
 from core.codes import Refusal
-from core.dispatch import Priority, enqueue_after_commit
 from core.errors import ServiceError
 from policy.evaluation import evaluate
 from policy.services import policy_get
+from worker.dispatch import Priority, enqueue_after_commit
 
 SHADOW_READ_TASK = "automation.tasks.shadow_read"
 CHANGE_CHANNEL = "automation.change_intakechannel"

@@ -59,12 +59,13 @@ from automation.schemas import (
     decision_contract,
     validation_problems,
 )
-from core import dispatch, limits
+from core import limits
 from core.codes import Outcome, Refusal
-from core.dispatch import Priority, enqueue_after_commit
 from core.errors import ServiceError, state_conflict
 from core.limits import within
 from policy.services import policy_get
+from worker import dispatch
+from worker.dispatch import Priority, enqueue_after_commit
 
 BATCH_TASK = "automation.tasks.process_batch"
 # Holds a person can fix by correcting the interpretation.

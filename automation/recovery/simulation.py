@@ -21,10 +21,10 @@ from automation.recovery.jobs import job_settled
 from automation.recovery.models import BatchStatus, Simulation
 from automation.runs.models import Run
 from automation.runs.payloads import decision_of
-from core.dispatch import enqueue_after_commit
 from policy.evaluation import Decision
 from policy.models import PolicyVersion
 from policy.schemas import PolicyDocument
+from worker.dispatch import enqueue_after_commit
 
 SIMULATION_TASK = "automation.tasks.process_simulation"
 # Whoever may author policy versions may judge past runs by one; reading alone is not enough.

@@ -234,7 +234,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
     # limit at next_attempt_at, "breaker" or "budget"); empty otherwise.
     waiting_for = models.CharField(max_length=20, blank=True, default="", db_default="")
     # When a worker message for this run was sent and not yet spent: while it is out, the
-    # sweep leaves the run alone (core.dispatch.oldest_unspent says when it is lost).
+    # sweep leaves the run alone (worker.dispatch.oldest_unspent says when it is lost).
     dispatched_at = models.DateTimeField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)

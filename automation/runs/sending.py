@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from automation.runs.models import Run
-from core.dispatch import Priority, enqueue_after_commit
+from worker.dispatch import Priority, enqueue_after_commit
 
 ADVANCE_RUN_TASK = "automation.tasks.advance_run"
 DELIVER_EFFECT_TASK = "automation.tasks.deliver_effect"

@@ -28,9 +28,9 @@ from approvals.services import (
 )
 from audit.models import AuditEvent
 from automation.models import Effect, Run, State
-from core.dispatch import Message, inline
 from core.errors import ServiceError
 from tests.conftest import Pipeline, decision_for, make_event
+from worker.dispatch import Message, inline
 
 SECURITY_EVENT = make_event(
     event_id="evt-sec-1",

@@ -22,12 +22,12 @@ from automation.recovery.models import RecoveryAction, RecoveryKind
 from automation.recovery.services import run_correct, run_correct_rejected
 from automation.roles import roles_ensure
 from core.codes import Refusal
-from core.dispatch import inline
 from core.errors import ServiceError
 from reports.histograms import DECIDED_BY_A_PERSON
 from tests.approvals.claims import CORRECTED, claims_channel, misread_van_claim
 from tests.approvals.test_decide import SECURITY_EVENT, decide, open_request
 from tests.conftest import Pipeline, _user
+from worker.dispatch import inline
 
 
 @pytest.fixture

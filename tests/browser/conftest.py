@@ -128,7 +128,7 @@ def page(new_context: Callable[..., BrowserContext]) -> Page:
 
 @pytest.fixture(autouse=True)
 def tasks_run_inline(monkeypatch: pytest.MonkeyPatch) -> None:
-    """core.dispatch sends work with django-q2's async_task, which honours Conf.SYNC."""
+    """worker.dispatch sends work with django-q2's async_task, which honours Conf.SYNC."""
     from django_q.conf import Conf
 
     monkeypatch.setattr(Conf, "SYNC", True)

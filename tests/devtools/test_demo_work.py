@@ -24,9 +24,9 @@ from approvals.selectors import decidable_by
 from automation.models import Run, State
 from automation.pipeline.operations import sweep_due
 from automation.pipeline.services import run_advance
-from core.dispatch import Message, drain, inline
 from policy.models import PolicyVersion
 from policy.schemas import PolicyDocument
+from worker.dispatch import Message, drain, inline
 
 ROOT = Path(__file__).resolve().parents[2]
 NEAR_EXPIRY = timedelta(hours=6)

@@ -10,9 +10,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from automation.intake.mailbox import mail_intake, mail_sources
 from automation.intake.services import channel_get_or_create
-from core.dispatch import drain, inline
 from core.terminal import ProgressBar
 from policy.services import policy_available
+from worker.dispatch import drain, inline
 
 
 class Command(BaseCommand):

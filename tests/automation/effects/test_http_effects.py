@@ -53,7 +53,6 @@ from automation.recovery.services import effects_retry_held
 from automation.roles import roles_ensure
 from automation.runs import backoff as retry_timing
 from automation.runs.sending import DELIVER_EFFECT_TASK
-from core.dispatch import MAX_DELAY, Message, inline
 from policy.models import PolicyVersion
 from policy.services import (
     DEFAULTS_DIR,
@@ -66,6 +65,7 @@ from tests.catalogues import http_effect as catalogue_http_effect
 from tests.conftest import Pipeline, decision_for, make_event
 from tests.database import database_url
 from tests.downstream import Downstream, running_downstream
+from worker.dispatch import MAX_DELAY, Message, inline
 
 
 def counts(batch: RecoveryBatch) -> tuple[int, int, int]:

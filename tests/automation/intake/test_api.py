@@ -20,10 +20,10 @@ from automation.models import AuditEvent, Effect, IntakeChannel, IntakeRecord, O
 from automation.roles import roles_ensure
 from automation.runs.sending import ADVANCE_RUN_TASK
 from automation.schemas import MAX_JSON_DEPTH
-from core.dispatch import Message, inline
 from policy.models import PolicyVersion
 from tests.conftest import Pipeline, decision_for, make_event
 from tests.servers import gunicorn
+from worker.dispatch import Message, inline
 
 EVENTS = "/api/v1/events"
 

@@ -34,13 +34,13 @@ from automation.mail import parse_message
 from automation.models import Effect, IntakeChannel, IntakeRecord, Mailbox, Run, State
 from automation.roles import roles_ensure
 from core.codes import MailRefusal, Outcome
-from core.dispatch import inline
 from tests.automation.intake.test_mail_budget import MEMORY_LIMIT, bomb
 from tests.catalogues import activate_effects, email_reply_effect
 from tests.conftest import Pipeline
 from tests.database import database_url
 from tests.imapserver import USER, CuttingProxy, Dovecot, dovecot, dovecot_available
 from tests.mailserver import smtp_server
+from worker.dispatch import inline
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

@@ -31,7 +31,6 @@ from automation.pipeline.operations import sweep_due
 from automation.pipeline.services import run_advance
 from automation.recovery.services import run_retry_effect
 from automation.runs.payloads import effect_key
-from core.dispatch import inline
 from devtools.services import run_nudge
 from policy.services import (
     DEFAULTS_DIR,
@@ -40,6 +39,7 @@ from policy.services import (
     policy_version_create,
 )
 from tests.conftest import TIMEOUT, Pipeline, assert_retry_scheduled, decision_for, make_event
+from worker.dispatch import inline
 
 SECURITY_EVENT = make_event(
     event_id="evt-sec",

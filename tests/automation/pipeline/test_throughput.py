@@ -51,8 +51,6 @@ from automation.pipeline.operations import sweep_due
 from automation.pipeline.services import run_advance
 from automation.recovery.services import run_retry
 from automation.runs.sending import ADVANCE_RUN_TASK
-from core.broker import PriorityOrmBroker
-from core.dispatch import Priority, batch, enqueue_after_commit, oldest_unspent
 from policy.services import (
     DEFAULTS_DIR,
     parse_policy_text,
@@ -61,6 +59,8 @@ from policy.services import (
 )
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 from tests.servers import qcluster
+from worker.broker import PriorityOrmBroker
+from worker.dispatch import batch, enqueue_after_commit, oldest_unspent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -320,17 +320,6 @@ def test_a_channel_pinned_to_a_policy_version_is_decided_by_it(
     assert bool(queued()) is pinned_allows
 
 
-def test_a_batch_sends_its_messages_in_one_statement(pipeline: Pipeline) -> None:
-    from django.test.utils import CaptureQueriesContext
-
-    with CaptureQueriesContext(connection) as queries, batch(priority=Priority.BULK):
-        for n in range(5):
-            enqueue_after_commit(ADVANCE_RUN_TASK, n)
-    inserts = [q for q in queries.captured_queries if "django_q_ormq" in q["sql"]]
-    assert len(inserts) == 1
-    assert [key for key, _, _ in queued()] == ["gatehouse.bulk"] * 5
-
-
 def test_the_sweep_does_not_re_enqueue_queued_work(pipeline: Pipeline) -> None:
     runs = [submit(pipeline, make_event(event_id=f"evt-backlog-{n}")) for n in range(3)]
     waiting = queued()
@@ -388,15 +377,6 @@ def test_a_persons_retry_overtakes_a_backlog_of_5000_runs(
     first = SignedPackage.loads(taken[0][1])
     assert (first["func"], first["args"]) == (ADVANCE_RUN_TASK, (held.pk,))
     assert len(taken) == settings.Q_CLUSTER["bulk"]  # the rest of the batch is backlog
-
-
-def test_two_brokers_never_take_the_same_message(pipeline: Pipeline) -> None:
-    with batch():
-        for n in range(20):
-            enqueue_after_commit(ADVANCE_RUN_TASK, n)
-    first, second = PriorityOrmBroker(), PriorityOrmBroker()
-    taken = [pk for broker in (first, second, first) for pk, _ in broker.dequeue() or []]
-    assert len(taken) == len(set(taken)) == min(20, 3 * settings.Q_CLUSTER["bulk"])
 
 
 # --- a worker killed in the middle of a run -------------------------------------------------

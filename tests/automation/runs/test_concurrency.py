@@ -35,10 +35,10 @@ from automation.models import (
 )
 from automation.roles import roles_ensure
 from automation.runs.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK
-from core.dispatch import Message, inline
 from tests.catalogues import SIGNING_VARIABLE, activate_effects, http_effect
 from tests.conftest import Pipeline, decision_for, make_event
 from tests.downstream import Downstream, running_downstream
+from worker.dispatch import Message, inline
 
 SECRET = "s" * 32
 

@@ -18,10 +18,10 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from automation.models import Run, StageRecord, State, Task
-from core.dispatch import enqueue_after_commit
 from tests.automation.pipeline.test_throughput import STAGES, submit
 from tests.conftest import Pipeline, decision_for, make_event
 from tests.servers import qcluster
+from worker.dispatch import enqueue_after_commit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,6 +1,6 @@
 """django-q2 brokers with priority queues, and on PostgreSQL a wake-up instead of a poll.
 
-Gatehouse sends each message to one of three queues of its cluster (`core.dispatch`):
+Gatehouse sends each message to one of three queues of its cluster (`worker.dispatch`):
 `urgent` (a person waits for it), `live` (intake), `bulk` (batch recovery and replays). A
 cluster serves the queues named in `GATEHOUSE_Q_SERVES` (all three by default) in that
 order: a worker always takes urgent work first and bulk work last, so a person's retry
@@ -17,9 +17,10 @@ changes three things:
   for the batch instead of one per message, so two clusters never take the same message;
 - an idle pusher waits on `LISTEN gatehouse_q`, which a trigger on the table notifies when
   a transaction that wrote messages commits, so new work starts within milliseconds while
-  an idle cluster polls only every `poll` seconds as a fallback; and it wakes when the
-  earliest delayed message comes due (a row whose `lock` is in the future, `core.dispatch`),
-  so a retry goes when its backoff runs out, whatever `poll` is.
+  an idle cluster polls only every `poll` seconds as a fallback (the trigger `gatehouse_q_notify`
+  is created by migration automation 0012: docs/worker.md); and it wakes when the earliest
+  delayed message comes due (a row whose `lock` is in the future, `worker.dispatch`), so a
+  retry goes when its backoff runs out, whatever `poll` is.
 
 Within a queue, a delayed message that has come due goes before the messages waiting there:
 it is a retry whose run is already in flight and has already waited its backoff, so under a
@@ -39,12 +40,13 @@ from typing import Any
 
 import psycopg
 from django import db
-from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
 from django_q.brokers.orm import ORM
 from django_q.brokers.redis_broker import Redis
 from django_q.conf import Conf
+
+from worker.conf import setting
 
 LOG = logging.getLogger("gatehouse.broker")
 
@@ -59,13 +61,13 @@ def queue_key(base: str, priority: str) -> str:
 
 
 def delayed_key(key: str) -> str:
-    """The ORM broker key of the delayed messages of the queue `key` (core.dispatch)."""
+    """The ORM broker key of the delayed messages of the queue `key` (worker.dispatch)."""
     return f"{key}{DELAYED}"
 
 
 def served_keys(base: str) -> list[str]:
     """The keys of the queues a cluster serves, in the order it takes from them."""
-    served = [p for p in settings.GATEHOUSE["Q_SERVES"] if p in PRIORITIES] or list(PRIORITIES)
+    served = [p for p in setting("Q_SERVES") if p in PRIORITIES] or list(PRIORITIES)
     return [queue_key(base, priority) for priority in served]
 
 

@@ -1,7 +1,7 @@
 """A retry is sent when its backoff runs out, by a real cluster on PostgreSQL, not by the sweep.
 
 The delivery's answer asks for a retry in 2 s (Retry-After); the message of that retry is
-written with the answer and handed out when it is due (core.dispatch, core.broker).
+written with the answer and handed out when it is due (worker.dispatch, worker.broker).
 Without it the retry waited for the sweep, which runs once a minute (30 s and more here).
 """
 
@@ -22,15 +22,15 @@ from django_q.signing import SignedPackage
 
 from automation.models import Effect, EffectStatus, Run, State
 from automation.roles import roles_ensure
-from core.broker import PriorityOrmBroker, PriorityRedisBroker
-from core.dispatch import Priority, batch, enqueue_after_commit
-from tests.automation.pipeline.test_cluster_stop import stop_group, wait_for
 from tests.automation.pipeline.test_throughput import submit
 from tests.catalogues import SIGNING_VARIABLE, activate_effects
 from tests.catalogues import http_effect as http_effect_entry
 from tests.conftest import Pipeline, decision_for, make_event
 from tests.downstream import Downstream, running_downstream
 from tests.servers import qcluster
+from tests.worker.test_cluster_stop import stop_group, wait_for
+from worker.broker import PriorityOrmBroker, PriorityRedisBroker
+from worker.dispatch import Priority, batch, enqueue_after_commit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,28 +1,31 @@
-"""Model calls in flight beside a worker's tasks: many at once, without a process each.
+"""Calls in flight beside a worker's tasks: many at once, without a process each.
 
-A worker process (a django-q2 worker of `qcluster`) takes a run's message, carries it to the
-classifier call and takes the call's lease, as it always did. With calls in flight turned
-on (`enable`, done by the qcluster command before it forks its workers), it then hands the
-call to the pool of its model server and takes its next message at once:
+A worker process (a django-q2 worker of `qcluster`) takes a message and carries its task to
+a slow call to a remote server (a model server's classifier call, today). With calls in
+flight turned on (`enable`, done by the qcluster command before it forks its workers), the
+task hands the call to the pool of its server and the worker takes its next message at once:
 
-- a pool has `size` slots, each a call in flight. The worker takes a slot before it asks
-  the server's limits for a moment (so only calls about to be made hold a moment), and
-  waits for one when all are taken: the messages then wait in the broker, where urgent
-  ones are served first, so urgent work takes the first free slot;
-- a call runs in one of the pool's threads, outside any transaction, waiting first for
-  its moment under the rate limit; one HTTP client per server and process keeps its
-  connections open (automation.classifiers.openai_compatible);
-- its answer goes to the process's one writer thread, which records it and carries the run
-  on in a transaction of its own, with a database connection of its own. The slot is free
-  again once the answer is written, so a writer falling behind slows the calls instead of
-  piling answers up.
+- a pool has `size` slots, each a call in flight. The task takes a slot before it asks
+  for anything scarce (so only calls about to be made hold it), and waits for one when all
+  are taken: the messages then wait in the broker, where urgent ones are served first, so
+  urgent work takes the first free slot;
+- a call runs in one of the pool's threads, outside any transaction, not before the
+  moment it was given (`not_before`);
+- its result goes to the process's one writer thread, which hands it to the task's
+  continuation (`then`), with a database connection of its own. The slot is free again
+  once the result is written, so a writer falling behind slows the calls instead of
+  piling results up.
 
-Nothing is lost when a worker dies with calls in flight: each run's lease runs out and the
-sweep sends it again (a run is read again; its effect key stops a second effect). A worker
-that stops in order (a cluster stop, or its recycling after GATEHOUSE_Q_RECYCLE tasks)
-finishes its calls and writes their answers before it exits: the pool's threads are joined
+A worker that stops in order (a cluster stop, or its recycling after `recycle` tasks)
+finishes its calls and writes their results before it exits: the pool's threads are joined
 at exit, as every ThreadPoolExecutor's are, and the writer goes on until the process's main
-thread has ended and nothing is left in flight.
+thread has ended and nothing is left in flight. A worker that dies loses its calls in
+flight: the task that started them must be safe to send again (each of Gatehouse's is, by
+its lease and the sweep: docs/worker.md#pools-of-calls-in-flight).
+
+This module knows nothing of what is called: the classifier's use of it (the slot taken,
+the moment under the server's limits, the answer recorded) is automation's, in
+`automation/pipeline/services.py`.
 """
 
 from __future__ import annotations
@@ -38,9 +41,9 @@ from typing import Any
 
 from django import db
 
-LOG = logging.getLogger("gatehouse.runs")
+LOG = logging.getLogger("gatehouse.worker")
 
-# How long the worker waits for a free slot before it gives the run back to the queue (a
+# How long a task waits for a free slot before it gives its work back to the queue (a
 # django-q2 task is stopped after the cluster's timeout).
 SLOT_WAIT_SECONDS = 20.0
 
@@ -48,7 +51,7 @@ _enabled = False
 
 
 def enable() -> None:
-    """Keep model calls in flight in this process and the workers it forks."""
+    """Keep calls in flight in this process and the workers it forks."""
     global _enabled
     _enabled = True
 
@@ -64,7 +67,7 @@ def pool_size(concurrency: int, workers: int) -> int:
 
 
 class Slot:
-    """A taken place in a pool: given back once its call's answer is written, or at once
+    """A taken place in a pool: given back once its call's result is written, or at once
     when the call is not made after all."""
 
     def __init__(self, pool: CallPool) -> None:
@@ -78,6 +81,8 @@ class Slot:
 
 
 class CallPool:
+    """The calls in flight to one server in this process: `size` slots and as many threads."""
+
     def __init__(self, name: str, size: int, writer: Writer) -> None:
         self.name = name
         self.size = size
@@ -85,7 +90,7 @@ class CallPool:
         self._count_lock = threading.Lock()
         self.in_flight = 0
         self.most_in_flight = 0
-        self._threads = ThreadPoolExecutor(max_workers=size, thread_name_prefix="model-call")
+        self._threads = ThreadPoolExecutor(max_workers=size, thread_name_prefix="call-in-flight")
         self._writer = writer
 
     def take(self, timeout: float = SLOT_WAIT_SECONDS) -> Slot | None:
@@ -126,19 +131,19 @@ class CallPool:
             result = call()
         except BaseException:
             slot.release()
-            LOG.exception("model call in %s failed outside the classifier", self.name)
+            LOG.exception("a call in flight to %s failed outside its own handling", self.name)
             raise
         self._writer.put(slot, then, result)
 
 
 class Writer:
-    """The process's one thread that writes answers, in the order they came."""
+    """The process's one thread that writes the calls' results, in the order they came."""
 
     def __init__(self) -> None:
         self._queue: queue.Queue[tuple[Slot, Callable[[Any], object], Any]] = queue.Queue()
         self._lock = threading.Lock()
         self._held = 0
-        self._thread = threading.Thread(target=self._loop, name="model-answers", daemon=False)
+        self._thread = threading.Thread(target=self._loop, name="call-results", daemon=False)
         self._thread.start()
 
     def holding(self, change: int) -> None:
@@ -165,8 +170,9 @@ class Writer:
                 db.close_old_connections()
                 then(result)
             except Exception:
-                # The run's lease runs out and the sweep sends it again: read once more.
-                LOG.exception("an answer could not be written; its run will be read again")
+                # The task's work must be safe to send again (its lease runs out, a sweep
+                # sends it): the result is dropped, never half-written.
+                LOG.exception("a call's result could not be written; its work is sent again")
                 db.connection.close()
             finally:
                 slot.release()
@@ -180,8 +186,8 @@ _lock = threading.Lock()
 
 
 def pool_for(server: str, size: int) -> CallPool:
-    """This process's pool for the model server (made on first use: a forked worker makes
-    its own, never its parent's threads)."""
+    """This process's pool for the server (made on first use: a forked worker makes its
+    own, never its parent's threads)."""
     global _writer, _pid
     with _lock:
         if _pid != os.getpid():

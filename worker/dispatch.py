@@ -3,7 +3,7 @@
 With django-q2's ORM broker (the default) a message is a row of the broker's table written
 in the caller's own transaction, a transactional outbox: it exists exactly when the change
 that asked for it commits, and never without it. On PostgreSQL a trigger on that table
-wakes idle workers when the transaction commits (`core.broker`). With Redis a message is
+wakes idle workers when the transaction commits (`worker.broker`). With Redis a message is
 pushed once the transaction commits. `batch()` sends every message a block asks for in one
 statement (intake of a mailbox, batch recovery, the sweep).
 
@@ -16,7 +16,7 @@ A message may be delayed (`not_before`): a retry sent with the answer that asked
 taken by a worker when its backoff runs out rather than when the next sweep comes by. With
 the ORM broker it is a row whose `lock` (the time from which the broker hands it out) lies
 in the future; with Redis it waits in a sorted set by due time until the broker moves it to
-its queue (`core.broker`). Delays are kept short (at most MAX_DELAY): a longer wait is
+its queue (`worker.broker`). Delays are kept short (at most MAX_DELAY): a longer wait is
 sent by the sweep once it comes that near, so no message waits long in the broker, and the
 sweep's view of the oldest unspent message stays close to now.
 
@@ -194,13 +194,13 @@ def _message_fields(message: Message, now: datetime) -> dict[str, Any]:
     """The fields of the ORM broker's row (OrmQ) that carries the message, sent at `now`."""
     from django_q.conf import Conf
 
-    from core.broker import delayed_key, queue_key
+    from worker.broker import delayed_key, queue_key
 
     key = queue_key(Conf.CLUSTER_NAME, message.priority)
     if message.not_before is None or message.not_before <= now:
         return {"key": key, "payload": _package(message), "lock": now}
     # The broker hands out a row once its lock has passed: a delayed message is one whose
-    # lock is its due time (core.broker takes rows WHERE lock < now), under the key that
+    # lock is its due time (worker.broker takes rows WHERE lock < now), under the key that
     # is served before its queue's own.
     return {"key": delayed_key(key), "payload": _package(message), "lock": message.not_before}
 
@@ -234,7 +234,7 @@ def _broker_for(priority: Priority) -> Any:
     from django_q.brokers import get_broker
     from django_q.conf import Conf
 
-    from core.broker import queue_key
+    from worker.broker import queue_key
 
     return get_broker(queue_key(Conf.CLUSTER_NAME, priority))
 
@@ -251,7 +251,7 @@ def oldest_unspent() -> datetime | None:
     from django_q.conf import Conf
     from django_q.signing import SignedPackage
 
-    from core.broker import PRIORITIES, delayed_key, queue_key
+    from worker.broker import PRIORITIES, delayed_key, queue_key
 
     mode = _broker_mode()
     if _inline.get() is not None or mode == "sync":

@@ -11,6 +11,9 @@ workers finish the messages already handed to them and exit, and the cluster end
 takes longer than GATEHOUSE_Q_STOP_GRACE seconds (a task stuck on a slow call), the
 remaining processes are killed: nothing is lost by it, since a message is deleted only
 once its task is acknowledged and comes back after `retry`, and every step is checkpointed.
+
+It replaces django-q2's own `qcluster` because the `worker` app is installed before
+`django_q` (docs/worker.md#the-cluster-command).
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ from typing import Any
 from django_q.cluster import Cluster
 from django_q.management.commands import qcluster
 
-from automation.conf import setting
-from automation.pipeline import calls
+from worker import pools
+from worker.conf import setting
 
 LOG = logging.getLogger("gatehouse.broker")
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
@@ -42,7 +45,7 @@ class Command(qcluster.Command):
         if options.get("cluster_name"):
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
         os.register_at_fork(after_in_child=_leave_stop_signals_to_the_main_process)
-        calls.enable()  # the workers keep model calls in flight beside their tasks
+        pools.enable()  # the workers keep calls in flight beside their tasks (worker.pools)
         cluster = Cluster()
         grace = setting("Q_STOP_GRACE")
 
