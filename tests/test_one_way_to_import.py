@@ -1,5 +1,6 @@
-"""A service, a selector or a helper of `automation` is imported from the module that defines
-it: no module re-exports another's names, so there is one way to import each.
+"""A service, a selector or a helper of `automation` or of the worker wing (`worker`) is imported
+from the module that defines it: no module re-exports another's names, so there is one way to
+import each, and the wing's modules are in `worker/` alone (no shim left where they were).
 
 `automation.models` is the one exception: Django reads an app's models from its `models`
 module, which gathers each concern's (docs/architecture.md#the-concerns-inside-automation).
@@ -14,6 +15,15 @@ from tests.packages import root_packages
 
 REPO = Path(__file__).resolve().parents[1]
 GATHERED = {"automation.models"}
+CHECKED = ("automation.", "worker.")
+# Where the wing's modules were before it was one package: nothing may stand there again.
+MOVED = (
+    "core/broker.py",
+    "core/dispatch.py",
+    "automation/pipeline/calls.py",
+    "automation/checks.py",
+    "automation/management/commands/qcluster.py",
+)
 
 
 def _module_file(module: str) -> Path | None:
@@ -49,13 +59,14 @@ def _sources() -> list[Path]:
 
 
 def reexported_imports(paths: list[Path]) -> list[str]:
-    """Each `from automation.x import name` whose module does not define `name` itself."""
+    """Each `from automation.x import name` (or `worker.x`) whose module does not define `name`
+    itself."""
     wrong = []
     for path in paths:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.ImportFrom) or node.level or node.module is None:
                 continue
-            if not node.module.startswith("automation.") or node.module in GATHERED:
+            if not node.module.startswith(CHECKED) or node.module in GATHERED:
                 continue
             target = _module_file(node.module)
             if target is None:
@@ -83,3 +94,7 @@ def test_the_check_finds_a_name_imported_through_another_module(tmp_path: Path) 
     )
     (found,) = reexported_imports([source])
     assert found.endswith("automation.intake.services.record_audit")
+
+
+def test_the_worker_wing_left_no_module_where_it_was() -> None:
+    assert [path for path in MOVED if (REPO / path).exists()] == []
