@@ -113,8 +113,7 @@ def _when(name: str) -> str:
 
 
 def daily_budget() -> Decimal | None:
-    """GATEHOUSE_OPENAI_DAILY_BUDGET as money; None when empty or not a positive amount
-    (the system check names such a value: automation.checks)."""
+    """GATEHOUSE_OPENAI_DAILY_BUDGET as money; None when empty or not a positive amount."""
     written = str(setting("OPENAI_DAILY_BUDGET")).strip()
     if not written:
         return None
