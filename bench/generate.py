@@ -2,8 +2,8 @@
 
 Every table is filled by one INSERT ... SELECT over generate_series, so a million runs take
 minutes and the memory of the server, not of Python. The values are those the pipeline
-writes (see automation.pipeline.services and automation.runs.journal): the JSON of
-normalized, enrichment, classification and rules, the queue of a held run, the pending
+writes (see automation.pipeline.classify, .decide, .execute and automation.runs.journal):
+the JSON of normalized, enrichment, classification and rules, the queue of a held run, the pending
 approval request routed to its group, so that the pages' queries, indexes and partial
 indexes meet what production holds. The column lists follow the models;
 tests/test_bench_pages.py holds them to it.

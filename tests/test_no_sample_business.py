@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 # A string that is a reference name for another reason, and why.
 NOT_THE_BUSINESS = {
     ("automation/openapi.py", "security"): "OpenAPI's own key for how a call authenticates",
-    ("console/admin/automation.py", "security"): "the Mailbox field: how IMAP is secured",
+    ("console/admin/intake.py", "security"): "the Mailbox field: how IMAP is secured",
 }
 OLD_ENUMS = {"RequestType", "Route", "EffectName"}
 

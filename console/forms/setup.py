@@ -11,7 +11,7 @@ from django import forms
 from automation.classifiers.readers import reader_words, readers_available
 from automation.intake.channels import MOST_ATTEMPTS, TOKEN_NAME_LIMIT, ChannelSettings
 from automation.intake.models import IntakeChannel, Mailbox
-from console.admin.automation import MailboxForm as AdminMailboxForm
+from console.admin.intake import MailboxForm as AdminMailboxForm
 from core.addresses import MAX_ADDRESS
 from core.inputs import NumberField
 from policy.models import PolicyVersion
