@@ -10,8 +10,10 @@ exactly as a real commit would. Tests about real commits, locks and races ask fo
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import os
+import sys
 from collections import deque
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -32,6 +34,14 @@ from policy import selectors
 from policy.services import policy_ensure_defaults
 from tests.catalogues import TEST_SECRETS
 from worker.dispatch import Message, inline
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A thread that is not a daemon and never ends keeps the interpreter from exiting: the
+    suite would print its summary and then hang until CI's time ran out. Two minutes after
+    the tests, a process still here prints every thread's stack and exits with an error."""
+    faulthandler.dump_traceback_later(120, exit=True, file=sys.__stderr__)
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ task hands the call to the pool of its server and the worker takes its next mess
 A worker that stops in order (a cluster stop, or its recycling after `recycle` tasks)
 finishes its calls and writes their results before it exits: the pool's threads are joined
 at exit, as every ThreadPoolExecutor's are, and the writer goes on until the process's main
-thread has ended and nothing is left in flight. A worker that dies loses its calls in
+thread has ended and every result that came is written. A worker that dies loses its calls in
 flight: the task that started them must be safe to send again (each of Gatehouse's is, by
 its lease and the sweep: docs/worker.md#pools-of-calls-in-flight).
 
@@ -100,13 +100,11 @@ class CallPool:
         with self._count_lock:
             self.in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        self._writer.holding(+1)
         return Slot(self)
 
     def _free(self) -> None:
         with self._count_lock:
             self.in_flight -= 1
-        self._writer.holding(-1)
         self._slots.release()
 
     def start(
@@ -141,24 +139,21 @@ class Writer:
 
     def __init__(self) -> None:
         self._queue: queue.Queue[tuple[Slot, Callable[[Any], object], Any]] = queue.Queue()
-        self._lock = threading.Lock()
-        self._held = 0
         self._thread = threading.Thread(target=self._loop, name="call-results", daemon=False)
         self._thread.start()
-
-    def holding(self, change: int) -> None:
-        with self._lock:
-            self._held += change
 
     def put(self, slot: Slot, then: Callable[[Any], object], result: Any) -> None:
         self._queue.put((slot, then, result))
 
     def _done(self) -> bool:
-        """The process is ending (its main thread is over) and no call is left in flight."""
-        if threading.main_thread().is_alive():
-            return False
-        with self._lock:
-            return self._held == 0 and self._queue.empty()
+        """The process is ending and every result that came is written.
+
+        At exit the interpreter joins the pools' threads (ThreadPoolExecutor's exit hook)
+        before it marks the main thread ended, so once it has, no call is still running and
+        whatever is queued is all that will come. A slot taken but never used (a task that
+        failed between taking it and starting its call) never keeps the process alive.
+        """
+        return not threading.main_thread().is_alive() and self._queue.empty()
 
     def _loop(self) -> None:
         while not self._done():

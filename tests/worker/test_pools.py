@@ -5,6 +5,8 @@ tests/automation/pipeline/test_calls_in_flight.py."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -58,7 +60,21 @@ def test_a_failed_call_frees_its_slot() -> None:
         raise RuntimeError("server gone")
 
     pool.start(slot, fails, lambda _: None)
-    assert pool.take(timeout=5) is not None
+    again = pool.take(timeout=5)
+    assert again is not None
+    again.release()
+
+
+def test_a_slot_taken_and_never_used_does_not_keep_the_process_alive() -> None:
+    """A task that fails between taking its slot and starting its call leaves the slot taken;
+    the process still ends once its main thread has (the writer is not a daemon)."""
+    script = (
+        "from worker import pools\n"
+        "pool = pools.CallPool('leaked', 2, pools.Writer())\n"
+        "assert pool.take() is not None\n"
+    )
+    ended = subprocess.run([sys.executable, "-c", script], timeout=30, check=False)  # noqa: S603
+    assert ended.returncode == 0
 
 
 def test_one_pool_per_server_in_a_process() -> None:
