@@ -18,12 +18,18 @@ many blocks that add a request type, route, effect, customer attribute or risk s
 is asked for (`shown`): the page's "Add another" buttons show it again with one more, what
 was typed kept (`typed_initial`). Removing a route, an effect or an attribute that a rule
 still names is refused at its "Remove" box, with the rule named.
+
+The edits themselves, and what they refuse, are policy's (policy/editing.py: pure functions
+over the document); this form reads the fields, calls them and says their refusals at the
+field they are about.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import yaml
@@ -49,7 +55,9 @@ from console.forms.policy import (
 from console.forms.text import FreeTextField
 from console.vocabulary import humanize
 from core.inputs import NumberField, parse_number
+from policy import editing
 from policy.catalogue import MAX_CUE_WEIGHT, MAX_REFERENCE_PATTERN, EffectSpec, FieldSpec
+from policy.editing import Described, Document, Part, Use
 from policy.models import PolicyVersion
 from policy.schemas import NEW_VERSION, PolicyDocument
 from policy.services import PolicyError, load_policy_yaml
@@ -68,6 +76,14 @@ ADAPTERS = [
     ("email_reply", "E-mail reply: an answer to the sender, in the same thread"),
 ]
 ADAPTER_NAMES = [code for code, _ in ADAPTERS if code]
+# Each part's add blocks (their prefix new_<kind>) and what the page calls one.
+KINDS = {
+    Part.REQUEST_TYPE: ("type", "request type"),
+    Part.ROUTE: ("route", "route"),
+    Part.EFFECT: ("effect", "effect"),
+    Part.CUSTOMER_ATTRIBUTE: ("attribute", "customer attribute"),
+    Part.SIGNAL: ("signal", "risk signal"),
+}
 LINES_LIMIT = 20_000
 SETTINGS_LIMIT = 50_000
 NAME_HELP = "Lower-case letters, digits and underscores, starting with a letter."
@@ -810,16 +826,13 @@ class BusinessForm(NewVersionForm):
             self._add("matching-domains", domains, title),
         ]
 
-    def _apply_matching(self, values: dict[str, Any], data: dict[str, Any]) -> None:
+    def _apply_matching(self, values: dict[str, Any], data: Document) -> Document:
         """The section as the catalogue's `customer_matching`; left as the defaults, none."""
-        pattern = values["matching-pattern"].strip() or None
-        domains = bool(values["matching-domains"])
-        matching = {"reference_pattern": pattern, "match_sender_domain": domains}
-        said = self.business.customer_matching
-        if said is not None and said.model_dump(mode="json") == matching:
-            return  # as it was: the base's exactly
-        default = pattern is None and domains
-        data["catalogue"]["customer_matching"] = None if default else matching
+        return editing.customer_matching_set(
+            data,
+            reference_pattern=values["matching-pattern"].strip() or None,
+            match_sender_domain=bool(values["matching-domains"]),
+        )
 
     def problem_list(self) -> list[tuple[str, str]]:
         """Every problem of the form with its place in words, in the order of the page."""
@@ -879,32 +892,26 @@ class BusinessForm(NewVersionForm):
             return [(("catalogue", "customer_attributes", "tier", "values"), said)]
         return [(problem_path(error), plain_problem(error))]
 
-    def _applied(self, values: dict[str, Any]) -> dict[str, Any] | None:
-        data = self.base_document.model_dump(mode="json")
-        data["version"] = values["version"].strip()
-        data["note"] = values["note"].strip()
-        data["catalogue"] = self.business.model_dump(mode="json")
-        new_routes = self._apply_routes(values, data["catalogue"]["routes"])
-        new_types = self._apply_types(values, data, new_routes)
-        new_effects = self._apply_effects(values, data)
-        self._apply_usual_effects(values, data, new_types, new_effects)
-        self._apply_attributes(values, data)
-        self._apply_signals(values, data)
-        self._remove_routes(values, data)
-        self._remove_effects(values, data)
-        self._apply_matching(values, data)
-        self._one_of_each(data["catalogue"])
+    def _applied(self, values: dict[str, Any]) -> Document | None:
+        data = editing.draft(self.base_document, version=values["version"], note=values["note"])
+        data, new_routes = self._apply_routes(values, data)
+        data, new_types = self._apply_types(values, data, new_routes)
+        data, new_effects = self._apply_effects(values, data)
+        data = self._apply_usual_effects(values, data, new_types, new_effects)
+        data = self._apply_attributes(values, data)
+        data = self._apply_signals(values, data)
+        data = self._remove_routes(values, data)
+        data = self._remove_effects(values, data)
+        data = self._apply_matching(values, data)
+        self._one_of_each(data)
         return None if self.errors else data
 
-    def _one_of_each(self, catalogue: dict[str, Any]) -> None:
+    def _one_of_each(self, data: Document) -> None:
         """A business has at least one request type, route and effect: said at the first
         block that adds one (a business started from nothing has only those)."""
-        for kind, part, what in (
-            ("type", "request_types", "request type"),
-            ("route", "routes", "route"),
-            ("effect", "effects", "effect"),
-        ):
-            if not catalogue[part] and not self.has_error(f"new_{kind}-name"):
+        for part in editing.parts_missing(data):
+            kind, what = KINDS[part]
+            if not self.has_error(f"new_{kind}-name"):
                 self.add_error(
                     f"new_{kind}-name",
                     f"A business needs at least one {what}: give it a name and fill in this block.",
@@ -913,15 +920,14 @@ class BusinessForm(NewVersionForm):
     def _apply_usual_effects(
         self,
         values: dict[str, Any],
-        data: dict[str, Any],
+        data: Document,
         new_types: list[tuple[str, str]],
         added: dict[str, str],
-    ) -> None:
+    ) -> Document:
         """Each type's usual effect, once the effects added in this form have their names."""
-        types = data["catalogue"]["request_types"]
         chosen = [(block.code, f"type-{block.code}") for block in self.type_blocks]
         for code, prefix in [*chosen, *new_types]:
-            if code not in types:
+            if code not in editing.parts(data, Part.REQUEST_TYPE):
                 continue  # removed
             effect = values[f"{prefix}-effect"]
             if effect.startswith(NEW_EFFECT):
@@ -933,12 +939,11 @@ class BusinessForm(NewVersionForm):
                     )
                     continue
                 effect = added[effect]
-            types[code].pop("default_effect", None)
-            if effect:
-                types[code]["default_effect"] = effect
-            types[code]["default_effect_always"] = bool(values[f"{prefix}-always"])
+            always = bool(values[f"{prefix}-always"])
+            data = editing.request_type_usual_effect(data, name=code, effect=effect, always=always)
+        return data
 
-    def _new_name(self, values: dict[str, Any], prefix: str, what: str, taken: Any) -> str | None:
+    def _new_name(self, values: dict[str, Any], prefix: str, what: str) -> str | None:
         """The name of the one being added in block `prefix`, or None when the block is
         left empty (or names none: said at the field)."""
         if not any(values[name] for name in self.fields if name.startswith(f"{prefix}-")):
@@ -947,110 +952,123 @@ class BusinessForm(NewVersionForm):
         if not name:
             self.add_error(f"{prefix}-name", f"Give the new {what} a name: {NAME_HELP.lower()}")
             return None
-        if name in taken:
-            self.add_error(
-                f"{prefix}-name",
-                f"There is already a {what} named {name}: change that one, or choose another name.",
-            )
-            return None
         return name
 
-    def _added(
-        self, values: dict[str, Any], kind: str, what: str, taken: Any
-    ) -> list[tuple[int, str, str]]:
-        """(number, prefix, name) of each add block of `kind` that adds one."""
+    def _add_blocks(self, values: dict[str, Any], part: Part) -> list[tuple[int, str, str]]:
+        """(number, prefix, name) of each add block of the part's kind that adds one."""
+        kind, what = KINDS[part]
         found: list[tuple[int, str, str]] = []
         for number in range(1, self.shown[kind] + 1):
             prefix = add_prefix(kind, number)
-            name = self._new_name(values, prefix, what, {*taken, *(n for _, _, n in found)})
+            name = self._new_name(values, prefix, what)
             if name is not None:
                 found.append((number, prefix, name))
         return found
 
-    def _described(
-        self, values: dict[str, Any], prefix: str, was: dict[str, Any]
-    ) -> dict[str, Any]:
-        return {
-            **was,
-            "label": values[f"{prefix}-label"],
-            "description": values[f"{prefix}-description"].strip(),
-        }
+    def _add_part(
+        self, data: Document, part: Part, prefix: str, name: str, spec: dict[str, Any]
+    ) -> Document | None:
+        """The document with the part added, or None (said at its name) when the name is
+        taken, by one there before or one added above."""
+        try:
+            return editing.part_add(data, part=part, name=name, spec=spec)
+        except editing.NameTaken:
+            self.add_error(
+                f"{prefix}-name",
+                f"There is already a {KINDS[part][1]} named {name}: change that one, or "
+                "choose another name.",
+            )
+            return None
 
-    def _apply_routes(self, values: dict[str, Any], routes: dict[str, Any]) -> dict[str, str]:
+    def _change_part(
+        self, data: Document, part: Part, name: str, spec: Callable[[dict[str, Any]], Any]
+    ) -> Document:
+        """The document with the part's spec made by `spec` from the one it had."""
+        was = editing.parts(data, part)[name]
+        return editing.part_change(data, part=part, name=name, spec=spec(was))
+
+    def _removed(
+        self, data: Document, field: str, remove: Callable[..., Document], name: str
+    ) -> Document:
+        """The document without the part, or as it was (said at its Remove box) when a rule
+        still names the part."""
+        try:
+            return remove(data, name=name)
+        except editing.StillUsed as refused:
+            self.add_error(field, still_used_words(refused))
+            return data
+
+    @staticmethod
+    def _words_of(values: dict[str, Any], prefix: str) -> Described:
+        return Described(values[f"{prefix}-label"], values[f"{prefix}-description"])
+
+    def _apply_routes(
+        self, values: dict[str, Any], data: Document
+    ) -> tuple[Document, dict[str, str]]:
         """The routes edited and added; the added ones' names by their choice (+new2)."""
         for block in self.route_blocks:
-            routes[block.code] = self._route(values, f"route-{block.code}", routes[block.code])
+            prefix = f"route-{block.code}"
+            data = self._change_part(
+                data, Part.ROUTE, block.code, partial(self._route, values, prefix)
+            )
         added = {}
-        for number, prefix, name in self._added(values, "route", "route", routes):
-            self._route_places(name, prefix)
-            routes[name] = self._route(values, prefix, {})
-            added[add_choice(number)] = name
-        return added
+        for number, prefix, name in self._add_blocks(values, Part.ROUTE):
+            grown = self._add_part(data, Part.ROUTE, prefix, name, self._route(values, prefix, {}))
+            if grown is not None:
+                data = grown
+                self._route_places(name, prefix)
+                added[add_choice(number)] = name
+        return data, added
 
     def _route(self, values: dict[str, Any], prefix: str, was: dict[str, Any]) -> dict[str, Any]:
-        route = self._described(values, prefix, was)
-        route.pop("group", None)
-        if values[f"{prefix}-group"]:
-            route["group"] = values[f"{prefix}-group"]
-        return route
+        words = self._words_of(values, prefix)
+        return editing.route_spec(was, words=words, group=values[f"{prefix}-group"])
 
-    def _remove_routes(self, values: dict[str, Any], data: dict[str, Any]) -> None:
+    def _remove_routes(self, values: dict[str, Any], data: Document) -> Document:
         """The routes ticked for removal, unless a rule still sends work to them."""
-        types = data["catalogue"]["request_types"]
-        sampled = data.get("qa_sampling") or {}
         for block in self.route_blocks:
             field = f"route-{block.code}-remove"
-            if not values[field]:
-                continue
-            sent = [types[t]["label"] for t, route in data["routes"].items() if route == block.code]
-            if sent:
-                self.add_error(
-                    field,
-                    f"{_listed(sent)} {'is' if len(sent) == 1 else 'are'} sent here: send "
-                    "them to another route first, or keep this one.",
-                )
-            elif block.code in (sampled.get("routes") or {}) | (sampled.get("owners") or {}):
-                self.add_error(
-                    field,
-                    "The review after the fact samples this route: take it out of the sampling "
-                    "in the policy editor first, or keep this one.",
-                )
-            else:
-                del data["catalogue"]["routes"][block.code]
+            if values[field]:
+                data = self._removed(data, field, editing.route_remove, block.code)
+        return data
 
     def _apply_types(
-        self, values: dict[str, Any], data: dict[str, Any], new_routes: dict[str, str]
-    ) -> list[tuple[str, str]]:
+        self, values: dict[str, Any], data: Document, new_routes: dict[str, str]
+    ) -> tuple[Document, list[tuple[str, str]]]:
         """The types edited, removed and added; (name, prefix) of each added one."""
-        types = data["catalogue"]["request_types"]
         for block in self.type_blocks:
             prefix = f"type-{block.code}"
             if values[f"{prefix}-remove"]:
-                del types[block.code]
-                data["routes"].pop(block.code, None)
-                data["confidence"]["per_category"].pop(block.code, None)
+                data = editing.request_type_remove(data, name=block.code)
                 continue
-            types[block.code] = self._type(values, prefix, types[block.code])
-            self._route_to(values, prefix, block.code, data["routes"], new_routes)
+            data = self._change_part(
+                data,
+                Part.REQUEST_TYPE,
+                block.code,
+                partial(self._type, values, prefix),
+            )
+            data = self._route_to(values, prefix, block.code, data, new_routes)
         added = []
-        for _, prefix, name in self._added(values, "type", "request type", types):
+        for _, prefix, name in self._add_blocks(values, Part.REQUEST_TYPE):
+            spec = self._type(values, prefix, {})
+            grown = self._add_part(data, Part.REQUEST_TYPE, prefix, name, spec)
+            if grown is None:
+                continue
             self._type_places(name, prefix)
-            types[name] = self._type(values, prefix, {})
-            self._route_to(values, prefix, name, data["routes"], new_routes)
+            data = self._route_to(values, prefix, name, grown, new_routes)
             added.append((name, prefix))
-        return added
+        return data, added
 
     def _type(self, values: dict[str, Any], prefix: str, was: dict[str, Any]) -> dict[str, Any]:
-        spec = self._described(values, prefix, was)
+        weight = values[f"{prefix}-weight"]
+        words = self._words_of(values, prefix)
+        spec = editing.request_type_spec(was, words=words, cue_weight=weight)
         readers = {
             "fields": lambda text: read_field_lines(text, was.get("fields") or {}),
             "cues": read_cue_lines,
             "scene_cues": read_cue_lines,
         }
         self._read_boxes(values, prefix, was, spec, readers)
-        spec.pop("cue_weight", None)
-        if values[f"{prefix}-weight"] is not None:
-            spec["cue_weight"] = values[f"{prefix}-weight"]
         return spec
 
     def _read_boxes(
@@ -1076,9 +1094,9 @@ class BusinessForm(NewVersionForm):
         values: dict[str, Any],
         prefix: str,
         code: str,
-        routes: dict[str, Any],
+        data: Document,
         new_routes: dict[str, str],
-    ) -> None:
+    ) -> Document:
         chosen = values[f"{prefix}-route"]
         if chosen.startswith(NEW_ROUTE):
             if chosen not in new_routes:
@@ -1086,37 +1104,40 @@ class BusinessForm(NewVersionForm):
                     f"{prefix}-route",
                     "Add the new route below (its name and who owns it), or choose another.",
                 )
-                return
+                return data
             chosen = new_routes[chosen]
-        if chosen:
-            routes[code] = chosen
-        else:
-            routes.pop(code, None)  # the schema says the type goes nowhere, at this field
+        # None chosen: the schema says the type goes nowhere, at this field.
+        return editing.request_type_send(data, name=code, route=chosen)
 
-    def _apply_effects(self, values: dict[str, Any], data: dict[str, Any]) -> dict[str, str]:
+    def _apply_effects(
+        self, values: dict[str, Any], data: Document
+    ) -> tuple[Document, dict[str, str]]:
         """The effects edited and added; the added ones' names by their choice (+new2)."""
-        effects = data["catalogue"]["effects"]
         for block in self.effect_blocks:
             prefix = f"effect-{block.code}"
-            effects[block.code] = self._effect(values, prefix, effects[block.code])
-            self._allowed(values, prefix, block.code, data)
+            data = self._change_part(
+                data, Part.EFFECT, block.code, partial(self._effect, values, prefix)
+            )
+            data = self._allowed(values, prefix, block.code, data)
         added = {}
-        for number, prefix, name in self._added(values, "effect", "effect", effects):
+        for number, prefix, name in self._add_blocks(values, Part.EFFECT):
+            spec = self._effect(values, prefix, {})
+            grown = self._add_part(data, Part.EFFECT, prefix, name, spec)
+            if grown is None:
+                continue
             self._effect_places(name, prefix)
-            effects[name] = self._effect(values, prefix, {})
-            self._allowed(values, prefix, name, data)
+            data = self._allowed(values, prefix, name, grown)
             added[add_choice(number)] = name
-        return added
+        return data, added
 
     def _effect(self, values: dict[str, Any], prefix: str, was: dict[str, Any]) -> dict[str, Any]:
         adapter = values[f"{prefix}-adapter"]
-        effect = {
-            key: value
-            for key, value in self._described(values, prefix, was).items()
-            if key not in ADAPTER_NAMES and key != "adapter"
-        }
-        if adapter:
-            effect["adapter"] = adapter
+        effect = editing.effect_spec(
+            was,
+            words=self._words_of(values, prefix),
+            adapter=adapter,
+            cue_priority=values[f"{prefix}-priority"],
+        )
         settings, parameters = f"{prefix}-settings", f"{prefix}-parameters"
         if was and adapter == was["adapter"] and self._as_shown(values, settings):
             effect[adapter] = was[adapter]
@@ -1127,42 +1148,16 @@ class BusinessForm(NewVersionForm):
         if not (was and self._as_shown(values, parameters)):
             effect["parameters"] = self._mapping(values, parameters) or {}
         self._read_boxes(values, prefix, was, effect, {"cues": read_cue_lines})
-        effect.pop("cue_priority", None)
-        if values[f"{prefix}-priority"] is not None:
-            effect["cue_priority"] = values[f"{prefix}-priority"]
         return effect
 
-    def _remove_effects(self, values: dict[str, Any], data: dict[str, Any]) -> None:
+    def _remove_effects(self, values: dict[str, Any], data: Document) -> Document:
         """The effects ticked for removal (out of what policy allows and approves too), unless
         a request type has it as its usual effect or an amount limit is written for it."""
-        types = data["catalogue"]["request_types"]
         for block in self.effect_blocks:
             field = f"effect-{block.code}-remove"
-            if not values[field]:
-                continue
-            usual = [t["label"] for t in types.values() if t.get("default_effect") == block.code]
-            limits = [
-                tier
-                for tier, limit in data["amount_limits"].items()
-                if block.code in (limit.get("effects") or [])
-            ]
-            if usual:
-                self.add_error(
-                    field,
-                    f"It is the usual effect of {_listed(usual)}: choose another there "
-                    "first, or keep this one.",
-                )
-            elif limits:
-                self.add_error(
-                    field,
-                    f"The amount limits of {_listed(limits)} are written for it: change them "
-                    "in the policy editor first, or keep this one.",
-                )
-            else:
-                del data["catalogue"]["effects"][block.code]
-                if block.code in data["allowed_effects"]:
-                    data["allowed_effects"].remove(block.code)
-                data["approvals"].pop(block.code, None)
+            if values[field]:
+                data = self._removed(data, field, editing.effect_remove, block.code)
+        return data
 
     def _as_shown(self, values: dict[str, Any], field: str) -> bool:
         def kept(text: str) -> list[str]:
@@ -1177,40 +1172,36 @@ class BusinessForm(NewVersionForm):
             self.add_error(field, sentence(str(exc)))
             return None
 
-    def _allowed(
-        self, values: dict[str, Any], prefix: str, code: str, data: dict[str, Any]
-    ) -> None:
+    def _allowed(self, values: dict[str, Any], prefix: str, code: str, data: Document) -> Document:
         """Whether policy allows the effect, and who approves it."""
-        allowed: list[str] = data["allowed_effects"]
-        if values[f"{prefix}-allowed"] and code not in allowed:
-            allowed.append(code)
-        elif not values[f"{prefix}-allowed"] and code in allowed:
-            allowed.remove(code)
-        group = values[f"{prefix}-approver"]
-        if group:
-            data["approvals"][code] = {**data["approvals"].get(code, {}), "group": group}
-        else:
-            data["approvals"].pop(code, None)
+        return editing.effect_allow(
+            data,
+            name=code,
+            allowed=bool(values[f"{prefix}-allowed"]),
+            approver=values[f"{prefix}-approver"],
+        )
 
-    def _apply_attributes(self, values: dict[str, Any], data: dict[str, Any]) -> None:
+    def _apply_attributes(self, values: dict[str, Any], data: Document) -> Document:
         """The customer attributes edited, removed and added."""
-        attributes = data["catalogue"]["customer_attributes"]
         for block in self.attribute_blocks:
             prefix = f"attribute-{block.code}"
             if values[f"{prefix}-remove"]:
-                if block.code == "tier" and data["amount_limits"]:
-                    self.add_error(
-                        f"{prefix}-remove",
-                        "The amount limits are written per tier: take them out in the policy "
-                        "editor first, or keep it.",
-                    )
-                else:
-                    del attributes[block.code]
+                field = f"{prefix}-remove"
+                data = self._removed(data, field, editing.attribute_remove, block.code)
                 continue
-            attributes[block.code] = self._attribute(values, prefix, attributes[block.code])
-        for _, prefix, name in self._added(values, "attribute", "customer attribute", attributes):
-            self._attribute_places(name, prefix)
-            attributes[name] = self._attribute(values, prefix, {})
+            data = self._change_part(
+                data,
+                Part.CUSTOMER_ATTRIBUTE,
+                block.code,
+                partial(self._attribute, values, prefix),
+            )
+        for _, prefix, name in self._add_blocks(values, Part.CUSTOMER_ATTRIBUTE):
+            spec = self._attribute(values, prefix, {})
+            grown = self._add_part(data, Part.CUSTOMER_ATTRIBUTE, prefix, name, spec)
+            if grown is not None:
+                self._attribute_places(name, prefix)
+                data = grown
+        return data
 
     def _attribute(
         self, values: dict[str, Any], prefix: str, was: dict[str, Any]
@@ -1218,46 +1209,71 @@ class BusinessForm(NewVersionForm):
         listed = _words_line(values[f"{prefix}-values"])
         if not listed:
             self.add_error(f"{prefix}-values", "Give it its values, separated by commas.")
-        return self._described(values, prefix, was) | {"values": listed}
+        return editing.attribute_spec(was, words=self._words_of(values, prefix), values=listed)
 
-    def _apply_signals(self, values: dict[str, Any], data: dict[str, Any]) -> None:
+    def _apply_signals(self, values: dict[str, Any], data: Document) -> Document:
         """The risk signals edited, removed and added; a changed one is a new version of it
-        (the rule's text on a run names it: v2)."""
-        signals = data["signals"]
+        (policy.editing.signal_change)."""
         for block in self.signal_blocks:
             prefix = f"signal-{block.code}"
             if values[f"{prefix}-remove"]:
-                del signals[block.code]
+                data = editing.signal_remove(data, name=block.code)
                 continue
-            was = signals[block.code]
-            signal = self._signal(values, prefix, was)
-            if signal != was:
-                signal["version"] = int(was.get("version", 1)) + 1
-            signals[block.code] = signal
-        for _, prefix, name in self._added(values, "signal", "risk signal", signals):
-            self._signal_places(name, prefix)
-            signals[name] = self._signal(values, prefix, {})
+            was = editing.parts(data, Part.SIGNAL)[block.code]
+            spec = self._signal(values, prefix, was)
+            data = editing.signal_change(data, name=block.code, spec=spec)
+        for _, prefix, name in self._add_blocks(values, Part.SIGNAL):
+            grown = self._add_part(
+                data, Part.SIGNAL, prefix, name, self._signal(values, prefix, {})
+            )
+            if grown is not None:
+                self._signal_places(name, prefix)
+                data = grown
+        return data
 
     def _signal(self, values: dict[str, Any], prefix: str, was: dict[str, Any]) -> dict[str, Any]:
-        action = values[f"{prefix}-action"]
-        group = values[f"{prefix}-approver"]
-        approval = None
-        if action == "approval" and group:
-            approval = {**(was.get("approval") or {}), "group": group}
-        signal = {
-            **was,
-            "description": values[f"{prefix}-description"].strip(),
-            "approval": approval,
-        }
-        signal.pop("action", None)
-        if action:
-            signal["action"] = action
+        signal = editing.signal_spec(
+            was,
+            description=values[f"{prefix}-description"],
+            action=values[f"{prefix}-action"],
+            approver=values[f"{prefix}-approver"],
+        )
         readers = {
             "phrases": read_cue_lines,
             "patterns": lambda text: [ln for _, ln in _lines(text)],
         }
         self._read_boxes(values, prefix, was, signal, readers)
         return signal
+
+
+def still_used_words(refused: editing.StillUsed) -> str:
+    """Why a part cannot be removed yet, and what to do first, in the page's words."""
+    users = list(refused.users)
+    if refused.use == Use.SENT_TO:
+        verb = "is" if len(users) == 1 else "are"
+        return (
+            f"{_listed(users)} {verb} sent here: send them to another route first, or keep "
+            "this one."
+        )
+    if refused.use == Use.SAMPLED:
+        return (
+            "The review after the fact samples this route: take it out of the sampling in the "
+            "policy editor first, or keep this one."
+        )
+    if refused.use == Use.USUAL_EFFECT:
+        return (
+            f"It is the usual effect of {_listed(users)}: choose another there first, or keep "
+            "this one."
+        )
+    if refused.part == Part.CUSTOMER_ATTRIBUTE:
+        return (
+            "The amount limits are written per tier: take them out in the policy editor "
+            "first, or keep it."
+        )
+    return (
+        f"The amount limits of {_listed(users)} are written for it: change them in the policy "
+        "editor first, or keep this one."
+    )
 
 
 def _listed(words: list[str]) -> str:

@@ -29,14 +29,12 @@ from approvals.services import (
     approval_send_back,
     approvals_decide_bulk,
 )
-from automation.models import Run, State
-from automation.runs.comments import may_comment
-from automation.runs.selectors import comment_thread
 from console import vocabulary
+from console.evidence import evidence_page, not_yours_words
 from console.forms.approvals import DecisionForm
 from console.raw_input import raw_download as download_raw
 from console.raw_input import raw_page
-from console.refusals import not_yours_text, show_refusal
+from console.refusals import show_refusal
 from console.templatetags.lists import approval_reason, one_line, sla_badge
 from console.templatetags.words import term
 from core.codes import Outcome
@@ -166,88 +164,14 @@ def evidence(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse
     return _render_evidence(request, approval, form)
 
 
-@dataclass(frozen=True)
-class AfterDecision:
-    """What a decided request did to its run, and whether that is still being done (the
-    evidence page then reloads itself until it is)."""
-
-    text: str
-    pending: bool
-
-
-# Where a run stands while the work a decision started is still being done.
-STILL_WORKING = frozenset({State.APPROVAL_REQUIRED, State.APPROVED, State.EXECUTING})
-
-
-def after_decision(approval: ApprovalRequest, run: Run) -> AfterDecision | None:
-    """What the decision did and what happens next, in words (None while it is undecided)."""
-    if approval.status == ApprovalStatus.SENT_BACK:
-        if run.state == State.APPROVAL_REQUIRED:
-            return AfterDecision("Sent back: the run is going to the ops team's queue.", True)
-        return AfterDecision(
-            "Sent back: the ops team corrects the reading; a corrected run asks for a fresh "
-            "approval.",
-            False,
-        )
-    if approval.status == ApprovalStatus.REJECTED:
-        if run.state in STILL_WORKING:
-            return AfterDecision("Rejected: the run is being stopped; nothing will be done.", True)
-        return AfterDecision("Rejected: the run stopped and nothing was done.", False)
-    if approval.status != ApprovalStatus.APPROVED:
-        return None
-    doing, done = vocabulary.effect_progress(approval.effect)
-    if run.state in STILL_WORKING:
-        return AfterDecision(f"Approved: {doing}.", True)
-    if run.state == State.COMPLETED:
-        return AfterDecision(f"Approved: {done}. The run is done.", False)
-    held = vocabulary.label("outcome", run.outcome)
-    if run.state == State.NEEDS_REVIEW:
-        return AfterDecision(
-            f"Approved, but it could not be done yet: the run is held as “{held}” for the "
-            "ops team, who retry or resolve it.",
-            False,
-        )
-    ended = vocabulary.label("state", run.state)
-    return AfterDecision(f"Approved, but the run ended as “{ended}” ({held}).", False)
-
-
-def _not_yours(request: AuthenticatedHttpRequest, approval: ApprovalRequest) -> str:
-    """Why this person cannot decide this request, in words ('' when nothing is left to
-    decide)."""
-    reason = selectors.not_yours(request.user, approval)
-    return not_yours_text(reason, approval) if reason is not None else ""
-
-
 def _render_evidence(
     request: AuthenticatedHttpRequest,
     approval: ApprovalRequest,
     form: DecisionForm,
     status: int = 200,
 ) -> HttpResponse:
-    user = request.user
-    conflicted = bool(selectors.conflicted_request_ids(user, [approval]))
-    now = timezone.now()
-    can_decide = selectors.can_decide(user, approval, conflicted=conflicted)
-    context = {
-        "approval": approval,
-        "run": approval.run,
-        "form": form,
-        "now": now,
-        "sla": selectors.sla_state(approval, now),
-        "can_decide": can_decide,
-        "after": after_decision(approval, approval.run),
-        "not_yours": "" if can_decide else _not_yours(request, approval),
-        "comments": comment_thread(approval.run_id),
-        "may_comment": may_comment(user, approval.run_id),
-        "assignable": (
-            selectors.assignable_people(approval)
-            if approval.is_pending and user.has_perm("approvals.assign_approvalrequest")
-            else []
-        ),
-        "may_claim": can_decide and approval.assignee_id != user.pk,
-        "delegations": selectors.delegations_touching(approval) if approval.is_pending else [],
-        **selectors.evidence(approval),
-    }
+    page = evidence_page(approval=approval, user=request.user)
+    context = {"form": form, **page.context()}
     return render(request, "approvals/evidence.html", context, status=status)
 
 
@@ -277,7 +201,7 @@ def decide(request: AuthenticatedHttpRequest, request_id: int) -> HttpResponse:
         if exc.code == "forbidden":
             raise PermissionDenied(exc.message) from exc
         if exc.code in ("separation_of_duties", "already_decided") and (
-            why := _not_yours(request, approval)
+            why := not_yours_words(request.user, approval)
         ):
             messages.error(request, why)  # what applies to this person, not every case
         else:

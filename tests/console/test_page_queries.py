@@ -524,3 +524,17 @@ def test_a_runs_comment_thread_costs_the_same_queries_for_ten_comments_as_for_on
     assert with_ten == with_one
     assert with_ten["run page"] <= PAGE_QUERY_LIMIT
     assert client_for(lead).get(pages["run page"][1]).content.decode().count("Note ") >= 10
+
+
+# The evidence page's queries for each of its readers, as counted when its reading became one
+# selector (console.evidence.evidence_page): a lead also reads whom the request may be given.
+EVIDENCE_QUERIES = {"approver": 16, "lead": 19, "root": 15}
+
+
+def test_the_evidence_page_reads_no_more_than_its_count_for_each_reader(
+    pipeline: Pipeline, people: dict[str, User]
+) -> None:
+    request = ApprovalRequest.objects.get(run=waiting(pipeline, 1))
+    url = reverse("approvals:evidence", args=[request.pk])
+    found = {name: queries(client_for(people[name]), url)[0] for name in EVIDENCE_QUERIES}
+    assert all(found[name] <= most for name, most in EVIDENCE_QUERIES.items()), found
