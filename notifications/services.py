@@ -514,7 +514,9 @@ def _context(
             "run_id": event.run_id,
         }
     if event.approval is not None:
-        return str(event.kind), _request_context(event, group, what, personal=personal)
+        return str(event.kind), _request_context(
+            event.approval, event, group, what, personal=personal
+        )
     return "held", _held_context(event, run)
 
 
@@ -537,9 +539,9 @@ def _comment_context(author: User | None, body: str, whom: str, link: str) -> di
     }
 
 
-def _request_context(event: Event, group: str, what: str, *, personal: bool) -> dict[str, Any]:
-    request = event.approval
-    assert request is not None  # noqa: S101 - the caller's branch
+def _request_context(
+    request: ApprovalRequest, event: Event, group: str, what: str, *, personal: bool
+) -> dict[str, Any]:
     shown = group_term(group).label if group else ""
     who = "you"
     if group:
