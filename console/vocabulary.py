@@ -1,7 +1,8 @@
 """The words people see: a human label and a one-line explanation for every code.
 
 Each state, outcome, queue, stage, rule kind, recovery action, audit action and status is
-named here once. Pages, flash messages, CSV headers and docs/recovery.md's tables read these;
+named here once (the outcomes and the groups in policy.words, which the notifications read
+too). Pages, flash messages, CSV headers and docs/recovery.md's tables read these;
 the codes themselves are stable identifiers for the API, the database and the logs, and a
 page shows them only as secondary text. A code nobody named yet still reads as words
 (`risk_signal` → "Risk signal"), never as a blank.
@@ -13,7 +14,6 @@ to integrators in its own words (automation.api_schemas).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
@@ -23,7 +23,6 @@ from automation.models import (
     BatchStatus,
     Effect,
     EffectStatus,
-    Outcome,
     QAStatus,
     RecoveryKind,
     ShadowOutcome,
@@ -34,12 +33,7 @@ from automation.models import (
 from policy.catalogue import Catalogue
 from policy.evaluation import Verdict
 from policy.selectors import Businesses, Section, stored_businesses
-
-
-@dataclass(frozen=True)
-class Term:
-    label: str
-    explanation: str
+from policy.words import GROUPS, OUTCOMES, Term, humanize
 
 
 class Kind(StrEnum):
@@ -86,59 +80,6 @@ STATES: dict[str, Term] = {
         "Needs a person", "Held in an exception queue until someone corrects or recovers it."
     ),
     State.FAILED: Term("Failed", "Ended without its effect: refused, rejected or abandoned."),
-}
-
-OUTCOMES: dict[str, Term] = {
-    Outcome.COMPLETED: Term("Done", "The run finished and its effect happened."),
-    Outcome.IDEMPOTENT_REPLAY: Term(
-        "Already received", "The same request was sent again; the first answer was repeated."
-    ),
-    Outcome.IDEMPOTENCY_CONFLICT: Term(
-        "Reused request id", "A different request reused an id already taken; it was refused."
-    ),
-    Outcome.INVALID_EVENT: Term(
-        "Unreadable request", "The request was malformed or missing required parts."
-    ),
-    Outcome.UNSUPPORTED_REQUEST: Term(
-        "Not allowed", "The request asked for something this policy does not allow."
-    ),
-    Outcome.CLASSIFICATION_INVALID: Term(
-        "Unusable reading", "The classifier's answer did not fit the expected shape."
-    ),
-    Outcome.EXTRACTION_INVALID: Term(
-        "Fields need checking", "A field read from the request failed its checks."
-    ),
-    Outcome.LOW_CONFIDENCE: Term(
-        "Unsure reading", "The reading was less sure than the policy requires."
-    ),
-    Outcome.RISK_SIGNAL: Term(
-        "Risk signal", "The request mentions something policy wants a person to read first."
-    ),
-    Outcome.RETRY_EXHAUSTED: Term(
-        "Classifier unavailable", "The classifier failed every attempt it was given."
-    ),
-    Outcome.POLICY_BLOCK: Term("Stopped by policy", "A policy rule refused the effect."),
-    Outcome.APPROVAL_STALE: Term(
-        "Approval out of date", "The run or policy changed after approval; a fresh one is needed."
-    ),
-    Outcome.APPROVAL_EXPIRED: Term(
-        "Approval expired", "Nobody decided before the approval's deadline."
-    ),
-    Outcome.APPROVAL_REJECTED: Term("Rejected", "An approver rejected the effect."),
-    Outcome.SENT_BACK: Term(
-        "Sent back",
-        "An approver sent the request back: correct the reading, then it is decided again.",
-    ),
-    Outcome.EFFECT_UNAVAILABLE: Term(
-        "Delivery failed", "The effect's system could not be reached within its attempts."
-    ),
-    Outcome.EFFECT_REJECTED: Term("Delivery refused", "The effect's system refused the effect."),
-    Outcome.EFFECT_UNCERTAIN: Term(
-        "Delivery unknown", "It is not known whether the effect's system did it; check first."
-    ),
-    Outcome.STATE_CONFLICT: Term(
-        "Not possible now", "The run is not in a state where that can be done."
-    ),
 }
 
 # Exception queues are named after the outcome that put a run there; a few are not outcomes.
@@ -416,19 +357,6 @@ ROLE_NAMES: dict[str, Term] = {
     "auditors": Term("Auditor", "Reads runs, approvals, policy and reports; changes nothing."),
 }
 
-# The same groups as a request's route or a queue's owner names them: the people in it.
-GROUPS: dict[str, Term] = {
-    "security-approvers": Term(
-        "Security approvers", "Decide the account reviews and security requests."
-    ),
-    "finance-approvers": Term(
-        "Finance approvers", "Decide amounts over a limit and changes of bank details."
-    ),
-    "ops-leads": Term("Ops leads", "Work the exception queues, recover runs, change policy."),
-    "recovery-staff": Term("Recovery staff", "Work the exception queues and recover runs."),
-    "auditors": Term("Auditors", "Read runs, approvals, policy and reports; change nothing."),
-}
-
 # Where a policy version stands: deciding runs now, once, or never yet.
 POLICY_STATUSES: dict[str, Term] = {
     "active": Term("Active", "Decides every run from now on."),
@@ -601,12 +529,6 @@ def effect_progress(code: object) -> tuple[str, str]:
     being done, “Create a follow-up” was done."""
     name = label(Kind.EFFECT, code)
     return f"“{name}” is being done", f"“{name}” was done"
-
-
-def humanize(code: str) -> str:
-    """Words for a code nobody named: `billing_keywords` → "Billing keywords"."""
-    words = code.replace("_", " ").replace(".", " ").replace("-", " ").strip()
-    return words[:1].upper() + words[1:]
 
 
 def term(kind: Kind | str, code: object) -> Term:

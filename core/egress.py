@@ -14,6 +14,11 @@ sends nothing the settings do not allow.
   link-local, private, shared, unspecified, multicast and reserved addresses are refused unless
   GATEHOUSE_EFFECT_PRIVATE_HOSTS allows them, whatever way the address is written
   (http://2130706433/, http://[::ffff:127.0.0.1]/, a name that resolves to one).
+
+`send_request` is the one way an HTTP request leaves the building: an effect's (after the
+checks above), a chat webhook's (notifications), a mailbox's OAuth token request. It follows
+no redirect (a 3xx is the caller's answer to judge: a redirect could lead anywhere the checks
+did not look) and never retries (each caller counts its own attempts).
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ import ipaddress
 import re
 import socket
 from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 from django.conf import settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -200,3 +207,32 @@ def url_refusal(url: str) -> str | None:
     except ValueError:  # a label too long for IDNA, a NUL: no lookup can be made of it
         return "the address's host name cannot be looked up"
     return _first_refusal(host, port, addresses)
+
+
+# --- sending -------------------------------------------------------------------------------
+
+
+def send_request(
+    method: str,
+    url: str | httpx.URL,
+    *,
+    timeout: float | httpx.Timeout,
+    content: bytes | None = None,
+    data: dict[str, str] | None = None,
+    json: Any = None,
+    headers: dict[str, str] | None = None,
+    extensions: dict[str, Any] | None = None,
+) -> httpx.Response:
+    """Send one request and return the answer, whatever its status; redirects are not
+    followed. Raises what httpx raises (httpx.HTTPError and its kin, httpx.InvalidURL): what
+    a failure means (retry, give up, uncertain) is the caller's to say."""
+    with httpx.Client(timeout=timeout, follow_redirects=False) as client:
+        return client.request(
+            method,
+            url,
+            content=content,
+            data=data,
+            json=json,
+            headers=headers,
+            extensions=extensions,
+        )

@@ -20,7 +20,11 @@ Whatever sending one row raises is that row's failure (retried, then given up), 
 queue's: a malformed address stops no one else's mail.
 
 A message says what is asked, of whom and by when, with a link to the evidence; it never
-carries a decision (no link decides anything).
+carries a decision (no link decides anything). It is written from the templates of
+notifications/templates/notifications/ (`<kind>.subject.txt`, `<kind>.txt`) in the console's
+words (policy.words: the effect's and request type's labels, the group's name, why a run is
+held), never in codes, and sent by core.mail; a chat is posted to by core.egress's
+send_request; a failed row waits core.backoff's time.
 """
 
 from __future__ import annotations
@@ -32,9 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import httpx
 from django.contrib.auth.models import User
-from django.core.mail import EmailMessage, get_connection
 from django.db import transaction
 from django.db.models import (
     DateTimeField,
@@ -57,7 +59,11 @@ from automation.conf import setting
 from automation.effects.task_work import may_read_task
 from automation.models import Run, RunComment, State, TaskComment
 from automation.runs.comments import group_may_read_run, may_read_run
+from core.backoff import backoff_delay
+from core.egress import send_request
+from core.mail import Text, message, one_line, render, send, send_templated
 from notifications.models import Channel, Kind, Mode, Notification, Preference, Status
+from policy.words import business_term, group_term, outcome_term
 
 logger = logging.getLogger("gatehouse.notifications")
 
@@ -65,7 +71,12 @@ logger = logging.getLogger("gatehouse.notifications")
 FIND_LIMIT = 500
 SEND_LIMIT = 200
 MAX_ATTEMPTS = 6
-BACKOFF_SECONDS = (30, 120, 600, 1800, 3600)
+# A failed row waits core.backoff's time: up to 30 s after the first failure, doubling, at
+# most an hour.
+BACKOFF_BASE_SECONDS = 30
+BACKOFF_CAP_SECONDS = 3600
+# Seconds a chat's webhook has to answer.
+WEBHOOK_TIMEOUT = 10
 # A digest lists this many things, each line cut at DIGEST_LINE characters, and says how many
 # more there are (20,000 things once made one message of 15 MB).
 DIGEST_ITEMS = 50
@@ -148,7 +159,7 @@ def notifications_find(*, now: datetime) -> int:
                 continue
             seen.add(user_id)
             mode = modes.get((user_id, event.kind), Mode.IMMEDIATE)
-            subject, body = _message(event, group, runs.get(event.run_id or 0))
+            subject, body = notification_text(event, group, runs.get(event.run_id or 0))
             rows.append(
                 Notification(
                     key=f"{event.key}:{user_id}",
@@ -194,7 +205,7 @@ def _chat_rows(event: Event, run: dict[str, Any] | None, now: datetime) -> list[
             continue  # a group that may not read the run: its chat is not told of a mention
         if event.task_comment is not None and group != event.task_comment.task.group:
             continue  # a task's thread: only its own team's chat is told of a mention
-        subject, body = _message(event, group, run, personal=False)
+        subject, body = notification_text(event, group, run, personal=False)
         rows.append(
             Notification(
                 key=f"{event.key}:group:{group}",
@@ -451,7 +462,9 @@ def _modes(users: set[int]) -> dict[tuple[int, str], str]:
 
 
 def _runs(run_ids: set[int]) -> dict[int, dict[str, Any]]:
-    rows = Run.objects.filter(pk__in=run_ids).values("pk", "event_id", "effect_name", "outcome")
+    rows = Run.objects.filter(pk__in=run_ids).values(
+        "pk", "event_id", "category", "effect_name", "outcome", "queue"
+    )
     return {row["pk"]: row for row in rows}
 
 
@@ -462,98 +475,110 @@ def _when(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M %Z") if moment else "no time set"
 
 
-def _message(
+def notification_text(
     event: Event, group: str, run: dict[str, Any] | None, *, personal: bool = True
 ) -> tuple[str, str]:
-    """The subject and text: what is asked, of whom, by when, and where to look."""
-    request = event.approval
+    """The subject and text, from the event's templates in the console's words: what is
+    asked, of whom, by when, and where to look."""
+    name, context = _context(event, group, run or {}, personal=personal)
+    text = render(
+        f"notifications/{name}",
+        {**context, "personal": personal, "preferences": base_url() + reverse("me:notifications")},
+    )
+    return text.subject, text.body
+
+
+def _context(
+    event: Event, group: str, run: dict[str, Any], *, personal: bool
+) -> tuple[str, dict[str, Any]]:
+    """Which templates tell of the event, and what they say: every code in words."""
     if event.delegation is not None:
-        away = event.delegation
-        name = away.delegator.get_username()
-        link = base_url() + reverse("me:work")
-        lines = [
-            f"{name} lets you decide their approvals while they are away.",
-            "",
-            f"From {_when(away.starts_at)} until {_when(away.ends_at)}"
-            + (f" ({away.reason})" if away.reason else "")
-            + f": the requests routed to {name}'s groups are in your inbox, and you decide "
-            f"them for {name}.",
-            "",
-            f"Your work: {link}",
-        ]
-        return f"You decide for {name} until {_when(away.ends_at)}", "\n".join(lines) + "\n"
-    what = f"run {event.run_id}"
-    if run and run.get("event_id"):
-        what += f" ({run['event_id']})"
+        return "delegated", _delegated_context(event.delegation)
+    what = f"run {event.run_id}" + (f" ({run['event_id']})" if run.get("event_id") else "")
+    whom = f"the {group_term(group).label} group" if group else "you"
     if event.task_comment is not None:
         noted = event.task_comment
         link = base_url() + reverse("tasks:task", args=[noted.task_id]) + f"#comment-{noted.pk}"
-        whom = f"the {group} group" if group else "you"
-        lines = [
-            f"{noted.author.get_username()} mentions {whom} in a comment on task "
-            f"{noted.task_id} ({noted.task.subject or noted.task.effect}):",
-            "",
-            *(f"> {line}" for line in noted.body.splitlines()[:20]),
-            "",
-            f"The comment and the task: {link}",
-        ]
-        subject = f"{noted.author.get_username()} mentions {whom} on task {noted.task_id}"
-    elif event.comment is not None:
+        task = noted.task.subject or business_term("effects", noted.task.effect).label
+        return "task_mentioned", {
+            **_comment_context(noted.author, noted.body, whom, link),
+            "task_id": noted.task_id,
+            "task": task,
+        }
+    if event.comment is not None:
         comment = event.comment
         link = base_url() + reverse("runs:run", args=[event.run_id]) + f"#comment-{comment.pk}"
-        whom = f"the {group} group" if group else "you"
-        lines = [
-            f"{comment.author.get_username()} mentions {whom} in a comment on {what}:",
-            "",
-            *(f"> {line}" for line in comment.body.splitlines()[:20]),
-            "",
-            f"The comment and the run: {link}",
-        ]
-        subject = f"{comment.author.get_username()} mentions {whom} on run {event.run_id}"
-    elif request is not None:
-        link = base_url() + reverse("approvals:evidence", args=[request.pk])
-        asked = f"approve or reject the effect '{request.effect}' of {what}"
-        who = "you"
-        if group:
-            who = f"the {group} group" + (" (you are a member)" if personal else "")
-        headline = {
-            Kind.WAITING: f"A request waits for {group or 'you'}",
-            Kind.ASSIGNED: "A request is given to you",
-            Kind.SLA_NEAR: f"A request's time to decide is nearly up ({group})",
-            Kind.ESCALATED: f"A request was escalated to {group}",
-            Kind.EXPIRING: "A request is about to expire",
-        }[event.kind]
-        by = (
-            f"before {_when(request.escalate_at)}, when it escalates"
-            if request.escalated_at is None and request.escalate_to
-            else f"before {_when(request.expires_at)}"
+        return "mentioned", {
+            **_comment_context(comment.author, comment.body, whom, link),
+            "what": what,
+            "run_id": event.run_id,
+        }
+    if event.approval is not None:
+        return str(event.kind), _request_context(
+            event.approval, event, group, what, personal=personal
         )
-        lines = [
-            f"{headline}.",
-            "",
-            f"Asked: {asked}.",
-            f"Of: {who}.",
-            f"By: {by}; it expires at {_when(request.expires_at)}.",
-            "",
-            f"The evidence and the decision: {link}",
-        ]
-        subject = f"{headline}: {request.effect} for run {event.run_id}"
-    else:
-        link = base_url() + reverse("runs:run", args=[event.run_id])
-        outcome = (run or {}).get("outcome") or "held"
-        lines = [
-            f"Run {event.run_id}, which you work on, is held ({outcome}).",
-            "",
-            f"The run: {link}",
-        ]
-        subject = f"A run you work on is held: run {event.run_id}"
-    if personal:
-        lines += [
-            "",
-            "You can choose how you hear of this (at once, in a daily digest, or not at all) "
-            f"on {base_url() + reverse('me:notifications')}.",
-        ]
-    return subject, "\n".join(lines) + "\n"
+    return "held", _held_context(event, run)
+
+
+def _delegated_context(away: Delegation) -> dict[str, Any]:
+    return {
+        "name": away.delegator.get_username(),
+        "starts": _when(away.starts_at),
+        "ends": _when(away.ends_at),
+        "reason": away.reason,
+        "link": base_url() + reverse("me:work"),
+    }
+
+
+def _comment_context(author: User | None, body: str, whom: str, link: str) -> dict[str, Any]:
+    return {
+        "author": author.get_username() if author is not None else "Someone",
+        "whom": whom,
+        "quoted": body.splitlines()[:20],
+        "link": link,
+    }
+
+
+def _request_context(
+    request: ApprovalRequest, event: Event, group: str, what: str, *, personal: bool
+) -> dict[str, Any]:
+    shown = group_term(group).label if group else ""
+    who = "you"
+    if group:
+        who = shown + (" (you are a member)" if personal else "")
+    by = (
+        f"before {_when(request.escalate_at)}, when it escalates"
+        if request.escalated_at is None and request.escalate_to
+        else f"before {_when(request.expires_at)}"
+    )
+    return {
+        "group": shown,
+        "effect": business_term("effects", request.effect).label,
+        "what": what,
+        "who": who,
+        "by": by,
+        "expires": _when(request.expires_at),
+        "run_id": event.run_id,
+        "link": base_url() + reverse("approvals:evidence", args=[request.pk]),
+    }
+
+
+def _held_context(event: Event, run: dict[str, Any]) -> dict[str, Any]:
+    reason = outcome_term(str(run.get("outcome") or ""))
+    queue = str(run.get("queue") or run.get("outcome") or "")
+    return {
+        "run_id": event.run_id,
+        "reason": reason.label if run.get("outcome") else "Needs a person",
+        "reason_explained": reason.explanation or "A person looks at it before it goes on.",
+        "request_type": business_term("request_types", str(run.get("category") or "")).label
+        if run.get("category")
+        else "not read yet",
+        "effect": business_term("effects", str(run["effect_name"])).label
+        if run.get("effect_name")
+        else "",
+        "queue": outcome_term(queue).label if queue else "none",
+        "link": base_url() + reverse("runs:run", args=[event.run_id]),
+    }
 
 
 # --- sending ---------------------------------------------------------------------------------
@@ -620,7 +645,7 @@ def _post(chat: tuple[Channel, str], row: Notification) -> str:
             "text": row.body.replace("\n", "  \n"),
         }
     try:
-        answer = httpx.post(url, json=payload, timeout=10)
+        answer = send_request("POST", url, json=payload, timeout=WEBHOOK_TIMEOUT)
     except Exception as exc:  # any (httpx.InvalidURL is no HTTPError): this row's failure
         return _reason(exc)
     if answer.is_success:
@@ -629,14 +654,8 @@ def _post(chat: tuple[Channel, str], row: Notification) -> str:
 
 
 def _mail(address: str, subject: str, body: str) -> None:
-    connection = get_connection()
-    EmailMessage(
-        subject=subject,
-        body=body,
-        to=[address],
-        headers={"Auto-Submitted": "auto-generated"},
-        connection=connection,
-    ).send()
+    """Send a row's message, written when it was found (core.mail: the settings' backend)."""
+    send(message(Text(subject, body), to=[address], headers={"Auto-Submitted": "auto-generated"}))
 
 
 def _reason(exc: Exception) -> str:
@@ -645,17 +664,10 @@ def _reason(exc: Exception) -> str:
     return one_line(f"{type(exc).__name__}: {exc}")
 
 
-def one_line(text: str) -> str:
-    """`text` on one line, without control characters: a subject or an error may carry a name
-    from outside (a username from the company sign-in), and a line break in a header is
-    refused by the mail library."""
-    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
-
-
 def _failed(row: Notification, error: str, now: datetime) -> str:
     if row.attempts >= MAX_ATTEMPTS:
         return _give_up(row, error)
-    wait = BACKOFF_SECONDS[min(row.attempts - 1, len(BACKOFF_SECONDS) - 1)]
+    wait = backoff_delay(row.attempts - 1, base=BACKOFF_BASE_SECONDS, cap=BACKOFF_CAP_SECONDS)
     row.next_attempt_at = now + timedelta(seconds=wait)
     row.last_error = one_line(error)[:1000]
     row.save(update_fields=["next_attempt_at", "last_error", "attempts"])
@@ -699,7 +711,12 @@ def _digest_for(user_id: int, now: datetime) -> int:
     if person is None or not person.email:
         return 0
     try:
-        _mail(person.email, f"Your Gatehouse digest: {len(rows)} things", digest_text(rows))
+        send_templated(
+            "notifications/digest",
+            digest_context(rows),
+            to=[person.email],
+            headers={"Auto-Submitted": "auto-generated"},
+        )
     except Exception as exc:  # one person's digest (a malformed address) stops nobody else's
         logger.warning("the digest for %s was not sent: %s", person.pk, _reason(exc))
         return 0
@@ -709,18 +726,24 @@ def _digest_for(user_id: int, now: datetime) -> int:
     return 1
 
 
-def digest_text(rows: list[Notification]) -> str:
-    """The digest's body: the first DIGEST_ITEMS things, then how many more and where the
+def digest_context(rows: list[Notification]) -> dict[str, Any]:
+    """What the digest says: the first DIGEST_ITEMS things, then how many more and where the
     console lists them, so a morning after a flood is one message of a few pages."""
-    parts = [f"What waited for you since your last digest ({len(rows)}):", ""]
-    for row in rows[:DIGEST_ITEMS]:
-        lines = [line[:DIGEST_LINE] for line in row.body.splitlines()[2:5]]
-        parts += [f"- {row.subject}", *(f"  {line}" for line in lines), ""]
+    items = [
+        {
+            "subject": row.subject,
+            # The lines that say what is asked, of whom and by when (under the headline).
+            "lines": [line[:DIGEST_LINE] for line in row.body.splitlines()[2:5]],
+        }
+        for row in rows[:DIGEST_ITEMS]
+    ]
     more = len(rows) - DIGEST_ITEMS
-    if more > 0:
-        link = base_url() + reverse("me:work")
-        parts += [f"… and {more:,} more: your work in the console lists them, {link}", ""]
-    return "\n".join(parts)
+    return {
+        "count": len(rows),
+        "items": items,
+        "more": f"{more:,}" if more > 0 else "",
+        "link": base_url() + reverse("me:work"),
+    }
 
 
 # --- what the run page shows -----------------------------------------------------------------

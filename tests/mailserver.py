@@ -78,6 +78,16 @@ def smtp_server(*, login: tuple[str, str] | None = None) -> Iterator[Inbox]:
         controller.stop()
 
 
+SMTP_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+
+
+def send_through(settings: Any, server: Inbox) -> None:
+    """Point the settings' e-mail at `server`: core.mail sends over EMAIL_BACKEND, which the
+    test runner sets to a memory one."""
+    settings.EMAIL_BACKEND = SMTP_BACKEND
+    settings.EMAIL_HOST, settings.EMAIL_PORT = server.host, server.port
+
+
 @contextlib.contextmanager
 def mail_through(
     settings: Any, *, base_url: str = "https://gatehouse.example.com"
@@ -85,7 +95,6 @@ def mail_through(
     """A server on a free loopback port that the settings' own e-mail backend sends through
     (the test runner swaps in a memory one), and the address notifications link to."""
     with smtp_server() as server:
-        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-        settings.EMAIL_HOST, settings.EMAIL_PORT = server.host, server.port
+        send_through(settings, server)
         settings.GATEHOUSE = {**settings.GATEHOUSE, "BASE_URL": base_url}
         yield server

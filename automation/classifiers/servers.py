@@ -34,7 +34,6 @@ An admission that turns a call away says why in words, which the run keeps.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
@@ -54,6 +53,7 @@ from automation.classifiers.base import (
 from automation.classifiers.models import ModelServer
 from automation.conf import setting
 from automation.runs.models import Run, State
+from core.backoff import jitter
 
 # A 429 without Retry-After pauses the pool this long.
 DEFAULT_PAUSE = 1.0
@@ -250,7 +250,7 @@ def _breaker_shut(state: ModelServer, limits: Limits, now: datetime, key: str) -
     # Spread over a cooling period, so that waiting runs do not all come back at once: the
     # first after the cooling is the probe, and the probe's answer wakes the others when it
     # closes the breaker (pipeline: _wake_after_breaker).
-    spread = limits.cooling * random.random()  # noqa: S311 - a spread, not a secret
+    spread = timedelta(seconds=jitter(limits.cooling.total_seconds()))
     until = (now if probing else state.open_until) + spread
     hold = limits.when_unavailable == "hold"
     why = (

@@ -18,7 +18,8 @@ it was saved (core.egress): every secret is one declared for effects and none of
 every header value can be sent as it is, and every address the host resolves to is one the
 settings allow. The connection then goes to the address that was checked, never to the name
 again (a second lookup could answer otherwise). A refusal sends nothing: the attempt is
-NOT_SENT, and the run waits for a person.
+NOT_SENT, and the run waits for a person. The request leaves by core.egress.send_request,
+which follows no redirect.
 """
 
 from __future__ import annotations
@@ -36,7 +37,13 @@ import httpx
 
 from automation.effects.base import Delivery
 from automation.effects.models import DeliveryResult, Effect
-from core.egress import EgressRefused, checked_address, header_value_refusal, secret_refusal
+from core.egress import (
+    EgressRefused,
+    checked_address,
+    header_value_refusal,
+    secret_refusal,
+    send_request,
+)
 from policy.catalogue import HttpConfig, Secret
 from policy.schemas import canonical_json
 
@@ -193,14 +200,14 @@ class HttpAdapter:
         timeout = httpx.Timeout(self.config.read_timeout, connect=self.config.connect_timeout)
         try:
             # No client-side retries: the outbox owns every retry and counts each attempt.
-            with httpx.Client(timeout=timeout, follow_redirects=False) as client:
-                response = client.request(
-                    self.config.method,
-                    url,
-                    content=body,
-                    headers=headers,
-                    extensions=extensions,
-                )
+            response = send_request(
+                self.config.method,
+                url,
+                timeout=timeout,
+                content=body,
+                headers=headers,
+                extensions=extensions,
+            )
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             return Delivery(DeliveryResult.RETRY, error_class=type(exc).__name__, detail=str(exc))
         except (httpx.LocalProtocolError, httpx.UnsupportedProtocol, UnicodeEncodeError) as exc:

@@ -39,7 +39,7 @@ from automation.effects.models import (
     EffectControl,
     EffectStatus,
 )
-from automation.runs.backoff import backoff_delay
+from automation.runs.backoff import retry_delay
 from automation.runs.journal import Stage, record_audit, record_transition, write_row
 from automation.runs.locking import lock_run
 from automation.runs.models import Run, StageName, StageOutcome, State
@@ -430,7 +430,7 @@ def _hold_not_sent(effect: Effect, run: Run, delivery: Delivery, stage: Stage) -
 def _retry_or_hold(
     effect: Effect, run: Run, delivery: Delivery, now: datetime, stage: Stage
 ) -> None:
-    delay = max(backoff_delay(effect.attempts), delivery.retry_after or 0.0)
+    delay = max(retry_delay(effect.attempts), delivery.retry_after or 0.0)
     next_at = now + timedelta(seconds=delay)
     spent = effect.attempts >= effect.attempt_limit
     late = effect.deadline_at is not None and next_at > effect.deadline_at

@@ -1,4 +1,4 @@
-"""Replies to the sender, in the request's thread, over the SMTP server of the settings.
+"""Replies to the sender, in the request's thread, by core.mail (the settings' EMAIL_BACKEND).
 
 The message was rendered when the effect was written (the payload's `request`: recipient,
 subject, body, language, and the thread it answers). Each attempt sends the same message
@@ -7,11 +7,14 @@ resend after an attempt whose outcome is unknown is recognisably the same messag
 servers do not deduplicate, so such an attempt holds the run for a person (who may send it
 again, as the same message) instead of being sent again on its own.
 
-The server, its port, STARTTLS and the credentials are Django's e-mail settings, from the
-environment (docs/operating.md): EMAIL_HOST, EMAIL_PORT, EMAIL_USE_TLS, EMAIL_HOST_USER,
-EMAIL_HOST_PASSWORD. The From and Reply-To were written into the message with it: the
-effect's `from_address` and `reply_to`, else its intake channel's, else DEFAULT_FROM_EMAIL
-and no Reply-To.
+The text is the business's: the catalogue's reply template, rendered in its sandbox when the
+effect was written, is handed to core.mail as prepared text (not wrapped in a Django template
+of its own: every attempt must send the bytes the effect recorded, and a second rendering
+could only change them). In production the backend is SMTP and the server, its port, STARTTLS
+and the credentials are Django's e-mail settings, from the environment (docs/operating.md):
+EMAIL_HOST, EMAIL_PORT, EMAIL_USE_TLS, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD. The From and
+Reply-To were written into the message with it: the effect's `from_address` and `reply_to`,
+else its intake channel's, else DEFAULT_FROM_EMAIL and no Reply-To.
 
 A request taken from a mailbox (automation/intake/imap.py) whose `sent_folder` is set gets a
 copy of its reply appended there over IMAP after it was sent.
@@ -22,12 +25,12 @@ from __future__ import annotations
 import smtplib
 
 from django.conf import settings
-from django.core.mail import EmailMessage, get_connection
 
 from automation.effects.base import Delivery
 from automation.effects.models import DeliveryResult, Effect
 from automation.intake.imap import sent_copy
 from core.addresses import mail_address_refusal
+from core.mail import Message, NotConnected, Text, message, send
 from policy.catalogue import EmailReplyConfig
 
 SENT_KEPT = 20_000  # characters of the sent message kept on the effect
@@ -50,20 +53,20 @@ def message_id(effect: Effect) -> str:
     return f"<{effect.idempotency_key[:MESSAGE_ID_KEY]}@{domain}>"
 
 
-def reply_message(effect: Effect) -> EmailMessage:
+def reply_message(effect: Effect) -> Message:
+    """The reply as core.mail builds it: the text the catalogue's template rendered when the
+    effect was written, in the request's thread, with the effect's Message-ID."""
     request = effect.payload.get("request") or {}
-    headers = {"Message-ID": message_id(effect), "Auto-Submitted": "auto-replied"}
-    if request.get("in_reply_to"):
-        headers["In-Reply-To"] = f"<{request['in_reply_to']}>"
-    if request.get("references"):
-        headers["References"] = " ".join(f"<{ref}>" for ref in request["references"])
-    return EmailMessage(
-        subject=str(request.get("subject") or ""),
-        body=str(request.get("body") or ""),
-        from_email=sender(effect),
+    text = Text(str(request.get("subject") or ""), str(request.get("body") or ""))
+    return message(
+        text,
         to=[str(request.get("to") or "")],
-        reply_to=[str(request["reply_to"])] if request.get("reply_to") else None,
-        headers=headers,
+        from_email=sender(effect),
+        reply_to=[str(request["reply_to"])] if request.get("reply_to") else (),
+        message_id=message_id(effect),
+        in_reply_to=f"<{request['in_reply_to']}>" if request.get("in_reply_to") else None,
+        references=[f"<{ref}>" for ref in request.get("references") or ()],
+        headers={"Auto-Submitted": "auto-replied"},
     )
 
 
@@ -99,16 +102,16 @@ class EmailReplyAdapter:
         refusal = _address_refusal(effect)
         if refusal is not None:  # saved past its checks: never sent as it is
             return Delivery(DeliveryResult.REJECTED, detail=refusal)
-        message = reply_message(effect)
-        if not message.to or not message.to[0]:
+        reply = reply_message(effect)
+        if not reply.to or not reply.to[0]:
             return Delivery(DeliveryResult.REJECTED, detail="the request has no sender to reply to")
-        connection = get_connection("django.core.mail.backends.smtp.EmailBackend")
         try:
-            connection.open()  # connect, STARTTLS, log in: nothing is sent yet
-        except (smtplib.SMTPException, OSError) as exc:
-            return Delivery(DeliveryResult.RETRY, error_class=type(exc).__name__, detail=str(exc))
-        try:
-            connection.send_messages([message])
+            send(reply)
+        except NotConnected as exc:  # nothing was sent: trying again is safe
+            cause = exc.__cause__ or exc
+            return Delivery(
+                DeliveryResult.RETRY, error_class=type(cause).__name__, detail=str(cause)
+            )
         except (smtplib.SMTPServerDisconnected, TimeoutError) as exc:
             # The message may have been taken before the connection went.
             return Delivery(
@@ -122,9 +125,7 @@ class EmailReplyAdapter:
             return Delivery(
                 DeliveryResult.UNCERTAIN, error_class=type(exc).__name__, detail=str(exc)
             )
-        finally:
-            connection.close()
-        sent = message.message()
+        sent = reply.message()
         # A request taken from a mailbox with a Sent folder: a copy is kept there, as a
         # person's mail client would. A failure to copy is said, never a failed delivery.
         copied = sent_copy(effect.run.channel_id, sent.as_bytes(linesep="\r\n"))
@@ -132,6 +133,6 @@ class EmailReplyAdapter:
             DeliveryResult.DELIVERED,
             reference=message_id(effect)[:200],
             body=sent.as_string()[:SENT_KEPT],
-            detail=f"sent to {message.to[0]} as {message_id(effect)}"
+            detail=f"sent to {reply.to[0]} as {message_id(effect)}"
             + (f"; {copied}" if copied else ""),
         )

@@ -32,7 +32,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import random
 import socket
 import ssl
 import threading
@@ -62,7 +61,9 @@ from automation.intake.services import (
     message_limit,
     read_within,
 )
+from core.backoff import backoff_delay
 from core.codes import Outcome
+from core.egress import send_request
 
 logger = logging.getLogger("gatehouse.mailbox")
 
@@ -73,6 +74,8 @@ REFUSED = b"$GatehouseRefused"
 SOCKET_TIMEOUT = 60.0
 # The longest IDLE before it is renewed (RFC 2177: servers may drop one after 30 minutes).
 IDLE_RENEW_SECONDS = 25 * 60
+# Seconds before the first reconnection; each failure in a row doubles it (core.backoff).
+RECONNECT_BASE = 1.0
 # Seconds between two writes of the watcher's progress while nothing happens.
 HEARTBEAT_SECONDS = 5.0
 # Messages whose sizes are asked for at once.
@@ -182,7 +185,7 @@ def oauth_access_token(mailbox: Mailbox) -> str:
     if mailbox.oauth_scope:
         form["scope"] = mailbox.oauth_scope
     try:
-        response = httpx.post(mailbox.oauth_token_url, data=form, timeout=30)
+        response = send_request("POST", mailbox.oauth_token_url, data=form, timeout=30)
     except httpx.HTTPError as exc:
         raise ConnectionLost(f"the token endpoint did not answer: {exc}") from exc
     if response.status_code != 200:
@@ -365,7 +368,7 @@ class MailboxWatcher:
                 self._poll(client)
 
     def _lost(self, exc: BaseException, failures: int) -> None:
-        wait = _backoff(failures)
+        wait = reconnect_delay(failures)
         text = f"{type(exc).__name__}: {exc}"
         logger.warning(
             "mailbox %s: %s; connecting again in %.0f s (failure %d)",
@@ -609,11 +612,11 @@ def _new_mail(response: Any) -> bool:
     return isinstance(response, tuple) and len(response) > 1 and response[1] == b"EXISTS"
 
 
-def _backoff(failures: int) -> float:
-    """Seconds before connecting again: 1, 2, 4... up to the cap, give or take a fifth."""
+def reconnect_delay(failures: int) -> float:
+    """Seconds before connecting again after `failures` failures in a row: core.backoff's
+    rule from RECONNECT_BASE seconds, up to GATEHOUSE_MAILBOX_BACKOFF_MAX."""
     cap = float(setting("MAILBOX_BACKOFF_MAX_SECONDS"))
-    base = min(cap, 2.0 ** min(failures - 1, 16))
-    return base * random.uniform(0.8, 1.2)  # noqa: S311 (spreading reconnections out)
+    return backoff_delay(failures - 1, base=RECONNECT_BASE, cap=cap)
 
 
 def _watcher_name() -> str:

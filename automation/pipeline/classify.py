@@ -41,7 +41,7 @@ from automation.extraction import extraction_problems
 from automation.intake.customers import customer_find, customers_known
 from automation.language import request_language
 from automation.pipeline.shadow import shadows_send
-from automation.runs.backoff import backoff_delay
+from automation.runs.backoff import retry_delay
 from automation.runs.journal import Stage, journal, record_audit, record_transition, write_row
 from automation.runs.locking import lock_run
 from automation.runs.models import TERMINAL_STATE_LIST, Run, StageName, StageOutcome, State
@@ -583,7 +583,7 @@ def _classifier_failed(run: Run, stage: Stage, error: Exception, now: datetime) 
         )
         return
     stage.record(run, StageOutcome.RETRY_SCHEDULED, error_class)
-    delay = backoff_delay(run.classify_attempts - run.classify_attempts_spent)
+    delay = retry_delay(run.classify_attempts - run.classify_attempts_spent)
     record_transition(
         run,
         run.schedule_classifier_retry,

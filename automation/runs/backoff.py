@@ -1,15 +1,16 @@
-"""When to try again: exponential backoff with full jitter, for classifier calls and effects."""
+"""How long a run's retries wait: a classifier call's and an effect's, on core.backoff's one
+rule, with the bases and caps of the settings (GATEHOUSE_RETRY_BACKOFF_BASE and _CAP)."""
 
 from __future__ import annotations
 
-import random
-
 from automation.conf import setting
+from core.backoff import backoff_delay
 
 
-def backoff_delay(attempt: int) -> float:
-    """Exponential backoff with full jitter, so retries of many runs do not stampede."""
-    cap = min(
-        setting("RETRY_BACKOFF_CAP_SECONDS"), setting("RETRY_BACKOFF_BASE_SECONDS") * 2**attempt
+def retry_delay(attempt: int) -> float:
+    """Seconds before the next attempt of a run's step, `attempt` attempts in."""
+    return backoff_delay(
+        attempt,
+        base=setting("RETRY_BACKOFF_BASE_SECONDS"),
+        cap=setting("RETRY_BACKOFF_CAP_SECONDS"),
     )
-    return random.uniform(0, cap)  # noqa: S311 - full jitter, not cryptography

@@ -31,7 +31,7 @@ from tests.browser.test_business_browser import fill_the_warranty_desk
 from tests.catalogues import activate_effects, email_reply_effect
 from tests.conftest import Pipeline
 from tests.downstream import Downstream, running_downstream
-from tests.mailserver import Inbox, smtp_server
+from tests.mailserver import Inbox, send_through, smtp_server
 
 pytest.importorskip("playwright.sync_api", reason=PLAYWRIGHT_MISSING, exc_type=ImportError)
 from playwright.sync_api import BrowserContext, Page, expect
@@ -80,7 +80,7 @@ def warranty_mail() -> bytes:
 def receivers(monkeypatch: pytest.MonkeyPatch, settings: Any) -> Iterator[tuple[Downstream, Inbox]]:
     monkeypatch.setenv(TOKEN_VARIABLE, "Bearer warranty-desk")
     with running_downstream("w" * 32) as desk, smtp_server() as inbox:
-        settings.EMAIL_HOST, settings.EMAIL_PORT = inbox.host, inbox.port
+        send_through(settings, inbox)
         settings.DEFAULT_FROM_EMAIL = "Service <service@gatehouse.example>"
         yield desk, inbox
 

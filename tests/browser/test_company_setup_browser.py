@@ -29,7 +29,7 @@ from automation.intake.models import ApiToken, Customer, IntakeChannel
 from policy.models import PolicyVersion
 from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, log_in, screenshot
 from tests.downstream import Downstream, running_downstream
-from tests.mailserver import Inbox, smtp_server
+from tests.mailserver import Inbox, send_through, smtp_server
 
 pytest.importorskip("playwright.sync_api", reason=PLAYWRIGHT_MISSING, exc_type=ImportError)
 from playwright.sync_api import BrowserContext, Page, expect
@@ -100,8 +100,7 @@ def receivers(monkeypatch: pytest.MonkeyPatch, settings: Any) -> Iterator[tuple[
     monkeypatch.setenv(SECRET, SECRET_VALUE)
     settings.GATEHOUSE_EFFECT_SECRETS = settings.GATEHOUSE_EFFECT_SECRETS | {SECRET}
     with running_downstream("c" * 32) as system, smtp_server() as inbox:
-        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-        settings.EMAIL_HOST, settings.EMAIL_PORT = inbox.host, inbox.port
+        send_through(settings, inbox)
         settings.DEFAULT_FROM_EMAIL = "Riverside Vets <desk@clinic.example>"
         yield system, inbox
 

@@ -47,7 +47,7 @@ def test_notification_an_approver_is_told_follows_the_link_decides_and_the_run_s
     text = mail.message.get_content()
     link = re.search(r"https?://\S+/approvals/\d+/", text)
     assert link is not None and link.group(0).endswith(f"/approvals/{request.pk}/")
-    assert "Of: the security-approvers group (you are a member)." in text
+    assert "Of: Security approvers (you are a member)." in text
 
     # The link, signed out: the sign-in form, then the evidence it pointed at.
     page.goto(link.group(0))

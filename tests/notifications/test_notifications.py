@@ -77,9 +77,10 @@ def test_each_member_of_the_group_is_told_once_with_a_link_to_the_evidence(
     text = message.get_content()
     link = f"https://gatehouse.example.com/approvals/{request.pk}/"
     assert link in text
-    assert f"Of: the {request.group} group (you are a member)." in text
+    assert "Of: Security approvers (you are a member)." in text
+    assert "approve or reject “Queue an account review”" in text
     assert "By: before" in text and "expires at" in text
-    assert message["Subject"].startswith(f"A request waits for {request.group}")
+    assert message["Subject"].startswith("A request waits for Security approvers: Queue an")
     # It asks; it never decides: no link in it decides anything.
     assert "/decide" not in text
     assert message["Auto-Submitted"] == "auto-generated"
@@ -210,6 +211,7 @@ def test_the_owner_of_a_run_is_told_each_time_it_is_held(pipeline: Pipeline, out
     assert sent_to(outbox) == Counter({"owner@shop.example": 1})
     (told,) = Notification.objects.filter(kind=Kind.HELD)
     assert told.user == owner and f"Run {run.pk}, which you work on, is held" in told.body
+    assert "Classifier unavailable" in told.body and "retry_exhausted" not in told.body
 
 
 def test_a_person_chooses_how_they_hear_of_each_kind(db: None) -> None:
@@ -298,7 +300,7 @@ def test_a_group_chat_is_told_in_slack_and_teams_shapes_and_retried(
     assert notifications_send(now=row.next_attempt_at)["sent"] == 1
 
     ((path, body),) = ChatReceiver.posted
-    assert path == "/slack" and body["text"].startswith(f"*A request waits for {request.group}")
+    assert path == "/slack" and body["text"].startswith("*A request waits for Security approvers")
     assert f"/approvals/{request.pk}/" in body["text"]
     assert "you are a member" not in body["text"] and "choose how you hear" not in body["text"]
 
@@ -314,7 +316,7 @@ def test_a_group_chat_is_told_in_slack_and_teams_shapes_and_retried(
     notifications_send(now=request.escalate_at)
     (path, card) = ChatReceiver.posted[-1]
     assert path == "/teams" and card["@type"] == "MessageCard"
-    assert card["title"].startswith("A request was escalated to ops-leads")
+    assert card["title"].startswith("A request was escalated to Ops leads")
 
     roles_ensure()
     ops_lead.groups.add(Group.objects.get(name="ops-leads"))

@@ -21,7 +21,7 @@ from automation.models import Effect, EffectStatus, IntakeChannel, Run, State
 from automation.roles import roles_ensure
 from tests.catalogues import activate_effects, email_reply_effect
 from tests.conftest import Pipeline
-from tests.mailserver import Inbox, smtp_server
+from tests.mailserver import Inbox, send_through, smtp_server
 
 MAIL = Path(__file__).resolve().parents[2] / "data" / "mail"
 ENGLISH = "01-quote-request-northwind.eml"
@@ -42,7 +42,7 @@ TEMPLATES = {
 @pytest.fixture
 def inbox(settings: Any) -> Iterator[Inbox]:
     with smtp_server() as server:
-        settings.EMAIL_HOST, settings.EMAIL_PORT = server.host, server.port
+        send_through(settings, server)
         settings.DEFAULT_FROM_EMAIL = "Service <service@shop.example>"
         yield server
 
@@ -146,7 +146,7 @@ def test_the_reply_is_sent_with_the_login_of_the_settings(
     mail_pipeline: Pipeline, settings: Any
 ) -> None:
     with smtp_server(login=("gatehouse", "pw-smtp")) as inbox:
-        settings.EMAIL_HOST, settings.EMAIL_PORT = inbox.host, inbox.port
+        send_through(settings, inbox)
         settings.EMAIL_HOST_USER, settings.EMAIL_HOST_PASSWORD = "gatehouse", "wrong"
         run = take_in(mail_pipeline, ENGLISH)
         effect = Effect.objects.get(run=run)

@@ -51,8 +51,8 @@ from automation.models import (
 from automation.pipeline.operations import sweep_due
 from automation.recovery.services import effects_retry_held
 from automation.roles import roles_ensure
-from automation.runs import backoff as retry_timing
 from automation.runs.sending import DELIVER_EFFECT_TASK
+from core import backoff as retry_timing
 from policy.models import PolicyVersion
 from policy.services import (
     DEFAULTS_DIR,

@@ -39,7 +39,7 @@ from tests.catalogues import activate_effects, email_reply_effect
 from tests.conftest import Pipeline
 from tests.database import database_url
 from tests.imapserver import USER, CuttingProxy, Dovecot, dovecot, dovecot_available
-from tests.mailserver import smtp_server
+from tests.mailserver import send_through, smtp_server
 from worker.dispatch import inline
 
 pytestmark = [
@@ -397,7 +397,7 @@ def test_a_reply_goes_back_in_the_thread_and_a_copy_to_sent(
     server.append(original)
 
     with smtp_server() as outbox:
-        settings.EMAIL_HOST, settings.EMAIL_PORT = outbox.host, outbox.port
+        send_through(settings, outbox)
         settings.DEFAULT_FROM_EMAIL = "Service <support@shop.example>"
         with pipeline.capture():
             done = MailboxWatcher(box).run_once()

@@ -25,7 +25,7 @@ from tests.insurer import (
     insurer_channel,
     insurer_document,
 )
-from tests.mailserver import Inbox, smtp_server
+from tests.mailserver import Inbox, send_through, smtp_server
 
 SERVER = "Gatehouse <gatehouse@server.example>"
 DESK = "Home claims <claims@insurer.example>"
@@ -35,7 +35,7 @@ DESK_REPLIES = "claims-team@insurer.example"
 @pytest.fixture
 def inbox(settings: Any) -> Iterator[Inbox]:
     with smtp_server() as server:
-        settings.EMAIL_HOST, settings.EMAIL_PORT = server.host, server.port
+        send_through(settings, server)
         settings.DEFAULT_FROM_EMAIL = SERVER
         yield server
 

@@ -31,7 +31,7 @@ from policy.services import parse_policy_text, policy_version_activate, policy_v
 from reports import rollups
 from tests.conftest import Pipeline, _user
 from tests.downstream import Downstream, running_downstream
-from tests.mailserver import Inbox, smtp_server
+from tests.mailserver import Inbox, send_through, smtp_server
 
 REPO = Path(__file__).resolve().parents[3]
 SHOP = REPO / "policy" / "examples" / "shop-1.yaml"
@@ -53,7 +53,7 @@ def receivers(
         running_downstream(SIGNING) as payments,
         smtp_server() as inbox,
     ):
-        settings.EMAIL_HOST, settings.EMAIL_PORT = inbox.host, inbox.port
+        send_through(settings, inbox)
         settings.DEFAULT_FROM_EMAIL = "Shop service <service@shop.example>"
         yield helpdesk, payments, inbox
 

@@ -22,7 +22,7 @@ from policy.catalogue import Catalogue, Money, reference_catalogue, render_templ
 from tests.catalogues import SIGNING_VARIABLE, activate_effects, email_reply_effect, http_effect
 from tests.conftest import Pipeline, decision_for, make_event
 from tests.downstream import Downstream, running_downstream
-from tests.mailserver import Inbox, smtp_server
+from tests.mailserver import Inbox, send_through, smtp_server
 
 MAIL = Path(__file__).resolve().parents[2] / "data" / "mail"
 SECRET = "s" * 32
@@ -123,7 +123,7 @@ REPLIES = {
 @pytest.fixture
 def inbox(settings: Any) -> Iterator[Inbox]:
     with smtp_server() as server:
-        settings.EMAIL_HOST, settings.EMAIL_PORT = server.host, server.port
+        send_through(settings, server)
         settings.DEFAULT_FROM_EMAIL = "Claims <claims@insurer.example>"
         yield server
 
