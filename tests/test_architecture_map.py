@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from itertools import pairwise
 from pathlib import Path
 
 from tests.packages import product_sources
@@ -173,3 +174,21 @@ def test_every_file_the_apps_and_concerns_tables_name_exists() -> None:
         and not (ROOT / folder / path).is_file()
     ]
     assert gone == []
+
+
+def broken_rows(text: str) -> list[str]:
+    """Lines that continue a table row on the next line: Markdown ends the table there, so
+    the rest of the row, and every row after it, would be read as a paragraph."""
+    lines = text.splitlines()
+    return [
+        line
+        for before, line in pairwise(lines)
+        if before.startswith("|") and line.strip() and not line.startswith("|")
+    ]
+
+
+def test_every_table_row_is_one_line() -> None:
+    assert broken_rows(MAP.read_text()) == []
+    assert broken_rows("| app | holds |\n|---|---|\n| `core` | the codes,\nand errors |\n") == [
+        "and errors |"
+    ]
