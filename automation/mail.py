@@ -2,7 +2,7 @@
 
 `parse_message(raw)` lists what is wrong with a message as problems instead of raising: it
 returns what it could read and that list. The standard library's parser underneath may still
-fail on input it was never meant for; the caller (`services/intake.py`) turns that into a
+fail on input it was never meant for; the caller (`intake/services.py`) turns that into a
 problem too. The caller stores the raw bytes before calling it, so a message nobody can read
 is still kept, exactly as it came.
 

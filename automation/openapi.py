@@ -1,9 +1,9 @@
 """The intake and run APIs as an OpenAPI 3.1 document, generated from the pydantic contracts.
 
-Served at /api/v1/openapi.json, and as a page for people at /integrators/api/ (console,
-views/integrators.py, rendered from this same document). The request schema is the intake
-contract itself (`schemas.IntakeEvent.model_json_schema`) and the response schemas are the
-answers' contracts (`api_schemas`), so the document cannot drift from what the API accepts
+Served at /api/v1/openapi.json, and as a page for people at /integrators/api/
+(console/views/integrators.py, rendered from this same document). The request schema is the
+intake contract itself (`schemas.IntakeEvent.model_json_schema`) and the response schemas are
+the answers' contracts (`api_schemas`), so the document cannot drift from what the API accepts
 and says; the tests post its request examples to the real API and check its answers, and its
 response examples, against these schemas.
 """

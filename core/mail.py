@@ -1,4 +1,4 @@
-"""The one way mail leaves the building, in the shape of healthchecks' `hc/lib/emails.py` and
+"""The one way mail leaves the building, in the shape of healthchecks' e-mail module and
 Zulip's `send_email`: a message is built from templates, or from text prepared elsewhere, and
 sent over the connection of the settings' EMAIL_BACKEND.
 

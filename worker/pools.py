@@ -25,7 +25,7 @@ its lease and the sweep: docs/worker.md#pools-of-calls-in-flight).
 
 This module knows nothing of what is called: the classifier's use of it (the slot taken,
 the moment under the server's limits, the answer recorded) is automation's, in
-`automation/pipeline/services.py`.
+`automation/pipeline/classify.py` (`classifier_call_make`).
 """
 
 from __future__ import annotations

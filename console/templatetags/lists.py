@@ -94,7 +94,7 @@ def sla_badge(state: str, when: str) -> SafeString:
 
 @register.filter
 def queue_due(run: Any) -> datetime | None:
-    """When a held run is due to be worked (automation.runs.selectors.QUEUE_SLA)."""
+    """When a held run is due to be worked (automation.recovery.selectors.QUEUE_SLA)."""
     return queue_due_at(run)
 
 
