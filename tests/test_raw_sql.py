@@ -1,10 +1,11 @@
-"""The product's own SQL is listed, and no private Django name is imported.
+"""The product's own SQL and caches are listed, and no private Django name is imported.
 
 Every statement the product sends past the ORM (a cursor's execute, RawSQL, Manager.raw, a
-database function or trigger a migration creates) has a row in the table "Raw SQL that
-stays" of docs/performance.md: what it is, its file, the function it is in ("module" for a
-migration's statements), why it stays and the test that guards it. A new one without a row
-fails here; so does a row whose function no longer holds one, or whose test does not exist.
+database function or trigger a migration creates) has a row of kind SQL in the table "Speed
+tricks that stay" of docs/performance.md: what it is, its file, the function it is in
+("module" for a migration's statements), why it stays and the test that guards it. A new one
+without a row fails here; so does a row whose function no longer holds one, a cache row
+whose name the file no longer defines, or a row whose test does not exist.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from tests.packages import product_packages
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "performance.md"
-HEADING = "## Raw SQL that stays"
+HEADING = "## Speed tricks that stay"
 RAW = re.compile(
     r"cursor\(\)\.execute\(|cursor\.execute\(|objects\.raw\(|\bRawSQL\(|\.raw\(\s*[A-Z_]+\s*[,)]"
     r"|CREATE\s+(?:OR\s+REPLACE\s+)?(?:FUNCTION|TRIGGER)",
@@ -82,21 +83,21 @@ def unquoted(cell: str) -> str:
     return cell.strip().strip("`")
 
 
-def listed() -> dict[tuple[str, str], dict[str, str]]:
-    return {(unquoted(row["file"]), unquoted(row["function"])): row for row in table_rows()}
+def listed(kind: str = "SQL") -> dict[tuple[str, str], dict[str, str]]:
+    return {
+        (unquoted(row["file"]), unquoted(row["name"])): row
+        for row in table_rows()
+        if row["kind"] == kind
+    }
 
 
 def test_the_table_is_found_and_names_its_columns() -> None:
     rows = table_rows()
     assert rows, f"no rows under {HEADING!r} in {DOC}"
-    assert set(rows[0]) == {
-        "what",
-        "file",
-        "function",
-        "why it stays (measured gain)",
-        "guarded by",
-    }
+    columns = {"kind", "what", "file", "name", "why it stays (measured gain)", "guarded by"}
+    assert set(rows[0]) == columns
     assert all(row["why it stays (measured gain)"] for row in rows)
+    assert {row["kind"] for row in rows} <= {"SQL", "cache"}
 
 
 def test_every_raw_statement_of_the_product_has_a_row() -> None:
@@ -114,7 +115,23 @@ def test_every_row_names_raw_sql_that_is_there() -> None:
     assert stale == [], f"rows of {DOC.name} naming no raw SQL: {stale}"
 
 
-@pytest.mark.parametrize("row", table_rows(), ids=lambda row: unquoted(row["function"]))
+def test_every_cache_row_names_a_module_level_name_of_its_file() -> None:
+    stale = []
+    for file, name in listed("cache"):
+        tree = ast.parse((ROOT / file).read_text())
+        names = {
+            target.id
+            for node in tree.body
+            if isinstance(node, ast.Assign | ast.AnnAssign)
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            if isinstance(target, ast.Name)
+        }
+        if name not in names:
+            stale.append(f"{file} ({name})")
+    assert stale == [], f"cache rows of {DOC.name} naming nothing: {stale}"
+
+
+@pytest.mark.parametrize("row", table_rows(), ids=lambda row: unquoted(row["name"]))
 def test_each_row_names_a_test_that_exists(row: dict[str, str]) -> None:
     file, _, name = unquoted(row["guarded by"]).partition("::")
     path = ROOT / file
