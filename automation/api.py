@@ -19,7 +19,6 @@ from automation.intake.selectors import run_detail as detail_of
 from automation.intake.services import (
     MAIL_TYPE,
     api_token_find,
-    api_token_for_intake,
     intake_submit,
 )
 from automation.models import ApiToken, Outcome, Run
@@ -211,14 +210,8 @@ def _body(request: HttpRequest) -> bytes | JsonResponse:
 
 
 @api_view("POST")
-def submit_event(request: HttpRequest) -> JsonResponse:
-    # The token is checked as token_required does, in the query that also reads what intake
-    # needs first (new ids, the policy version in force): one round trip for both.
-    key = _bearer_key(request)
-    found = api_token_for_intake(key=key) if key is not None else None
-    if found is None:
-        return _unauthenticated(key)
-    token, ids = found
+@token_required
+def submit_event(request: HttpRequest, token: ApiToken) -> JsonResponse:
     raw = _body(request)
     if isinstance(raw, JsonResponse):
         return raw
@@ -228,7 +221,6 @@ def submit_event(request: HttpRequest) -> JsonResponse:
             raw=raw,
             content_type=request.content_type or "",
             source=f"api:{token.name}",
-            ids=ids,
         )
     except PolicyVersion.DoesNotExist:
         # The raw request is kept; nothing can be decided until a policy is loaded.

@@ -125,7 +125,7 @@ INSERT INTO automation_run
      failure_detail, normalized, fingerprint, enrichment, workflow_version, classifier_version,
      prompt_version, policy_version, classification, category, reason_code, confidence, route,
      effect_name, rules, signals_reviewed, queue, queued_at, owner_id, classify_attempts,
-     classify_attempts_spent,
+     classify_attempts_spent, prompt_tokens, completion_tokens, model_cost, waiting_for,
      next_attempt_at, lease_expires_at, dispatched_at, created_at, updated_at, finished_at,
      version)
 SELECT r.rid, c.id, r.iid, r.event_id, c.name, true, NULL, '', NULL,
@@ -187,7 +187,7 @@ SELECT r.rid, c.id, r.iid, r.event_id, c.name, true, NULL, '', NULL,
        CASE WHEN r.kind = ANY(%(queues)s::text[]) THEN r.created + interval '3 seconds' END,
        NULL,
        CASE r.kind WHEN 'retry_exhausted' THEN 3 WHEN 'classification_invalid' THEN 3 ELSE 1 END,
-       0, NULL, NULL, NULL, r.created,
+       0, 0, 0, 0, '', NULL, NULL, NULL, r.created,
        r.created + interval '3 seconds',
        CASE WHEN {TERMINAL} THEN r.created + interval '3 seconds' END,
        6

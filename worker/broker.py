@@ -41,10 +41,12 @@ from typing import Any
 import psycopg
 from django import db
 from django.db import connections, transaction
+from django.db.models import Min
 from django.utils import timezone
 from django_q.brokers.orm import ORM
 from django_q.brokers.redis_broker import Redis
 from django_q.conf import Conf
+from django_q.models import OrmQ
 
 from worker.conf import setting
 
@@ -111,29 +113,22 @@ class PriorityOrmBroker(ORM):
         now = timezone.now()
         lease = now + timedelta(seconds=Conf.RETRY)
         taken: list[tuple[int, str]] = []
-        with transaction.atomic(using=Conf.ORM), connections[Conf.ORM].cursor() as cursor:
+        messages = OrmQ.objects.using(Conf.ORM)
+        with transaction.atomic(using=Conf.ORM):
             for key in self.keys:
                 room = Conf.BULK - len(taken)
                 if room <= 0:
                     break
-                cursor.execute(
-                    "SELECT id, payload FROM django_q_ormq WHERE key = %s AND lock < %s "
-                    "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED",
-                    [key, now, room],
+                due = messages.filter(key=key, lock__lt=now).order_by("id")
+                taken.extend(
+                    due.select_for_update(skip_locked=True).values_list("id", "payload")[:room]
                 )
-                taken.extend(cursor.fetchall())
             if taken:
-                cursor.execute(
-                    "UPDATE django_q_ormq SET lock = %s WHERE id = ANY(%s)",
-                    [lease, [pk for pk, _ in taken]],
-                )
+                messages.filter(id__in=[pk for pk, _ in taken]).update(lock=lease)
                 return taken, None
             # Only the messages not yet handed out are left: few rows, read when idle.
-            cursor.execute(
-                "SELECT min(lock) FROM django_q_ormq WHERE key = ANY(%s) AND lock >= %s",
-                [self.keys, now],
-            )
-            return taken, cursor.fetchone()[0]
+            waiting = messages.filter(key__in=self.keys, lock__gte=now)
+            return taken, waiting.aggregate(next_lock=Min("lock"))["next_lock"]
 
     def _listen(self) -> None:
         if self._listener is not None and not self._listener.closed:

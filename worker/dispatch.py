@@ -213,23 +213,6 @@ def _insert(messages: list[Message]) -> None:
     OrmQ.objects.using(Conf.ORM).bulk_create(_rows(messages))
 
 
-def message_row(
-    func: str, *args: Any, priority: Priority = Priority.LIVE
-) -> tuple[str, str] | None:
-    """The broker row (its key and payload) that sends `func(*args)`, for a caller that
-    writes it itself with the change that asks for it (automation's received events). None
-    when a message is not a row of this database here and now (inline, Redis, an open
-    `batch()`, the broker's table elsewhere): enqueue_after_commit is then the way."""
-    from django_q.conf import Conf
-
-    if _inline.get() is not None or _batch.get() is not None or _broker_mode() != "orm":
-        return None
-    if Conf.ORM != "default":
-        return None
-    fields = _message_fields(Message(func, args, priority), timezone.now())
-    return fields["key"], fields["payload"]
-
-
 def _broker_for(priority: Priority) -> Any:
     from django_q.brokers import get_broker
     from django_q.conf import Conf

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -12,7 +11,7 @@ from typing import Any, Protocol, TypeVar
 
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Model
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
@@ -31,7 +30,7 @@ from automation.runs.journal import (
     write_row,
 )
 from automation.runs.models import Run, StageName, StageOutcome, StageRecord, State
-from automation.runs.payloads import event_facts, facts_of, policy_for
+from automation.runs.payloads import facts_of, policy_for, policy_known
 from automation.runs.runlog import log_admission, logs_intake
 from automation.runs.sending import ADVANCE_RUN_TASK
 from automation.schemas import (
@@ -47,11 +46,11 @@ from automation.schemas import (
     validation_problems,
 )
 from core.codes import MailRefusal, Outcome
-from policy.catalogue import Catalogue
+from policy.catalogue import Catalogue, reference_catalogue
 from policy.evaluation import check_request_allowed
-from policy.models import PolicyVersion, parsed_version
-from policy.services import policy_business
-from worker.dispatch import Priority, enqueue_after_commit, message_row
+from policy.models import PolicyVersion
+from policy.services import policy_business, policy_get
+from worker.dispatch import Priority, enqueue_after_commit
 
 logger = logging.getLogger(__name__)
 
@@ -81,56 +80,6 @@ def api_tokens_revoke(*, token_ids: list[int], user: User) -> int:
         for name in names:
             record_audit(None, AuditAction.API_TOKEN_REVOKED, actor=user, token=name)
         return count
-
-
-@dataclass(frozen=True)
-class NewIds:
-    """Read with a request's token (api_token_for_intake): the ids its intake record and run
-    will have, taken from their sequences (the rows name each other), and the identity (pk,
-    name, checksum) of the policy version that decides for its channel, None when none."""
-
-    intake_id: int
-    run_id: int
-    policy: tuple[int, str, str] | None
-
-
-def api_token_for_intake(*, key: str) -> tuple[ApiToken, NewIds] | None:
-    """The active token with this key, with its channel and what its request's intake needs
-    read first: one query (CHANNEL_FOR_INTAKE). None for an unknown or revoked key (nothing is
-    then taken from the sequences: they are read only for the row found)."""
-    digest = hashlib.sha256(key.encode()).hexdigest()
-    channel = next(iter(IntakeChannel.objects.raw(CHANNEL_FOR_INTAKE, [digest])), None)
-    if channel is None:
-        return None
-    found: Any = channel  # the query's own columns, beside the channel's
-    token = ApiToken(
-        id=found.token_id,
-        name=found.token_name,
-        key_hash=digest,
-        channel=channel,
-        is_active=True,
-        created_at=found.token_created_at,
-    )
-    policy = (found.policy_pk, found.policy_name, found.policy_checksum)
-    return token, NewIds(found.new_intake_id, found.new_run_id, policy if all(policy) else None)
-
-
-# The channel of an active token, with the token's columns, new ids from the sequences of
-# the intake record and the run, and the policy version deciding for the channel: its pinned
-# version, else the active one (each unique), none when there is none.
-CHANNEL_FOR_INTAKE = """
-SELECT c.*, t.id AS token_id, t.name AS token_name, t.created_at AS token_created_at,
-       nextval(pg_get_serial_sequence('automation_intakerecord', 'id')) AS new_intake_id,
-       nextval(pg_get_serial_sequence('automation_run', 'id')) AS new_run_id,
-       p.id AS policy_pk, p.name AS policy_name, p.checksum AS policy_checksum
-FROM automation_apitoken AS t
-JOIN automation_intakechannel AS c ON c.id = t.channel_id
-LEFT JOIN LATERAL (
-    SELECT id, name, checksum FROM policy_policyversion
-    WHERE (c.policy_version = '' AND is_active) OR name = c.policy_version
-) AS p ON true
-WHERE t.key_hash = %s AND t.is_active
-"""
 
 
 def api_token_find(*, key: str) -> ApiToken | None:
@@ -332,22 +281,15 @@ def _bytes(count: int) -> str:
 
 
 def intake_submit(
-    *,
-    channel: IntakeChannel,
-    raw: bytes,
-    content_type: str,
-    source: str,
-    ids: NewIds | None = None,
+    *, channel: IntakeChannel, raw: bytes, content_type: str, source: str
 ) -> IntakeResult:
     """Store the raw request first, then admit it. Bad input loses nothing and runs nothing.
 
-    One transaction: the raw record, the run and its first message commit together. With
-    the ids read with its token (the API), the common request (a valid JSON event the policy
-    lets in) is written by one call of the database's receive function
-    (`_receive_at_once`); anything else is written through the ORM: the raw record first,
-    then its admission. If the admission fails unexpectedly, that transaction is gone with
-    it: the raw record is then stored on its own (for whoever investigates) before the error
-    goes on. A request over the size limit is kept as a refused record, unread.
+    One transaction: the raw record, the run, its history and its first message commit
+    together, written by the ORM (intake_admit). If the admission fails unexpectedly, that
+    transaction is gone with it: the raw record is then stored on its own (for whoever
+    investigates) before the error goes on. A request over the size limit is kept as a
+    refused record, unread.
     """
     if len(raw) > message_limit(content_type):
         return intake_refuse_oversized(
@@ -355,17 +297,13 @@ def intake_submit(
         )
     record = {"channel": channel, "raw": raw, "content_type": content_type, "source": source}
     try:
-        business = (
-            parsed_version(*ids.policy).business
-            if ids is not None and ids.policy is not None
-            else channel_business(channel)
-        )
+        # Read once: it says what the event is held to, and then decides its run.
+        policy = _deciding_version(channel)
+        business = policy.parsed.business if policy is not None else reference_catalogue()
         parsed = _parse_event(raw, content_type, business)
-        received = _receive_at_once(record, parsed, ids) if ids is not None else None
-        if received is not None:
-            return received
         with transaction.atomic(durable=True):
-            return intake_admit(intake=IntakeRecord.objects.create(**record), parsed=parsed)
+            intake = IntakeRecord.objects.create(**record)
+            return intake_admit(intake=intake, parsed=parsed, policy=policy)
     except MessageOverBudget as exc:  # raised by the parse, before anything was written
         return intake_refuse_oversized(
             channel=channel,
@@ -377,81 +315,6 @@ def intake_submit(
     except Exception as exc:
         _keep_raw(record, exc)
         raise
-
-
-def _receive_at_once(record: dict[str, Any], parsed: Parsed, ids: NewIds) -> IntakeResult | None:
-    """A valid JSON event the policy lets in, written by one call of gatehouse_receive_event
-    (migration automation 0030): its raw record, its run at `received`, the run's intake
-    stage record and audit row and its first message, the rows the ORM's way writes for it.
-
-    None, having written nothing, when the request needs the ORM's way: it is invalid, an
-    e-mail, refused by policy, without a policy, its message is not a broker row of this
-    database (inline, Redis, an open batch), or its event id is taken (the run's unique
-    index refuses the call: the ORM's way answers it as a duplicate).
-    """
-    event, _, _ = parsed
-    if event is None or record["content_type"] == MAIL_TYPE or ids.policy is None:
-        return None
-    normalized = event.normalized()
-    if is_mail(normalized):
-        return None
-    if not check_request_allowed(parsed_version(*ids.policy), event_facts(normalized, None)).passed:
-        return None
-    message = message_row(ADVANCE_RUN_TASK, ids.run_id, priority=Priority.LIVE)
-    if message is None:
-        return None
-    now = timezone.now()
-    raw = record["raw"]
-    # What the call writes, as instances for the answer (never saved: the call wrote them).
-    intake = IntakeRecord(
-        id=ids.intake_id, **record, raw_sha256=IntakeRecord.digest(raw), size=len(raw)
-    )
-    intake.received_at = now
-    fields = _received_fields(record["channel"], record["content_type"], normalized)
-    run = Run(id=ids.run_id, intake=intake, dispatched_at=now, **fields)
-    run.created_at = run.updated_at = now
-    stage = Stage(StageName.INTAKE).fields(StageOutcome.ACCEPTED)
-    try:
-        with _one_statement(), connection.cursor() as cursor:
-            cursor.execute(RECEIVE, [*_receive_params(intake, run, stage), *message, now])
-    except IntegrityError:
-        return None
-    return log_admission(IntakeResult("accepted", intake, run))
-
-
-# The call of the receive function; its parameters in the order of _receive_params.
-RECEIVE = (
-    "SELECT gatehouse_receive_event(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, "
-    "%s, %s, %s, %s, %s, %s, %s, %s)"
-)
-
-
-def _receive_params(intake: IntakeRecord, run: Run, stage: dict[str, Any]) -> list[Any]:
-    return [
-        intake.pk,
-        run.pk,
-        run.channel_id,
-        intake.raw,
-        intake.content_type,
-        intake.source,
-        intake.raw_sha256,
-        run.event_id,
-        run.identity_scope,
-        json.dumps(run.normalized),
-        run.fingerprint,
-        run.workflow_version,
-        run.classifier_version,
-        run.prompt_version,
-        stage["started_at"],
-        stage["finished_at"],
-        stage["duration_ms"],
-    ]
-
-
-def _one_statement() -> contextlib.AbstractContextManager[Any]:
-    """Outside a transaction one statement commits on its own; inside one (a test), it gets
-    a savepoint, so a refused call leaves the caller's transaction usable."""
-    return transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
 
 
 def intake_submit_in_transaction(
@@ -495,6 +358,15 @@ MAIL_TYPE = "message/rfc822"
 
 # (the event if valid, the data as read, the problems found)
 Parsed = tuple[IntakeEvent | MailEvent | None, Any, list[FieldProblem]]
+
+
+def _deciding_version(channel: IntakeChannel) -> PolicyVersion | None:
+    """The version that decides for the channel now (its document left unread: see
+    policy_get); None while there is none."""
+    try:
+        return policy_get(name=channel.policy_version or None, document=False)
+    except PolicyVersion.DoesNotExist:
+        return None
 
 
 def channel_business(channel: IntakeChannel) -> Catalogue:
@@ -552,9 +424,12 @@ def _parse_mail(raw: bytes) -> tuple[MailEvent | None, Any, list[FieldProblem]]:
 
 
 @logs_intake
-def intake_admit(*, intake: IntakeRecord, parsed: Parsed | None = None) -> IntakeResult:
+def intake_admit(
+    *, intake: IntakeRecord, parsed: Parsed | None = None, policy: PolicyVersion | None = None
+) -> IntakeResult:
     """Validate, normalize, fingerprint and claim the event identity for one intake record, in
-    the caller's transaction (`parsed`: its raw request read already)."""
+    the caller's transaction (`parsed`: its raw request read already; `policy`: the version
+    deciding for its channel, read already)."""
     event, data, problems = parsed or _parse_event(
         bytes(intake.raw), intake.content_type, channel_business(intake.channel)
     )
@@ -567,7 +442,7 @@ def intake_admit(*, intake: IntakeRecord, parsed: Parsed | None = None) -> Intak
     # The unique index arbitrates; no read first (a duplicate is the rare case).
     event_id = normalized["event_id"]
     try:
-        run = _create_run(intake, normalized)
+        run = _create_run(intake, normalized, policy=policy)
     except IntegrityError:
         # The event was taken, earlier or by a submission that committed first: answer as a
         # duplicate (the run's savepoint was rolled back; the intake record stays).
@@ -636,7 +511,10 @@ def _create_invalid_run(
 # rolled back and the caller's transaction goes on to answer with the duplicate.
 @transaction.atomic
 def _create_run(
-    intake: IntakeRecord, normalized: dict[str, Any], replay_of: Run | None = None
+    intake: IntakeRecord,
+    normalized: dict[str, Any],
+    replay_of: Run | None = None,
+    policy: PolicyVersion | None = None,
 ) -> Run:
     """Create the run at `received` owning (scope, event id); the unique index arbitrates.
 
@@ -646,6 +524,8 @@ def _create_run(
     """
     stage = Stage(StageName.INTAKE)
     run = _received_run(intake, normalized, replay_of)
+    if policy is not None:
+        policy_known(run, policy)
     if is_mail(normalized):
         _thread_link(run, normalized)
     run.dispatched_at = timezone.now()  # its first message is sent with it, below

@@ -11,19 +11,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import BigIntegerField, Count, F, Func, Min, Q, QuerySet
+from django.db.models import Count, Min, Prefetch, Q, QuerySet, prefetch_related_objects
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
-from django.db.models.functions import Cast
 
 from approvals.models import ApprovalDecision
 from approvals.selectors import RUN_DOCUMENTS, run_list_columns
-from automation.effects.models import EffectAttempt
+from automation.effects.models import Effect
 from automation.recovery.models import RecoveryAction
 from automation.runs.models import Run, RunComment, State
 from automation.runs.selectors import shown
 from automation.schemas import is_mail
 from core.keyset import NEWEST, OLDEST, Cursor, Page, keyset_page
-from core.round_trip import read_lists
 
 # Every list of the console shows fifty rows a page (the inbox, the admin, the QA queue).
 QUEUE_PAGE_SIZE = 50
@@ -160,74 +158,68 @@ def queue_due_at(run: Run) -> datetime | None:
 
 
 def run_page(run: Run) -> dict[str, Any]:
-    """Everything that answers how this run's decision was reached, read in one round trip
-    (core.round_trip) whatever the run's age or the number of its rows: each list is read
-    by its run_id index."""
-    lists = read_lists(
-        {
-            "stages": run.stages.all(),
-            "checkpoints": run.checkpoints.all(),
-            "classifications": run.classifications.all(),
-            "approvals": run.approvals.all(),
-            "decisions": ApprovalDecision.objects.filter(request__run=run),
-            "effects": run.effects.order_by("pk"),
-            "attempts": EffectAttempt.objects.filter(effect__run=run),
-            "recovery": run.recovery_actions.all(),
-            "history": run.audit_events.all(),
-            "comments": run.comments.all(),
-            "related": Run.objects.filter(Q(replay_of=run) | Q(thread_parent=run)).order_by(
-                "created_at", "pk"
-            ),
-            "people": _people_of(run),
-        }
+    """Everything that answers how this run's decision was reached: one query per list (a
+    list with nothing to hang from, such as attempts without effects, costs none), each read
+    by its run_id index, so the count stays the same whatever the run's age or the number of
+    its rows. The lists hang from the run in hand (prefetch_related_objects), each under
+    its own name."""
+    prefetch_related_objects(
+        [run],
+        Prefetch("stages", to_attr="page_stages"),
+        Prefetch("checkpoints", to_attr="page_checkpoints"),
+        Prefetch("classifications", to_attr="page_classifications"),
+        Prefetch("approvals", to_attr="page_approvals"),
+        Prefetch(
+            "page_approvals__decisions",
+            queryset=ApprovalDecision.objects.select_related("user"),
+            to_attr="decision_rows",
+        ),
+        Prefetch("effects", queryset=Effect.objects.order_by("pk"), to_attr="page_effects"),
+        Prefetch("page_effects__attempt_rows", to_attr="attempt_list"),
+        Prefetch(
+            "recovery_actions",
+            queryset=RecoveryAction.objects.select_related("actor"),
+            to_attr="page_recovery",
+        ),
+        Prefetch("audit_events", to_attr="page_history"),
+        Prefetch(
+            "comments",
+            queryset=RunComment.objects.select_related("author"),
+            to_attr="page_comments",
+        ),
     )
-    people = {person.pk: person for person in lists["people"]}
-    for decision in lists["decisions"]:
-        decision.user = people[decision.user_id]
-    for action in lists["recovery"]:
-        action.actor = people[action.actor_id]
-    for comment in lists["comments"]:
-        comment.author = people[comment.author_id]
-    for approval in lists["approvals"]:
-        approval.decision_rows = [d for d in lists["decisions"] if d.request_id == approval.pk]
-    for effect in lists["effects"]:
-        effect.attempt_list = [a for a in lists["attempts"] if a.effect_id == effect.pk]
-    stages = lists["stages"]
+    # Its replays and the replies to it, in one query (each through its own index).
+    related = list(
+        Run.objects.filter(Q(replay_of=run) | Q(thread_parent=run)).order_by("created_at", "pk")
+    )
+    stages = run.page_stages  # type: ignore[attr-defined]
+    comments = run.page_comments  # type: ignore[attr-defined]
     return {
         "intake": run.intake,
         "stages": stages,
-        "checkpoints": lists["checkpoints"],
-        "classifications": lists["classifications"],
-        "approvals": lists["approvals"],
-        "effects": lists["effects"],
-        "recovery": lists["recovery"],
-        "history": lists["history"],
-        "comments": shown(lists["comments"], {pk: p.get_username() for pk, p in people.items()}),
-        "replays": [r for r in lists["related"] if r.replay_of_id == run.pk],
-        "thread_replies": [r for r in lists["related"] if r.thread_parent_id == run.pk],
+        "checkpoints": run.page_checkpoints,  # type: ignore[attr-defined]
+        "classifications": run.page_classifications,  # type: ignore[attr-defined]
+        "approvals": run.page_approvals,  # type: ignore[attr-defined]
+        "effects": run.page_effects,  # type: ignore[attr-defined]
+        "recovery": run.page_recovery,  # type: ignore[attr-defined]
+        "history": run.page_history,  # type: ignore[attr-defined]
+        "comments": shown(comments, _usernames(comments)),
+        "replays": [r for r in related if r.replay_of_id == run.pk],
+        "thread_replies": [r for r in related if r.thread_parent_id == run.pk],
         "mail": run.normalized if is_mail(run.normalized) else None,
         "total_ms": sum(stage.duration_ms for stage in stages),
     }
 
 
-def _people_of(run: Run) -> QuerySet[Any]:
-    """Who decided on the run's approvals, recovered it, commented on it or was mentioned in
-    a comment: the names its page shows."""
-    deciders = ApprovalDecision.objects.filter(request__run=run).values("user_id")
-    recoverers = RecoveryAction.objects.filter(run=run).values("actor_id")
-    comments = RunComment.objects.filter(run=run)
-    # Each id of a comment's mentions.users, one row per id (a set-returning function).
-    mentioned = comments.annotate(
-        person=Cast(
-            Func(F("mentions__users"), function="jsonb_array_elements_text"), BigIntegerField()
-        )
-    ).values("person")
-    return get_user_model().objects.filter(
-        Q(pk__in=deciders)
-        | Q(pk__in=recoverers)
-        | Q(pk__in=comments.values("author_id"))
-        | Q(pk__in=mentioned)
-    )
+def _usernames(comments: list[RunComment]) -> dict[int, str]:
+    """The names of the comments' authors (read with them) and of the people they mention:
+    one query more only when a comment mentions someone who wrote none of them."""
+    names = {c.author_id: c.author.get_username() for c in comments}
+    mentioned = {pk for c in comments for pk in c.mentions.get("users", [])} - names.keys()
+    if mentioned:
+        people = get_user_model().objects.filter(pk__in=mentioned)
+        names.update((person.pk, person.get_username()) for person in people)
+    return names
 
 
 def current_reading(run: Run) -> dict[str, Any]:

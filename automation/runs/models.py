@@ -226,13 +226,13 @@ class Run(ConcurrentTransitionMixin, models.Model):
     # What its classifier calls cost, summed over its attempts as each is written: the tokens
     # the model server reported and their price (GATEHOUSE_OPENAI_PRICES). The reports sum
     # these per hour received, route and classifier version (reports.rollups).
-    prompt_tokens = models.PositiveIntegerField(default=0, db_default=0)
-    completion_tokens = models.PositiveIntegerField(default=0, db_default=0)
-    model_cost = models.DecimalField(max_digits=14, decimal_places=8, default=0, db_default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    model_cost = models.DecimalField(max_digits=14, decimal_places=8, default=0)
     # What a run at `enriched` waits for, when its classifier's server turned it away without
     # a call (a Wait of automation.classifiers.servers: "capacity" holds a slot of the rate
     # limit at next_attempt_at, "breaker" or "budget"); empty otherwise.
-    waiting_for = models.CharField(max_length=20, blank=True, default="", db_default="")
+    waiting_for = models.CharField(max_length=20, blank=True, default="")
     # When a worker message for this run was sent and not yet spent: while it is out, the
     # sweep leaves the run alone (worker.dispatch.oldest_unspent says when it is lost).
     dispatched_at = models.DateTimeField(null=True, blank=True)

@@ -149,6 +149,12 @@ def policy_for(run: Run) -> PolicyVersion:
     return found
 
 
+def policy_known(run: Run, version: PolicyVersion) -> None:
+    """The version that decides the run, read already by the caller for the run's channel
+    (intake reads it to validate the event): policy_for answers with it."""
+    run.__dict__[_POLICY] = version
+
+
 def policy_forget(run: Run) -> None:
     run.__dict__.pop(_POLICY, None)
 

@@ -11,9 +11,11 @@ import pytest
 import yaml
 from django.core.management import CommandError, call_command
 from django.db import IntegrityError, connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
 
 from automation.roles import roles_ensure
-from policy.models import PolicyVersion
+from policy import models as policy_models
+from policy.models import PolicyVersion, parsed_version
 from policy.schemas import PolicyDocument
 from policy.services import (
     DEFAULTS_DIR,
@@ -558,3 +560,17 @@ def test_a_persons_version_names_only_groups_that_exist_for_its_approvals(
         policy_version_create(document=changed, author=author)
     assert no.value.where == "amount_approval.group"
     assert not PolicyVersion.objects.filter(name="policy-2").exists()
+
+
+def test_a_versions_document_is_read_and_validated_once_per_process(policy: None) -> None:
+    """PolicyVersion.parsed keeps each version's validated document by its identity (a
+    version never changes once stored): the pipeline asks for it on every run."""
+    version = PolicyVersion.objects.defer("document").get(is_active=True)
+    identity = (version.pk, version.name, version.checksum)
+    policy_models._PARSED.clear()
+    with CaptureQueriesContext(connection) as first:
+        document = parsed_version(*identity)
+    with CaptureQueriesContext(connection) as again:
+        assert parsed_version(*identity) is document
+
+    assert len(first) == 1 and len(again) == 0

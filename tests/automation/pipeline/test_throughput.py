@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import signal
 import time
 from collections import Counter
@@ -32,7 +31,6 @@ from django_q.signing import SignedPackage
 from audit.models import AuditAction, AuditEvent
 from automation.intake.services import (
     api_token_create,
-    api_token_for_intake,
     channel_get_or_create,
     intake_submit,
 )
@@ -127,7 +125,18 @@ def assert_received(run_id: int, event: dict[str, Any]) -> None:
     assert queued()[-1] == ("gatehouse", ADVANCE_RUN_TASK, (run.pk,))
 
 
-def test_an_accepted_event_is_two_statements_each_committing_alone(
+def insert_columns(sql: str) -> tuple[str, list[str]]:
+    """The table and the columns an INSERT statement names."""
+    head = sql.split(" VALUES", 1)[0].split(" SELECT", 1)[0]
+    table, _, columns = head.removeprefix("INSERT INTO ").partition(" (")
+    return table.strip('"'), [c.strip().strip('"') for c in columns.rstrip(")").split(",")]
+
+
+# The tables an accepted event writes, one row each.
+RECEIVED_MODELS = (IntakeRecord, Run, StageRecord, AuditEvent, OrmQ)
+
+
+def test_an_accepted_api_event_is_one_transaction_of_orm_inserts(
     pipeline: Pipeline, client: Client
 ) -> None:
     key = api_key(pipeline)
@@ -137,126 +146,32 @@ def test_an_accepted_event_is_two_statements_each_committing_alone(
         response = api_post(client, pipeline, event, key)
 
     assert response.status_code == 202, response.content
-    # The token's check with the reads intake needs, then every row by one call of the
-    # receive function; no BEGIN or COMMIT around them (one statement is its own
-    # transaction).
     statements = [q["sql"] for q in queries.captured_queries]
-    assert len(statements) == 2
-    token_and_ids, rows = statements
-    assert "automation_apitoken" in token_and_ids and "nextval" in token_and_ids
-    assert rows.startswith("SELECT gatehouse_receive_event(")
-    assert not [sql for sql in statements if sql in {"BEGIN", "COMMIT"} or "SAVEPOINT" in sql]
-
-    # ...and they are the rows the ORM's way writes.
+    inserts = [sql for sql in statements if sql.startswith("INSERT")]
+    # One INSERT per table, the message among them: they commit together, once.
+    assert sorted(insert_columns(sql)[0] for sql in inserts) == sorted(
+        m._meta.db_table for m in RECEIVED_MODELS
+    )
+    assert statements.count("COMMIT") == 1
+    # Read first: the token with its channel, and the policy version deciding for it (once).
+    reads = [sql for sql in statements if sql.startswith("SELECT")]
+    assert len(reads) == 2 and "automation_apitoken" in reads[0], reads
     assert_received(response.json()["run"]["id"], event)
 
 
-def test_the_receive_function_writes_every_column_the_orms_way_writes(
-    pipeline: Pipeline, client: Client
-) -> None:
-    key = api_key(pipeline)
-    fast = api_post(client, pipeline, make_event(event_id="evt-fast"), key).json()["run"]["id"]
-    token = ApiToken.objects.latest("pk")
-    with batch():  # its message is not a row of its own: intake takes the ORM's way
-        slow = intake_submit(
-            channel=pipeline.channel,
-            raw=json.dumps(make_event(event_id="evt-slow")).encode(),
-            content_type="application/json",
-            source=f"api:{token.name}",
-        ).run
-    assert slow is not None
-
-    def columns(model: Any, run_id: int, *differ: str) -> dict[str, Any]:
-        keep = [f.attname for f in model._meta.concrete_fields if f.attname not in differ]
-        found = model.objects.filter(**({"pk": run_id} if model is Run else {"run_id": run_id}))
-        return {"rows": list(found.order_by("pk").values(*keep))}
-
-    stamps = ("id", "run_id", "intake_id", "created_at", "updated_at", "dispatched_at")
-    by_event = ("event_id", "normalized", "fingerprint")
-    for model, differ in (
-        (Run, (*stamps, *by_event)),
-        (StageRecord, (*stamps, "started_at", "finished_at", "duration_ms")),
-        (AuditEvent, (*stamps, "data")),
-    ):
-        assert columns(model, fast, *differ) == columns(model, slow.pk, *differ), model
-    runs = {r.pk: r for r in Run.objects.filter(pk__in=[fast, slow.pk]).select_related("intake")}
-    intakes = [
-        IntakeRecord.objects.filter(pk=runs[pk].intake_id).values().get() for pk in (fast, slow.pk)
-    ]
-    for intake in intakes:
-        assert intake.pop("raw_sha256") == hashlib.sha256(bytes(intake.pop("raw"))).hexdigest()
-        del intake["id"], intake["received_at"]
-    assert intakes[0] == intakes[1]
-    for run in runs.values():
-        assert run.fingerprint and run.dispatched_at and run.normalized["event_id"] == run.event_id
-        audit = AuditEvent.objects.get(run=run)
-        assert audit.data == {"fingerprint": run.fingerprint} and audit.intake_id == run.intake_id
-    assert queued() == [("gatehouse", ADVANCE_RUN_TASK, (pk,)) for pk in (fast, slow.pk)]
-
-
-def test_the_token_read_with_intakes_ids_is_the_token_the_orm_reads(pipeline: Pipeline) -> None:
-    key = api_key(pipeline)
-    IntakeChannel.objects.filter(pk=pipeline.channel.pk).update(shadow_classifiers=["other"])
-
-    found = api_token_for_intake(key=key)
-
-    assert found is not None
-    token, ids = found
-    expected = ApiToken.objects.select_related("channel").get(pk=token.pk)
-    for model, read, orm in (
-        (ApiToken, token, expected),
-        (IntakeChannel, token.channel, expected.channel),
-    ):
-        columns = [f.attname for f in model._meta.concrete_fields]
-        assert [getattr(read, c) for c in columns] == [getattr(orm, c) for c in columns]
-    assert token.channel.shadow_classifiers == ["other"]  # JSON parsed as the ORM parses it
-    assert ids.policy is not None and ids.run_id > 0 and ids.intake_id > 0
-    assert api_token_for_intake(key="not-a-token") is None
-
-
-def insert_columns(sql: str) -> tuple[str, list[str]]:
-    """The table and the columns an INSERT statement names."""
-    head = sql.split(" VALUES", 1)[0].split(" SELECT", 1)[0]
-    table, _, columns = head.removeprefix("INSERT INTO ").partition(" (")
-    return table.strip('"'), [c.strip().strip('"') for c in columns.rstrip(")").split(",")]
-
-
-def function_columns(name: str) -> dict[str, set[str]]:
-    """The columns each INSERT of a database function names, by table."""
+def test_no_database_function_writes_an_accepted_event() -> None:
+    """The receive function is dropped (automation 0044): the ORM is the one writer, and no
+    column of the tables it writes is left to a database default."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_get_functiondef(%s::regproc)", [name])
-        source = cursor.fetchone()[0]
-    return {
-        table: {column.strip() for column in columns.split(",")}
-        for table, columns in re.findall(r"INSERT INTO (\w+) \(([^)]*)\)", source)
-    }
-
-
-def test_every_column_the_receive_function_leaves_out_is_the_databases_to_fill() -> None:
-    """A column added to a table an accepted event writes must be written by the function
-    (a new migration replaces it) unless PostgreSQL fills it: a db_default, a
-    GeneratedField, an identity. Left out otherwise, the ORM's way and the function's
-    would write different rows, or the function would fail."""
-    written = function_columns("gatehouse_receive_event")
-    models = (IntakeRecord, Run, StageRecord, AuditEvent, OrmQ)
-    assert sorted(written) == sorted(m._meta.db_table for m in models)
-    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regproc('gatehouse_receive_event')")
+        assert cursor.fetchone()[0] is None
         cursor.execute(
-            "SELECT table_name, column_name, column_default IS NOT NULL "
-            "OR is_generated = 'ALWAYS' OR is_identity = 'YES', is_generated = 'ALWAYS' "
-            "FROM information_schema.columns WHERE table_name = ANY(%s)",
-            [list(written)],
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_name = ANY(%s) AND column_default IS NOT NULL "
+            "AND column_default NOT LIKE 'nextval(%%' AND is_identity = 'NO'",
+            [[m._meta.db_table for m in RECEIVED_MODELS]],
         )
-        columns = cursor.fetchall()
-    unfilled = [f"{t}.{c}" for t, c, filled, _ in columns if c not in written[t] and not filled]
-    assert unfilled == [], f"neither written by the function nor filled by the database: {unfilled}"
-    generated = [f"{t}.{c}" for t, c, _, gen in columns if gen and c in written[t]]
-    assert generated == [], f"generated columns written by the function: {generated}"
-    # Every model field is a column the function knows or the database fills.
-    known = {(t, c) for t, c, filled, _ in columns if filled or c in written[t]}
-    for model in models:
-        for field in model._meta.concrete_fields:
-            assert (model._meta.db_table, field.column) in known, field
+        assert cursor.fetchall() == []
 
 
 def test_the_orms_way_is_one_insert_per_table_naming_the_columns_django_writes(
@@ -265,13 +180,12 @@ def test_the_orms_way_is_one_insert_per_table_naming_the_columns_django_writes(
     submit(pipeline, make_event(event_id="evt-first"))  # reads the policy, once
     event = make_event(event_id="evt-two")
     with CaptureQueriesContext(connection) as queries:
-        run = submit(pipeline, event)  # no ids read with a token: the ORM's way
+        run = submit(pipeline, event)
     inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
     written = dict(insert_columns(sql) for sql in inserts)
     # One INSERT per table, each naming exactly the columns Django writes for its model:
-    # every concrete column but generated ones (a db_default column is written as DEFAULT).
-    # A hand-made writer that skips a column, or writes a generated one, fails here.
-    models = (IntakeRecord, Run, StageRecord, AuditEvent, OrmQ)
+    # every concrete column but generated ones.
+    models = RECEIVED_MODELS
     assert sorted(written) == sorted(m._meta.db_table for m in models)
     assert len(inserts) == len(models)
     for model in models:
