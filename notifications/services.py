@@ -703,7 +703,7 @@ def _digest_for(user_id: int, now: datetime) -> int:
     except Exception as exc:  # one person's digest (a malformed address) stops nobody else's
         logger.warning("the digest for %s was not sent: %s", person.pk, _reason(exc))
         return 0
-    for row in rows:  # locked above
+    for row in rows:  # each moves by its transition; locked above, saved in one statement
         row.send_in_digest(now=now)
     Notification.objects.bulk_update(rows, ["status", "sent_at"])
     return 1
