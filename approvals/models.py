@@ -6,8 +6,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from approvals.binding import Binding
+from core.history import AppendOnly
 
 
 class ApprovalStatus(models.TextChoices):
@@ -21,8 +23,16 @@ class ApprovalStatus(models.TextChoices):
     SENT_BACK = "sent_back"
 
 
-class ApprovalRequest(models.Model):
-    """One proposed effect of one run, bound to the input and versions it was proposed under."""
+# Closed requests a run's change of reading or policy makes stale: one still waiting, and one
+# approved but not yet used.
+INVALIDATED = [ApprovalStatus.PENDING, ApprovalStatus.APPROVED]
+
+
+class ApprovalRequest(ConcurrentTransitionMixin, models.Model):
+    """One proposed effect of one run, bound to the input and versions it was proposed under.
+
+    Its status changes only through the transitions below (the services lock, call, save).
+    """
 
     run = models.ForeignKey("automation.Run", on_delete=models.PROTECT, related_name="approvals")
     effect = models.CharField(max_length=50)
@@ -33,8 +43,11 @@ class ApprovalRequest(models.Model):
     evidence = models.JSONField(default=dict)
     group = models.CharField(max_length=100)
     required_approvals = models.PositiveSmallIntegerField(default=1)
-    status = models.CharField(
-        max_length=20, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING
+    status = FSMField(
+        max_length=20,
+        choices=ApprovalStatus.choices,
+        default=ApprovalStatus.PENDING,
+        protected=True,
     )
     status_reason = models.CharField(max_length=200, blank=True)
     expires_at = models.DateTimeField()
@@ -94,6 +107,38 @@ class ApprovalRequest(models.Model):
     def is_pending(self) -> bool:
         return self.status == ApprovalStatus.PENDING
 
+    # --- transitions: each sets its own fields, nothing else -----------------------------
+
+    @transition(field=status, source=ApprovalStatus.PENDING, target=ApprovalStatus.APPROVED)
+    def approve(self, *, now: Any) -> None:
+        self._decided("approved", now)
+
+    @transition(field=status, source=ApprovalStatus.PENDING, target=ApprovalStatus.REJECTED)
+    def reject(self, *, now: Any) -> None:
+        self._decided("rejected", now)
+
+    @transition(field=status, source=ApprovalStatus.PENDING, target=ApprovalStatus.SENT_BACK)
+    def send_back(self, *, reason: str, now: Any) -> None:
+        self._decided(reason, now)
+
+    @transition(field=status, source=ApprovalStatus.PENDING, target=ApprovalStatus.EXPIRED)
+    def expire(self, *, reason: str, now: Any) -> None:
+        self._decided(reason, now)
+
+    @transition(field=status, source=INVALIDATED, target=ApprovalStatus.STALE)
+    def go_stale(self, *, reason: str, now: Any) -> None:
+        """The run it was asked for changed (its reading, the policy): no longer binding."""
+        self._decided(reason, now)
+
+    @transition(field=status, source=INVALIDATED, target=ApprovalStatus.EXPIRED)
+    def lapse(self, *, reason: str, now: Any) -> None:
+        """Found past its expiry when the run came to use it."""
+        self._decided(reason, now)
+
+    def _decided(self, reason: str, now: Any) -> None:
+        self.status_reason = reason
+        self.decided_at = now
+
     def visible_groups(self) -> list[str]:
         """The request's own group, plus the one it escalated to."""
         return [g for g in (self.group, self.escalate_to if self.escalated_at else "") if g]
@@ -107,7 +152,7 @@ class ApprovalRequest(models.Model):
         )
 
 
-class ApprovalDecision(models.Model):
+class ApprovalDecision(AppendOnly):
     """A person's decision, with the exact binding they saw. Never edited."""
 
     request = models.ForeignKey(ApprovalRequest, on_delete=models.PROTECT, related_name="decisions")
@@ -146,11 +191,6 @@ class ApprovalDecision(models.Model):
     def __str__(self) -> str:
         verdict = "approved" if self.approve else "rejected"
         return f"{self.user} {verdict} request #{self.request_id}"
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if self.pk is not None:
-            raise ValueError("an approval decision is never edited")
-        super().save(*args, **kwargs)
 
 
 class Delegation(models.Model):

@@ -217,7 +217,8 @@ def approval_decide(
         refusal=refusal or "",
     )
     if refusal == Outcome.APPROVAL_EXPIRED:
-        _close(request, ApprovalStatus.EXPIRED, "expired before it was decided", now)
+        request.expire(reason="expired before it was decided", now=now)
+        _save_closed(request)
     if refusal is not None:
         enqueue_after_commit(ADVANCE_RUN_TASK, request.run_id, priority=Priority.URGENT)
         code = refusal
@@ -272,7 +273,8 @@ def approval_send_back(
             Refusal.APPROVAL_EXPIRED,
             "this request expired before it was decided; a fresh request replaces it",
         )
-    _close(request, ApprovalStatus.SENT_BACK, reason, now)
+    request.send_back(reason=reason, now=now)
+    _save_closed(request)
     behalf: dict[str, Any] = {} if on_behalf_of is None else {"on_behalf_of": on_behalf_of.pk}
     # An approval action, not a hand on the run: whoever sent it back may still approve the
     # corrected run (the person who corrects it may not).
@@ -516,26 +518,29 @@ def _tally(request: ApprovalRequest, approve: bool, now: datetime, conflicted: s
         if behalf not in conflicted
     }
     if not approve:
-        _close(request, ApprovalStatus.REJECTED, "rejected", now)
+        request.reject(now=now)
+        _save_closed(request)
     elif len(people) >= request.required_approvals:
-        _close(request, ApprovalStatus.APPROVED, "approved", now)
+        request.approve(now=now)
+        _save_closed(request)
     else:
         return RECORDED
     enqueue_after_commit(ADVANCE_RUN_TASK, request.run_id, priority=Priority.URGENT)
     return str(request.status)
 
 
-def _close(request: ApprovalRequest, status: str, reason: str, now: datetime) -> None:
-    request.status = status
-    request.status_reason = reason
-    request.decided_at = now
+def _save_closed(request: ApprovalRequest) -> None:
+    """Save what a closing transition set."""
     request.save(update_fields=["status", "status_reason", "decided_at"])
 
 
 def approval_invalidate(*, request: ApprovalRequest, refusal: str, now: datetime) -> None:
     """Mark a request that no longer matches its run (caller holds the run's lock)."""
-    status = ApprovalStatus.EXPIRED if refusal == Outcome.APPROVAL_EXPIRED else ApprovalStatus.STALE
-    _close(request, status, refusal, now)
+    if refusal == Outcome.APPROVAL_EXPIRED:
+        request.lapse(reason=refusal, now=now)
+    else:
+        request.go_stale(reason=refusal, now=now)
+    _save_closed(request)
 
 
 def approval_consume(*, request: ApprovalRequest, now: datetime) -> None:
@@ -553,7 +558,8 @@ def approval_expire(*, request_id: int, now: datetime) -> bool:
     request = ApprovalRequest.objects.select_for_update().filter(pk=request_id).first()
     if request is None or not request.is_pending or now < request.expires_at:
         return False  # decided meanwhile, or a late message
-    _close(request, ApprovalStatus.EXPIRED, "expired without a decision", now)
+    request.expire(reason="expired without a decision", now=now)
+    _save_closed(request)
     audit_record(
         action=AuditAction.APPROVAL_EXPIRED,
         run_id=request.run_id,

@@ -12,10 +12,10 @@ PROTECT that keeps a run's history from being deleted under it. The import contr
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.db import models
+
+from core.history import AppendOnly
 
 
 class AuditAction(models.TextChoices):
@@ -136,7 +136,7 @@ APPROVAL_ACTIONS = "approval."
 NOT_A_HAND = AuditAction.RUN_COMMENTED.value
 
 
-class AuditEvent(models.Model):
+class AuditEvent(AppendOnly):
     """Append-only: every transition and every human action. PostgreSQL refuses edits to it."""
 
     run = models.ForeignKey(
@@ -201,11 +201,3 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} by {self.actor_label}"
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if self.pk is not None:
-            raise ValueError("audit events are append-only")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
-        raise ValueError("audit events are append-only")

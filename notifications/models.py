@@ -10,8 +10,11 @@ the record: the run page says who was told of what, and when.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
+from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 
 class Kind(models.TextChoices):
@@ -46,7 +49,10 @@ class Channel(models.TextChoices):
     TEAMS = "teams", "Microsoft Teams"
 
 
-class Notification(models.Model):
+class Notification(ConcurrentTransitionMixin, models.Model):
+    """One thing one person (or a group's chat) is told of. Its status is set when it is
+    written (by the person's preference) and changes only through the transitions below."""
+
     # "<kind>:<event>:<user id>", or "<kind>:<event>:group:<name>" for a group's chat: at most
     # one row per event and person (or group).
     key = models.CharField(max_length=200, unique=True)
@@ -64,7 +70,7 @@ class Notification(models.Model):
     )
     subject = models.CharField(max_length=300)
     body = models.TextField()
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    status = FSMField(max_length=10, choices=Status.choices, default=Status.PENDING, protected=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
@@ -111,6 +117,21 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} for {self.user} about run {self.run_id} ({self.status})"
+
+    # --- transitions: each sets its own fields, nothing else -----------------------------
+
+    @transition(field=status, source=Status.PENDING, target=Status.SENT)
+    def send(self, *, now: Any) -> None:
+        self.sent_at = now
+        self.last_error = ""
+
+    @transition(field=status, source=Status.PENDING, target=Status.FAILED)
+    def give_up(self, *, error: str) -> None:
+        self.last_error = error
+
+    @transition(field=status, source=Status.DIGEST, target=Status.DIGESTED)
+    def send_in_digest(self, *, now: Any) -> None:
+        self.sent_at = now
 
 
 class Preference(models.Model):

@@ -625,7 +625,7 @@ def _send_next(now: datetime) -> str | None:
         problem = _post(chat, row)
         if problem:
             return _failed(row, problem, now)
-    row.status, row.sent_at, row.last_error = Status.SENT, now, ""
+    row.send(now=now)
     row.save(update_fields=["status", "sent_at", "last_error", "attempts"])
     logger.info("told %s of %s (run %s)", row.user or row.group, row.kind, row.run_id)
     return "sent"
@@ -676,7 +676,7 @@ def _failed(row: Notification, error: str, now: datetime) -> str:
 
 
 def _give_up(row: Notification, error: str) -> str:
-    row.status, row.last_error = Status.FAILED, one_line(error)[:1000]
+    row.give_up(error=one_line(error)[:1000])
     row.save(update_fields=["status", "last_error", "attempts"])
     logger.warning("gave up telling %s of %s: %s", row.user, row.kind, error)
     return "failed"
@@ -720,9 +720,9 @@ def _digest_for(user_id: int, now: datetime) -> int:
     except Exception as exc:  # one person's digest (a malformed address) stops nobody else's
         logger.warning("the digest for %s was not sent: %s", person.pk, _reason(exc))
         return 0
-    Notification.objects.filter(pk__in=[r.pk for r in rows]).update(
-        status=Status.DIGESTED, sent_at=now
-    )
+    for row in rows:  # each moves by its transition; locked above, saved in one statement
+        row.send_in_digest(now=now)
+    Notification.objects.bulk_update(rows, ["status", "sent_at"])
     return 1
 
 

@@ -28,7 +28,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 
 from audit.models import AuditAction
-from automation.classifiers.models import LabelledExample, LabelledSet, LabelledSetStatus
+from automation.classifiers.models import LabelledExample, LabelledSet
 from automation.runs.journal import record_audit
 from core.codes import Refusal
 from core.errors import ServiceError
@@ -246,9 +246,9 @@ def labelled_set_upload(*, name: str, filename: str, raw: bytes, user: User) -> 
             )
             for r in rows
         )
-        stored.status, stored.customers = LabelledSetStatus.READ, customers
-        stored.left_out = dict(
-            Counter(r.expected_intake for r in rows if r.expected_intake != "new")
+        stored.read(
+            customers=customers,
+            left_out=dict(Counter(r.expected_intake for r in rows if r.expected_intake != "new")),
         )
         stored.save(update_fields=["status", "customers", "left_out"])
         record_audit(
@@ -280,9 +280,9 @@ def _received(name: str, filename: str, raw: bytes, user: User) -> LabelledSet:
 
 def _refuse(set_id: int, refused: LabelledSetRefused, user: User) -> None:
     with transaction.atomic(durable=True):
-        LabelledSet.objects.filter(pk=set_id).update(
-            status=LabelledSetStatus.REFUSED, problems=refused.problems
-        )
+        stored = LabelledSet.objects.select_for_update().get(pk=set_id)
+        stored.refuse(problems=refused.problems)
+        stored.save(update_fields=["status", "problems"])
         record_audit(
             None,
             AuditAction.LABELLED_SET_REFUSED,

@@ -3,11 +3,15 @@ reviews and labels, shadow readings and promotions."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from automation.runs.models import Run
+from core.history import AppendOnly
 
 
 class ClassifierResult(models.TextChoices):
@@ -21,7 +25,7 @@ class ClassifierResult(models.TextChoices):
     RATE_LIMITED = "rate_limited"
 
 
-class ClassificationAttempt(models.Model):
+class ClassificationAttempt(AppendOnly):
     """Raw classifier output and its validation result. No hidden reasoning is stored."""
 
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="classifications")
@@ -105,7 +109,7 @@ class QAStatus(models.TextChoices):
     CORRECTED = "corrected"  # the reading was wrong; the effect had already happened
 
 
-class QAReview(models.Model):
+class QAReview(ConcurrentTransitionMixin, models.Model):
     """A straight-through run policy sampled for a person to review after the fact. Made in
     the transaction that authorized the effect; it never holds the run or its effect.
 
@@ -118,7 +122,9 @@ class QAReview(models.Model):
     policy_version = models.CharField(max_length=100)
     classifier_version = models.CharField(max_length=200)
     reading = models.JSONField()  # category, effect, confidence and fields, as judged
-    status = models.CharField(max_length=20, choices=QAStatus.choices, default=QAStatus.OPEN)
+    status = FSMField(
+        max_length=20, choices=QAStatus.choices, default=QAStatus.OPEN, protected=True
+    )
     created_at = models.DateTimeField(default=timezone.now)
     reviewer = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -157,6 +163,17 @@ class QAReview(models.Model):
 
     def __str__(self) -> str:
         return f"QA of run #{self.run_id} ({self.status})"
+
+    # --- transitions: each sets its own fields, nothing else -----------------------------
+
+    @transition(field=status, source=QAStatus.OPEN, target=QAStatus.CONFIRMED)
+    def confirm(self, *, user: Any, now: Any) -> None:
+        self.reviewer, self.reviewed_at = user, now
+
+    @transition(field=status, source=QAStatus.OPEN, target=QAStatus.CORRECTED)
+    def correct(self, *, user: Any, now: Any, correction: dict[str, str]) -> None:
+        self.reviewer, self.reviewed_at = user, now
+        self.correction = correction
 
 
 class LabelSource(models.TextChoices):
@@ -281,15 +298,18 @@ class LabelledSetStatus(models.TextChoices):
     REFUSED = "refused"  # kept with its problems; no example was written
 
 
-class LabelledSet(models.Model):
+class LabelledSet(ConcurrentTransitionMixin, models.Model):
     """A labelled set an ops lead uploaded: the upload's bytes, stored as they came before
     anything is read from them, then the examples read from it. Every example is written in
     one transaction with the set's status, or none is (a refused upload keeps its bytes and
     its problems): a set is never half-read."""
 
     name = models.CharField(max_length=100)
-    status = models.CharField(
-        max_length=20, choices=LabelledSetStatus.choices, default=LabelledSetStatus.RECEIVED
+    status = FSMField(
+        max_length=20,
+        choices=LabelledSetStatus.choices,
+        default=LabelledSetStatus.RECEIVED,
+        protected=True,
     )
     problems = models.JSONField(default=list, blank=True)  # why it was refused, each a line
     filename = models.CharField(max_length=255)
@@ -317,6 +337,18 @@ class LabelledSet(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    # --- transitions: each sets its own fields, nothing else -----------------------------
+
+    @transition(field=status, source=LabelledSetStatus.RECEIVED, target=LabelledSetStatus.READ)
+    def read(self, *, customers: bytes, left_out: dict[str, int]) -> None:
+        """Every row read (the caller wrote its examples in this transaction)."""
+        self.customers = customers
+        self.left_out = left_out
+
+    @transition(field=status, source=LabelledSetStatus.RECEIVED, target=LabelledSetStatus.REFUSED)
+    def refuse(self, *, problems: list[str]) -> None:
+        self.problems = problems
 
 
 class LabelledExample(models.Model):
@@ -350,7 +382,44 @@ class EvaluationStatus(models.TextChoices):
     FAILED = "failed"
 
 
-class LabelledSetEvaluation(models.Model):
+class WorkerJob(ConcurrentTransitionMixin, models.Model):
+    """A piece of work asked for from the console and done by one worker (an evaluation, a
+    training): queued, claimed by one worker, then done or failed. Its concrete models
+    declare `finished_at` and `error`."""
+
+    status = FSMField(
+        max_length=20,
+        choices=EvaluationStatus.choices,
+        default=EvaluationStatus.QUEUED,
+        protected=True,
+    )
+
+    class Meta:
+        abstract = True
+
+    @classmethod
+    def claim(cls, pk: int) -> bool:
+        """Take the queued job for this worker; False if another took it (or it is done).
+
+        The one place its status moves by a conditional update rather than a transition: the
+        work that follows takes seconds to minutes and calls no database, so no row lock is
+        held across it; the UPDATE ... WHERE status = queued is atomic, so of two deliveries
+        of one message exactly one matches the row (the race it prevents: the work done
+        twice).
+        """
+        return bool(
+            cls._default_manager.filter(pk=pk, status=EvaluationStatus.QUEUED).update(
+                status=EvaluationStatus.RUNNING
+            )
+        )
+
+    @transition(field=status, source=EvaluationStatus.RUNNING, target=EvaluationStatus.FAILED)
+    def fail(self, *, error: str, now: Any) -> None:
+        self.error = error[:2000]
+        self.finished_at = now
+
+
+class LabelledSetEvaluation(WorkerJob):
     """A classifier measured on a stored labelled set: asked for from the console, run by a
     worker, its report kept (EvaluationReport.as_json) to be shown when it is done."""
 
@@ -358,9 +427,6 @@ class LabelledSetEvaluation(models.Model):
         LabelledSet, on_delete=models.CASCADE, related_name="evaluations"
     )
     classifier = models.CharField(max_length=50)
-    status = models.CharField(
-        max_length=20, choices=EvaluationStatus.choices, default=EvaluationStatus.QUEUED
-    )
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="evaluations"
     )
@@ -375,8 +441,13 @@ class LabelledSetEvaluation(models.Model):
     def __str__(self) -> str:
         return f"{self.classifier} on {self.labelled_set_id}: {self.status}"
 
+    @transition(field="status", source=EvaluationStatus.RUNNING, target=EvaluationStatus.DONE)
+    def succeed(self, *, report: dict[str, Any], now: Any) -> None:
+        self.report = report
+        self.finished_at = now
 
-class ClassifierTraining(models.Model):
+
+class ClassifierTraining(WorkerJob):
     """The learned reader trained on the business's stored sets, asked for from the console
     and run by a worker; the new version is put in shadow on the channel, never made live.
     What the training found is kept to be shown when it is done."""
@@ -384,9 +455,6 @@ class ClassifierTraining(models.Model):
     # By string reference: intake, which stamps a channel with its classifier, sits above.
     channel = models.ForeignKey("automation.IntakeChannel", on_delete=models.CASCADE)
     people = models.BooleanField(default=False)  # people's labels as well
-    status = models.CharField(
-        max_length=20, choices=EvaluationStatus.choices, default=EvaluationStatus.QUEUED
-    )
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="trainings"
     )
@@ -402,3 +470,9 @@ class ClassifierTraining(models.Model):
 
     def __str__(self) -> str:
         return f"training for {self.channel_id}: {self.status}"
+
+    @transition(field="status", source=EvaluationStatus.RUNNING, target=EvaluationStatus.DONE)
+    def succeed(self, *, version: str, result: dict[str, Any], now: Any) -> None:
+        self.version = version
+        self.result = result
+        self.finished_at = now

@@ -93,8 +93,7 @@ def qa_confirm(*, review_id: int, user: User) -> QAReview:
     """The reading was right."""
     with transaction.atomic(durable=True):
         review = _open_review(review_id, user)
-        review.status = QAStatus.CONFIRMED
-        review.reviewer, review.reviewed_at = user, timezone.now()
+        review.confirm(user=user, now=timezone.now())
         review.save(update_fields=["status", "reviewer", "reviewed_at"])
         reading = review.reading
         label_record(
@@ -122,9 +121,11 @@ def qa_correct(
             raise ServiceError(
                 Refusal.INVALID_CORRECTION, "that is what the reading said: confirm it instead"
             )
-        review.status = QAStatus.CORRECTED
-        review.reviewer, review.reviewed_at = user, timezone.now()
-        review.correction = {"category": category, "effect": effect, "note": note.strip()}
+        review.correct(
+            user=user,
+            now=timezone.now(),
+            correction={"category": category, "effect": effect, "note": note.strip()},
+        )
         review.save(update_fields=["status", "reviewer", "reviewed_at", "correction"])
         label_record(
             review.run,

@@ -7,9 +7,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from automation.runs.models import Run
 from automation.schemas import SUBJECT_LIMIT
+from core.history import AppendOnly
 
 
 class EffectStatus(models.TextChoices):
@@ -20,8 +22,24 @@ class EffectStatus(models.TextChoices):
     UNCERTAIN = "uncertain"
 
 
-class Effect(models.Model):
-    """The outbox. One row per (request, effect): the unique key makes a second one impossible."""
+# Waiting for a delivery: the sweep and the workers send these.
+WAITING = [EffectStatus.PENDING, EffectStatus.RETRY_WAIT]
+# Not delivered and no longer waiting, or waiting with no next attempt: a person may send it
+# again (retry, a replay that reaches its key) or say it was done by hand.
+UNDELIVERED = [
+    EffectStatus.PENDING,
+    EffectStatus.RETRY_WAIT,
+    EffectStatus.REJECTED,
+    EffectStatus.UNCERTAIN,
+]
+
+
+class Effect(ConcurrentTransitionMixin, models.Model):
+    """The outbox. One row per (request, effect): the unique key makes a second one impossible.
+
+    Its status changes only through the transitions below; the services lock the row, call
+    one, and save.
+    """
 
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="effects")
     name = models.CharField(max_length=50)
@@ -29,8 +47,8 @@ class Effect(models.Model):
     payload = models.JSONField()
     # What authorised it: the policy version and, where required, the approval request.
     authorization = models.JSONField()
-    status = models.CharField(
-        max_length=20, choices=EffectStatus.choices, default=EffectStatus.PENDING
+    status = FSMField(
+        max_length=20, choices=EffectStatus.choices, default=EffectStatus.PENDING, protected=True
     )
     attempts = models.PositiveSmallIntegerField(default=0)
     last_error = models.TextField(blank=True)
@@ -62,6 +80,46 @@ class Effect(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} for run {self.run_id} ({self.status})"
+
+    # --- transitions: each sets its own fields, nothing else -----------------------------
+
+    @transition(field=status, source=WAITING, target=EffectStatus.RETRY_WAIT)
+    def wait(self, *, next_attempt_at: Any, last_error: str | None = None) -> None:
+        """Not delivered this time: wait for the next attempt (None: for a person)."""
+        self.next_attempt_at = next_attempt_at
+        if last_error is not None:
+            self.last_error = last_error
+
+    @transition(field=status, source=WAITING, target=EffectStatus.DELIVERED)
+    def deliver(self, *, reference: str, now: Any) -> None:
+        self.response_ref = reference
+        self.delivered_at = now
+        self.lease_expires_at = None
+        self.next_attempt_at = None
+
+    @transition(field=status, source=WAITING, target=EffectStatus.REJECTED)
+    def reject(self) -> None:
+        """The receiver refused it for good."""
+        self.next_attempt_at = None
+
+    @transition(field=status, source=WAITING, target=EffectStatus.UNCERTAIN)
+    def lose_track(self) -> None:
+        """Sent with no answer: it may have been performed."""
+        self.next_attempt_at = None
+
+    @transition(field=status, source=UNDELIVERED, target=EffectStatus.RETRY_WAIT)
+    def send_again(self, *, attempts: int, deadline_at: Any, now: Any) -> None:
+        """A person (or a replay) sends it again: same key, a fresh budget, due now."""
+        self.attempt_limit = self.attempts + attempts
+        self.deadline_at = deadline_at
+        self.next_attempt_at = now
+        self.lease_expires_at = None
+
+    @transition(field=status, source=UNDELIVERED, target=EffectStatus.DELIVERED)
+    def deliver_by_hand(self, *, reference: str, now: Any) -> None:
+        """A person did what the effect does, outside Gatehouse."""
+        self.response_ref = reference
+        self.delivered_at = now
 
 
 class DeliveryResult(models.TextChoices):
@@ -179,7 +237,7 @@ class Task(models.Model):
         return self.done_at is not None
 
 
-class TaskComment(models.Model):
+class TaskComment(AppendOnly):
     """What a person wrote on a task's thread, as written, never edited: like a run's comment
     (automation.runs.models.RunComment), with the people and groups it mentions."""
 
@@ -204,8 +262,3 @@ class TaskComment(models.Model):
 
     def __str__(self) -> str:
         return f"comment by {self.author} on task {self.task_id}"
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if self.pk is not None:
-            raise ValueError("a comment is never edited")
-        super().save(*args, **kwargs)

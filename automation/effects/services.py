@@ -33,6 +33,7 @@ from automation.conf import setting
 from automation.effects.adapters import effect_adapter
 from automation.effects.base import Delivery, EffectAdapter
 from automation.effects.models import (
+    WAITING,
     DeliveryResult,
     Effect,
     EffectAttempt,
@@ -53,7 +54,7 @@ from core.errors import ServiceError
 from policy.models import PolicyVersion
 from worker.dispatch import MAX_DELAY, Priority, batch, enqueue_after_commit
 
-DELIVERABLE = [EffectStatus.PENDING, EffectStatus.RETRY_WAIT]
+DELIVERABLE = WAITING
 # Errors no retry cures: the local record cannot be written as it is (a value longer than its
 # column, text the database cannot hold or encode, a constraint it breaks, a table that is not
 # as the code expects). Transient errors (OperationalError: a lost connection, a deadlock) are
@@ -172,10 +173,8 @@ def _hold_unwritable(effect: Effect, run: Run, error: Exception, now: datetime) 
         detail=reason,
     )
     _log_attempt(run, effect, attempt)
-    effect.status = EffectStatus.RETRY_WAIT
-    effect.next_attempt_at = None
+    effect.wait(next_attempt_at=None, last_error=reason)
     effect.lease_expires_at = None
-    effect.last_error = reason
     effect.save()
     _hold_unavailable(
         effect,
@@ -379,7 +378,8 @@ def _apply(
     elif outcome == DeliveryResult.NOT_SENT:
         _hold_not_sent(effect, run, delivery, stage)
     elif outcome == DeliveryResult.REJECTED:
-        _finish(effect, EffectStatus.REJECTED)
+        effect.reject()
+        effect.save()
         record_transition(
             run,
             run.fail,
@@ -395,7 +395,8 @@ def _apply(
             finished_at=now,
         )
     elif outcome == DeliveryResult.UNCERTAIN:
-        _finish(effect, EffectStatus.UNCERTAIN)
+        effect.lose_track()
+        effect.save()
         record_transition(
             run,
             run.hold,
@@ -414,9 +415,7 @@ def _hold_not_sent(effect: Effect, run: Run, delivery: Delivery, stage: Stage) -
     an address or a header the settings do not allow). Nothing left, so it is no uncertain
     delivery; the effect keeps its key and waits with no next attempt, since sending again
     is refused the same way. Staff retry it once the settings or the catalogue allow it."""
-    effect.status = EffectStatus.RETRY_WAIT
-    effect.next_attempt_at = None
-    effect.last_error = f"{delivery.error_class}: {delivery.detail}"
+    effect.wait(next_attempt_at=None, last_error=f"{delivery.error_class}: {delivery.detail}")
     effect.save()
     _hold_unavailable(
         effect,
@@ -434,8 +433,7 @@ def _retry_or_hold(
     next_at = now + timedelta(seconds=delay)
     spent = effect.attempts >= effect.attempt_limit
     late = effect.deadline_at is not None and next_at > effect.deadline_at
-    effect.status = EffectStatus.RETRY_WAIT
-    effect.next_attempt_at = None if spent or late else next_at
+    effect.wait(next_attempt_at=None if spent or late else next_at)
     _send_when_due(effect, now)
     effect.save()
     if effect.next_attempt_at is not None:
@@ -503,12 +501,6 @@ def _hold_unavailable(
     )
 
 
-def _finish(effect: Effect, status: str) -> None:
-    effect.status = status
-    effect.next_attempt_at = None
-    effect.save()
-
-
 def _delivered(
     effect: Effect,
     run: Run,
@@ -518,11 +510,7 @@ def _delivered(
     save_run: bool = True,
     stage: Stage | None = None,
 ) -> None:
-    effect.status = EffectStatus.DELIVERED
-    effect.response_ref = delivery.reference
-    effect.delivered_at = now
-    effect.lease_expires_at = None
-    effect.next_attempt_at = None
+    effect.deliver(reference=delivery.reference, now=now)
     effect.save()
     (stage or Stage(StageName.EXECUTE, effect.attempts)).record(run, StageOutcome.DELIVERED)
     record_transition(
@@ -562,11 +550,8 @@ def effect_retry_in_transaction(
     if not has_transition_perm(run.retry_effect, user):
         raise PermissionDenied("you may not retry effects")
     effect = Effect.objects.select_for_update().get(run=run, name=run.effect_name)
-    attempts, effect.deadline_at = effect_budget(adapter_of(effect), now)
-    effect.status = EffectStatus.RETRY_WAIT
-    effect.attempt_limit = effect.attempts + attempts
-    effect.next_attempt_at = now
-    effect.lease_expires_at = None
+    attempts, deadline_at = effect_budget(adapter_of(effect), now)
+    effect.send_again(attempts=attempts, deadline_at=deadline_at, now=now)
     effect.dispatched_at = now
     effect.save()
     record_transition(

@@ -23,7 +23,6 @@ from automation.classifiers import LEARNED_VERSION, classifier_exists, classifie
 from automation.classifiers.labelled import MANAGE_READING, labelled_set_folder
 from automation.classifiers.models import (
     ClassifierResult,
-    EvaluationStatus,
     LabelledSet,
     LabelledSetEvaluation,
     LabelledSetStatus,
@@ -433,21 +432,16 @@ def labelled_set_evaluation_start(
 def labelled_set_evaluation_run(*, evaluation_id: int) -> str:
     """Measure the reader on the set and store the report (or why it could not be)."""
     # Claimed by a conditional update: a message delivered twice measures the set once.
-    claimed = LabelledSetEvaluation.objects.filter(
-        pk=evaluation_id, status=EvaluationStatus.QUEUED
-    ).update(status=EvaluationStatus.RUNNING)
-    if not claimed:
+    if not LabelledSetEvaluation.claim(evaluation_id):
         return "already taken"
     evaluation = LabelledSetEvaluation.objects.get(pk=evaluation_id)
     try:
         with labelled_set_folder(set_id=evaluation.labelled_set_id) as labels:
             report = classifier_evaluate(labels=labels, classifier=evaluation.classifier)
     except Exception as exc:
-        evaluation.status = EvaluationStatus.FAILED
-        evaluation.error = f"{type(exc).__name__}: {exc}"[:2000]
+        evaluation.fail(error=f"{type(exc).__name__}: {exc}", now=timezone.now())
     else:
-        evaluation.status, evaluation.report = EvaluationStatus.DONE, report.as_json()
-    evaluation.finished_at = timezone.now()
+        evaluation.succeed(report=report.as_json(), now=timezone.now())
     evaluation.save(update_fields=["status", "error", "report", "finished_at"])
     return str(evaluation.status)
 

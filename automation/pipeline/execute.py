@@ -94,13 +94,10 @@ def _reach_existing_effect(
         )
         return effect
     previous = effect.run_id
-    attempts, effect.deadline_at = effect_budget(adapter, now)
+    attempts, deadline_at = effect_budget(adapter, now)
     effect.run = run
     effect.authorization = authorization
-    effect.status = EffectStatus.RETRY_WAIT
-    effect.attempt_limit = effect.attempts + attempts
-    effect.next_attempt_at = now
-    effect.lease_expires_at = None
+    effect.send_again(attempts=attempts, deadline_at=deadline_at, now=now)
     effect.save()
     record_audit(run, AuditAction.EFFECT_ADOPTED, effect=effect.pk, from_run=previous)
     return effect

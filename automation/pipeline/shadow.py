@@ -334,10 +334,7 @@ def classifier_training_run(*, training_id: int) -> str:
     """Train, then put the new version in shadow on the channel: it reads beside the live
     reader and decides nothing until it is promoted. The active learned model stays."""
     # Claimed by a conditional update: a message delivered twice trains once.
-    claimed = ClassifierTraining.objects.filter(
-        pk=training_id, status=EvaluationStatus.QUEUED
-    ).update(status=EvaluationStatus.RUNNING)
-    if not claimed:
+    if not ClassifierTraining.claim(training_id):
         return "already taken"
     training = ClassifierTraining.objects.select_related("requested_by").get(pk=training_id)
     try:
@@ -352,8 +349,7 @@ def classifier_training_run(*, training_id: int) -> str:
 
 
 def _training_failed(training: ClassifierTraining, error: str) -> str:
-    training.status, training.error = EvaluationStatus.FAILED, error[:2000]
-    training.finished_at = timezone.now()
+    training.fail(error=error, now=timezone.now())
     training.save(update_fields=["status", "error", "finished_at"])
     return EvaluationStatus.FAILED
 
@@ -361,15 +357,17 @@ def _training_failed(training: ClassifierTraining, error: str) -> str:
 def _into_shadow(training: ClassifierTraining, report: TrainingReport) -> None:
     version, user = report.model.version, training.requested_by
     channel = IntakeChannel.objects.select_for_update().get(pk=training.channel_id)
-    training.status, training.version = EvaluationStatus.DONE, version
-    training.finished_at = timezone.now()
-    training.result = {
-        "trained_on": report.trained_on,
-        "categories": list(report.model.categories),
-        "held_out": report.held_out,
-        "too_few": report.too_few,
-        "not_a_type": report.not_a_type,
-    }
+    training.succeed(
+        version=version,
+        result={
+            "trained_on": report.trained_on,
+            "categories": list(report.model.categories),
+            "held_out": report.held_out,
+            "too_few": report.too_few,
+            "not_a_type": report.not_a_type,
+        },
+        now=timezone.now(),
+    )
     training.save(update_fields=["status", "version", "finished_at", "result"])
     record_audit(
         None,

@@ -15,7 +15,6 @@ def job_settled(job: ProgressJob) -> bool:
     if job.done < job.total:
         return False
     if job.status != BatchStatus.FINISHED:
-        job.status = BatchStatus.FINISHED
-        job.finished_at = timezone.now()
+        job.finish(now=timezone.now())
         job.save(update_fields=["status", "finished_at"])
     return True

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
+from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from automation.runs.models import Run
+from core.history import AppendOnly
 
 
 class RecoveryKind(models.TextChoices):
@@ -35,17 +39,24 @@ class BatchStatus(models.TextChoices):
     FINISHED = "finished"
 
 
-class ProgressJob(models.Model):
+# A job with runs still to work (a preview is not yet one).
+WORKABLE = [BatchStatus.QUEUED, BatchStatus.RUNNING]
+
+
+class ProgressJob(ConcurrentTransitionMixin, models.Model):
     """Work over the runs of a time window, chunk by chunk, with its progress on the row:
-    the position (`done`) commits with each chunk, so a restarted worker carries on."""
+    the position (`done`) commits with each chunk, so a restarted worker carries on.
+
+    Its status changes only through the transitions below; the services lock the row first.
+    """
 
     since = models.DateTimeField()
     until = models.DateTimeField()
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
     run_ids = models.JSONField(default=list)
     done = models.PositiveIntegerField(default=0)
-    status = models.CharField(
-        max_length=20, choices=BatchStatus.choices, default=BatchStatus.QUEUED
+    status = FSMField(
+        max_length=20, choices=BatchStatus.choices, default=BatchStatus.QUEUED, protected=True
     )
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -56,6 +67,16 @@ class ProgressJob(models.Model):
     @property
     def total(self) -> int:
         return len(self.run_ids)
+
+    # --- transitions: each sets its own fields, nothing else -----------------------------
+
+    @transition(field=status, source=WORKABLE, target=BatchStatus.RUNNING)
+    def advance(self) -> None:
+        """A chunk of its runs was worked (the caller moves `done`)."""
+
+    @transition(field=status, source=WORKABLE, target=BatchStatus.FINISHED)
+    def finish(self, *, now: Any) -> None:
+        self.finished_at = now
 
 
 class RecoveryBatch(ProgressJob):
@@ -89,8 +110,23 @@ class RecoveryBatch(ProgressJob):
     def __str__(self) -> str:
         return f"{self.action} {self.queue} ({self.done}/{self.total})"
 
+    @transition(field="status", source=BatchStatus.QUEUED, target=BatchStatus.PREVIEW)
+    def show_preview(self, *, rows: list[dict[str, Any]], now: Any, policy: str) -> None:
+        """What a person is shown before starting it; it waits for them."""
+        self.preview = rows
+        self.previewed_at = now
+        self.preview_policy = policy
 
-class RecoveryAction(models.Model):
+    @transition(field="status", source=BatchStatus.PREVIEW, target=BatchStatus.QUEUED)
+    def start(self, *, run_ids: list[int], user: Any, now: Any) -> None:
+        self.run_ids = run_ids
+        # Its items are done as the person who starts it, who may not be the one who
+        # prepared it: both are on the record of every run it works (separation of duties).
+        self.started_by = user
+        self.started_at = now
+
+
+class RecoveryAction(AppendOnly):
     """Who did what recovery operation on which run, why, and with what result."""
 
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="recovery_actions")

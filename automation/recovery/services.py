@@ -483,9 +483,9 @@ def run_resolve(*, run_id: int, user: User, reason: str, evidence: str, done: bo
             raise PermissionDenied("you may not resolve runs")
         effect = Effect.objects.select_for_update().filter(run=run).first()
         if done and effect is not None and effect.status != EffectStatus.DELIVERED:
-            effect.status = EffectStatus.DELIVERED
-            effect.response_ref = f"by hand: {user.get_username()}"[:200]
-            effect.delivered_at = timezone.now()
+            effect.deliver_by_hand(
+                reference=f"by hand: {user.get_username()}"[:200], now=timezone.now()
+            )
             effect.save(update_fields=["status", "response_ref", "delivered_at"])
         record_transition(
             run,
@@ -588,10 +588,11 @@ def batch_preview(
         raise ServiceError(Refusal.BAD_ACTION, f"a batch can {' or '.join(BATCH_ACTIONS)}")
     ids = batch_select(queue=queue, since=since, until=until)
     batch = _batch_new(action, queue, (since, until), user, reason, ids)
-    batch.preview = [row.as_dict() for row in preview_runs(run_ids=ids, action=action, user=user)]
-    batch.previewed_at = timezone.now()
-    batch.preview_policy = policy_get(name=None, document=False).name
-    batch.status = BatchStatus.PREVIEW
+    batch.show_preview(
+        rows=[row.as_dict() for row in preview_runs(run_ids=ids, action=action, user=user)],
+        now=timezone.now(),
+        policy=policy_get(name=None, document=False).name,
+    )
     batch.save(update_fields=["preview", "previewed_at", "preview_policy", "status"])
     return batch
 
@@ -640,12 +641,7 @@ def batch_start(*, batch_id: int, user: User) -> RecoveryBatch:
                 Refusal.STATE_CONFLICT,
                 f"none of its runs can be {_DONE_TO[batch.action]} now; nothing was started",
             )
-        batch.run_ids = doable
-        batch.status = BatchStatus.QUEUED
-        # Its items are done as the person who starts it, who may not be the one who
-        # prepared it: both are on the record of every run it works (separation of duties).
-        batch.started_by = user
-        batch.started_at = timezone.now()
+        batch.start(run_ids=doable, user=user, now=timezone.now())
         batch.save(update_fields=["run_ids", "status", "started_by", "started_at"])
         enqueue_after_commit(BATCH_TASK, batch.pk, priority=Priority.URGENT)
         return batch
@@ -731,7 +727,7 @@ def batch_step(*, batch_id: int) -> bool:
             batch_row.succeeded += ok
             if not ok:
                 batch_row.failures = [*batch_row.failures, {"run": run_id, "reason": why}]
-        batch_row.status = BatchStatus.RUNNING
+        batch_row.advance()
         batch_row.save(update_fields=["done", "succeeded", "failures", "status"])
         return True
 

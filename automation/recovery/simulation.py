@@ -18,7 +18,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from automation.recovery.jobs import job_settled
-from automation.recovery.models import BatchStatus, Simulation
+from automation.recovery.models import Simulation
 from automation.runs.models import Run
 from automation.runs.payloads import decision_of
 from policy.evaluation import Decision
@@ -142,7 +142,7 @@ def simulation_step(*, simulation_id: int) -> bool:
                 changes.append(change)
         simulation.done += len(ids)
         simulation.changes = [*simulation.changes, *changes]
-        simulation.status = BatchStatus.RUNNING
+        simulation.advance()
         simulation.save(update_fields=["done", "changes", "status"])
         return True
 

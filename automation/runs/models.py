@@ -12,6 +12,7 @@ from django_fsm import ConcurrentTransition, ConcurrentTransitionMixin, FSMField
 
 from automation.schemas import FIELD_PATH_LIMIT, ClassifierDecision
 from core.codes import Outcome
+from core.history import AppendOnly
 
 
 class State(models.TextChoices):
@@ -705,7 +706,7 @@ class Run(ConcurrentTransitionMixin, models.Model):
 _RUN_STATE_FIELDS = tuple(f for f in Run._meta.fields if isinstance(f, FSMField))
 
 
-class Checkpoint(models.Model):
+class Checkpoint(AppendOnly):
     """A durable point to continue from: state, versions and the data needed to go on."""
 
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="checkpoints")
@@ -771,7 +772,7 @@ class StageOutcome(models.TextChoices):
     NOT_SENT = "not_sent"  # refused before sending: what or where the settings do not allow
 
 
-class StageRecord(models.Model):
+class StageRecord(AppendOnly):
     """One attempt at one stage, with its timing: what the timeline and reports read."""
 
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="stages")
@@ -797,7 +798,7 @@ class StageRecord(models.Model):
         return f"{self.stage} #{self.attempt} of run {self.run_id}: {self.outcome}"
 
 
-class RunComment(models.Model):
+class RunComment(AppendOnly):
     """What a person wrote on a run's thread, as written: part of the run's record, never
     edited. A comment changes no state, approval or decision; `mentions` names who it asks
     to read it ({"users": [ids], "groups": [names]}), for a notification to find later."""
@@ -823,11 +824,3 @@ class RunComment(models.Model):
 
     def __str__(self) -> str:
         return f"comment by {self.author} on run {self.run_id}"
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if self.pk is not None:
-            raise ValueError("a comment is never edited")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
-        raise ValueError("a comment is never deleted")

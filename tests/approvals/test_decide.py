@@ -211,7 +211,7 @@ def test_decision_rows_are_never_edited(
     decision = decide(pipeline, pending, approver, drain=False).decision
     decision.approve = False
 
-    with pytest.raises(ValueError, match="never edited"):
+    with pytest.raises(ValueError, match="append-only: update refused"):
         decision.save()
 
     assert ApprovalDecision.objects.get(pk=decision.pk).approve is True

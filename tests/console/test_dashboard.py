@@ -36,6 +36,7 @@ from automation.models import (
 from automation.roles import roles_ensure
 from console.exports import EXPORTS, spreadsheet_safe
 from tests.conftest import rolled_back
+from tests.history_rows import rewrite
 from tests.reports.history import NOW, History, at, build_history, person
 from tests.visible_text import codes_shown, visible_text
 
@@ -133,9 +134,9 @@ def history(django_db_setup: None, django_db_blocker: Any) -> Iterator[History]:
 
 def give_known_durations() -> None:
     """In-process stages take a few real milliseconds; give them durations we can check."""
-    StageRecord.objects.filter(started_at__lt=PERIOD_START).update(duration_ms=99_999)
-    StageRecord.objects.filter(started_at__gte=at(4, 0, month=3)).update(duration_ms=99_999)
-    inside = StageRecord.objects.filter(
+    rewrite(StageRecord).filter(started_at__lt=PERIOD_START).update(duration_ms=99_999)
+    rewrite(StageRecord).filter(started_at__gte=at(4, 0, month=3)).update(duration_ms=99_999)
+    inside = rewrite(StageRecord).filter(
         started_at__gte=PERIOD_START, started_at__lt=at(4, 0, month=3)
     )
     for stage, ms in {"intake": 5, "validate": 2, "normalize": 3, "enrich": 4, "decide": 20,
@@ -147,7 +148,7 @@ def give_known_durations() -> None:
         inside.filter(stage="approve", run__event_id=event_id).update(duration_ms=ms)
     classify = inside.filter(stage="classify").order_by("started_at", "pk")
     for k, pk in enumerate(classify.values_list("pk", flat=True), start=1):
-        StageRecord.objects.filter(pk=pk).update(duration_ms=100 * k)
+        rewrite(StageRecord).filter(pk=pk).update(duration_ms=100 * k)
 
 
 @pytest.fixture

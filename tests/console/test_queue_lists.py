@@ -35,6 +35,7 @@ from policy.services import (
 )
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 from tests.console.test_page_queries import clone_runs, plan
+from tests.history_rows import rewrite
 from tests.html_rows import Row, rows
 
 # A queue's columns for someone who may work it, in order.
@@ -451,7 +452,7 @@ def test_two_people_claiming_overlapping_runs_at_once_never_share_one(
 
     for _ in range(3):  # several rounds: each may interleave differently
         Run.objects.filter(pk__in=runs).update(owner=None)
-        RecoveryAction.objects.all().delete()
+        rewrite(RecoveryAction).delete()
         first, second = at_once(
             lambda: queue_claim_many(run_ids=runs[:8], user=a),
             lambda: queue_claim_many(run_ids=runs[4:][::-1], user=b),
