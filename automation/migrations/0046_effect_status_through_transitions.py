@@ -7,7 +7,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('automation', '0043_labelled_sets_and_evaluations'),
+        ('automation', '0045_run_usage_without_db_default'),
     ]
 
     operations = [

@@ -7,7 +7,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('automation', '0044_effect_status_through_transitions'),
+        ('automation', '0046_effect_status_through_transitions'),
     ]
 
     operations = [

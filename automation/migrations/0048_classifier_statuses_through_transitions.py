@@ -7,7 +7,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('automation', '0045_job_status_through_transitions'),
+        ('automation', '0047_job_status_through_transitions'),
     ]
 
     operations = [
