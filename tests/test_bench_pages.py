@@ -16,6 +16,7 @@ from django.db import connection
 from django.db.models import Count, Max, Min
 from django.test import Client
 from django.utils import timezone
+from django_fsm import FSMField
 
 from approvals.models import ApprovalDecision, ApprovalRequest
 from audit.models import AuditEvent
@@ -119,10 +120,21 @@ def test_the_stored_values_are_what_the_pipeline_writes(history: int) -> None:
     for model in RECORDS:
         rows = model.objects.all()
         assert rows.exists(), model
+        # A protected FSM field refuses being set, which full_clean does: its value is
+        # checked against its choices instead.
+        moved = [
+            field for field in model._meta.fields if isinstance(field, FSMField) and field.protected
+        ]
         for row in rows:
             # Every value fits its field: lengths, choices, JSON (the constraints are the
             # database's own and held it already).
-            row.full_clean(validate_unique=False, validate_constraints=False)
+            row.full_clean(
+                exclude=[field.name for field in moved],
+                validate_unique=False,
+                validate_constraints=False,
+            )
+            for field in moved:
+                assert getattr(row, field.name) in dict(field.choices), (model, field.name)
     for run in Run.objects.select_related("intake"):
         # The FSM field refuses being set, which full_clean does: its value is checked here.
         run.full_clean(exclude=["state"], validate_unique=False, validate_constraints=False)
