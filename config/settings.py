@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "axes",
     "audit",
     "policy",
+    "accounts",
     "approvals",
     "automation",
     "notifications",
@@ -254,19 +255,19 @@ AUTHENTICATION_BACKENDS = [*AUTHENTICATION_BACKENDS, "console.oidc.CompanySignIn
 
 # Failed logins within a cool-off: LOGIN_ACCOUNT_FAILURE_LIMIT for one account from one address,
 # LOGIN_ADDRESS_FAILURE_LIMIT for any accounts from one address (someone trying many names).
-# django-axes counts both (AXES_LOCKOUT_PARAMETERS) and asks core.login_throttle which
+# django-axes counts both (AXES_LOCKOUT_PARAMETERS) and asks accounts.login_throttle which
 # limit applies.
 LOGIN_ACCOUNT_FAILURE_LIMIT = env_int("GATEHOUSE_LOGIN_FAILURE_LIMIT", 5)
 LOGIN_ADDRESS_FAILURE_LIMIT = env_int("GATEHOUSE_LOGIN_ADDRESS_FAILURE_LIMIT", 10)
-AXES_FAILURE_LIMIT = "core.login_throttle.failure_limit"
+AXES_FAILURE_LIMIT = "accounts.login_throttle.failure_limit"
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("GATEHOUSE_LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 # A try while locked out does not push the end of the pause further: the page can say when.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
-AXES_USERNAME_CALLABLE = "core.login_throttle.throttled_username"
+AXES_USERNAME_CALLABLE = "accounts.login_throttle.throttled_username"
 AXES_CLIENT_IP_CALLABLE = "core.client_address.client_address"
-AXES_LOCKOUT_CALLABLE = "core.login_throttle.lockout_response"
+AXES_LOCKOUT_CALLABLE = "accounts.login_throttle.lockout_response"
 # Successful logins are not logged row by row: the table would only grow.
 AXES_DISABLE_ACCESS_LOG = True
 

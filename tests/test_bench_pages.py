@@ -17,6 +17,7 @@ from django.db.models import Count, Max, Min
 from django.test import Client
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalDecision, ApprovalRequest
 from audit.models import AuditEvent
 from automation.intake.services import api_token_create
@@ -32,7 +33,6 @@ from automation.models import (
     State,
     Task,
 )
-from automation.roles import roles_ensure
 from automation.schemas import ClassifierDecision, IntakeEvent
 from bench.generate import QUEUES, generate, mix
 from bench.pages import Figures, summary, table

@@ -16,9 +16,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
+from accounts.roles import roles_ensure
+from accounts.services import team_create, team_member_add, team_provider_groups_set
 from audit.models import AuditAction, AuditEvent
-from automation.roles import roles_ensure
-from automation.teams.services import team_create, team_member_add, team_provider_groups_set
 from console.models import CompanyIdentity
 from console.oidc import BAD_CLAIMS, LINKED_ELSEWHERE, LOCAL_ACCOUNT, REFUSED
 from tests.oidcprovider import Provider, running_provider

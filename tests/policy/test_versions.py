@@ -12,7 +12,7 @@ import yaml
 from django.core.management import CommandError, call_command
 from django.db import IntegrityError, connection, connections, transaction
 
-from automation.roles import roles_ensure
+from accounts.roles import roles_ensure
 from policy.models import PolicyVersion
 from policy.schemas import PolicyDocument
 from policy.services import (

@@ -1,0 +1,2 @@
+"""People's home: the roles (roles.py), the teams that hold them (models.py, services.py,
+selectors.py) and the login throttle (login_throttle.py)."""
