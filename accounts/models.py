@@ -1,9 +1,12 @@
 """A team: a Django group with roles, a description, and the company sign-in's groups that
-map to it. Its table keeps the name of the app it was made in (automation): the model moved
-here, its rows did not."""
+map to it; and which company account signs in as which local account.
+
+Both tables keep the names of the apps they were made in (automation, console): the models
+moved here, their rows did not."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models
 
@@ -13,7 +16,7 @@ class Team(models.Model):
     its roles' permissions (accounts.roles.team_permissions_apply, called by every service
     that changes `roles`); the catalogue's routes and approval rules name it by its group's
     name. `provider_groups` are the company sign-in's groups whose members are put in it
-    (console.oidc)."""
+    (accounts.oidc)."""
 
     group = models.OneToOneField(
         Group, on_delete=models.CASCADE, primary_key=True, related_name="team"
@@ -34,3 +37,30 @@ class Team(models.Model):
     @property
     def name(self) -> str:
         return self.group.name
+
+
+class CompanyIdentity(models.Model):
+    """A provider's identity (its issuer and the person's `sub`) and the one local account it
+    signs in as. Made at the account's first company sign-in and never pointed elsewhere:
+    the account is found by this pair, so a username the provider sends cannot take over an
+    account it was not linked to."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="company_identity"
+    )
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "console_companyidentity"
+        verbose_name_plural = "company identities"
+        constraints = [
+            # The sign-in's lookup: WHERE issuer = ... AND subject = ... (its index).
+            models.UniqueConstraint(
+                fields=["issuer", "subject"], name="company_identity_one_account"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

@@ -240,7 +240,7 @@ def check_provider_groups(names: Iterable[str]) -> list[str]:
 
 def team_provider_groups_set(*, name: str, provider_groups: Iterable[str], by: User) -> Team:
     """The company sign-in's groups whose members are put in this team (and taken out of it
-    when they are no longer in any of them) at each company sign-in (console.oidc)."""
+    when they are no longer in any of them) at each company sign-in (accounts.oidc)."""
     _check_manager(by)
     chosen = check_provider_groups(provider_groups)
     with transaction.atomic(durable=True):

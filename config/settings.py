@@ -215,7 +215,7 @@ AUTHENTICATION_BACKENDS = [
 # provider's endpoints are all set: the endpoints are in the provider's discovery document
 # (ISSUER/.well-known/openid-configuration). The client secret comes only from the
 # environment. The backend is always listed: while OIDC is off it authenticates nobody and the
-# /oidc/ pages answer 404 (console.oidc). Local passwords (ModelBackend) stay for the demo and
+# /oidc/ pages answer 404 (accounts.oidc). Local passwords (ModelBackend) stay for the demo and
 # for a break-glass administrator.
 OIDC_ISSUER = os.environ.get("GATEHOUSE_OIDC_ISSUER", "").strip()
 OIDC_RP_CLIENT_ID = os.environ.get("GATEHOUSE_OIDC_CLIENT_ID", "").strip()
@@ -249,9 +249,9 @@ OIDC_USERNAME_CLAIM = (
     or "preferred_username"
 )
 OIDC_ROLE_MAP = env_map("GATEHOUSE_OIDC_ROLE_MAP")
-# A refused sign-in comes back to the login page, which says so (console.oidc).
+# A refused sign-in comes back to the login page, which says so (accounts.oidc).
 LOGIN_REDIRECT_URL_FAILURE = "login"
-AUTHENTICATION_BACKENDS = [*AUTHENTICATION_BACKENDS, "console.oidc.CompanySignInBackend"]
+AUTHENTICATION_BACKENDS = [*AUTHENTICATION_BACKENDS, "accounts.oidc.CompanySignInBackend"]
 
 # Failed logins within a cool-off: LOGIN_ACCOUNT_FAILURE_LIMIT for one account from one address,
 # LOGIN_ADDRESS_FAILURE_LIMIT for any accounts from one address (someone trying many names).

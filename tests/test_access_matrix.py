@@ -225,7 +225,7 @@ EXPECTED: dict[str, Row] = {
     "password_reset_done": page(EVERYONE),
     "password_reset_confirm": form(EVERYONE),
     "password_reset_complete": page(EVERYONE),
-    # Company sign-in (OpenID Connect): off unless configured, as here (tests/console/test_oidc.py
+    # Company sign-in (OpenID Connect): off unless configured, as here (tests/accounts/test_oidc.py
     # drives it against a real provider).
     "oidc_authentication_init": {"GET": same(DENY), "POST": same(DENY)},
     "oidc_authentication_callback": {"GET": same(DENY), "POST": same(DENY)},

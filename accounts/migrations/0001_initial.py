@@ -1,8 +1,9 @@
-# Team moves from automation to accounts: its table stays as it is (db_table keeps its name);
-# only Django's record of which app holds it changes. automation 0044 takes it out of
-# automation's state.
+# Team (from automation) and CompanyIdentity (from console) move to accounts: their tables stay
+# as they are (db_table keeps each one's name); only Django's record of which app holds them
+# changes. automation 0044 and console 0002 take them out of their old apps' state.
 
 import django.db.models.deletion
+from django.conf import settings
 from django.db import migrations, models
 
 
@@ -13,6 +14,8 @@ class Migration(migrations.Migration):
     dependencies = [
         ('auth', '0012_alter_user_first_name_max_length'),
         ('automation', '0043_labelled_sets_and_evaluations'),
+        ('console', '0001_company_identity'),
+        migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
@@ -29,6 +32,21 @@ class Migration(migrations.Migration):
                     options={
                         'db_table': 'automation_team',
                         'permissions': [('manage_teams', 'Make teams, give them roles and add people')],
+                    },
+                ),
+                migrations.CreateModel(
+                    name='CompanyIdentity',
+                    fields=[
+                        ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                        ('issuer', models.CharField(max_length=255)),
+                        ('subject', models.CharField(max_length=255)),
+                        ('created_at', models.DateTimeField()),
+                        ('user', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='company_identity', to=settings.AUTH_USER_MODEL)),
+                    ],
+                    options={
+                        'db_table': 'console_companyidentity',
+                        'verbose_name_plural': 'company identities',
+                        'constraints': [models.UniqueConstraint(fields=('issuer', 'subject'), name='company_identity_one_account')],
                     },
                 ),
             ],

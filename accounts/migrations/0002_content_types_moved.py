@@ -1,4 +1,4 @@
-# The content type of Team follows it to accounts: its permissions
+# The content types of Team and CompanyIdentity follow them to accounts: their permissions
 # (manage_teams above all) hang on the content type, so every group and person holding one
 # keeps it, now as accounts.<codename>.
 #
@@ -8,7 +8,7 @@
 
 from django.db import migrations
 
-MOVED = {'team': 'automation'}
+MOVED = {'team': 'automation', 'companyidentity': 'console'}
 
 
 def _move(apps, schema_editor, *, backwards):
@@ -52,6 +52,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ('accounts', '0001_initial'),
         ('automation', '0044_team_moved_to_accounts'),
+        ('console', '0002_company_identity_moved_to_accounts'),
         ('contenttypes', '0002_remove_content_type_name'),
         ('auth', '0012_alter_user_first_name_max_length'),
     ]
