@@ -33,7 +33,7 @@ from worker.dispatch import Priority, enqueue_after_commit
 ADVANCE_RUN_TASK = "automation.tasks.advance_run"
 
 RECORDED = "recorded"  # counted, but the request waits for another approver
-DECIDE = "approvals.decide_approvalrequest"  # a role's permission (automation.roles)
+DECIDE = "approvals.decide_approvalrequest"  # a role's permission (accounts.roles)
 
 
 @dataclass(frozen=True)

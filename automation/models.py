@@ -72,7 +72,6 @@ from automation.runs.models import (  # noqa: F401
     run_holds_stage,
     run_reading_correctable,
 )
-from automation.teams.models import Team  # noqa: F401
 from core.codes import Outcome  # noqa: F401
 
 __all__ = ["AuditEvent"]  # re-exported: every run's history is read from here

@@ -116,8 +116,8 @@ def actors() -> Actors:
     """The users of each role, the API token and the intake channel (idempotent)."""
     from django.contrib.auth.models import Group, User
 
+    from accounts.roles import roles_ensure
     from automation.intake.services import api_token_create, channel_get_or_create
-    from automation.roles import roles_ensure
 
     roles_ensure()
     users: dict[str, Any] = {}

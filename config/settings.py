@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "axes",
     "audit",
     "policy",
+    "accounts",
     "approvals",
     "automation",
     "notifications",
@@ -214,7 +215,7 @@ AUTHENTICATION_BACKENDS = [
 # provider's endpoints are all set: the endpoints are in the provider's discovery document
 # (ISSUER/.well-known/openid-configuration). The client secret comes only from the
 # environment. The backend is always listed: while OIDC is off it authenticates nobody and the
-# /oidc/ pages answer 404 (console.oidc). Local passwords (ModelBackend) stay for the demo and
+# /oidc/ pages answer 404 (accounts.oidc). Local passwords (ModelBackend) stay for the demo and
 # for a break-glass administrator.
 OIDC_ISSUER = os.environ.get("GATEHOUSE_OIDC_ISSUER", "").strip()
 OIDC_RP_CLIENT_ID = os.environ.get("GATEHOUSE_OIDC_CLIENT_ID", "").strip()
@@ -248,25 +249,25 @@ OIDC_USERNAME_CLAIM = (
     or "preferred_username"
 )
 OIDC_ROLE_MAP = env_map("GATEHOUSE_OIDC_ROLE_MAP")
-# A refused sign-in comes back to the login page, which says so (console.oidc).
+# A refused sign-in comes back to the login page, which says so (accounts.oidc).
 LOGIN_REDIRECT_URL_FAILURE = "login"
-AUTHENTICATION_BACKENDS = [*AUTHENTICATION_BACKENDS, "console.oidc.CompanySignInBackend"]
+AUTHENTICATION_BACKENDS = [*AUTHENTICATION_BACKENDS, "accounts.oidc.CompanySignInBackend"]
 
 # Failed logins within a cool-off: LOGIN_ACCOUNT_FAILURE_LIMIT for one account from one address,
 # LOGIN_ADDRESS_FAILURE_LIMIT for any accounts from one address (someone trying many names).
-# django-axes counts both (AXES_LOCKOUT_PARAMETERS) and asks core.login_throttle which
+# django-axes counts both (AXES_LOCKOUT_PARAMETERS) and asks accounts.login_throttle which
 # limit applies.
 LOGIN_ACCOUNT_FAILURE_LIMIT = env_int("GATEHOUSE_LOGIN_FAILURE_LIMIT", 5)
 LOGIN_ADDRESS_FAILURE_LIMIT = env_int("GATEHOUSE_LOGIN_ADDRESS_FAILURE_LIMIT", 10)
-AXES_FAILURE_LIMIT = "core.login_throttle.failure_limit"
+AXES_FAILURE_LIMIT = "accounts.login_throttle.failure_limit"
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("GATEHOUSE_LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 # A try while locked out does not push the end of the pause further: the page can say when.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
-AXES_USERNAME_CALLABLE = "core.login_throttle.throttled_username"
+AXES_USERNAME_CALLABLE = "accounts.login_throttle.throttled_username"
 AXES_CLIENT_IP_CALLABLE = "core.client_address.client_address"
-AXES_LOCKOUT_CALLABLE = "core.login_throttle.lockout_response"
+AXES_LOCKOUT_CALLABLE = "accounts.login_throttle.lockout_response"
 # Successful logins are not logged row by row: the table would only grow.
 AXES_DISABLE_ACCESS_LOG = True
 

@@ -4,8 +4,8 @@ from django.apps import apps
 from django.contrib import admin
 from django.urls import include, path, re_path
 
+from accounts.oidc import CallbackView, SignInView
 from automation import api
-from console.oidc import CallbackView, SignInView
 from console.urls import (
     about_urls,
     approval_urls,

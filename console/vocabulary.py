@@ -342,7 +342,7 @@ BATCH_STATUSES: dict[str, Term] = {
     BatchStatus.FINISHED: Term("Finished", "Every run in it was worked."),
 }
 
-# The role groups (automation.roles), as a person reads them: what each may do.
+# The role groups (accounts.roles), as a person reads them: what each may do.
 ROLE_NAMES: dict[str, Term] = {
     "security-approvers": Term(
         "Security approver", "Decides the account reviews and security requests sent to you."

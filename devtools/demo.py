@@ -16,6 +16,7 @@ from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from automation.classifiers.training import classifier_train
 from automation.intake.customers import customers_load_in_transaction
 from automation.intake.services import (
@@ -25,7 +26,6 @@ from automation.intake.services import (
     intake_submit,
 )
 from automation.models import ApiToken, ClassifierModel, Customer, IntakeChannel, Run
-from automation.roles import roles_ensure
 from devtools.fixtures import record_classifier_outcomes
 from policy.models import PolicyVersion
 from policy.schemas import PolicyDocument

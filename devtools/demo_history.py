@@ -25,6 +25,7 @@ import time_machine
 import yaml
 from django.contrib.auth.models import Group, User
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide
 from automation.classifiers.quality import reading_of
@@ -41,7 +42,6 @@ from automation.models import (
 )
 from automation.pipeline.services import run_advance
 from automation.recovery.services import run_correct, run_resolve, run_retry
-from automation.roles import roles_ensure
 from core.errors import ServiceError
 from policy.models import PolicyVersion
 from policy.services import (

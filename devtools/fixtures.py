@@ -17,6 +17,7 @@ from django.contrib.auth.models import Group, User
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from approvals.binding import Binding
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide
@@ -35,7 +36,6 @@ from automation.models import (
     State,
 )
 from automation.pipeline.services import run_advance
-from automation.roles import roles_ensure
 from automation.schemas import normalize_text
 from core.errors import ServiceError
 from devtools.services import checkpoint_import, checkpoint_resume, run_nudge

@@ -13,7 +13,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from automation.roles import roles_ensure
+from accounts.roles import roles_ensure
 from policy.catalogue import reference_catalogue
 from policy.models import PolicyVersion
 from policy.schemas import NEW_VERSION, PolicyDocument

@@ -25,10 +25,10 @@ from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.test import TestCase
 
+from accounts.roles import roles_ensure
 from automation.intake.services import IntakeResult, intake_submit
 from automation.models import IntakeChannel, RecordedOutcome, Run, State
 from automation.pipeline.services import run_advance
-from automation.roles import roles_ensure
 from core import embedded_db
 from policy import selectors
 from policy.services import policy_ensure_defaults

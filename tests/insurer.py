@@ -15,8 +15,8 @@ from typing import Any
 import yaml
 from django.contrib.auth.models import Group
 
+from accounts.roles import roles_ensure
 from automation.models import IntakeChannel
-from automation.roles import roles_ensure
 from policy.models import PolicyVersion
 from policy.services import parse_policy_text, policy_version_activate, policy_version_create
 

@@ -46,6 +46,7 @@ from django.utils.http import urlsafe_base64_encode
 from django_q.models import OrmQ, Schedule, Task
 from django_q.signing import SignedPackage
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalDecision, ApprovalRequest
 from approvals.services import approval_decide, approval_escalate
 from automation.effects.services import effect_pause, effect_resume
@@ -69,7 +70,6 @@ from automation.models import (
 from automation.models import Task as TaskRow
 from automation.recovery.services import batch_create
 from automation.recovery.simulation import simulation_start
-from automation.roles import roles_ensure
 from console.exports import EXPORTS
 from devtools.receiver.models import Delivery, Receipt
 from policy.services import DEFAULTS_DIR, parse_policy_text, policy_version_activate
@@ -123,7 +123,7 @@ RECOVERERS: Roles = frozenset({OPS, RECOVERY, SUPERUSER})  # recover_run, work_q
 LEADS: Roles = frozenset({OPS, SUPERUSER})  # channels, tokens, effects, policy, corrections
 REPORTERS: Roles = frozenset({OPS, AUDITOR, SUPERUSER})  # reports.view_reports
 HAS_ROLE: Roles = APPROVERS | READERS
-ADMINS: Roles = frozenset({ADMIN, SUPERUSER})  # automation.manage_teams: teams and people
+ADMINS: Roles = frozenset({ADMIN, SUPERUSER})  # accounts.manage_teams: teams and people
 STAFF: Roles = frozenset({*GROUPS, STAFF_NO_GROUP, SUPERUSER})  # the demo makes every role staff
 SIGNED_IN: Roles = STAFF | {NO_GROUP}
 EVERYONE: Roles = SIGNED_IN | SIGNED_OUT
@@ -225,7 +225,7 @@ EXPECTED: dict[str, Row] = {
     "password_reset_done": page(EVERYONE),
     "password_reset_confirm": form(EVERYONE),
     "password_reset_complete": page(EVERYONE),
-    # Company sign-in (OpenID Connect): off unless configured, as here (tests/console/test_oidc.py
+    # Company sign-in (OpenID Connect): off unless configured, as here (tests/accounts/test_oidc.py
     # drives it against a real provider).
     "oidc_authentication_init": {"GET": same(DENY), "POST": same(DENY)},
     "oidc_authentication_callback": {"GET": same(DENY), "POST": same(DENY)},

@@ -18,6 +18,7 @@ from django.test import Client
 from django.utils import timezone
 from django_fsm import FSMField
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalDecision, ApprovalRequest
 from audit.models import AuditEvent
 from automation.intake.services import api_token_create
@@ -33,7 +34,6 @@ from automation.models import (
     State,
     Task,
 )
-from automation.roles import roles_ensure
 from automation.schemas import ClassifierDecision, IntakeEvent
 from bench.generate import QUEUES, generate, mix
 from bench.pages import Figures, summary, table

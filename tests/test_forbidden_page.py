@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
-from automation.roles import roles_ensure
+from accounts.roles import roles_ensure
 from tests.conftest import Pipeline, decision_for, make_event
 
 pytestmark = pytest.mark.django_db

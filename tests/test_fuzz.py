@@ -26,11 +26,11 @@ from django.urls import reverse
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from accounts.roles import roles_ensure
 from audit.models import AuditEvent
 from automation.intake.services import MAIL_TYPE, api_token_create, intake_submit
 from automation.mail import parse_message
 from automation.models import IntakeChannel, IntakeRecord, Run, State
-from automation.roles import roles_ensure
 from policy.catalogue import reference_catalogue
 from tests.conftest import TIMEOUT, Pipeline, make_event
 

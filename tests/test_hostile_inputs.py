@@ -19,10 +19,10 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from automation.effects.http import MAX_RETRY_AFTER, _retry_after, sign, verify
 from automation.models import EffectControl
 from automation.recovery.simulation import simulation_process, simulation_start
-from automation.roles import roles_ensure
 from policy.models import PolicyVersion
 from policy.services import DEFAULTS_DIR, parse_policy_text, policy_version_create
 

@@ -30,7 +30,7 @@ from django.contrib.auth.models import Group, User
 from django.db.models import DateField, DateTimeField, Q, QuerySet, Value
 from django.test import Client
 
-from automation.roles import roles_ensure
+from accounts.roles import roles_ensure
 from core.inputs import EARLIEST, FIRST_MOMENT, LAST_MOMENT, LATEST
 from tests.conftest import Pipeline, rolled_back
 from tests.test_access_matrix import (

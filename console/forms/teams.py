@@ -1,12 +1,12 @@
 """The forms of the Teams and People pages (console/templates/teams): what a person typed,
-read into plain values; the services (automation.teams.services) check the rest and refuse
+read into plain values; the services (accounts.services) check the rest and refuse
 at the field the form names."""
 
 from __future__ import annotations
 
 from django import forms
 
-from automation.roles import ROLES
+from accounts.roles import ROLES
 
 ROLE_CHOICES = [(role.key, role.name) for role in ROLES.values()]
 

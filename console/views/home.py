@@ -10,8 +10,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 
+from accounts.roles import MANAGE_TEAMS
 from automation.intake.channels import CHANGE_CHANNEL
-from automation.roles import MANAGE_TEAMS
 from console.setup import start_needs_setup
 from console.views.staff import VIEW_RUNS
 from core.http import AuthenticatedHttpRequest

@@ -1,6 +1,6 @@
 """The Teams and People pages (`teams:*`, under /teams/ and /people/): an administrator makes
 teams, gives them roles and people, maps the company sign-in's groups to them, and adds,
-changes and deactivates people. Every change is a service of automation.teams.services;
+changes and deactivates people. Every change is a service of accounts.services;
 these views only read the form and show what the service said."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from automation.roles import MANAGE_TEAMS, ROLES, Role
-from automation.teams import selectors
-from automation.teams.models import Team
-from automation.teams.services import (
+from accounts import selectors
+from accounts.models import Team
+from accounts.roles import MANAGE_TEAMS, ROLES, Role
+from accounts.services import (
     FieldRefused,
     person_change,
     person_create,

@@ -14,10 +14,10 @@ from typing import Any
 import yaml
 from django.contrib.auth.models import Group
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalRequest, ApprovalStatus
 from automation.intake.services import intake_submit
 from automation.models import IntakeChannel, Run, State
-from automation.roles import roles_ensure
 from policy.services import parse_policy_text, policy_version_activate, policy_version_create
 from tests.conftest import Pipeline
 
@@ -91,7 +91,7 @@ def claims_channel(name: str = "claims-mail") -> IntakeChannel:
     """A mail channel read by the recorded classifier, decided by the claims business."""
     roles_ensure()
     # The business's approver groups hold the approver role's permissions, as a shipped
-    # approver group does (automation.roles).
+    # approver group does (accounts.roles).
     approver = Group.objects.get(name="finance-approvers").permissions.all()
     for group_name in GROUPS:
         group, _ = Group.objects.get_or_create(name=group_name)

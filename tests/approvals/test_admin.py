@@ -14,11 +14,11 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 from django.urls import reverse
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalDecision, ApprovalRequest
 from approvals.services import approval_decide
 from audit.models import AuditEvent
 from automation.models import Run
-from automation.roles import roles_ensure
 from policy.schemas import PolicyDocument
 from policy.services import DEFAULTS_DIR, policy_version_activate, policy_version_create
 from tests.conftest import Pipeline, decision_for, make_event

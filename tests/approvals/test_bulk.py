@@ -11,9 +11,9 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.services import approvals_decide_bulk
-from automation.roles import roles_ensure
 from policy.services import (
     DEFAULTS_DIR,
     parse_policy_text,

@@ -13,11 +13,11 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from approvals import selectors
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide, delegation_end, delegation_give
 from audit.models import AuditAction, AuditEvent
-from automation.roles import roles_ensure
 from core.errors import ServiceError
 from policy.services import (
     DEFAULTS_DIR,

@@ -9,10 +9,10 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalRequest
 from approvals.services import approval_assign, approval_claim, approval_release
 from audit.models import AuditAction, AuditEvent
-from automation.roles import roles_ensure
 from core.errors import ServiceError
 from notifications.models import Kind, Notification
 from notifications.services import notifications_find

@@ -12,13 +12,13 @@ from django.contrib.auth.models import Group, User
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from approvals import selectors
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide
 from audit.models import AuditEvent
 from automation.models import Effect, Outcome, Run, State
 from automation.pipeline.operations import run_reconsider, sweep_due
-from automation.roles import roles_ensure
 from core.errors import ServiceError
 from policy.services import (
     DEFAULTS_DIR,

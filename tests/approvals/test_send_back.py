@@ -14,13 +14,13 @@ from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db import connection
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide, approval_send_back
 from audit.models import AuditAction, AuditEvent
 from automation.models import Effect, EffectStatus, Outcome, Run, State
 from automation.recovery.models import RecoveryAction, RecoveryKind
 from automation.recovery.services import run_correct, run_correct_rejected
-from automation.roles import roles_ensure
 from core.codes import Refusal
 from core.errors import ServiceError
 from reports.histograms import DECIDED_BY_A_PERSON

@@ -20,6 +20,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from approvals import selectors
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.services import (
@@ -50,7 +51,6 @@ from automation.recovery.services import (
     run_resume,
     run_retry,
 )
-from automation.roles import roles_ensure
 from core.errors import ServiceError
 from devtools.services import checkpoint_import, run_nudge
 from tests.approvals.test_bulk import bulk_policy

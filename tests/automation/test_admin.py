@@ -9,6 +9,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalRequest
 from automation.models import (
     AuditEvent,
@@ -21,7 +22,6 @@ from automation.models import (
     State,
 )
 from automation.recovery.services import OPERATIONS as RECOVERY_OPERATIONS
-from automation.roles import roles_ensure
 from core.errors import state_conflict
 from tests.catalogues import SIGNING_VARIABLE, activate_effects, http_effect
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event

@@ -10,7 +10,7 @@ import zipfile
 from email.message import EmailMessage
 from pathlib import Path
 
-from automation.roles import roles_ensure
+from accounts.roles import roles_ensure
 from policy.models import PolicyVersion
 from policy.services import parse_policy_text, policy_version_activate, policy_version_create
 

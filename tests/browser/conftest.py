@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from django.contrib.auth.models import Group, User
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalRequest
-from automation.roles import roles_ensure
 from policy.services import (
     DEFAULTS_DIR,
     parse_policy_text,

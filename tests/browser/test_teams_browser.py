@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from console.views.approvals import RESULT_MESSAGES
-from tests.automation.teams.test_teams import activate_pet_insurer, vet_bill
+from tests.accounts.test_teams import activate_pet_insurer, vet_bill
 from tests.browser.conftest import PLAYWRIGHT_MISSING, Person, log_in, screenshot
 from tests.conftest import Pipeline
 

@@ -14,10 +14,10 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
+from accounts.roles import roles_ensure
 from automation.intake.services import api_token_create
 from automation.models import IntakeChannel, Run
 from automation.openapi import openapi_document
-from automation.roles import roles_ensure
 
 pytestmark = pytest.mark.django_db
 

@@ -8,9 +8,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from automation.models import Run, State
-from automation.roles import roles_ensure
 from tests.catalogues import activate_effects, http_effect
 from tests.conftest import Pipeline, decision_for, make_event
 

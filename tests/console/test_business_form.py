@@ -12,7 +12,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
-from automation.roles import roles_ensure
+from accounts.roles import roles_ensure
 from console.forms.business import NEW_ROUTE, BusinessForm
 from policy.catalogue import reference_catalogue
 from policy.models import PolicyVersion

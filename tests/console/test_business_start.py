@@ -20,7 +20,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
-from automation.roles import roles_ensure
+from accounts.roles import roles_ensure
 from console.forms.business import BusinessForm
 from policy.models import PolicyVersion
 from tests.automation.conftest import SettingsWrapper

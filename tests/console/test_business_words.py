@@ -12,8 +12,8 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
+from accounts.roles import roles_ensure
 from automation.models import IntakeChannel, Run, State
-from automation.roles import roles_ensure
 from console import vocabulary
 from console.vocabulary import Kind
 from policy import selectors

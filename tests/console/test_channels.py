@@ -20,6 +20,7 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
+from accounts.roles import roles_ensure
 from audit.models import AuditEvent
 from automation.classifiers.training import classifier_train
 from automation.conf import setting
@@ -31,7 +32,6 @@ from automation.intake.channels import (
     mailbox_set,
 )
 from automation.intake.models import ApiToken, IntakeChannel, Mailbox
-from automation.roles import roles_ensure
 from automation.runs.models import Run
 from policy.models import PolicyVersion
 from policy.services import parse_policy_text, policy_version_activate, policy_version_create

@@ -20,6 +20,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
+from accounts.roles import roles_ensure
 from audit.models import AuditAction, AuditEvent
 from automation.models import (
     ClassificationAttempt,
@@ -33,7 +34,6 @@ from automation.models import (
     StageOutcome,
     StageRecord,
 )
-from automation.roles import roles_ensure
 from console.exports import EXPORTS, spreadsheet_safe
 from tests.conftest import rolled_back
 from tests.history_rows import rewrite

@@ -16,9 +16,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from approvals import selectors
 from approvals.models import ApprovalRequest
-from automation.roles import roles_ensure
 from console.templatetags.lists import rule_sentence
 from policy.services import (
     DEFAULTS_DIR,

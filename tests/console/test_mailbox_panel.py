@@ -14,8 +14,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils.html import escape
 
+from accounts.roles import roles_ensure
 from automation.intake.selectors import WATCHER_STATUSES
-from automation.roles import roles_ensure
 from console.vocabulary import MAILBOX_STATUSES
 from tests.html_rows import Row, rows
 from tests.mailboxes import make_mailbox

@@ -15,10 +15,10 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalRequest
 from approvals.services import approval_assign, approval_decide
 from automation.models import Run
-from automation.roles import roles_ensure
 from tests.approvals.test_bulk import waiting
 from tests.conftest import Pipeline, make_event
 

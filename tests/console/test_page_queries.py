@@ -20,6 +20,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from approvals import selectors as approval_selectors
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
@@ -32,7 +33,6 @@ from automation.recovery.selectors import (
     queue_summaries,
 )
 from automation.recovery.services import run_retry
-from automation.roles import roles_ensure
 from automation.runs.comments import run_comment_add
 from console import context_processors
 from core import admin_base

@@ -16,9 +16,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from automation.models import Simulation
 from automation.recovery.simulation import simulation_process, simulation_start
-from automation.roles import roles_ensure
 from console.forms.policy import PolicyForm
 from policy.catalogue import reference_catalogue
 from policy.models import PolicyVersion

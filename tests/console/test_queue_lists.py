@@ -20,11 +20,11 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from automation.intake.services import MAIL_TYPE, intake_submit
 from automation.models import Outcome, RecoveryAction, Run
 from automation.recovery.selectors import QueueFilters, queue_items
 from automation.recovery.services import CLAIM_MANY_LIMIT, queue_claim, queue_claim_many
-from automation.roles import roles_ensure
 from core.errors import ServiceError
 from core.keyset import NEWEST
 from policy.services import (

@@ -8,10 +8,10 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalRequest
 from audit.models import AuditAction, AuditEvent
 from automation.models import Run, RunComment
-from automation.roles import roles_ensure
 from tests.conftest import Pipeline, decision_for, make_event
 
 

@@ -17,8 +17,8 @@ from django.db.models import QuerySet
 from django.test import Client
 from django.urls import reverse
 
+from accounts.roles import roles_ensure
 from automation.intake.models import Customer, IntakeChannel
-from automation.roles import roles_ensure
 from policy.services import parse_policy_text, policy_version_activate, policy_version_create
 from tests.approvals.claims import CLAIMS, claims_channel
 from tests.catalogues import email_reply_effect

@@ -14,10 +14,10 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from automation.effects.models import Task, TaskComment
 from automation.effects.task_work import task_comment_add
 from automation.intake.services import intake_submit
-from automation.roles import roles_ensure
 from notifications.models import Kind, Notification
 from notifications.services import notifications_find
 from tests.approvals.claims import CORRECTED, VAN_MAIL_ID, claims_channel, van_mail

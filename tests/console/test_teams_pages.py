@@ -9,8 +9,8 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
-from automation.roles import ROLES, roles_ensure
-from automation.teams.models import Team
+from accounts.models import Team
+from accounts.roles import ROLES, roles_ensure
 
 pytestmark = pytest.mark.django_db
 

@@ -154,6 +154,10 @@ def _console_names() -> set[str]:
 
 
 def _is_console_page(module: str) -> bool:
+    """The console's views, and company sign-in's two pages (accounts.oidc), which its login
+    page leads to."""
+    if module == "accounts.oidc":
+        return True
     return module.startswith("console.") and not module.startswith("console.admin.")
 
 

@@ -11,9 +11,9 @@ import pytest
 import time_machine
 from pytest_django.fixtures import Settings as SettingsWrapper
 
+from accounts.roles import roles_ensure
 from automation.effects.services import effect_deliver
 from automation.models import Effect, EffectAttempt, EffectStatus, Outcome, State
-from automation.roles import roles_ensure
 from devtools.receiver.models import Delivery, Receipt
 from tests.catalogues import SIGNING_VARIABLE, activate_effects, http_effect
 from tests.conftest import Pipeline, decision_for, make_event

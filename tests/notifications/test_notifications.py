@@ -20,10 +20,10 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalRequest
 from approvals.services import approval_escalate
 from automation.models import Run
-from automation.roles import roles_ensure
 from automation.runs.comments import run_comment_add
 from notifications.models import Kind, Mode, Notification, Preference, Status
 from notifications.services import notifications_digest, notifications_find, notifications_send

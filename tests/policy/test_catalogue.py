@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import reverse
 from jinja2.exceptions import SecurityError
 
-from automation.roles import roles_ensure
+from accounts.roles import roles_ensure
 from console.vocabulary import Kind, label
 from policy.catalogue import TEMPLATES, reference_catalogue, template_names
 from policy.models import PolicyVersion

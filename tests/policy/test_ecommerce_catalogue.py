@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from automation.roles import SAMPLE_TEAMS, roles_ensure
+from accounts.roles import SAMPLE_TEAMS, roles_ensure
 from policy.catalogue import CREDENTIAL_HEADER, FieldType, Secret
 from policy.evaluation import EventFacts, Interpretation, Verdict, evaluate
 from policy.models import PolicyVersion

@@ -15,10 +15,10 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from audit.models import AuditEvent
 from automation.models import Effect, Run, Simulation, State
 from automation.recovery.simulation import simulation_process, simulation_start
-from automation.roles import roles_ensure
 from policy.evaluation import EventFacts, Interpretation, Verdict, evaluate
 from policy.models import PolicyVersion
 from policy.services import (

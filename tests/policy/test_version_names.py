@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
-from automation.roles import roles_ensure
+from accounts.roles import roles_ensure
 from policy.models import PolicyVersion
 from policy.schemas import PolicyDocument
 from policy.services import (

@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from django.db import IntegrityError, connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
-from automation.roles import roles_ensure
+from accounts.roles import roles_ensure
 from policy import models as policy_models
 from policy.models import PolicyVersion, parsed_version
 from policy.schemas import PolicyDocument

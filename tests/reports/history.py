@@ -19,11 +19,11 @@ from typing import Any
 import time_machine
 from django.contrib.auth.models import Group, User
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from automation.models import IntakeChannel, Run, StageRecord
 from automation.recovery.services import queue_claim, run_correct, run_resolve
-from automation.roles import roles_ensure
 from policy.services import (
     DEFAULTS_DIR,
     parse_policy_text,

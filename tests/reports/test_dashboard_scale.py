@@ -22,6 +22,7 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalRequest
 from audit.models import AuditEvent
 from automation.models import (
@@ -32,7 +33,6 @@ from automation.models import (
     StageRecord,
     State,
 )
-from automation.roles import roles_ensure
 from policy.services import (
     parse_policy_text,
     policy_ensure_defaults,

@@ -9,8 +9,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from automation.models import Label, LabelSource, QAReview, QAStatus, Run
-from automation.roles import roles_ensure
 from console.exports import EXPORTS
 from reports.selectors import ErrorRate, Period, measured_quality
 from tests.conftest import Pipeline, _user, decision_for, make_event

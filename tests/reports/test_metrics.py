@@ -14,6 +14,7 @@ from django.urls import reverse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalRequest, ApprovalStatus
 from automation.classifiers.models import ModelServer
 from automation.effects.services import effect_pause
@@ -27,7 +28,6 @@ from automation.models import (
     Run,
     State,
 )
-from automation.roles import roles_ensure
 from reports.metrics import REGISTRY
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event
 from tests.mailboxes import make_mailbox

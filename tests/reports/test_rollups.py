@@ -20,9 +20,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from audit.services import audit_record
 from automation.models import IntakeChannel, RecoveryAction, RecoveryKind, Run, StageRecord, State
-from automation.roles import roles_ensure
 from reports import histograms, rollups, selectors
 from reports.models import (
     DeliveryTotal,

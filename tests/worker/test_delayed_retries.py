@@ -20,8 +20,8 @@ from django_q.conf import Conf
 from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
+from accounts.roles import roles_ensure
 from automation.models import Effect, EffectStatus, Run, State
-from automation.roles import roles_ensure
 from tests.automation.pipeline.test_throughput import submit
 from tests.catalogues import SIGNING_VARIABLE, activate_effects
 from tests.catalogues import http_effect as http_effect_entry

@@ -11,13 +11,13 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
+from accounts.roles import roles_ensure
 from automation.classifiers.base import ClassifierInput
 from automation.classifiers.heuristic import HeuristicClassifier, extract, read
 from automation.extraction import parse_date
 from automation.intake.services import MAIL_TYPE, channel_get_or_create, intake_submit
 from automation.mail import parse_message
 from automation.models import State
-from automation.roles import roles_ensure
 from automation.schemas import ClassifierDecision, MailEvent, decision_contract
 from policy.catalogue import Catalogue, reference_catalogue
 from policy.services import DEFAULTS_DIR, parse_policy_text

@@ -17,10 +17,10 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from automation.classifiers.models import ModelServer
 from automation.models import ClassificationAttempt, Run, State
 from automation.pipeline.services import run_advance
-from automation.roles import roles_ensure
 from reports.rollups import rollups_refresh
 from tests.automation.conftest import MODEL, SettingsWrapper, configure, llm_pipeline
 from tests.chatserver import ChatServer, status

@@ -22,6 +22,7 @@ from django.urls import reverse
 from django.utils import timezone
 from pydantic import ValidationError
 
+from accounts.roles import roles_ensure
 from automation.classifiers import classifier_versions, get_classifier, openai_compatible
 from automation.classifiers.base import (
     VERSIONS,
@@ -46,7 +47,6 @@ from automation.models import (
     StageRecord,
     State,
 )
-from automation.roles import roles_ensure
 from automation.schemas import decision_contract
 from policy.catalogue import Catalogue, reference_catalogue
 from policy.services import parse_policy_text, policy_version_create

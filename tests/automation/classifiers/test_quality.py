@@ -15,11 +15,11 @@ from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.core.management import call_command
 
+from accounts.roles import roles_ensure
 from audit.models import AuditEvent
 from automation.classifiers.quality import qa_confirm, qa_correct, qa_reconcile
 from automation.models import Label, LabelSource, QAReview, QAStatus, Run, State, Task
 from automation.recovery.services import run_correct
-from automation.roles import roles_ensure
 from core.errors import ServiceError
 from policy.evaluation import qa_sample
 from policy.services import (

@@ -11,10 +11,10 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
+from accounts.roles import roles_ensure
 from audit.models import AuditAction, AuditEvent
 from automation.effects.services import effect_pause, effect_resume
 from automation.models import EffectControl
-from automation.roles import roles_ensure
 from core.errors import ServiceError
 
 EFFECT = "send_internal_notification"

@@ -19,6 +19,7 @@ from django.test import Client
 from django.urls import reverse
 from pydantic import ValidationError
 
+from accounts.roles import roles_ensure
 from automation.effects.services import effect_retry_in_transaction
 from automation.models import (
     AuditEvent,
@@ -30,7 +31,6 @@ from automation.models import (
     Run,
     State,
 )
-from automation.roles import roles_ensure
 from policy.models import PolicyVersion
 from policy.services import PolicyError, policy_version_create
 from tests.automation.conftest import SettingsWrapper

@@ -7,9 +7,9 @@ from django.contrib.auth.models import Group, User
 from django.core.exceptions import PermissionDenied
 from django.core.management import CommandError, call_command
 
+from accounts.roles import roles_ensure
 from audit.models import AuditEvent
 from automation.models import EffectControl
-from automation.roles import roles_ensure
 
 
 def effects(*args: str) -> str:

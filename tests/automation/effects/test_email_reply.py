@@ -13,12 +13,12 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
+from accounts.roles import roles_ensure
 from automation.effects.services import effect_deliver
 from automation.intake.customers import customers_load
 from automation.intake.services import channel_get_or_create
 from automation.mail import parse_message
 from automation.models import Effect, EffectStatus, IntakeChannel, Run, State
-from automation.roles import roles_ensure
 from tests.catalogues import activate_effects, email_reply_effect
 from tests.conftest import Pipeline
 from tests.mailserver import Inbox, send_through, smtp_server

@@ -33,6 +33,7 @@ from django.utils import timezone
 from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
+from accounts.roles import roles_ensure
 from automation.effects.http import verify
 from automation.effects.services import PAUSE_RECHECK, effect_deliver, effect_pause, effect_resume
 from automation.models import (
@@ -50,7 +51,6 @@ from automation.models import (
 )
 from automation.pipeline.operations import sweep_due
 from automation.recovery.services import effects_retry_held
-from automation.roles import roles_ensure
 from automation.runs.sending import DELIVER_EFFECT_TASK
 from core import backoff as retry_timing
 from policy.models import PolicyVersion

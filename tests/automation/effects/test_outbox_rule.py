@@ -23,6 +23,7 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from accounts.roles import permissions_of, roles_ensure
 from approvals.models import ApprovalRequest
 from approvals.services import approvals_decide_bulk
 from automation.extraction import parse_date
@@ -37,7 +38,6 @@ from automation.recovery.services import (
     run_resolve,
     run_resume,
 )
-from automation.roles import permissions_of, roles_ensure
 from devtools.services import checkpoint_import
 from policy.models import PolicyVersion
 from policy.services import parse_policy_text, policy_version_activate, policy_version_create

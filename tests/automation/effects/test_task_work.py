@@ -11,11 +11,11 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from audit.models import AuditAction, AuditEvent
 from automation.effects.models import Task, TaskComment
 from automation.effects.selectors import TASK_DONE, task_teams, tasks_for
 from automation.effects.task_work import task_claim, task_comment_add, task_done, task_release
-from automation.roles import roles_ensure
 from core.codes import Refusal
 from core.errors import ServiceError
 from tests.approvals.claims import claims_channel

@@ -14,10 +14,10 @@ from django.contrib.auth.models import Group, User
 from django.core.exceptions import PermissionDenied
 from django.test import Client
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalRequest
 from automation.intake.services import api_token_create, api_tokens_revoke, channel_get_or_create
 from automation.models import AuditEvent, Effect, IntakeChannel, IntakeRecord, Outcome, Run, State
-from automation.roles import roles_ensure
 from automation.runs.sending import ADVANCE_RUN_TASK
 from automation.schemas import MAX_JSON_DEPTH
 from policy.models import PolicyVersion

@@ -13,6 +13,7 @@ from django.contrib.auth.models import Group, User
 from django.core.exceptions import PermissionDenied
 from django.core.management import CommandError, call_command
 
+from accounts.roles import roles_ensure
 from audit.models import AuditAction, AuditEvent
 from automation.classifiers import heuristic
 from automation.intake.customers import (
@@ -27,7 +28,6 @@ from automation.intake.customers import (
 from automation.intake.models import Customer
 from automation.intake.services import intake_submit
 from automation.models import Run
-from automation.roles import roles_ensure
 from policy.services import parse_policy_text, policy_business
 from tests.conftest import Pipeline
 from tests.insurer import (

@@ -18,6 +18,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
+from accounts.roles import roles_ensure
 from audit.models import AuditEvent
 from automation.intake.customers import customers_load
 from automation.intake.services import api_token_create, channel_get_or_create, intake_submit
@@ -34,7 +35,6 @@ from automation.models import (
     Task,
 )
 from automation.recovery.services import CorrectionInvalid, run_correct, run_replay
-from automation.roles import roles_ensure
 from automation.runs.payloads import effect_key
 from policy.models import PolicyVersion
 from tests.conftest import Pipeline

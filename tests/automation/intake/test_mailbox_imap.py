@@ -28,11 +28,11 @@ import pytest
 from django.db import connection
 from imapclient.exceptions import LoginError
 
+from accounts.roles import roles_ensure
 from automation.intake.imap import REFUSED, TAKEN, MailboxWatcher
 from automation.intake.services import channel_get_or_create
 from automation.mail import parse_message
 from automation.models import Effect, IntakeChannel, IntakeRecord, Mailbox, Run, State
-from automation.roles import roles_ensure
 from core.codes import MailRefusal, Outcome
 from tests.automation.intake.test_mail_budget import MEMORY_LIMIT, bomb
 from tests.catalogues import activate_effects, email_reply_effect

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from django.contrib.auth.models import User
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide
 from automation.models import Effect, EffectStatus, Outcome, Run, State, Task
-from automation.roles import roles_ensure
 from policy.catalogue import reference_catalogue
 from policy.models import PolicyVersion
 from policy.schemas import NEW_VERSION, PolicyDocument

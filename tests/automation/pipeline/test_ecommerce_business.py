@@ -21,12 +21,12 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_decide
 from automation.intake.services import channel_get_or_create
 from automation.models import Effect, EffectStatus, Run, State, Task
 from automation.recovery.services import run_correct
-from automation.roles import roles_ensure
 from policy.services import parse_policy_text, policy_version_activate, policy_version_create
 from reports import rollups
 from tests.conftest import Pipeline, _user

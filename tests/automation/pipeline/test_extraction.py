@@ -8,10 +8,10 @@ from decimal import Decimal
 import pytest
 from django.contrib.auth.models import Group, User
 
+from accounts.roles import roles_ensure
 from automation.extraction import extraction_problems, parse_amount, parse_date
 from automation.models import Outcome, State
 from automation.recovery.services import CorrectionInvalid, run_correct
-from automation.roles import roles_ensure
 from tests.conftest import Pipeline, decision_for, make_event
 
 

@@ -13,10 +13,10 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalRequest
 from automation.models import Effect, Run, State
 from automation.recovery.simulation import simulation_process, simulation_start
-from automation.roles import roles_ensure
 from policy.schemas import NEW_VERSION, PolicyDocument
 from policy.services import policy_version_activate, policy_version_create
 from tests.conftest import Pipeline

@@ -9,10 +9,10 @@ import pytest
 import yaml
 from django.contrib.auth.models import Group, User
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalRequest
 from automation.models import Outcome, Run, StageName, StageOutcome, State
 from automation.recovery.services import run_correct
-from automation.roles import roles_ensure
 from automation.runs.payloads import interpretation_of, sender_text
 from policy.services import (
     DEFAULTS_DIR,

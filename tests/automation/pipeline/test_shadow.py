@@ -12,6 +12,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from audit.models import AuditEvent
 from automation.classifiers import base
 from automation.classifiers.base import ClassifierInput
@@ -31,7 +32,6 @@ from automation.pipeline.shadow import (
     classifier_rollback,
     shadow_compare,
 )
-from automation.roles import roles_ensure
 from core.errors import ServiceError
 from tests.conftest import Pipeline, _user, decision_for, make_event
 

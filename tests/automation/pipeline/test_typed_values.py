@@ -14,10 +14,10 @@ import pytest
 from django.core.management import call_command
 from pydantic import ValidationError
 
+from accounts.roles import roles_ensure
 from automation.intake.customers import customers_load
 from automation.intake.services import channel_get_or_create
 from automation.models import Effect, IntakeChannel, Run, State
-from automation.roles import roles_ensure
 from policy.catalogue import Catalogue, Money, reference_catalogue, render_template
 from tests.catalogues import SIGNING_VARIABLE, activate_effects, email_reply_effect, http_effect
 from tests.conftest import Pipeline, decision_for, make_event

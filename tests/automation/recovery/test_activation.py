@@ -14,6 +14,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from audit.models import AuditEvent
 from automation.models import Simulation
 from automation.recovery.activation import (
@@ -22,7 +23,6 @@ from automation.recovery.activation import (
     policy_activate_after_simulation,
 )
 from automation.recovery.simulation import simulation_process, simulation_start
-from automation.roles import roles_ensure
 from core.errors import ServiceError
 from policy.models import PolicyVersion
 from policy.services import (

@@ -17,6 +17,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from audit.models import AuditEvent
@@ -43,7 +44,6 @@ from automation.recovery.services import (
     run_retry,
     run_retry_effect,
 )
-from automation.roles import roles_ensure
 from core.errors import ServiceError
 from devtools.services import checkpoint_import
 from tests.conftest import TIMEOUT, Pipeline, decision_for, make_event

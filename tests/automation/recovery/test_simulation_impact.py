@@ -12,10 +12,10 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
+from accounts.roles import roles_ensure
 from automation.models import Run, Simulation, State
 from automation.recovery.activation import activation_simulation
 from automation.recovery.simulation import simulation_process, simulation_start
-from automation.roles import roles_ensure
 from policy.services import (
     DEFAULTS_DIR,
     parse_policy_text,

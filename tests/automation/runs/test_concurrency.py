@@ -17,6 +17,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from automation import tasks
 from automation.classifiers.recorded import RecordedClassifier
 from automation.intake.services import MAIL_TYPE, IntakeResult, channel_get_or_create, intake_submit
@@ -33,7 +34,6 @@ from automation.models import (
     State,
     Task,
 )
-from automation.roles import roles_ensure
 from automation.runs.sending import ADVANCE_RUN_TASK, DELIVER_EFFECT_TASK
 from tests.catalogues import SIGNING_VARIABLE, activate_effects, http_effect
 from tests.conftest import Pipeline, decision_for, make_event

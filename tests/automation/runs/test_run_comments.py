@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 import pytest
 from django.contrib.auth.models import Group, User
 
+from accounts.roles import roles_ensure
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.selectors import can_decide, decidable_by, not_yours
 from approvals.services import approval_decide
 from audit.models import AuditAction, AuditEvent
 from automation.models import Run, RunComment, State
-from automation.roles import roles_ensure
 from automation.runs.comments import body_pieces, mentions_of, run_comment_add
 from core.codes import Refusal
 from core.errors import ServiceError

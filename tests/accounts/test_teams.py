@@ -15,13 +15,10 @@ import pytest
 from django.contrib.auth.models import Group, Permission, User
 from django.db import connection
 
-from approvals.models import ApprovalRequest, ApprovalStatus
-from approvals.services import approval_decide
-from audit.models import AuditAction, AuditEvent
-from automation.roles import ROLES, SAMPLE_TEAMS, permissions_of, roles_ensure
-from automation.teams.models import Team
-from automation.teams.selectors import administrators
-from automation.teams.services import (
+from accounts.models import Team
+from accounts.roles import ROLES, SAMPLE_TEAMS, permissions_of, roles_ensure
+from accounts.selectors import administrators
+from accounts.services import (
     FieldRefused,
     person_change,
     person_create,
@@ -31,6 +28,9 @@ from automation.teams.services import (
     team_member_add,
     team_member_remove,
 )
+from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.services import approval_decide
+from audit.models import AuditAction, AuditEvent
 from core.codes import Refusal
 from core.errors import ServiceError
 from policy.services import parse_policy_text, policy_version_activate, policy_version_create
@@ -38,7 +38,7 @@ from tests.conftest import Pipeline, make_event
 
 pytestmark = pytest.mark.django_db
 
-PET_INSURER = Path(__file__).resolve().parents[2] / "data" / "pet-insurer-1.yaml"
+PET_INSURER = Path(__file__).resolve().parents[1] / "data" / "pet-insurer-1.yaml"
 DESK = "claims-desk"
 
 

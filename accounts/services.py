@@ -1,5 +1,5 @@
 """Making teams, giving them roles and people, and adding people: each change one atomic,
-audited use case, allowed to administrators (automation.manage_teams) and superusers.
+audited use case, allowed to administrators (accounts.manage_teams) and superusers.
 
 No one escalates through these: a person never changes their own teams, nor the roles of a
 team they are in (so never gives a team of theirs the administrator role); only a superuser
@@ -19,11 +19,11 @@ from django.core.exceptions import ValidationError
 from django.core.validators import EmailValidator
 from django.db import IntegrityError, transaction
 
+from accounts.models import Team
+from accounts.roles import MANAGE_TEAMS, ROLES, known_roles, team_permissions_apply
+from accounts.selectors import administrators
 from audit.models import AuditAction
 from audit.services import audit_record
-from automation.roles import MANAGE_TEAMS, ROLES, known_roles, team_permissions_apply
-from automation.teams.models import Team
-from automation.teams.selectors import administrators
 from core.codes import Refusal
 from core.errors import ServiceError
 
@@ -240,7 +240,7 @@ def check_provider_groups(names: Iterable[str]) -> list[str]:
 
 def team_provider_groups_set(*, name: str, provider_groups: Iterable[str], by: User) -> Team:
     """The company sign-in's groups whose members are put in this team (and taken out of it
-    when they are no longer in any of them) at each company sign-in (console.oidc)."""
+    when they are no longer in any of them) at each company sign-in (accounts.oidc)."""
     _check_manager(by)
     chosen = check_provider_groups(provider_groups)
     with transaction.atomic(durable=True):

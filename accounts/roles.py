@@ -1,5 +1,5 @@
 """Roles are defined here, in code: each a name, a sentence of what it may do, and the
-permissions that let it. A team is any group of people given roles (automation.teams): its
+permissions that let it. A team is any group of people given roles (accounts.models.Team): its
 group holds exactly the union of its roles' permissions, and approval routing names teams by
 their group's name.
 
@@ -17,10 +17,14 @@ from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 from django.db.models import Q
 
-from automation.teams.models import Team
+from accounts.models import Team
 
 APPS = ["automation", "approvals", "policy", "audit"]
-VIEW_ALL = Q(content_type__app_label__in=APPS, codename__startswith="view_")
+# Reading teams (view_team) was one of automation's permissions before teams moved to
+# accounts: it stays in, and no other of accounts' (nobody reads a company identity).
+VIEW_ALL = Q(content_type__app_label__in=APPS, codename__startswith="view_") | Q(
+    content_type__app_label="accounts", codename="view_team"
+)
 
 # Approvers read runs and the requests routed to their groups, and decide those.
 # Not the runs at large: another team's run is none of their business.
@@ -46,7 +50,7 @@ OPS_LEAD = VIEW_ALL | Q(
     ]
 )
 
-MANAGE_TEAMS = "automation.manage_teams"
+MANAGE_TEAMS = "accounts.manage_teams"
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,7 @@ ROLES: dict[str, Role] = {
             "Administrator",
             "Makes teams and gives them roles, adds people to teams and takes them out, adds "
             "people and deactivates them (never their own team or account).",
-            Q(content_type__app_label="automation", codename="manage_teams"),
+            Q(content_type__app_label="accounts", codename="manage_teams"),
         ),
     )
 }

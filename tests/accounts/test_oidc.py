@@ -16,11 +16,11 @@ from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
+from accounts.models import CompanyIdentity
+from accounts.oidc import BAD_CLAIMS, LINKED_ELSEWHERE, LOCAL_ACCOUNT, REFUSED
+from accounts.roles import roles_ensure
+from accounts.services import team_create, team_member_add, team_provider_groups_set
 from audit.models import AuditAction, AuditEvent
-from automation.roles import roles_ensure
-from automation.teams.services import team_create, team_member_add, team_provider_groups_set
-from console.models import CompanyIdentity
-from console.oidc import BAD_CLAIMS, LINKED_ELSEWHERE, LOCAL_ACCOUNT, REFUSED
 from tests.oidcprovider import Provider, running_provider
 
 pytestmark = pytest.mark.django_db

@@ -43,10 +43,10 @@ from django.utils import timezone
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
+from accounts.models import CompanyIdentity
+from accounts.selectors import teams_by_provider_group
 from audit.models import AuditAction
 from audit.services import audit_record
-from automation.teams.selectors import teams_by_provider_group
-from console.models import CompanyIdentity
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from automation.roles import roles_ensure
+from accounts.roles import roles_ensure
 
 
 class Command(BaseCommand):

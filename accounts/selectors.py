@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.contrib.auth.models import User
 from django.db.models import Prefetch, Q, QuerySet
 
-from automation.roles import ADMINISTRATOR
-from automation.teams.models import Team
+from accounts.models import Team
+from accounts.roles import ADMINISTRATOR
 
 
 def administrators() -> QuerySet[User]:

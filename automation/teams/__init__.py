@@ -1,1 +1,0 @@
-"""Teams: groups of people given roles (automation.roles), made and changed in the console."""
