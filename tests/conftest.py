@@ -27,7 +27,7 @@ from django.test import TestCase
 
 from accounts.roles import roles_ensure
 from automation.intake.services import IntakeResult, intake_submit
-from automation.models import IntakeChannel, RecordedOutcome, Run, State
+from automation.models import IntakeChannel, IntakeRecord, RecordedOutcome, Run, State
 from automation.pipeline.services import run_advance
 from core import embedded_db
 from policy import selectors
@@ -197,6 +197,26 @@ def channel(policy: None) -> IntakeChannel:
         workflow_version="workflow-1",
         prompt_version="prompt-1",
         max_classifier_attempts=2,
+    )
+
+
+@pytest.fixture
+def bare_run(db: None) -> Run:
+    """A run with its channel and intake record and nothing else: the row a model's own
+    transitions are tested on, without the pipeline."""
+    channel = IntakeChannel.objects.create(
+        name="bare", workflow_version="workflow-1", prompt_version="prompt-1"
+    )
+    intake = IntakeRecord.objects.create(
+        channel=channel, raw=b"{}", content_type="application/json", source="test"
+    )
+    return Run.objects.create(
+        channel=channel,
+        intake=intake,
+        event_id="evt-1",
+        workflow_version="workflow-1",
+        classifier_version="recorded-classifier-1",
+        prompt_version="prompt-1",
     )
 
 

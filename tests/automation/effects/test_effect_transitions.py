@@ -12,27 +12,14 @@ from django.utils import timezone
 from django_fsm import ConcurrentTransition, TransitionNotAllowed
 
 from automation.effects.models import Effect, EffectStatus
-from automation.models import IntakeChannel, IntakeRecord, Run
+from automation.models import Run
 
 NOW = timezone.now()
 
 
 @pytest.fixture
-def run(db: None) -> Run:
-    channel = IntakeChannel.objects.create(
-        name="effect-transitions", workflow_version="workflow-1", prompt_version="prompt-1"
-    )
-    intake = IntakeRecord.objects.create(
-        channel=channel, raw=b"{}", content_type="application/json", source="test"
-    )
-    return Run.objects.create(
-        channel=channel,
-        intake=intake,
-        event_id="evt-1",
-        workflow_version="workflow-1",
-        classifier_version="recorded-classifier-1",
-        prompt_version="prompt-1",
-    )
+def run(bare_run: Run) -> Run:
+    return bare_run
 
 
 def effect_in(run: Run, status: str, **fields: Any) -> Effect:
