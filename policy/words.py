@@ -81,7 +81,7 @@ OUTCOMES: dict[str, Term] = {
     ),
 }
 
-# The role groups (automation.roles) as a request's route or a queue's owner names them: the
+# The role groups (accounts.roles) as a request's route or a queue's owner names them: the
 # people in it. Any other team is called by its name.
 GROUPS: dict[str, Term] = {
     "security-approvers": Term(

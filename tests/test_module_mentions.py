@@ -14,7 +14,7 @@ tests/packages.py; migrations left out):
   (`automation.work_queue`, a permission) is not a module path and is not checked.
 
 The pages in docs/ are held to the same for what they quote in backticks from the top of the
-checkout: a path that starts with a product package (`console/oidc.py`), with its `::name`,
+checkout: a path that starts with a product package (`accounts/oidc.py`), with its `::name`,
 and a dotted module path. A page's path relative to a table row is the architecture map's to
 check (tests/test_architecture_map.py).
 """

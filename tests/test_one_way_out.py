@@ -32,7 +32,7 @@ HTTP_EXEMPT = {
     # The company sign-in is mozilla-django-oidc's code flow: the library fetches the token
     # with requests under its own settings (OIDC_VERIFY_SSL, OIDC_PROXY, OIDC_TIMEOUT), and
     # the override of its key lookup fetches the JWKS the same way, with the same settings.
-    "console/oidc.py",
+    "accounts/oidc.py",
 }
 
 SENDING = {

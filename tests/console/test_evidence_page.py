@@ -7,10 +7,10 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.utils import timezone
 
+from accounts.roles import roles_ensure
 from approvals import selectors
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
-from automation.roles import roles_ensure
 from automation.runs.comments import run_comment_add
 from console.evidence import evidence_page
 from tests.conftest import Pipeline, decision_for, make_event
