@@ -8,6 +8,7 @@ from typing import Any
 from django.db import models
 
 from core.addresses import MAX_ADDRESS, mail_address_validator
+from core.history import AppendOnly
 
 
 class Customer(models.Model):
@@ -74,7 +75,7 @@ class IntakeChannel(models.Model):
 MAIL_SCOPE = "@mail"
 
 
-class IntakeRecord(models.Model):
+class IntakeRecord(AppendOnly):
     """The raw request exactly as received, written before any validation. Never modified.
 
     A request over the size limit (`services.intake.message_limit`) is kept as a refused
@@ -109,10 +110,9 @@ class IntakeRecord(models.Model):
         return f"intake #{self.pk} via {self.channel_id}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        if self.pk is not None:
-            raise ValueError("an intake record is never modified")
-        self.set_digest()
-        super().save(*args, **kwargs)
+        if self._state.adding:
+            self.set_digest()
+        super().save(*args, **kwargs)  # AppendOnly refuses writing over a stored record
 
     def set_digest(self) -> None:
         """Stamp `raw_sha256` and `size`: save() does; so does a writer that inserts the row

@@ -95,7 +95,7 @@ def test_database_still_accepts_new_audit_rows(audit: AuditEvent) -> None:
 def test_saving_an_existing_intake_record_is_refused(intake: IntakeRecord) -> None:
     intake.raw = b"rewritten"
 
-    with pytest.raises(ValueError, match="never modified"):
+    with pytest.raises(ValueError, match="append-only: update refused"):
         intake.save()
 
     assert bytes(IntakeRecord.objects.get(pk=intake.pk).raw) == b'{"event_id": "evt-1"}'

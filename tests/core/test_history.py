@@ -12,12 +12,14 @@ from approvals.models import ApprovalDecision
 from audit.models import AuditEvent
 from automation.classifiers.models import ClassificationAttempt
 from automation.effects.models import TaskComment
+from automation.intake.models import IntakeRecord
 from automation.recovery.models import RecoveryAction
 from automation.runs.models import Checkpoint, Run, RunComment, StageRecord
 from core.history import AppendOnly, AppendOnlyError, AppendOnlyQuerySet
 from tests.conftest import Pipeline, decision_for, make_event
 
 HISTORY = [
+    IntakeRecord,
     AuditEvent,
     ApprovalDecision,
     Checkpoint,
