@@ -49,6 +49,10 @@ def group_members(group: int) -> list[int]:
     return members
 
 
+def _interrupt_as_from_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Demo:
     """`make demo` in a process group of its own, its output in a file."""
 
@@ -70,6 +74,10 @@ class Demo:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                # As from a terminal: a runner started in the background (`cmd &`) ignores
+                # SIGINT, the demo's shell would inherit that, and bash cannot trap a signal
+                # ignored when it starts, so its Ctrl-C stop would never run.
+                preexec_fn=_interrupt_as_from_a_terminal,
             )
 
     def said(self) -> str:
